@@ -1,0 +1,318 @@
+#include "elf/elf_file.hpp"
+
+#include <algorithm>
+#include <elf.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include "support/byte_cursor.hpp"
+
+namespace ehelf {
+namespace {
+
+// Decompressed sections larger than this are refused: a hostile header can claim any size.
+constexpr uint64_t kMaxDecompressedSize = uint64_t(1) << 32;
+
+bool file_exists(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string dir_of(const std::string& path) {
+  auto slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return path.substr(0, slash == 0 ? 1 : slash);
+}
+
+} // namespace
+
+bool Section::compressed() const { return (flags & SHF_COMPRESSED) != 0; }
+
+Result<std::unique_ptr<ElfFile>> ElfFile::open(const std::string& path) {
+  auto mapped = MappedFile::open(path);
+  if (!mapped) return std::move(mapped).error();
+  std::unique_ptr<ElfFile> f(new ElfFile);
+  f->mapping_ = std::move(*mapped);
+  f->bytes_ = f->mapping_->bytes();
+  f->name_ = path;
+  if (auto st = f->parse_headers(); !st) return std::move(st).error().in_file(path);
+  return f;
+}
+
+Result<std::unique_ptr<ElfFile>> ElfFile::parse(std::span<const uint8_t> bytes, std::string name) {
+  std::unique_ptr<ElfFile> f(new ElfFile);
+  f->bytes_ = bytes;
+  f->name_ = std::move(name);
+  if (auto st = f->parse_headers(); !st) return std::move(st).error().in_file(f->name_);
+  return f;
+}
+
+Status ElfFile::parse_headers() {
+  ByteCursor c(bytes_);
+  auto ident = c.bytes(EI_NIDENT);
+  if (!c.ok() || std::memcmp(ident.data(), ELFMAG, SELFMAG) != 0)
+    return Error::plain("not an ELF file");
+  if (ident[EI_CLASS] != ELFCLASS64)
+    return Error::plain(ident[EI_CLASS] == ELFCLASS32 ? "32-bit ELF is not supported (ELF64 only)"
+                                                      : "unknown ELF class");
+  if (ident[EI_DATA] != ELFDATA2LSB) return Error::plain("big-endian ELF is not supported");
+  e_type_ = c.u16();
+  uint16_t machine = c.u16();
+  if (machine != EM_X86_64)
+    return Error::plain(fmt::format("ELF machine {} is not x86_64", machine));
+  c.u32();                    // e_version
+  c.u64();                    // e_entry
+  uint64_t phoff = c.u64();
+  uint64_t shoff = c.u64();
+  c.u32();                    // e_flags
+  c.u16();                    // e_ehsize
+  uint16_t phentsize = c.u16();
+  uint16_t phnum = c.u16();
+  uint16_t shentsize = c.u16();
+  uint64_t shnum = c.u16();
+  uint32_t shstrndx = c.u16();
+  if (!c.ok()) return Error::plain("truncated ELF header");
+
+  if (phnum && phoff) {
+    if (phentsize < sizeof(Elf64_Phdr))
+      return Error::at("", phoff, "program header entry size too small");
+    for (uint32_t i = 0; i < phnum; ++i) {
+      ByteCursor p(bytes_);
+      p.seek(phoff);
+      p.skip(uint64_t(i) * phentsize);
+      Segment s;
+      s.type = p.u32();
+      s.flags = p.u32();
+      s.offset = p.u64();
+      s.vaddr = p.u64();
+      p.u64(); // paddr
+      s.filesz = p.u64();
+      s.memsz = p.u64();
+      if (!p.ok()) return Error::at("", phoff, "program headers extend past the end of the file");
+      segments_.push_back(s);
+    }
+  }
+
+  if (shoff == 0) return Ok{};
+  if (shentsize < sizeof(Elf64_Shdr))
+    return Error::at("", shoff, "section header entry size too small");
+  auto read_shdr = [&](uint64_t i, Section& s) {
+    ByteCursor p(bytes_);
+    p.seek(shoff);
+    p.skip(i * shentsize);
+    uint32_t name = p.u32();
+    s.type = p.u32();
+    s.flags = p.u64();
+    s.addr = p.u64();
+    s.offset = p.u64();
+    s.size = p.u64();
+    s.link = p.u32();
+    s.info = p.u32();
+    p.u64(); // addralign
+    s.entsize = p.u64();
+    s.index = static_cast<uint32_t>(i);
+    s.name = std::string_view(); // resolved below
+    return std::pair<bool, uint32_t>(p.ok(), name);
+  };
+  Section first;
+  auto [ok0, ignored] = read_shdr(0, first);
+  (void)ignored;
+  if (!ok0) return Error::at("", shoff, "section headers extend past the end of the file");
+  if (shnum == 0) shnum = first.size; // extended numbering
+  if (shstrndx == SHN_XINDEX) shstrndx = first.link;
+  if (shnum > bytes_.size() / shentsize)
+    return Error::at("", shoff, "section header count exceeds the file size");
+
+  std::vector<uint32_t> name_offsets;
+  sections_.resize(shnum);
+  for (uint64_t i = 0; i < shnum; ++i) {
+    auto [ok, name] = read_shdr(i, sections_[i]);
+    if (!ok) return Error::at("", shoff + i * shentsize, "section header extends past the end");
+    name_offsets.push_back(name);
+  }
+  if (shstrndx < shnum) {
+    const Section& strtab = sections_[shstrndx];
+    if (strtab.type != SHT_NOBITS && strtab.offset <= bytes_.size() &&
+        strtab.size <= bytes_.size() - strtab.offset) {
+      auto names = bytes_.subspan(strtab.offset, strtab.size);
+      for (uint64_t i = 0; i < shnum; ++i) {
+        ByteCursor n(names);
+        n.seek(name_offsets[i]);
+        auto s = n.cstring();
+        if (n.ok()) sections_[i].name = s;
+      }
+    }
+  }
+  return Ok{};
+}
+
+const Section* ElfFile::find_section(std::string_view name) const {
+  for (const auto& s : sections_)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+Result<std::span<const uint8_t>> ElfFile::section_data(const Section& s) const {
+  std::string sec(s.name);
+  if (s.type == SHT_NOBITS) return Error::at(sec, 0, "section has no data in the file (NOBITS)");
+  if (s.offset > bytes_.size() || s.size > bytes_.size() - s.offset)
+    return Error::at(sec, 0,
+                     fmt::format("section data [{:#x}, +{:#x}) lies outside the file (size {:#x})",
+                                 s.offset, s.size, bytes_.size()));
+  auto raw = bytes_.subspan(s.offset, s.size);
+  if (!s.compressed()) return raw;
+
+  for (auto& [idx, slot] : decompressed_index_)
+    if (idx == s.index) return std::span<const uint8_t>(decompressed_[slot]);
+
+  ByteCursor c(raw);
+  uint32_t ch_type = c.u32();
+  c.u32(); // reserved
+  uint64_t ch_size = c.u64();
+  c.u64(); // addralign
+  if (!c.ok()) return Error::at(sec, 0, "truncated compression header");
+  if (ch_size > kMaxDecompressedSize)
+    return Error::at(sec, 0, fmt::format("claimed decompressed size {:#x} is too large", ch_size));
+  auto payload = raw.subspan(c.pos());
+  std::vector<uint8_t> out(ch_size);
+  if (ch_type == ELFCOMPRESS_ZLIB) {
+    uLongf dest_len = static_cast<uLongf>(ch_size);
+    int rc = ::uncompress(out.data(), &dest_len, payload.data(), payload.size());
+    if (rc != Z_OK || dest_len != ch_size)
+      return Error::at(sec, c.pos(), fmt::format("zlib decompression failed ({})", rc));
+  } else if (ch_type == 2 /* ELFCOMPRESS_ZSTD */) {
+    size_t n = ZSTD_decompress(out.data(), out.size(), payload.data(), payload.size());
+    if (ZSTD_isError(n) || n != ch_size)
+      return Error::at(sec, c.pos(),
+                       fmt::format("zstd decompression failed: {}",
+                                   ZSTD_isError(n) ? ZSTD_getErrorName(n) : "size mismatch"));
+  } else {
+    return Error::at(sec, 0, fmt::format("unknown compression type {}", ch_type));
+  }
+  decompressed_.push_back(std::move(out));
+  decompressed_index_.emplace_back(s.index, decompressed_.size() - 1);
+  return std::span<const uint8_t>(decompressed_.back());
+}
+
+uint64_t ElfFile::load_base() const {
+  uint64_t base = UINT64_MAX;
+  for (const auto& seg : segments_)
+    if (seg.type == PT_LOAD) base = std::min(base, seg.vaddr);
+  return base == UINT64_MAX ? 0 : base;
+}
+
+std::optional<std::span<const uint8_t>> ElfFile::build_id() const {
+  auto scan = [&](std::span<const uint8_t> notes) -> std::optional<std::span<const uint8_t>> {
+    ByteCursor c(notes);
+    while (c.remaining() >= 12) {
+      uint32_t namesz = c.u32(), descsz = c.u32(), type = c.u32();
+      auto name = c.bytes((uint64_t(namesz) + 3) & ~uint64_t(3));
+      auto desc = c.bytes((uint64_t(descsz) + 3) & ~uint64_t(3));
+      if (!c.ok()) break;
+      if (type == NT_GNU_BUILD_ID && namesz == 4 && std::memcmp(name.data(), "GNU", 4) == 0)
+        return desc.first(descsz);
+    }
+    return std::nullopt;
+  };
+  for (const auto& s : sections_)
+    if (s.type == SHT_NOTE)
+      if (auto d = section_data(s))
+        if (auto id = scan(*d)) return id;
+  for (const auto& seg : segments_)
+    if (seg.type == PT_NOTE && seg.offset <= bytes_.size() &&
+        seg.filesz <= bytes_.size() - seg.offset)
+      if (auto id = scan(bytes_.subspan(seg.offset, seg.filesz))) return id;
+  return std::nullopt;
+}
+
+std::string ElfFile::build_id_hex() const {
+  std::string out;
+  if (auto id = build_id())
+    for (uint8_t b : *id) out += fmt::format("{:02x}", b);
+  return out;
+}
+
+std::optional<DebugLink> ElfFile::debug_link() const {
+  const Section* s = find_section(".gnu_debuglink");
+  if (!s) return std::nullopt;
+  auto data = section_data(*s);
+  if (!data) return std::nullopt;
+  ByteCursor c(*data);
+  DebugLink link;
+  link.file = std::string(c.cstring());
+  c.seek((c.pos() + 3) & ~size_t(3));
+  link.crc = c.u32();
+  if (!c.ok() || link.file.empty()) return std::nullopt;
+  return link;
+}
+
+const std::vector<Symbol>& ElfFile::symbols() const {
+  if (symbols_loaded_) return symbols_;
+  symbols_loaded_ = true;
+  const Section* table = nullptr;
+  for (const auto& s : sections_)
+    if (s.type == SHT_SYMTAB) table = &s;
+  if (!table)
+    for (const auto& s : sections_)
+      if (s.type == SHT_DYNSYM) table = &s;
+  if (!table || table->link >= sections_.size()) return symbols_;
+  auto syms = section_data(*table);
+  auto strs = section_data(sections_[table->link]);
+  if (!syms || !strs) return symbols_;
+  ByteCursor c(*syms);
+  while (c.remaining() >= sizeof(Elf64_Sym)) {
+    uint32_t name = c.u32();
+    uint8_t info = c.u8();
+    c.u8(); // other
+    uint16_t shndx = c.u16();
+    uint64_t value = c.u64();
+    uint64_t size = c.u64();
+    uint8_t type = ELF64_ST_TYPE(info);
+    if (shndx == SHN_UNDEF || value == 0) continue;
+    if (type != STT_FUNC && type != STT_NOTYPE && type != STT_GNU_IFUNC) continue;
+    ByteCursor n(*strs);
+    n.seek(name);
+    auto nm = n.cstring();
+    if (!n.ok() || nm.empty()) continue;
+    symbols_.push_back(Symbol{nm, value, size, type});
+  }
+  std::sort(symbols_.begin(), symbols_.end(), [](const Symbol& a, const Symbol& b) {
+    if (a.value != b.value) return a.value < b.value;
+    return a.size > b.size; // prefer the sized symbol at equal addresses
+  });
+  return symbols_;
+}
+
+const Symbol* ElfFile::symbol_for(uint64_t addr) const {
+  const auto& syms = symbols();
+  auto it = std::upper_bound(syms.begin(), syms.end(), addr,
+                             [](uint64_t a, const Symbol& s) { return a < s.value; });
+  while (it != syms.begin()) {
+    --it;
+    if (it->size == 0 || addr < it->value + it->size) return &*it;
+    if (it->value + it->size <= addr) {
+      // keep looking only among symbols at the same address
+      if (it == syms.begin() || std::prev(it)->value != it->value) break;
+    }
+  }
+  return nullptr;
+}
+
+std::string ElfFile::find_debug_file(const std::string& debug_root) const {
+  std::string id = build_id_hex();
+  if (id.size() > 2) {
+    std::string p = debug_root + "/.build-id/" + id.substr(0, 2) + "/" + id.substr(2) + ".debug";
+    if (file_exists(p)) return p;
+  }
+  if (auto link = debug_link()) {
+    std::string dir = dir_of(name_);
+    for (const std::string& p : {dir + "/" + link->file, dir + "/.debug/" + link->file,
+                                 debug_root + dir + "/" + link->file})
+      if (p != name_ && file_exists(p)) return p;
+  }
+  return {};
+}
+
+} // namespace ehelf

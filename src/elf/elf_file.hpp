@@ -1,0 +1,106 @@
+// ElfFile: a parsed, bounds-checked view of one ELF64 little-endian x86_64 file.
+//
+// Gives sections (decompressing SHF_COMPRESSED ones on demand), program headers, symbols,
+// the GNU build-id and .gnu_debuglink. All spans point into the mapping or into buffers owned
+// by the ElfFile, so they live as long as it does.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "elf/mapped_file.hpp"
+#include "support/result.hpp"
+
+namespace ehelf {
+
+struct Section {
+  std::string_view name;
+  uint32_t type = 0;
+  uint64_t flags = 0;
+  uint64_t addr = 0;   // SVMA of the section's first byte
+  uint64_t offset = 0; // file offset
+  uint64_t size = 0;   // size in the file (compressed size if SHF_COMPRESSED)
+  uint32_t link = 0;
+  uint32_t info = 0;
+  uint64_t entsize = 0;
+  uint32_t index = 0;
+  bool compressed() const;
+};
+
+struct Segment {
+  uint32_t type = 0;
+  uint32_t flags = 0;
+  uint64_t offset = 0;
+  uint64_t vaddr = 0;
+  uint64_t filesz = 0;
+  uint64_t memsz = 0;
+};
+
+struct Symbol {
+  std::string_view name;
+  uint64_t value = 0;
+  uint64_t size = 0;
+  uint8_t type = 0; // STT_*
+};
+
+struct DebugLink {
+  std::string file;
+  uint32_t crc = 0;
+};
+
+class ElfFile {
+public:
+  // Maps and parses `path`. Errors name the file.
+  static Result<std::unique_ptr<ElfFile>> open(const std::string& path);
+  // Parses bytes the caller keeps alive (fuzzing, in-memory images).
+  static Result<std::unique_ptr<ElfFile>> parse(std::span<const uint8_t> bytes, std::string name);
+
+  const std::string& name() const { return name_; }
+  std::span<const uint8_t> bytes() const { return bytes_; }
+  uint16_t type() const { return e_type_; } // ET_EXEC, ET_DYN, ...
+  const std::vector<Section>& sections() const { return sections_; }
+  const std::vector<Segment>& segments() const { return segments_; }
+
+  const Section* find_section(std::string_view name) const;
+  // The section's contents, decompressed if needed; NOBITS sections are an error.
+  Result<std::span<const uint8_t>> section_data(const Section& s) const;
+
+  // Lowest p_vaddr of PT_LOAD segments (the module's link-time base); 0 if none.
+  uint64_t load_base() const;
+
+  std::optional<std::span<const uint8_t>> build_id() const;
+  std::string build_id_hex() const; // empty if none
+  std::optional<DebugLink> debug_link() const;
+
+  // .symtab if present, else .dynsym; FUNC and NOTYPE symbols with a value, sorted by address.
+  const std::vector<Symbol>& symbols() const;
+  // The symbol containing addr (or the nearest below it when sizes are 0).
+  const Symbol* symbol_for(uint64_t addr) const;
+
+  // Separate debug file: /usr/lib/debug/.build-id/xx/rest.debug, then .gnu_debuglink places.
+  // `debug_root` defaults to /usr/lib/debug. Returns an empty string if none exists.
+  std::string find_debug_file(const std::string& debug_root = "/usr/lib/debug") const;
+
+private:
+  ElfFile() = default;
+  Status parse_headers();
+
+  std::unique_ptr<MappedFile> mapping_;
+  std::span<const uint8_t> bytes_;
+  std::string name_;
+  uint16_t e_type_ = 0;
+  std::vector<Section> sections_;
+  std::vector<Segment> segments_;
+  mutable std::deque<std::vector<uint8_t>> decompressed_;
+  mutable std::vector<std::pair<uint32_t, size_t>> decompressed_index_; // section -> slot
+  mutable std::vector<Symbol> symbols_;
+  mutable bool symbols_loaded_ = false;
+};
+
+} // namespace ehelf

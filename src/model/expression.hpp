@@ -1,0 +1,75 @@
+// Expression: a decoded DWARF expression as it appears in CFI, and its bounded evaluator.
+//
+// Decoding turns bytes into ops once (at table build time); evaluation walks the ops with a step
+// limit and a stack-depth limit and reads memory only through a MemoryReader.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/memory_reader.hpp"
+#include "model/register_state.hpp"
+#include "support/result.hpp"
+
+namespace ehelf {
+
+// One operation. Operand meaning depends on the opcode:
+//   const*/lit*/addr:   a = the constant (signed ones sign-extended into a)
+//   breg0-31, fbreg:    a = signed offset;          bregx: a = register, b = signed offset
+//   reg0-31:            none;                       regx:  a = register
+//   pick, deref_size, xderef_size: a = index/size
+//   plus_uconst:        a = addend
+//   skip, bra:          a = signed byte displacement; b = index of the target op in ops()
+//   piece:              a = size; bit_piece: a = size, b = offset
+//   implicit_value:     a = length (the bytes follow in the encoding)
+//   call2/call4/call_ref: a = offset
+//   GNU_entry_value:    a = length of the sub-expression
+struct ExprOp {
+  uint8_t opcode = 0;
+  uint32_t offset = 0; // byte offset of the opcode within the expression
+  uint64_t a = 0;
+  uint64_t b = 0;
+};
+
+struct EvalLimits {
+  uint32_t max_steps = 10000; // ops executed, counting loops via bra/skip
+  uint32_t max_stack = 64;
+};
+
+class Expression {
+public:
+  Expression() = default;
+  // Decodes every op; fails on unknown opcodes, truncated operands, and branch targets that are
+  // not the start of an op (or the end). Error offsets are relative to the expression start.
+  static Result<Expression> decode(std::span<const uint8_t> bytes, uint8_t address_size = 8);
+
+  const std::vector<ExprOp>& ops() const { return ops_; }
+  const std::vector<uint8_t>& bytes() const { return bytes_; }
+  bool operator==(const Expression& o) const { return bytes_ == o.bytes_; }
+
+  // readelf's spelling, ops separated by "; ", e.g. "DW_OP_breg7 (rsp): 8; DW_OP_deref".
+  std::string to_string() const;
+
+  // Evaluates the expression. `initial` is pushed first when given (DW_CFA_expression and
+  // DW_CFA_val_expression push the CFA); `cfa` serves DW_OP_call_frame_cfa. Register operands
+  // (breg*, bregx) need the register valid in `regs`. Returns the top of the stack.
+  // Errors: invalid register, memory read refused, stack underflow/overflow, step limit,
+  // division by zero, ops not allowed in CFI (reg*, piece, call*, ...).
+  Result<uint64_t> evaluate(const RegisterState& regs, MemoryReader& mem,
+                            std::optional<uint64_t> initial = std::nullopt,
+                            std::optional<uint64_t> cfa = std::nullopt,
+                            const EvalLimits& limits = {}) const;
+
+private:
+  std::vector<uint8_t> bytes_;
+  std::vector<ExprOp> ops_;
+  uint8_t address_size_ = 8;
+};
+
+// DW_OP_* name ("DW_OP_breg7"), or empty for an unknown opcode.
+std::string_view dw_op_name(uint8_t opcode);
+
+} // namespace ehelf

@@ -1,0 +1,187 @@
+#include "model/unwind_table.hpp"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+namespace ehelf {
+namespace {
+
+uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  return h;
+}
+
+uint64_t hash_rule(uint64_t h, const RegisterRule& r) {
+  h = mix(h, static_cast<uint64_t>(r.kind));
+  h = mix(h, r.reg);
+  h = mix(h, static_cast<uint64_t>(r.offset));
+  return mix(h, r.expr);
+}
+
+} // namespace
+
+const RegisterRule* RowView::rule_for(unsigned column) const {
+  for (const auto& c : columns)
+    if (c.column == column) return &c.rule;
+  return nullptr;
+}
+
+uint32_t UnwindTable::add_expression(Expression e) {
+  uint64_t h = 0;
+  for (uint8_t b : e.bytes()) h = mix(h, b);
+  auto [lo, hi] = expr_index_.equal_range(h);
+  for (auto it = lo; it != hi; ++it)
+    if (expressions_[it->second] == e) return it->second;
+  expressions_.push_back(std::move(e));
+  auto idx = static_cast<uint32_t>(expressions_.size() - 1);
+  expr_index_.emplace(h, idx);
+  return idx;
+}
+
+uint32_t UnwindTable::add_function(const FunctionInfo& f) {
+  functions_.push_back(f);
+  return static_cast<uint32_t>(functions_.size() - 1);
+}
+
+uint32_t UnwindTable::intern_row(const CfaRule& cfa, std::span<const ColumnRule> columns) {
+  uint64_t h = mix(mix(mix(0, static_cast<uint64_t>(cfa.kind)), cfa.reg),
+                   static_cast<uint64_t>(cfa.offset));
+  h = mix(h, cfa.expr);
+  for (const auto& c : columns) h = hash_rule(mix(h, c.column), c.rule);
+  auto [lo, hi] = row_index_.equal_range(h);
+  for (auto it = lo; it != hi; ++it) {
+    const RowRecord& r = rows_[it->second];
+    if (r.cfa == cfa && r.count == columns.size() &&
+        std::equal(columns.begin(), columns.end(), column_rules_.begin() + r.first))
+      return it->second;
+  }
+  RowRecord rec{cfa, static_cast<uint32_t>(column_rules_.size()),
+                static_cast<uint32_t>(columns.size())};
+  column_rules_.insert(column_rules_.end(), columns.begin(), columns.end());
+  rows_.push_back(rec);
+  auto idx = static_cast<uint32_t>(rows_.size() - 1);
+  row_index_.emplace(h, idx);
+  return idx;
+}
+
+void UnwindTable::finish() {
+  // Stable sort keeps insertion order among equal starts, so "first added wins" holds.
+  std::stable_sort(ranges_.begin(), ranges_.end(),
+                   [](const TableRange& a, const TableRange& b) { return a.begin < b.begin; });
+  std::vector<TableRange> out;
+  out.reserve(ranges_.size());
+  for (const auto& r : ranges_) {
+    if (r.end <= r.begin) continue;
+    if (!out.empty() && r.begin < out.back().end) {
+      ++overlaps_;
+      if (r.end <= out.back().end) continue;
+      TableRange clipped = r;
+      clipped.begin = out.back().end;
+      out.push_back(clipped);
+      continue;
+    }
+    out.push_back(r);
+  }
+  ranges_ = std::move(out);
+  ranges_.shrink_to_fit();
+  row_index_.clear();
+  expr_index_.clear();
+}
+
+const TableRange* UnwindTable::find(uint64_t pc) const {
+  auto it = std::upper_bound(ranges_.begin(), ranges_.end(), pc,
+                             [](uint64_t p, const TableRange& r) { return p < r.begin; });
+  if (it == ranges_.begin()) return nullptr;
+  --it;
+  return pc < it->end ? &*it : nullptr;
+}
+
+RowView UnwindTable::row(uint32_t index) const {
+  const RowRecord& r = rows_[index];
+  return RowView{r.cfa, std::span<const ColumnRule>(column_rules_.data() + r.first, r.count)};
+}
+
+size_t UnwindTable::memory_bytes() const {
+  size_t n = ranges_.capacity() * sizeof(TableRange) + rows_.capacity() * sizeof(RowRecord) +
+             column_rules_.capacity() * sizeof(ColumnRule) +
+             functions_.capacity() * sizeof(FunctionInfo);
+  for (const auto& e : expressions_)
+    n += sizeof(Expression) + e.bytes().capacity() + e.ops().capacity() * sizeof(ExprOp);
+  return n;
+}
+
+Result<UnwindTable::Step> UnwindTable::evaluate(uint32_t row_index, const RegisterState& regs,
+                                                MemoryReader& mem, uint16_t return_column) const {
+  if (row_index >= rows_.size()) return Error::plain("row index out of range");
+  RowView row = this->row(row_index);
+  Step step;
+  switch (row.cfa.kind) {
+  case CfaRule::Kind::RegOffset:
+    if (!regs.has(row.cfa.reg))
+      return Error::plain(fmt::format("CFA register r{} is not known", row.cfa.reg));
+    step.cfa = regs.get(row.cfa.reg) + static_cast<uint64_t>(row.cfa.offset);
+    break;
+  case CfaRule::Kind::Expression: {
+    auto v = expressions_[row.cfa.expr].evaluate(regs, mem);
+    if (!v) return std::move(v).error();
+    step.cfa = *v;
+    break;
+  }
+  case CfaRule::Kind::Undefined:
+    return Error::plain("the row has no CFA rule");
+  }
+
+  step.caller = regs; // no rule: same value (callee-saved convention)
+  for (const auto& c : row.columns) {
+    if (c.column >= x86_64::kGeneralRegs) continue;
+    const RegisterRule& r = c.rule;
+    uint64_t v = 0;
+    switch (r.kind) {
+    case RegisterRule::Kind::Undefined:
+      step.caller.clear(c.column);
+      continue;
+    case RegisterRule::Kind::SameValue:
+      continue;
+    case RegisterRule::Kind::Offset:
+      if (!mem.read_u64(step.cfa + static_cast<uint64_t>(r.offset), v))
+        return Error::plain(fmt::format("cannot read r{} saved at {:#x}", c.column,
+                                        step.cfa + static_cast<uint64_t>(r.offset)));
+      break;
+    case RegisterRule::Kind::ValOffset:
+      v = step.cfa + static_cast<uint64_t>(r.offset);
+      break;
+    case RegisterRule::Kind::Register:
+      if (!regs.has(r.reg)) {
+        step.caller.clear(c.column);
+        continue;
+      }
+      v = regs.get(r.reg);
+      break;
+    case RegisterRule::Kind::Expression:
+    case RegisterRule::Kind::ValExpression: {
+      auto addr = expressions_[r.expr].evaluate(regs, mem, step.cfa, step.cfa);
+      if (!addr) return std::move(addr).error();
+      v = *addr;
+      if (r.kind == RegisterRule::Kind::Expression && !mem.read_u64(*addr, v))
+        return Error::plain(fmt::format("cannot read r{} saved at {:#x}", c.column, *addr));
+      break;
+    }
+    case RegisterRule::Kind::Architectural:
+      step.caller.clear(c.column);
+      continue;
+    }
+    step.caller.set(c.column, v);
+  }
+  // The caller's rip is the return address; its rsp is the CFA (x86_64 psABI) unless a rule says
+  // otherwise.
+  if (return_column != x86_64::RIP) {
+    if (step.caller.has(return_column)) step.caller.set(x86_64::RIP, step.caller.get(return_column));
+    else step.caller.clear(x86_64::RIP);
+  } else if (!row.rule_for(x86_64::RIP)) {
+    step.caller.clear(x86_64::RIP);
+  }
+  if (!row.rule_for(x86_64::RSP)) step.caller.set(x86_64::RSP, step.cfa);
+  return step;
+}
+
+} // namespace ehelf
