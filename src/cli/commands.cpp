@@ -1,0 +1,15 @@
+#include "cli/commands.hpp"
+
+namespace ehelf::cli {
+namespace {
+int g_exit_code = 0;
+}
+
+int exit_code() { return g_exit_code; }
+void set_exit_code(int code) {
+  if (code > g_exit_code) g_exit_code = code;
+}
+
+void register_commands(CLI::App& app) { register_dump(app); }
+
+} // namespace ehelf::cli

@@ -1,0 +1,16 @@
+// The ehelf subcommands. Each registers its flags on the CLI11 app and runs when selected.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace ehelf::cli {
+
+void register_commands(CLI::App& app);
+// Exit status of the command that ran.
+int exit_code();
+void set_exit_code(int code);
+
+// One per command file:
+void register_dump(CLI::App& app);
+
+} // namespace ehelf::cli

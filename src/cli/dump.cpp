@@ -1,0 +1,43 @@
+// `ehelf dump FILE...`: the interpreted call-frame tables, as readelf -wF prints them, or JSON.
+#include <cstdio>
+#include <fmt/format.h>
+#include <iostream>
+
+#include "cli/commands.hpp"
+#include "report/table_json.hpp"
+
+namespace ehelf::cli {
+
+void register_dump(CLI::App& app) {
+  struct Options {
+    std::vector<std::string> files;
+    bool json = false;
+  };
+  auto opt = std::make_shared<Options>();
+  auto* cmd = app.add_subcommand("dump", "Print the interpreted call-frame tables of ELF files");
+  cmd->add_option("files", opt->files, "ELF files")->required()->check(CLI::ExistingFile);
+  cmd->add_flag("--json", opt->json, "Print JSON instead of readelf -wF text");
+  cmd->callback([opt] {
+    for (const auto& file : opt->files) {
+      LoadOptions lo;
+      lo.separate_debug_file = false;
+      auto m = load_module_cfi(file, lo);
+      if (!m) {
+        fmt::print(stderr, "ehelf: {}\n", m.error().to_string());
+        set_exit_code(1);
+        continue;
+      }
+      if (opt->json) {
+        auto j = cfi_to_json(*m);
+        if (!j) {
+          fmt::print(stderr, "ehelf: {}\n", j.error().to_string());
+          set_exit_code(1);
+          continue;
+        }
+        std::cout << j->dump(1) << "\n";
+      }
+    }
+  });
+}
+
+} // namespace ehelf::cli

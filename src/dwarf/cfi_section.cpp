@@ -1,0 +1,272 @@
+#include "dwarf/cfi_section.hpp"
+
+#include <fmt/format.h>
+#include <unordered_map>
+
+#include "dwarf/constants.hpp"
+#include "support/byte_cursor.hpp"
+
+namespace ehelf {
+namespace {
+
+class CfiParser {
+public:
+  CfiParser(CfiSection& out, const PointerBases& bases) : s_(out), bases_(bases) {}
+
+  void run() {
+    ByteCursor c(s_.data);
+    while (!c.at_end() && !s_.error) {
+      uint64_t start = c.offset();
+      parse_entry(c, start, /*only_cie=*/false);
+    }
+  }
+
+private:
+  void fail(uint64_t offset, std::string msg) {
+    if (!s_.error) s_.error = Error::at(s_.name, offset, std::move(msg));
+  }
+
+  bool is_cie_id(uint64_t id, bool dwarf64) const {
+    if (s_.format == CfiFormat::EhFrame) return id == 0;
+    return dwarf64 ? id == UINT64_MAX : id == UINT32_MAX;
+  }
+
+  // Parses the entry at c's position and advances c past it. With only_cie (a forward reference
+  // from an FDE) the entry must be a CIE and is not recorded in `entries`.
+  // Returns the CIE index for a CIE, or -1.
+  int64_t parse_entry(ByteCursor& c, uint64_t start, bool only_cie) {
+    uint64_t length = c.u32();
+    if (!c.ok()) {
+      fail(start, "truncated entry length");
+      return -1;
+    }
+    bool dwarf64 = false;
+    if (length == 0) {
+      if (!only_cie) s_.entries.push_back({CfiEntry::Kind::Terminator, 0, start});
+      else fail(start, "CIE pointer refers to a zero terminator");
+      return -1;
+    }
+    if (length == 0xffffffff) {
+      dwarf64 = true;
+      length = c.u64();
+      if (!c.ok()) {
+        fail(start, "truncated 64-bit entry length");
+        return -1;
+      }
+    } else if (length >= 0xfffffff0) {
+      fail(start, fmt::format("reserved initial length value {:#x}", length));
+      return -1;
+    }
+    if (length > c.remaining()) {
+      fail(start, fmt::format("entry length {:#x} runs past the end of the section (only {:#x} "
+                              "bytes left)",
+                              length, c.remaining()));
+      return -1;
+    }
+    uint64_t id_offset = c.offset();
+    ByteCursor e = c.sub(length);
+    uint64_t id = dwarf64 ? e.u64() : e.u32();
+    if (!e.ok()) {
+      fail(start, "entry too short for its CIE id / CIE pointer");
+      return -1;
+    }
+    if (is_cie_id(id, dwarf64)) return parse_cie(e, start, length, dwarf64, only_cie);
+    if (only_cie) {
+      fail(start, "CIE pointer refers to an FDE, not a CIE");
+      return -1;
+    }
+    parse_fde(e, start, length, dwarf64, id, id_offset);
+    return -1;
+  }
+
+  int64_t parse_cie(ByteCursor& e, uint64_t start, uint64_t length, bool dwarf64, bool only_cie) {
+    if (auto it = cie_at_.find(start); it != cie_at_.end()) {
+      // Already parsed through a forward reference; now we reach it in order.
+      if (!only_cie) s_.entries.push_back({CfiEntry::Kind::Cie, it->second, start});
+      return it->second;
+    }
+    Cie cie;
+    cie.offset = start;
+    cie.length = length;
+    cie.dwarf64 = dwarf64;
+    cie.end_offset = e.offset() + e.remaining();
+    cie.version = e.u8();
+    bool eh = s_.format == CfiFormat::EhFrame;
+    if (!(cie.version == 1 || cie.version == 3 || (!eh && cie.version == 4))) {
+      fail(start, fmt::format("unsupported CIE version {}", cie.version));
+      return -1;
+    }
+    cie.augmentation = e.cstring();
+    if (!e.ok()) {
+      fail(start, "unterminated CIE augmentation string");
+      return -1;
+    }
+    if (cie.version >= 4) {
+      cie.address_size = e.u8();
+      cie.segment_size = e.u8();
+      if (cie.address_size != 8 && cie.address_size != 4) {
+        fail(start, fmt::format("unsupported CIE address size {}", cie.address_size));
+        return -1;
+      }
+      if (cie.segment_size != 0) {
+        fail(start, fmt::format("unsupported CIE segment selector size {}", cie.segment_size));
+        return -1;
+      }
+    }
+    if (cie.augmentation.starts_with("eh")) e.skip(cie.address_size); // GCC 2.x EH data pointer
+    cie.code_align = e.uleb();
+    cie.data_align = e.sleb();
+    cie.ra_register = cie.version == 1 ? e.u8() : e.uleb();
+    if (!e.ok()) {
+      fail(start, "truncated CIE header");
+      return -1;
+    }
+    if (!eh) cie.fde_encoding = cie.address_size == 4 ? dw::EH_PE_udata4 : dw::EH_PE_absptr;
+
+    std::string_view aug = cie.augmentation;
+    if (aug.starts_with("eh")) aug.remove_prefix(2);
+    if (!aug.empty() && aug[0] == 'z') {
+      cie.has_augmentation_data = true;
+      uint64_t aug_len = e.uleb();
+      uint64_t aug_start = e.offset();
+      cie.augmentation_data = e.bytes(aug_len);
+      if (!e.ok()) {
+        fail(start, fmt::format("CIE augmentation data length {:#x} runs past the entry", aug_len));
+        return -1;
+      }
+      ByteCursor a(cie.augmentation_data, aug_start);
+      for (char ch : aug.substr(1)) {
+        switch (ch) {
+        case 'L': cie.lsda_encoding = a.u8(); break;
+        case 'R': cie.fde_encoding = a.u8(); break;
+        case 'S': cie.signal_frame = true; break;
+        case 'B': cie.bkey = true; break;
+        case 'G': cie.mte_tagged = true; break;
+        case 'P': {
+          cie.personality_encoding = a.u8();
+          PointerBases b = bases_;
+          if (!read_encoded_pointer(a, cie.personality_encoding, b, cie.personality)) {
+            fail(a.offset(), fmt::format("bad personality pointer (encoding {:#x})",
+                                         cie.personality_encoding));
+            return -1;
+          }
+          break;
+        }
+        default:
+          // Unknown letter: 'z' told us the data length, so the instructions can still be found,
+          // but the remaining letters cannot be interpreted.
+          goto letters_done;
+        }
+        if (!a.ok()) {
+          fail(start, "CIE augmentation data is shorter than its augmentation string needs");
+          return -1;
+        }
+      }
+    letters_done:
+      if (encoded_pointer_size(cie.fde_encoding) == 0 &&
+          (cie.fde_encoding & 0x0f) != dw::EH_PE_uleb128 &&
+          (cie.fde_encoding & 0x0f) != dw::EH_PE_sleb128) {
+        fail(start, fmt::format("invalid FDE pointer encoding {:#x}", cie.fde_encoding));
+        return -1;
+      }
+    } else if (!aug.empty()) {
+      fail(start, fmt::format("unsupported CIE augmentation \"{}\"", cie.augmentation));
+      return -1;
+    }
+    cie.instructions_offset = e.offset();
+    cie.instructions = e.bytes(e.remaining());
+    s_.cies.push_back(cie);
+    auto index = static_cast<uint32_t>(s_.cies.size() - 1);
+    cie_at_.emplace(start, index);
+    if (!only_cie) s_.entries.push_back({CfiEntry::Kind::Cie, index, start});
+    return index;
+  }
+
+  void parse_fde(ByteCursor& e, uint64_t start, uint64_t length, bool dwarf64, uint64_t id,
+                 uint64_t id_offset) {
+    Fde fde;
+    fde.offset = start;
+    fde.length = length;
+    fde.dwarf64 = dwarf64;
+    fde.cie_pointer = id;
+    fde.end_offset = e.offset() + e.remaining();
+    uint64_t cie_offset = s_.format == CfiFormat::EhFrame ? id_offset - id : id;
+    if (s_.format == CfiFormat::EhFrame && id > id_offset) {
+      fail(start, fmt::format("CIE pointer {:#x} points before the start of the section", id));
+      return;
+    }
+    int64_t cie_index = -1;
+    if (auto it = cie_at_.find(cie_offset); it != cie_at_.end()) {
+      cie_index = it->second;
+    } else {
+      if (cie_offset >= s_.data.size() || ++forward_refs_ > 100000) {
+        fail(start, fmt::format("CIE pointer {:#x} points outside the section", id));
+        return;
+      }
+      ByteCursor c(s_.data);
+      c.seek(cie_offset);
+      cie_index = parse_entry(c, cie_offset, /*only_cie=*/true);
+      if (s_.error) {
+        s_.error->message = fmt::format("FDE at {:#x}: {}", start, s_.error->message);
+        return;
+      }
+    }
+    if (cie_index < 0) {
+      fail(start, fmt::format("CIE pointer {:#x} does not point to a CIE", id));
+      return;
+    }
+    fde.cie = static_cast<uint32_t>(cie_index);
+    const Cie& cie = s_.cies[fde.cie];
+    if (!read_encoded_pointer(e, cie.fde_encoding & 0x7f, bases_, fde.pc_begin)) {
+      fail(start, "truncated or invalid FDE initial location");
+      return;
+    }
+    // The range uses only the value format of the encoding, never a base.
+    if (!read_encoded_pointer(e, cie.fde_encoding & 0x0f, PointerBases{}, fde.pc_range)) {
+      fail(start, "truncated or invalid FDE address range");
+      return;
+    }
+    if (cie.has_augmentation_data) {
+      uint64_t aug_len = e.uleb();
+      uint64_t aug_start = e.offset();
+      fde.augmentation_data = e.bytes(aug_len);
+      if (!e.ok()) {
+        fail(start, fmt::format("FDE augmentation data length {:#x} runs past the entry", aug_len));
+        return;
+      }
+      if (cie.lsda_encoding != dw::EH_PE_omit) {
+        ByteCursor a(fde.augmentation_data, aug_start);
+        uint64_t lsda = 0;
+        if (read_encoded_pointer(a, cie.lsda_encoding & 0x7f, bases_, lsda)) {
+          fde.lsda = lsda;
+          fde.has_lsda = true;
+        }
+      }
+    }
+    fde.instructions_offset = e.offset();
+    fde.instructions = e.bytes(e.remaining());
+    s_.fdes.push_back(fde);
+    s_.entries.push_back(
+        {CfiEntry::Kind::Fde, static_cast<uint32_t>(s_.fdes.size() - 1), start});
+  }
+
+  CfiSection& s_;
+  const PointerBases& bases_;
+  std::unordered_map<uint64_t, uint32_t> cie_at_;
+  uint64_t forward_refs_ = 0;
+};
+
+} // namespace
+
+CfiSection parse_cfi_section(std::span<const uint8_t> data, CfiFormat format,
+                             std::string section_name, const PointerBases& bases) {
+  CfiSection s;
+  s.format = format;
+  s.name = std::move(section_name);
+  s.address = bases.section_addr;
+  s.data = data;
+  CfiParser(s, bases).run();
+  return s;
+}
+
+} // namespace ehelf

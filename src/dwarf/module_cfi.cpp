@@ -1,0 +1,153 @@
+#include "dwarf/module_cfi.hpp"
+
+#include <elf.h>
+#include <fmt/format.h>
+
+#include "dwarf/cfa_interpreter.hpp"
+
+namespace ehelf {
+namespace {
+
+// Reads a u64 stored at SVMA `addr` in the file's loaded image (for DW_EH_PE_indirect).
+bool read_file_u64(const ElfFile& elf, uint64_t addr, uint64_t& out) {
+  for (const Segment& s : elf.segments()) {
+    if (s.type != PT_LOAD || addr < s.vaddr || addr + 8 > s.vaddr + s.filesz) continue;
+    uint64_t off = s.offset + (addr - s.vaddr);
+    auto bytes = elf.bytes();
+    if (off > bytes.size() || bytes.size() - off < 8) return false;
+    std::memcpy(&out, bytes.data() + off, 8);
+    return true;
+  }
+  return false;
+}
+
+PointerBases bases_for(const ElfFile& elf, const Section& s) {
+  PointerBases b;
+  b.section_addr = s.addr;
+  if (const Section* got = elf.find_section(".got")) b.data_base = got->addr;
+  if (const Section* text = elf.find_section(".text")) b.text_base = text->addr;
+  b.read_indirect = [&elf](uint64_t addr, uint64_t& out) { return read_file_u64(elf, addr, out); };
+  return b;
+}
+
+Status build_from(const CfiSection& section, const PointerBases& bases, bool relocatable,
+                  UnwindTable& table, TableBuildStats& stats) {
+  CfaInterpreter interp(table);
+  std::vector<ColumnRule> scratch;
+  for (const Fde& fde : section.fdes) {
+    ++stats.fdes;
+    if (fde.pc_range == 0 || (fde.pc_begin == 0 && !relocatable)) {
+      ++stats.empty_fdes;
+      continue;
+    }
+    const Cie& cie = section.cies[fde.cie];
+    FunctionInfo info;
+    info.pc_begin = fde.pc_begin;
+    info.pc_end = fde.pc_end();
+    info.fde_offset = fde.offset;
+    info.lsda = fde.has_lsda ? fde.lsda : 0;
+    info.personality = cie.personality;
+    info.return_column = static_cast<uint16_t>(cie.ra_register);
+    info.signal_frame = cie.signal_frame;
+    info.from_debug_frame = section.format == CfiFormat::DebugFrame;
+    uint32_t function = table.add_function(info);
+    auto st = interp.run(section, cie, fde, bases, [&](const InterpretedRow& r) {
+      ++stats.rows;
+      uint32_t row = table.intern_row(r.state->cfa, r.state->columns);
+      table.add_range(TableRange{r.begin, r.end, row, function, r.state->args_size});
+    });
+    if (!st) return st;
+  }
+  return Ok{};
+}
+
+} // namespace
+
+std::optional<Error> ModuleCfi::first_error() const {
+  for (const auto* s : {eh_frame ? &*eh_frame : nullptr, debug_frame ? &*debug_frame : nullptr})
+    if (s && s->error) {
+      Error e = *s->error;
+      const ElfFile* owner = (s == &*debug_frame && debug_elf) ? debug_elf.get() : elf.get();
+      return std::move(e).in_file(owner->name());
+    }
+  return std::nullopt;
+}
+
+Result<ModuleCfi> load_module_cfi(const std::string& path, const LoadOptions& options) {
+  auto elf = ElfFile::open(path);
+  if (!elf) return std::move(elf).error();
+  return load_module_cfi(std::move(*elf), options);
+}
+
+Result<ModuleCfi> load_module_cfi(std::unique_ptr<ElfFile> elf, const LoadOptions& options) {
+  ModuleCfi m;
+  m.elf = std::move(elf);
+  const ElfFile& f = *m.elf;
+  auto parse = [&](const ElfFile& file, const Section& s, CfiFormat fmt, PointerBases& bases)
+      -> Result<CfiSection> {
+    auto data = file.section_data(s);
+    if (!data) return std::move(data).error().in_file(file.name());
+    bases = bases_for(file, s);
+    return parse_cfi_section(*data, fmt, std::string(s.name), bases);
+  };
+  if (options.eh_frame)
+    if (const Section* s = f.find_section(".eh_frame"); s && s->type != SHT_NOBITS) {
+      auto r = parse(f, *s, CfiFormat::EhFrame, m.eh_frame_bases);
+      if (!r) return std::move(r).error();
+      m.eh_frame = std::move(*r);
+      if (const Section* h = f.find_section(".eh_frame_hdr"); h && h->type != SHT_NOBITS) {
+        auto data = f.section_data(*h);
+        if (!data) m.eh_frame_hdr_error = std::move(data).error();
+        else if (auto hdr = parse_eh_frame_hdr(*data, h->addr); !hdr)
+          m.eh_frame_hdr_error = std::move(hdr).error().in_file(f.name());
+        else {
+          m.eh_frame_hdr = std::move(*hdr);
+          m.eh_frame_hdr_problems = verify_eh_frame_hdr(*m.eh_frame_hdr, *m.eh_frame);
+        }
+      }
+    }
+  if (options.debug_frame) {
+    const Section* s = f.find_section(".debug_frame");
+    if (s && s->type != SHT_NOBITS) {
+      auto r = parse(f, *s, CfiFormat::DebugFrame, m.debug_frame_bases);
+      if (!r) return std::move(r).error();
+      m.debug_frame = std::move(*r);
+    } else if (options.separate_debug_file) {
+      std::string path = f.find_debug_file(options.debug_root);
+      if (!path.empty())
+        if (auto dbg = ElfFile::open(path)) {
+          if (const Section* ds = (*dbg)->find_section(".debug_frame");
+              ds && ds->type != SHT_NOBITS) {
+            auto r = parse(**dbg, *ds, CfiFormat::DebugFrame, m.debug_frame_bases);
+            if (!r) return std::move(r).error();
+            m.debug_elf = std::move(*dbg);
+            m.debug_frame = std::move(*r);
+            // The bases' indirect reader must point at the ElfFile that owns the section.
+            m.debug_frame_bases = bases_for(*m.debug_elf, *m.debug_elf->find_section(".debug_frame"));
+          }
+        }
+    }
+  }
+  return m;
+}
+
+Result<UnwindTable> build_unwind_table(const ModuleCfi& module, TableBuildStats* stats) {
+  if (auto e = module.first_error()) return *e;
+  UnwindTable table;
+  TableBuildStats local;
+  TableBuildStats& st = stats ? *stats : local;
+  bool relocatable = module.elf->type() == ET_REL;
+  if (module.eh_frame)
+    if (auto s = build_from(*module.eh_frame, module.eh_frame_bases, relocatable, table, st); !s)
+      return std::move(s).error().in_file(module.elf->name());
+  if (module.debug_frame) {
+    const ElfFile& owner = module.debug_elf ? *module.debug_elf : *module.elf;
+    if (auto s = build_from(*module.debug_frame, module.debug_frame_bases, relocatable, table, st);
+        !s)
+      return std::move(s).error().in_file(owner.name());
+  }
+  table.finish();
+  return table;
+}
+
+} // namespace ehelf

@@ -1,0 +1,57 @@
+// ModuleCfi: the call-frame sections of one ELF module, parsed; and the builder that turns them
+// into the module's UnwindTable.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dwarf/cfi_section.hpp"
+#include "dwarf/eh_frame_hdr.hpp"
+#include "elf/elf_file.hpp"
+#include "model/unwind_table.hpp"
+#include "support/result.hpp"
+
+namespace ehelf {
+
+struct LoadOptions {
+  bool eh_frame = true;
+  bool debug_frame = true;
+  // Also read .debug_frame from a separate debug file (build-id or .gnu_debuglink) when the
+  // module itself has none.
+  bool separate_debug_file = true;
+  std::string debug_root = "/usr/lib/debug";
+};
+
+struct ModuleCfi {
+  std::unique_ptr<ElfFile> elf;
+  std::unique_ptr<ElfFile> debug_elf; // where .debug_frame came from, if not `elf`
+  std::optional<CfiSection> eh_frame;
+  std::optional<CfiSection> debug_frame;
+  PointerBases eh_frame_bases;
+  PointerBases debug_frame_bases;
+  std::optional<EhFrameHdr> eh_frame_hdr;
+  std::optional<Error> eh_frame_hdr_error;
+  std::vector<std::string> eh_frame_hdr_problems;
+
+  bool has_tables() const { return eh_frame || debug_frame; }
+  // The first parse error of either section, with the file name filled in.
+  std::optional<Error> first_error() const;
+};
+
+Result<ModuleCfi> load_module_cfi(const std::string& path, const LoadOptions& options = {});
+Result<ModuleCfi> load_module_cfi(std::unique_ptr<ElfFile> elf, const LoadOptions& options = {});
+
+// Counters gathered while building (for reports and tests).
+struct TableBuildStats {
+  uint64_t fdes = 0;
+  uint64_t empty_fdes = 0; // pc_range == 0 or discarded (pc_begin == 0 in a relocatable module)
+  uint64_t rows = 0;       // emitted rows before deduplication
+};
+
+// Builds the table from .eh_frame first, then .debug_frame (for ranges .eh_frame lacks).
+// Fails on the first malformed entry, naming file, section and offset.
+Result<UnwindTable> build_unwind_table(const ModuleCfi& module, TableBuildStats* stats = nullptr);
+
+} // namespace ehelf
