@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "cli/commands.hpp"
+#include "report/readelf_frames.hpp"
 #include "report/table_json.hpp"
 
 namespace ehelf::cli {
@@ -35,6 +36,19 @@ void register_dump(CLI::App& app) {
           continue;
         }
         std::cout << j->dump(1) << "\n";
+        continue;
+      }
+      // Like readelf, also show the separate debug file's sections.
+      std::optional<ModuleCfi> separate;
+      if (std::string dbg = m->elf->find_debug_file(); !dbg.empty())
+        if (auto sm = load_module_cfi(dbg, lo)) separate = std::move(*sm);
+      std::string text;
+      auto st = render_readelf_frames(*m, separate ? &*separate : nullptr, file, text);
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      if (!st) {
+        std::fflush(stdout);
+        fmt::print(stderr, "ehelf: {}\n", st.error().to_string());
+        set_exit_code(1);
       }
     }
   });

@@ -42,8 +42,13 @@ private:
     }
     bool dwarf64 = false;
     if (length == 0) {
-      if (!only_cie) s_.entries.push_back({CfiEntry::Kind::Terminator, 0, start});
-      else fail(start, "CIE pointer refers to a zero terminator");
+      if (only_cie) {
+        fail(start, "CIE pointer refers to a zero terminator");
+        return -1;
+      }
+      s_.entries.push_back({CfiEntry::Kind::Terminator, 0, start});
+      // Zero bytes that follow a terminator are padding (readelf skips them the same way).
+      while (!c.at_end() && c.data()[c.pos()] == 0) c.skip(1);
       return -1;
     }
     if (length == 0xffffffff) {

@@ -85,7 +85,7 @@ Result<ModuleCfi> load_module_cfi(std::unique_ptr<ElfFile> elf, const LoadOption
   const ElfFile& f = *m.elf;
   auto parse = [&](const ElfFile& file, const Section& s, CfiFormat fmt, PointerBases& bases)
       -> Result<CfiSection> {
-    auto data = file.section_data(s);
+    auto data = file.relocated_section_data(s);
     if (!data) return std::move(data).error().in_file(file.name());
     bases = bases_for(file, s);
     return parse_cfi_section(*data, fmt, std::string(s.name), bases);

@@ -1,6 +1,7 @@
 #include "elf/elf_file.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <elf.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -193,6 +194,57 @@ Result<std::span<const uint8_t>> ElfFile::section_data(const Section& s) const {
   }
   decompressed_.push_back(std::move(out));
   decompressed_index_.emplace_back(s.index, decompressed_.size() - 1);
+  return std::span<const uint8_t>(decompressed_.back());
+}
+
+Result<std::span<const uint8_t>> ElfFile::relocated_section_data(const Section& s) const {
+  auto data = section_data(s);
+  if (!data || e_type_ != ET_REL) return data;
+  for (auto& [idx, slot] : relocated_index_)
+    if (idx == s.index) return std::span<const uint8_t>(decompressed_[slot]);
+  std::vector<uint8_t> out(data->begin(), data->end());
+  for (const Section& rel : sections_) {
+    if ((rel.type != SHT_RELA && rel.type != SHT_REL) || rel.info != s.index) continue;
+    if (rel.link >= sections_.size()) continue;
+    auto relocs = section_data(rel);
+    auto symtab = section_data(sections_[rel.link]);
+    if (!relocs || !symtab) continue;
+    bool rela = rel.type == SHT_RELA;
+    ByteCursor c(*relocs);
+    while (c.remaining() >= (rela ? 24u : 16u)) {
+      uint64_t where = c.u64();
+      uint64_t info = c.u64();
+      int64_t addend = rela ? c.s64() : 0;
+      uint32_t type = static_cast<uint32_t>(info);
+      uint64_t sym_index = info >> 32;
+      unsigned size = 0;
+      bool pcrel = false;
+      switch (type) {
+      case R_X86_64_64: size = 8; break;
+      case R_X86_64_PC32: size = 4; pcrel = true; break;
+      case R_X86_64_32:
+      case R_X86_64_32S: size = 4; break;
+      case R_X86_64_PC64: size = 8; pcrel = true; break;
+      default: continue; // readelf leaves other types unapplied too
+      }
+      ByteCursor sym(*symtab);
+      sym.seek(sym_index * sizeof(Elf64_Sym) + offsetof(Elf64_Sym, st_value));
+      uint64_t value = sym.u64();
+      if (!sym.ok() || where > out.size() || out.size() - where < size) continue;
+      if (!rela) {
+        if (size == 8) std::memcpy(&addend, out.data() + where, 8);
+        else {
+          int32_t a32;
+          std::memcpy(&a32, out.data() + where, 4);
+          addend = a32;
+        }
+      }
+      uint64_t v = value + static_cast<uint64_t>(addend) - (pcrel ? where : 0);
+      std::memcpy(out.data() + where, &v, size); // little-endian: low bytes first
+    }
+  }
+  decompressed_.push_back(std::move(out));
+  relocated_index_.emplace_back(s.index, decompressed_.size() - 1);
   return std::span<const uint8_t>(decompressed_.back());
 }
 

@@ -71,6 +71,12 @@ public:
   // The section's contents, decompressed if needed; NOBITS sections are an error.
   Result<std::span<const uint8_t>> section_data(const Section& s) const;
 
+  // For relocatable (ET_REL) files: the section's contents with its SHT_RELA/SHT_REL relocations
+  // applied the way readelf applies them to debug sections (symbol value + addend, minus the
+  // place for PC-relative types; only the x86_64 data relocation types). Other files: same as
+  // section_data.
+  Result<std::span<const uint8_t>> relocated_section_data(const Section& s) const;
+
   // Lowest p_vaddr of PT_LOAD segments (the module's link-time base); 0 if none.
   uint64_t load_base() const;
 
@@ -99,6 +105,7 @@ private:
   std::vector<Segment> segments_;
   mutable std::deque<std::vector<uint8_t>> decompressed_;
   mutable std::vector<std::pair<uint32_t, size_t>> decompressed_index_; // section -> slot
+  mutable std::vector<std::pair<uint32_t, size_t>> relocated_index_;    // section -> slot
   mutable std::vector<Symbol> symbols_;
   mutable bool symbols_loaded_ = false;
 };
