@@ -321,6 +321,10 @@ Status render_readelf_frames(const ModuleCfi& module, const ModuleCfi* separate,
                            sec.name);
         continue;
       }
+      if (sec.size == 0) {
+        out += fmt::format("\nSection '{}' has no debugging data.\n", sec.name);
+        continue;
+      }
       if (!cfi || sec.index != m.elf->find_section(sec.name)->index) continue;
       if (auto st = render_section(*cfi, *bases, shown, out); !st)
         return std::move(st).error().in_file(m.elf->name());
