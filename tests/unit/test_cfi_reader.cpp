@@ -1,0 +1,255 @@
+// The CFI reader and table builder on real binaries, checked against readelf and the symbol
+// table, and on hostile input (truncations, bit flips, crafted entries).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <sstream>
+
+#include "dwarf/cfa_interpreter.hpp"
+#include "dwarf/module_cfi.hpp"
+#include "report/readelf_frames.hpp"
+#include "test_support.hpp"
+
+namespace ehelf {
+namespace {
+
+size_t count_lines_containing(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) n += line.find(needle) != std::string::npos;
+  return n;
+}
+
+TEST(CfiReader, LibcEntriesMatchReadelf) {
+  auto m = load_module_cfi(test::libc_path());
+  ASSERT_TRUE(m) << m.error().to_string();
+  ASSERT_TRUE(m->eh_frame);
+  EXPECT_FALSE(m->eh_frame->error);
+  std::string raw = test::run_command(std::string("readelf --debug-dump=frames ") +
+                                      test::libc_path() + " 2>/dev/null");
+  EXPECT_EQ(m->eh_frame->fdes.size(), count_lines_containing(raw, " FDE cie="));
+  EXPECT_EQ(m->eh_frame->cies.size(), count_lines_containing(raw, " CIE"));
+  // The search table in .eh_frame_hdr lists exactly the FDEs, sorted.
+  ASSERT_TRUE(m->eh_frame_hdr);
+  EXPECT_TRUE(m->eh_frame_hdr_problems.empty()) << m->eh_frame_hdr_problems.front();
+  EXPECT_GT(m->eh_frame_hdr->table.size(), 1000u);
+}
+
+TEST(CfiReader, LibcTableCoversFunctionSymbols) {
+  auto m = load_module_cfi(test::libc_path());
+  ASSERT_TRUE(m);
+  TableBuildStats stats;
+  auto t0 = std::chrono::steady_clock::now();
+  auto table = build_unwind_table(*m, &stats);
+  auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0);
+  ASSERT_TRUE(table) << table.error().to_string();
+  RecordProperty("build_ms", std::to_string(ms.count()));
+  // libc: ~20k rows in ~3.5k FDEs, deduplicated to a small pool.
+  EXPECT_GT(stats.rows, 10000u);
+  EXPECT_LT(table->row_count(), stats.rows / 10);
+  // Every sized function symbol's entry point lies in a range whose FDE starts there.
+  size_t checked = 0, found = 0;
+  for (const Symbol& s : m->elf->symbols()) {
+    if (s.type != 2 /* STT_FUNC */ || s.size == 0) continue;
+    ++checked;
+    if (const TableRange* r = table->find(s.value)) {
+      const FunctionInfo& f = table->function(r->function);
+      found += f.pc_begin <= s.value && s.value < f.pc_end;
+    }
+  }
+  ASSERT_GT(checked, 1000u);
+  EXPECT_GT(found, checked * 95 / 100) << found << " of " << checked;
+  // At a function's entry the CFA is rsp+8 and the return address is at CFA-8.
+  const Symbol* malloc_sym = nullptr;
+  for (const Symbol& s : m->elf->symbols())
+    if (s.name == "malloc") malloc_sym = &s;
+  ASSERT_NE(malloc_sym, nullptr);
+  const TableRange* r = table->find(malloc_sym->value);
+  ASSERT_NE(r, nullptr);
+  RowView row = table->row(r->row);
+  EXPECT_EQ(row.cfa.kind, CfaRule::Kind::RegOffset);
+  EXPECT_EQ(row.cfa.reg, x86_64::RSP);
+  EXPECT_EQ(row.cfa.offset, 8);
+  ASSERT_NE(row.rule_for(x86_64::RIP), nullptr);
+  EXPECT_EQ(row.rule_for(x86_64::RIP)->kind, RegisterRule::Kind::Offset);
+  EXPECT_EQ(row.rule_for(x86_64::RIP)->offset, -8);
+}
+
+// A fake stack for evaluating rows: reads succeed inside [base, base + size).
+class FakeStack final : public MemoryReader {
+public:
+  FakeStack(uint64_t base, std::vector<uint64_t> words) : base_(base), words_(std::move(words)) {}
+  bool read(uint64_t addr, void* out, size_t size) override {
+    if (addr < base_ || addr + size > base_ + words_.size() * 8 || addr + size < addr) return false;
+    std::memcpy(out, reinterpret_cast<const uint8_t*>(words_.data()) + (addr - base_), size);
+    return true;
+  }
+
+private:
+  uint64_t base_;
+  std::vector<uint64_t> words_;
+};
+
+TEST(CfiReader, EvaluateEntryRowRecoversReturnAddress) {
+  auto m = load_module_cfi(test::libc_path());
+  ASSERT_TRUE(m);
+  auto table = build_unwind_table(*m);
+  ASSERT_TRUE(table);
+  const Symbol* fn = nullptr;
+  for (const Symbol& s : m->elf->symbols())
+    if (s.name == "qsort") fn = &s;
+  ASSERT_NE(fn, nullptr);
+  const TableRange* r = table->find(fn->value);
+  ASSERT_NE(r, nullptr);
+  FakeStack stack(0x7000, {0x401234, 0xdead});
+  RegisterState regs;
+  regs.set(x86_64::RSP, 0x7000);
+  regs.set(x86_64::RIP, fn->value);
+  regs.set(x86_64::RBX, 77);
+  auto step = table->evaluate(r->row, regs, stack);
+  ASSERT_TRUE(step) << step.error().to_string();
+  EXPECT_EQ(step->cfa, 0x7008u);
+  EXPECT_EQ(step->caller.get(x86_64::RIP), 0x401234u);
+  EXPECT_EQ(step->caller.get(x86_64::RSP), 0x7008u);
+  EXPECT_EQ(step->caller.get(x86_64::RBX), 77u); // no rule: same value
+}
+
+// ---- hostile input ----
+
+struct Section {
+  std::vector<uint8_t> bytes;
+};
+
+// Parses and fully interprets an .eh_frame image; returns the first error text, or "".
+std::string parse_all(std::span<const uint8_t> data, CfiFormat fmt = CfiFormat::EhFrame) {
+  PointerBases bases;
+  bases.section_addr = 0x1000;
+  CfiSection s = parse_cfi_section(data, fmt, ".eh_frame", bases);
+  UnwindTable table;
+  CfaInterpreter interp(table);
+  for (const Fde& f : s.fdes) {
+    auto st = interp.run(s, s.cies[f.cie], f, bases, [](const InterpretedRow& r) {
+      EXPECT_LT(r.begin, r.end);
+    });
+    if (!st) return st.error().to_string();
+  }
+  // The readelf renderer must survive the same input.
+  return s.error ? s.error->to_string() : "";
+}
+
+std::vector<uint8_t> libc_eh_frame() {
+  auto elf = ElfFile::open(test::libc_path());
+  EXPECT_TRUE(elf);
+  const ehelf::Section* s = (*elf)->find_section(".eh_frame");
+  auto data = (*elf)->section_data(*s);
+  return std::vector<uint8_t>(data->begin(), data->end());
+}
+
+TEST(CfiHostile, EveryTruncationOfRealDataIsHandled) {
+  auto bytes = libc_eh_frame();
+  ASSERT_GT(bytes.size(), 4096u);
+  // All cut points in the first 2 KiB, then a sparse sample.
+  for (size_t cut = 0; cut < bytes.size(); cut += cut < 2048 ? 1 : 997) {
+    std::vector<uint8_t> part(bytes.begin(), bytes.begin() + cut);
+    std::string err = parse_all(part);
+    if (!err.empty()) {
+      EXPECT_NE(err.find(".eh_frame+0x"), std::string::npos) << err;
+    }
+  }
+}
+
+TEST(CfiHostile, RandomBitFlipsNeverCrash) {
+  auto bytes = libc_eh_frame();
+  bytes.resize(16384);
+  std::mt19937_64 rng(12345);
+  size_t errors = 0;
+  for (int round = 0; round < 2000; ++round) {
+    std::vector<uint8_t> copy = bytes;
+    for (int k = 0; k < 4; ++k) copy[rng() % copy.size()] ^= uint8_t(1u << (rng() % 8));
+    errors += !parse_all(copy).empty();
+  }
+  EXPECT_GT(errors, 0u); // the flips do hit something the reader must reject
+}
+
+void put32(std::vector<uint8_t>& v, uint32_t x) {
+  for (int i = 0; i < 4; ++i) v.push_back(uint8_t(x >> (8 * i)));
+}
+
+// Prefixes `body` with its 32-bit length.
+std::vector<uint8_t> entry(const std::vector<uint8_t>& body) {
+  std::vector<uint8_t> out;
+  put32(out, static_cast<uint32_t>(body.size()));
+  for (uint8_t b : body) out.push_back(b);
+  return out;
+}
+
+// A minimal CIE: version 1, "zR", code 1, data -8, ra 16, R = pcrel|sdata4, def_cfa rsp+8.
+std::vector<uint8_t> small_cie() {
+  return entry({0, 0, 0, 0, 1, 'z', 'R', 0, 1, 0x78, 16, 1, 0x1b, 0x0c, 7, 8});
+}
+
+// An FDE at `at` (its section offset) pointing to the CIE at 0, with the given program.
+std::vector<uint8_t> small_fde(size_t at, const std::vector<uint8_t>& program,
+                               uint32_t range = 0x40) {
+  std::vector<uint8_t> body;
+  put32(body, static_cast<uint32_t>(at + 4)); // CIE pointer
+  put32(body, 0x100);
+  put32(body, range);
+  body.push_back(0); // augmentation data length
+  for (uint8_t b : program) body.push_back(b);
+  return entry(body);
+}
+
+std::vector<uint8_t> section_with(const std::vector<uint8_t>& program, uint32_t range = 0x40) {
+  auto s = small_cie();
+  for (uint8_t b : small_fde(s.size(), program, range)) s.push_back(b);
+  return s;
+}
+
+TEST(CfiHostile, CraftedEntriesGiveOneLineErrorsWithOffsets) {
+  EXPECT_EQ(parse_all(section_with({0x41, 0x0e, 16})), ""); // a valid baseline
+
+  auto past_end = section_with({});
+  past_end[0] = 0xff; // CIE length runs past the end
+  EXPECT_NE(parse_all(past_end).find("runs past the end"), std::string::npos);
+
+  auto bad_cie_ptr = section_with({});
+  bad_cie_ptr[small_cie().size() + 4] = 0x7f; // CIE pointer far before the section
+  EXPECT_NE(parse_all(bad_cie_ptr).find("CIE pointer"), std::string::npos);
+
+  // An absurd LEB128 (20 continuation bytes) as a def_cfa_offset operand.
+  std::vector<uint8_t> leb = {0x0e};
+  leb.insert(leb.end(), 20, 0x80);
+  leb.push_back(1);
+  EXPECT_NE(parse_all(section_with(leb)).find("truncated operand"), std::string::npos);
+
+  EXPECT_NE(parse_all(section_with({0x0b})).find("no remembered state"), std::string::npos);
+  EXPECT_NE(parse_all(section_with({0x3f})).find("unknown call frame instruction"),
+            std::string::npos);
+  EXPECT_NE(parse_all(section_with({0x07, 0xff, 0xff, 0x03})).find("too large"),
+            std::string::npos);
+  // Expression with a backwards branch onto itself: decodes; evaluation is bounded elsewhere.
+  EXPECT_EQ(parse_all(section_with({0x0f, 0x03, 0x2f, 0xfd, 0xff})), "");
+  // A branch into the middle of an op is rejected at decode time.
+  EXPECT_NE(parse_all(section_with({0x0f, 0x03, 0x2f, 0xfe, 0xff})).find("expression"),
+            std::string::npos);
+  // Zero-length FDE: parsed, contributes no rows.
+  EXPECT_EQ(parse_all(section_with({0x41}, 0)), "");
+  // 65 nested remember_state.
+  EXPECT_NE(parse_all(section_with(std::vector<uint8_t>(65, 0x0a))).find("too deep"),
+            std::string::npos);
+}
+
+TEST(CfiHostile, SelfLoopingExpressionEvaluationIsBounded) {
+  auto e = Expression::decode(std::vector<uint8_t>{0x2f, 0xfd, 0xff}); // skip -3: to itself
+  ASSERT_TRUE(e) << e.error().to_string();
+  RegisterState regs;
+  NoMemory mem;
+  auto v = e->evaluate(regs, mem);
+  EXPECT_FALSE(v);
+}
+
+} // namespace
+} // namespace ehelf
