@@ -12,6 +12,12 @@ for src in fuzz/fuzz_*.cpp; do
   seeds="fuzz/corpus/${name#fuzz_}"
   work=$(mktemp -d)
   [ -d "$seeds" ] && cp -r "$seeds"/. "$work"/
+  if [ "$name" = fuzz_elf ]; then
+    # ELF seeds are built from the fixtures here rather than committed as binaries.
+    cc -O2 tests/fixtures/recursion.c -o "$work/recursion" && strip "$work/recursion"
+    cc -nostartfiles -static -nostdlib tests/fixtures/cfi_variety.S -o "$work/cfi_variety"
+    cc -O2 -g -fno-asynchronous-unwind-tables -c tests/fixtures/recursion.c -o "$work/rec.o"
+  fi
   echo "fuzz: $name for ${seconds}s ($(ls "$work" | wc -l) seeds)"
   if ! build-fuzz/bin/"$name" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
       -print_final_stats=0 "$work" >"$work.log" 2>&1; then

@@ -91,7 +91,9 @@ Status CfaInterpreter::execute(const CfiSection& section, const Cie& cie, const 
                    uint32_t expr = kNoExpression) {
       state_.set(static_cast<unsigned>(in.reg), RegisterRule{kind, reg, offset, expr});
     };
-    int64_t factored = in.operand * cie.data_align;
+    // Wrapping arithmetic: hostile operands must not overflow a signed multiplication.
+    int64_t factored = static_cast<int64_t>(static_cast<uint64_t>(in.operand) *
+                                            static_cast<uint64_t>(cie.data_align));
     switch (in.opcode) {
     case dw::CFA_advance_loc:
     case dw::CFA_advance_loc1:

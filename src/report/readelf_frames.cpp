@@ -99,17 +99,11 @@ public:
       else fc.type[reg] = cie_state.type[reg];
     }
     // Pass 2: interpret, printing a row before every location change.
-    struct Saved {
-      std::vector<Col> type;
-      std::vector<int> offset;
-      unsigned cfa_reg;
-      uint64_t cfa_offset;
-      bool cfa_exp;
-      unsigned ra;
-    };
-    std::vector<Saved> remembered;
     bool all_nops = true;
-    int data_factor = static_cast<int>(cie.data_align);
+    // readelf keeps the data factor as an int; multiply with wrap-around like its code does
+    // (without the undefined behaviour of a signed overflow).
+    uint64_t data_factor = static_cast<uint64_t>(static_cast<int64_t>(static_cast<int>(cie.data_align)));
+    auto times_factor = [&](int64_t v) { return static_cast<uint64_t>(v) * data_factor; };
     for (const CfaInstruction& in : program) {
       if (in.opcode != dw::CFA_nop) all_nops = false;
       unsigned reg = static_cast<unsigned>(in.reg);
@@ -121,6 +115,10 @@ public:
       };
       switch (in.opcode) {
       case dw::CFA_advance_loc:
+        // readelf multiplies the short form in 32 bits.
+        display_row(fc);
+        fc.pc += static_cast<uint32_t>(in.delta * cie.code_align);
+        break;
       case dw::CFA_advance_loc1:
       case dw::CFA_advance_loc2:
       case dw::CFA_advance_loc4:
@@ -134,19 +132,19 @@ public:
         break;
       case dw::CFA_offset:
       case dw::CFA_offset_extended:
-        set(Col::Offset, static_cast<int>(static_cast<uint64_t>(in.operand) * data_factor));
+        set(Col::Offset, static_cast<int>(times_factor(in.operand)));
         break;
       case dw::CFA_val_offset:
-        set(Col::ValOffset, static_cast<int>(static_cast<uint64_t>(in.operand) * data_factor));
+        set(Col::ValOffset, static_cast<int>(times_factor(in.operand)));
         break;
       case dw::CFA_offset_extended_sf:
-        set(Col::Offset, static_cast<int>(in.operand * data_factor));
+        set(Col::Offset, static_cast<int>(times_factor(in.operand)));
         break;
       case dw::CFA_val_offset_sf:
-        set(Col::ValOffset, static_cast<int>(in.operand * data_factor));
+        set(Col::ValOffset, static_cast<int>(times_factor(in.operand)));
         break;
       case dw::CFA_GNU_negative_offset_extended:
-        set(Col::Offset, static_cast<int>(-(static_cast<uint64_t>(in.operand) * data_factor)));
+        set(Col::Offset, static_cast<int>(0 - times_factor(in.operand)));
         break;
       case dw::CFA_restore:
       case dw::CFA_restore_extended:
@@ -165,24 +163,29 @@ public:
       case dw::CFA_expression: set(Col::Expression, reg_ok ? fc.offset[reg] : 0); break;
       case dw::CFA_val_expression: set(Col::ValExpression, reg_ok ? fc.offset[reg] : 0); break;
       case dw::CFA_remember_state:
-        remembered.push_back(
+        remembered_.push_back(
             Saved{fc.type, fc.offset, fc.cfa_reg, fc.cfa_offset, fc.cfa_exp, fc.ra});
         break;
       case dw::CFA_restore_state:
-        if (remembered.empty()) {
+        if (remembered_.empty()) {
           out_ += "Mismatched DW_CFA_restore_state\n";
           break;
         }
         {
-          Saved& s = remembered.back();
+          Saved& s = remembered_.back();
           fc.cfa_reg = s.cfa_reg;
           fc.cfa_offset = s.cfa_offset;
           fc.cfa_exp = s.cfa_exp;
           fc.ra = s.ra;
-          // Only the columns that existed when remembered are restored.
+          // Only the columns that existed when remembered are restored (the state may come from
+          // another FDE with more columns: grow first, as readelf does).
+          if (s.type.size() > fc.type.size()) {
+            fc.type.resize(s.type.size(), Col::Unreferenced);
+            fc.offset.resize(s.type.size(), 0);
+          }
           std::copy(s.type.begin(), s.type.end(), fc.type.begin());
           std::copy(s.offset.begin(), s.offset.end(), fc.offset.begin());
-          remembered.pop_back();
+          remembered_.pop_back();
         }
         break;
       case dw::CFA_def_cfa:
@@ -192,7 +195,7 @@ public:
         break;
       case dw::CFA_def_cfa_sf:
         fc.cfa_reg = reg;
-        fc.cfa_offset = static_cast<uint64_t>(in.operand * data_factor);
+        fc.cfa_offset = times_factor(in.operand);
         fc.cfa_exp = false;
         break;
       case dw::CFA_def_cfa_register:
@@ -201,7 +204,7 @@ public:
         break;
       case dw::CFA_def_cfa_offset: fc.cfa_offset = static_cast<uint64_t>(in.operand); break;
       case dw::CFA_def_cfa_offset_sf:
-        fc.cfa_offset = static_cast<uint64_t>(in.operand * data_factor);
+        fc.cfa_offset = times_factor(in.operand);
         break;
       case dw::CFA_def_cfa_expression: fc.cfa_exp = true; break;
       default: break; // nop, GNU_args_size, GNU_window_save: no effect on the table
@@ -230,6 +233,17 @@ private:
     }
   }
 
+  // readelf keeps one remember_state stack for the whole section: a restore_state in one FDE
+  // can pop what an earlier FDE pushed.
+  struct Saved {
+    std::vector<Col> type;
+    std::vector<int> offset;
+    unsigned cfa_reg;
+    uint64_t cfa_offset;
+    bool cfa_exp;
+    unsigned ra;
+  };
+  std::vector<Saved> remembered_;
   std::string& out_;
   bool need_headers_ = true;
 };
@@ -240,12 +254,8 @@ Status render_section(const CfiSection& s, const PointerBases& bases,
   else out += fmt::format("Contents of the {} section (loaded from {}):\n\n", s.name, display_name);
   Renderer renderer(out);
   std::vector<Chunk> cie_states(s.cies.size());
-  std::vector<bool> cie_done(s.cies.size(), false);
-  std::string discard;
-  Renderer silent(discard);
 
-  // A CIE's state after its own program; `r` prints its row (or discards it for CIEs reached
-  // through a forward reference before their turn in the section).
+  // A CIE's state after its own program; `r` prints its row.
   auto run_cie = [&](uint32_t index, Renderer& r) -> Status {
     const Cie& cie = s.cies[index];
     auto program = decode_cfa_program(s, cie, nullptr, bases);
@@ -255,7 +265,6 @@ Status render_section(const CfiSection& s, const PointerBases& bases,
     fc.need_space(fc.ra);
     r.run(fc, fc, cie, *program);
     cie_states[index] = std::move(fc);
-    cie_done[index] = true;
     return Ok{};
   };
 
@@ -276,18 +285,21 @@ Status render_section(const CfiSection& s, const PointerBases& bases,
     case CfiEntry::Kind::Fde: {
       const Fde& fde = s.fdes[e.index];
       const Cie& cie = s.cies[fde.cie];
+      // A CIE later in the section: readelf prints that CIE's length in the FDE line and starts
+      // from a blank state, without running the CIE's instructions.
+      bool forward = cie.offset > fde.offset;
       out += fmt::format("\n{:08x} {:016x} {:0{}x} FDE cie={:08x} pc={:016x}..{:016x}\n", e.offset,
-                         fde.length, fde.cie_pointer, fde.dwarf64 ? 16 : 8, cie.offset,
-                         fde.pc_begin, fde.pc_begin + fde.pc_range);
-      if (!cie_done[fde.cie])
-        if (auto st = run_cie(fde.cie, silent); !st) return st;
+                         forward ? cie.length : fde.length, fde.cie_pointer, fde.dwarf64 ? 16 : 8,
+                         cie.offset, fde.pc_begin, fde.pc_begin + fde.pc_range);
       auto program = decode_cfa_program(s, cie, &fde, bases);
       if (!program) return std::move(program).error();
-      Chunk fc = cie_states[fde.cie];
+      static const Chunk blank;
+      Chunk fc = forward ? blank : cie_states[fde.cie];
+      fc.cfa_exp = false; // not inherited from the CIE
       fc.ra = static_cast<unsigned>(cie.ra_register);
       fc.need_space(fc.ra);
       fc.pc = fde.pc_begin;
-      renderer.run(fc, cie_states[fde.cie], cie, *program);
+      renderer.run(fc, forward ? blank : cie_states[fde.cie], cie, *program);
       break;
     }
     }
