@@ -28,6 +28,9 @@ void register_dump(CLI::App& app) {
         set_exit_code(1);
         continue;
       }
+      if (!m->has_tables() && !m->elf->find_section(".eh_frame") &&
+          !m->elf->find_section(".debug_frame"))
+        fmt::print(stderr, "ehelf: {}: no .eh_frame or .debug_frame section\n", file);
       if (opt->json) {
         auto j = cfi_to_json(*m);
         if (!j) {

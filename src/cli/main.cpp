@@ -13,7 +13,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == 0) return app.exit(e); // --help, --version
+    // One line, like every other ehelf error.
+    fmt::print(stderr, "ehelf: {} (see --help)\n", e.what());
+    return 2;
   }
   return ehelf::cli::exit_code();
 }
