@@ -111,6 +111,16 @@ Result<nlohmann::json> cfi_to_json(const ModuleCfi& module) {
   if (module.debug_frame)
     sections.push_back(section_json(*module.debug_frame, module.debug_frame_bases, exprs, status));
   out["sections"] = std::move(sections);
+  if (module.eh_frame_hdr) {
+    nlohmann::json hdr;
+    hdr["version"] = module.eh_frame_hdr->version;
+    hdr["eh_frame_ptr"] = module.eh_frame_hdr->eh_frame_ptr;
+    hdr["fde_count"] = module.eh_frame_hdr->fde_count;
+    hdr["problems"] = module.eh_frame_hdr_problems;
+    out["eh_frame_hdr"] = std::move(hdr);
+  } else if (module.eh_frame_hdr_error) {
+    out["eh_frame_hdr"] = {{"error", module.eh_frame_hdr_error->to_string()}};
+  }
   if (auto e = module.first_error()) return *e;
   if (!status) return std::move(status).error().in_file(module.elf->name());
   return out;

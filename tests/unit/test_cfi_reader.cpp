@@ -253,3 +253,64 @@ TEST(CfiHostile, SelfLoopingExpressionEvaluationIsBounded) {
 
 } // namespace
 } // namespace ehelf
+
+namespace ehelf {
+namespace {
+
+void put(std::vector<uint8_t>& v, uint64_t x, int bytes) {
+  for (int i = 0; i < bytes; ++i) v.push_back(uint8_t(x >> (8 * i)));
+}
+
+// .debug_frame in the 64-bit DWARF format, CIE version 4 (address and segment sizes) and 3.
+TEST(CfiReader, DebugFrame64BitDwarfAndVersions) {
+  for (uint8_t version : {uint8_t(1), uint8_t(3), uint8_t(4)}) {
+    std::vector<uint8_t> cie_body;
+    put(cie_body, UINT64_MAX, 8); // CIE id in 64-bit .debug_frame
+    cie_body.push_back(version);
+    cie_body.push_back(0); // augmentation ""
+    if (version == 4) {
+      cie_body.push_back(8); // address size
+      cie_body.push_back(0); // segment selector size
+    }
+    cie_body.push_back(1);    // code alignment
+    cie_body.push_back(0x78); // data alignment -8
+    cie_body.push_back(16);   // return address column (u8 in v1, ULEB in v3/4: same byte)
+    for (uint8_t b : {0x0c, 0x07, 0x08, 0x90, 0x01}) cie_body.push_back(b); // def_cfa rsp+8; rip@cfa-8
+    std::vector<uint8_t> s;
+    put(s, 0xffffffff, 4);
+    put(s, cie_body.size(), 8);
+    s.insert(s.end(), cie_body.begin(), cie_body.end());
+    std::vector<uint8_t> fde_body;
+    put(fde_body, 0, 8);       // CIE pointer: offset 0
+    put(fde_body, 0x4000, 8);  // pc_begin
+    put(fde_body, 0x20, 8);    // pc_range
+    for (uint8_t b : {0x41, 0x0e, 0x10, 0x86, 0x02}) fde_body.push_back(b); // adv 1; cfa+16; rbp@-16
+    size_t fde_at = s.size();
+    put(s, 0xffffffff, 4);
+    put(s, fde_body.size(), 8);
+    s.insert(s.end(), fde_body.begin(), fde_body.end());
+
+    PointerBases bases;
+    CfiSection sec = parse_cfi_section(s, CfiFormat::DebugFrame, ".debug_frame", bases);
+    ASSERT_FALSE(sec.error) << sec.error->to_string();
+    ASSERT_EQ(sec.cies.size(), 1u);
+    ASSERT_EQ(sec.fdes.size(), 1u);
+    EXPECT_TRUE(sec.cies[0].dwarf64);
+    EXPECT_EQ(sec.cies[0].version, version);
+    EXPECT_EQ(sec.fdes[0].offset, fde_at);
+    EXPECT_EQ(sec.fdes[0].pc_begin, 0x4000u);
+    UnwindTable table;
+    CfaInterpreter interp(table);
+    std::vector<std::pair<uint64_t, int64_t>> rows;
+    auto st = interp.run(sec, sec.cies[0], sec.fdes[0], bases, [&](const InterpretedRow& r) {
+      rows.emplace_back(r.begin, r.state->cfa.offset);
+    });
+    ASSERT_TRUE(st) << st.error().to_string();
+    ASSERT_EQ(rows.size(), 2u);
+    EXPECT_EQ(rows[0], std::make_pair(uint64_t(0x4000), int64_t(8)));
+    EXPECT_EQ(rows[1], std::make_pair(uint64_t(0x4001), int64_t(16)));
+  }
+}
+
+} // namespace
+} // namespace ehelf
