@@ -46,7 +46,7 @@ void register_dump(CLI::App& app) {
       if (std::string dbg = m->elf->find_debug_file(); !dbg.empty())
         if (auto sm = load_module_cfi(dbg, lo)) separate = std::move(*sm);
       std::string text;
-      auto st = render_readelf_frames(*m, separate ? &*separate : nullptr, file, text);
+      auto st = render_readelf_frames(*m, separate ? &*separate : nullptr, file, text, stdout);
       std::fwrite(text.data(), 1, text.size(), stdout);
       if (!st) {
         std::fflush(stdout);

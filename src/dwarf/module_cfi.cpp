@@ -1,5 +1,6 @@
 #include "dwarf/module_cfi.hpp"
 
+#include <algorithm>
 #include <elf.h>
 #include <fmt/format.h>
 
@@ -33,8 +34,15 @@ PointerBases bases_for(const ElfFile& elf, const Section& s) {
 Status build_from(const CfiSection& section, const PointerBases& bases, bool relocatable,
                   UnwindTable& table, TableBuildStats& stats) {
   CfaInterpreter interp(table);
-  std::vector<ColumnRule> scratch;
-  for (const Fde& fde : section.fdes) {
+  // Visit FDEs in address order so the table's ranges arrive sorted (finish() then skips its
+  // sort); a stable sort keeps section order among FDEs that start at the same address.
+  std::vector<uint32_t> order(section.fdes.size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    return section.fdes[a].pc_begin < section.fdes[b].pc_begin;
+  });
+  for (uint32_t index : order) {
+    const Fde& fde = section.fdes[index];
     ++stats.fdes;
     if (fde.pc_range == 0 || (fde.pc_begin == 0 && !relocatable)) {
       ++stats.empty_fdes;

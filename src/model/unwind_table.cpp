@@ -65,13 +65,20 @@ uint32_t UnwindTable::intern_row(const CfaRule& cfa, std::span<const ColumnRule>
 }
 
 void UnwindTable::finish() {
-  // Stable sort keeps insertion order among equal starts, so "first added wins" holds.
-  std::stable_sort(ranges_.begin(), ranges_.end(),
-                   [](const TableRange& a, const TableRange& b) { return a.begin < b.begin; });
+  // Stable sort keeps insertion order among equal starts, so "first added wins" holds. Builders
+  // usually add ranges in address order, so check before paying for the sort.
+  auto by_begin = [](const TableRange& a, const TableRange& b) { return a.begin < b.begin; };
+  if (!std::is_sorted(ranges_.begin(), ranges_.end(), by_begin))
+    std::stable_sort(ranges_.begin(), ranges_.end(), by_begin);
   std::vector<TableRange> out;
   out.reserve(ranges_.size());
   for (const auto& r : ranges_) {
     if (r.end <= r.begin) continue;
+    if (!out.empty() && r.begin == out.back().end && r.row == out.back().row &&
+        r.function == out.back().function && r.args_size == out.back().args_size) {
+      out.back().end = r.end; // same rules continue: one range
+      continue;
+    }
     if (!out.empty() && r.begin < out.back().end) {
       ++overlaps_;
       if (r.end <= out.back().end) continue;

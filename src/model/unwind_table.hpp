@@ -55,8 +55,9 @@ public:
   uint32_t intern_row(const CfaRule& cfa, std::span<const ColumnRule> columns);
   // Appends a range; ranges may come in any order and are sorted by finish().
   void add_range(const TableRange& r) { ranges_.push_back(r); }
-  // Sorts the ranges; where two overlap (duplicate FDEs, .eh_frame vs .debug_frame), the range
-  // added first wins and the later one is clipped. Counts overlaps in overlaps().
+  // Sorts the ranges and joins adjacent ones with the same row, function and args_size; where two
+  // overlap (duplicate FDEs, .eh_frame vs .debug_frame), the range added first wins and the later
+  // one is clipped. Counts overlaps in overlaps().
   void finish();
 
   // ---- querying ----

@@ -42,6 +42,7 @@ struct Chunk {
   }
 };
 
+// readelf's regname(): the name alone, or "rN (name)"; "rN" for unnamed registers.
 std::string reg_name(unsigned r, bool name_only) {
   auto n = x86_64::register_name(r);
   if (n.empty()) return fmt::format("r{}", r);
@@ -56,32 +57,74 @@ public:
   void display_row(const Chunk& fc) {
     if (need_headers_) {
       need_headers_ = false;
-      out_ += fmt::format("{:<16} CFA      ", "   LOC");
+      out_ += "   LOC           CFA      ";
       for (unsigned r = 0; r < fc.ncols(); ++r)
-        if (fc.type[r] != Col::Unreferenced)
-          out_ += r == fc.ra ? std::string("ra    ") : fmt::format("{:<5} ", reg_name(r, true));
-      out_ += "\n";
+        if (fc.type[r] != Col::Unreferenced) {
+          if (r == fc.ra) out_ += "ra    ";
+          else padded(reg_name(r, true), 5);
+        }
+      out_ += '\n';
     }
-    out_ += fmt::format("{:016x} ", fc.pc);
-    std::string cfa = fc.cfa_exp ? std::string("exp")
-                                 : fmt::format("{}{:+d}", reg_name(fc.cfa_reg, true),
-                                               static_cast<int>(fc.cfa_offset));
-    out_ += fmt::format("{:<8} ", cfa);
+    hex16(fc.pc);
+    out_ += ' ';
+    if (fc.cfa_exp) out_ += "exp      ";
+    else {
+      size_t start = out_.size();
+      auto name = x86_64::register_name(fc.cfa_reg);
+      if (name.empty()) fmt::format_to(std::back_inserter(out_), "r{}", fc.cfa_reg);
+      else out_ += name;
+      signed_int(static_cast<int>(fc.cfa_offset));
+      pad_from(start, 8);
+    }
     for (unsigned r = 0; r < fc.ncols(); ++r) {
-      std::string cell;
       switch (fc.type[r]) {
       case Col::Unreferenced: continue;
-      case Col::Undefined: cell = "u"; break;
-      case Col::SameValue: cell = "s"; break;
-      case Col::Offset: cell = fmt::format("c{:+d}", fc.offset[r]); break;
-      case Col::ValOffset: cell = fmt::format("v{:+d}", fc.offset[r]); break;
-      case Col::Register: cell = reg_name(static_cast<unsigned>(fc.offset[r]), false); break;
-      case Col::Expression: cell = "exp"; break;
-      case Col::ValExpression: cell = "vexp"; break;
+      case Col::Undefined: out_ += "u     "; break;
+      case Col::SameValue: out_ += "s     "; break;
+      case Col::Offset:
+      case Col::ValOffset: {
+        size_t start = out_.size();
+        out_ += fc.type[r] == Col::Offset ? 'c' : 'v';
+        signed_int(fc.offset[r]);
+        pad_from(start, 5);
+        break;
       }
-      out_ += fmt::format("{:<5} ", cell);
+      case Col::Register: padded(reg_name(static_cast<unsigned>(fc.offset[r]), false), 5); break;
+      case Col::Expression: out_ += "exp   "; break;
+      case Col::ValExpression: out_ += "vexp  "; break;
+      }
     }
-    out_ += "\n";
+    out_ += '\n';
+  }
+
+  // Hand-rolled formatting for the per-row cells: this loop prints millions of them, and
+  // fmt's width handling (Unicode-aware) dominated the profile.
+  void hex16(uint64_t v) {
+    char buf[16];
+    for (int i = 15; i >= 0; --i, v >>= 4) buf[i] = "0123456789abcdef"[v & 15];
+    out_.append(buf, 16);
+  }
+  void signed_int(int v) { // printf's "%+d"
+    char buf[16];
+    int n = 0;
+    uint32_t mag = v < 0 ? 0u - static_cast<uint32_t>(v) : static_cast<uint32_t>(v);
+    do {
+      buf[n++] = static_cast<char>('0' + mag % 10);
+      mag /= 10;
+    } while (mag);
+    out_ += v < 0 ? '-' : '+';
+    while (n) out_ += buf[--n];
+  }
+  // Pads what was appended since `start` to `width`, then adds the separating space.
+  void pad_from(size_t start, size_t width) {
+    size_t len = out_.size() - start;
+    if (len < width) out_.append(width - len, ' ');
+    out_ += ' ';
+  }
+  void padded(std::string_view text, size_t width) {
+    size_t start = out_.size();
+    out_ += text;
+    pad_from(start, width);
   }
 
   // Runs one CIE or FDE program the way readelf's display_debug_frames does. `cie` is the CIE's
@@ -249,7 +292,7 @@ private:
 };
 
 Status render_section(const CfiSection& s, const PointerBases& bases,
-                      const std::string& display_name, std::string& out) {
+                      const std::string& display_name, std::string& out, std::FILE* sink) {
   if (display_name.empty()) out += fmt::format("Contents of the {} section:\n\n", s.name);
   else out += fmt::format("Contents of the {} section (loaded from {}):\n\n", s.name, display_name);
   Renderer renderer(out);
@@ -269,6 +312,10 @@ Status render_section(const CfiSection& s, const PointerBases& bases,
   };
 
   for (const CfiEntry& e : s.entries) {
+    if (sink && out.size() > (1u << 16)) {
+      std::fwrite(out.data(), 1, out.size(), sink);
+      out.clear();
+    }
     switch (e.kind) {
     case CfiEntry::Kind::Terminator:
       out += fmt::format("\n{:08x} ZERO terminator\n\n", e.offset);
@@ -312,7 +359,8 @@ Status render_section(const CfiSection& s, const PointerBases& bases,
 } // namespace
 
 Status render_readelf_frames(const ModuleCfi& module, const ModuleCfi* separate,
-                             const std::string& display_name, std::string& out) {
+                             const std::string& display_name, std::string& out,
+                             std::FILE* sink) {
   // readelf names the file a section came from only once it has found a separate debug file.
   auto render_file = [&](const ModuleCfi& m, const std::string& name) -> Status {
     std::string shown = separate ? name : std::string();
@@ -338,7 +386,7 @@ Status render_readelf_frames(const ModuleCfi& module, const ModuleCfi* separate,
         continue;
       }
       if (!cfi || sec.index != m.elf->find_section(sec.name)->index) continue;
-      if (auto st = render_section(*cfi, *bases, shown, out); !st)
+      if (auto st = render_section(*cfi, *bases, shown, out, sink); !st)
         return std::move(st).error().in_file(m.elf->name());
     }
     return Ok{};

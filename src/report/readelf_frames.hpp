@@ -7,6 +7,7 @@
 // by dwarf/cfa_interpreter, which follows DWARF rather than readelf.
 #pragma once
 
+#include <cstdio>
 #include <string>
 
 #include "dwarf/module_cfi.hpp"
@@ -18,8 +19,10 @@ namespace ehelf {
 // order) to `out`, then those of `separate`, the module's separate debug file if one was found
 // (readelf follows .gnu_debuglink). `display_name` is the file name as readelf would print it.
 // On a malformed entry, `out` holds what readelf would have printed before it and the error is
-// returned.
+// returned. With a `sink`, text is written there as it accumulates (and `out` keeps only the
+// unwritten rest), so large files need no large buffer.
 Status render_readelf_frames(const ModuleCfi& module, const ModuleCfi* separate,
-                             const std::string& display_name, std::string& out);
+                             const std::string& display_name, std::string& out,
+                             std::FILE* sink = nullptr);
 
 } // namespace ehelf
