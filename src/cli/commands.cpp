@@ -10,6 +10,9 @@ void set_exit_code(int code) {
   if (code > g_exit_code) g_exit_code = code;
 }
 
-void register_commands(CLI::App& app) { register_dump(app); }
+void register_commands(CLI::App& app) {
+  register_dump(app);
+  register_stats(app);
+}
 
 } // namespace ehelf::cli

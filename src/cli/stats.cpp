@@ -1,0 +1,179 @@
+// `ehelf stats PATH...`: which call-frame instructions real files use — the paper's Tables 3
+// and 4 (section 3.2) over the ELF64 x86_64 files found in PATHs (directories are walked
+// recursively). The gathering and the tables live in report/cfi_stats; this file does flags, the
+// walk, the worker threads and the progress bar.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fmt/format.h>
+#include <iostream>
+#include <set>
+#include <thread>
+
+#include "cli/commands.hpp"
+#include "report/cfi_stats.hpp"
+
+namespace ehelf::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct InputFile {
+  std::string path;
+  uint64_t size = 0;
+};
+
+// Regular files named by `paths` or found under them. Directory symlinks are not followed (no
+// loops, no trees counted twice); a file reached twice (hard links, symlinks such as
+// libfoo.so -> libfoo.so.1) is kept once.
+std::vector<InputFile> collect_files(const std::vector<std::string>& paths,
+                                     std::vector<std::string>& problems) {
+  std::vector<InputFile> out;
+  std::set<std::pair<dev_t, ino_t>> seen;
+  auto add = [&](const std::string& p, bool named) {
+    struct stat st;
+    if (::stat(p.c_str(), &st) != 0) {
+      if (named) problems.push_back(fmt::format("{}: cannot stat", p));
+      return; // dangling symlinks inside a tree are not worth a word
+    }
+    if (!S_ISREG(st.st_mode)) return;
+    if (!seen.insert({st.st_dev, st.st_ino}).second) return;
+    out.push_back(InputFile{p, static_cast<uint64_t>(st.st_size)});
+  };
+  for (const std::string& path : paths) {
+    std::error_code ec;
+    if (!fs::is_directory(path, ec)) {
+      add(path, true);
+      continue;
+    }
+    fs::recursive_directory_iterator it(path, fs::directory_options::skip_permission_denied, ec);
+    if (ec) {
+      problems.push_back(fmt::format("{}: {}", path, ec.message()));
+      continue;
+    }
+    for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      if (ec) {
+        problems.push_back(fmt::format("{}: {}", path, ec.message()));
+        break;
+      }
+      std::error_code ec2;
+      if (it->is_directory(ec2)) continue; // real directories are entered; symlinked ones not
+      add(it->path().string(), false);
+    }
+  }
+  return out;
+}
+
+void print_progress(size_t done, size_t total) {
+  constexpr int kWidth = 40;
+  int filled = total ? static_cast<int>(kWidth * done / total) : kWidth;
+  fmt::print(stderr, "\rehelf stats: [{:#<{}}{:.<{}}] {}/{} files", "", filled, "",
+             kWidth - filled, done, total);
+  std::fflush(stderr);
+}
+
+} // namespace
+
+void register_stats(CLI::App& app) {
+  struct Options {
+    std::vector<std::string> paths;
+    bool json = false;
+    size_t top = 10;
+    std::string supported;
+    unsigned threads = 2;
+    bool no_progress = false;
+    bool no_debug_frame = false;
+  };
+  auto opt = std::make_shared<Options>();
+  auto* cmd = app.add_subcommand(
+      "stats", "Statistics on the call-frame instructions of ELF files (the paper's Tables 3 "
+               "and 4): rule kinds, supported share, opcodes, expressions, rows per FDE");
+  cmd->add_option("paths", opt->paths, "ELF files or directories (walked recursively)")
+      ->required()
+      ->check(CLI::ExistingPath);
+  cmd->add_flag("--json", opt->json, "Print one JSON object instead of text tables");
+  cmd->add_option("--top", opt->top, "How many of the most common expressions to list")
+      ->capture_default_str();
+  cmd->add_option("--supported", opt->supported,
+                  "Supported set for Table 3, comma-separated: rule classes (undefined, "
+                  "same_value, offset, val_offset, register, expression, val_expression, "
+                  "architectural, cfa_offset, cfa_expression) and expression shapes (plt, "
+                  "deref). Default: " +
+                      StatsOptions::supported_to_string(StatsOptions::default_supported()))
+      ->check([](const std::string& s) {
+        auto r = StatsOptions::parse_supported(s);
+        return r ? std::string() : r.error().message;
+      });
+  cmd->add_option("-j,--threads", opt->threads, "Worker threads")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 64u));
+  cmd->add_flag("--no-progress", opt->no_progress, "Never show the progress bar");
+  cmd->add_flag("--no-debug-frame", opt->no_debug_frame, "Only look at .eh_frame");
+  cmd->callback([opt] {
+    auto start = std::chrono::steady_clock::now();
+    StatsOptions so;
+    if (!opt->supported.empty()) so.supported = *StatsOptions::parse_supported(opt->supported);
+    so.debug_frame = !opt->no_debug_frame;
+
+    std::vector<std::string> problems;
+    std::vector<InputFile> files = collect_files(opt->paths, problems);
+    for (const auto& p : problems) fmt::print(stderr, "ehelf: {}\n", p);
+    if (!problems.empty()) set_exit_code(1);
+    // Biggest first, so the last file a thread picks up is a small one.
+    std::stable_sort(files.begin(), files.end(),
+                     [](const InputFile& a, const InputFile& b) { return a.size > b.size; });
+
+    unsigned nthreads =
+        static_cast<unsigned>(std::max<size_t>(1, std::min<size_t>(opt->threads, files.size())));
+    std::vector<CfiStats> parts(nthreads);
+    std::atomic<size_t> next{0};
+    std::atomic<size_t> done{0};
+    auto work = [&](unsigned w) {
+      for (;;) {
+        size_t i = next.fetch_add(1, std::memory_order_relaxed);
+        if (i >= files.size()) return;
+        parts[w].add_file(files[i].path, so);
+        done.fetch_add(1, std::memory_order_relaxed);
+      }
+    };
+    bool progress = !opt->no_progress && files.size() >= 100 && ::isatty(STDERR_FILENO);
+    std::vector<std::thread> workers;
+    for (unsigned w = 1; w < nthreads; ++w) workers.emplace_back(work, w);
+    if (progress) {
+      std::thread first(work, 0u);
+      while (done.load(std::memory_order_relaxed) < files.size()) {
+        print_progress(done.load(std::memory_order_relaxed), files.size());
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+      first.join();
+      fmt::print(stderr, "\r\033[K");
+      std::fflush(stderr);
+    } else {
+      work(0);
+    }
+    for (auto& t : workers) t.join();
+
+    CfiStats total = std::move(parts[0]);
+    for (unsigned w = 1; w < nthreads; ++w) total.merge(parts[w]);
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+    StatsReport report;
+    report.top = opt->top;
+    report.seconds = seconds;
+    report.threads = nthreads;
+    if (opt->json) {
+      std::cout << stats_to_json(total, so, report).dump(1) << "\n";
+    } else {
+      std::string text = render_stats_text(total, so, report);
+      std::fwrite(text.data(), 1, text.size(), stdout);
+    }
+  });
+}
+
+} // namespace ehelf::cli
