@@ -13,6 +13,7 @@ void set_exit_code(int code) {
 void register_commands(CLI::App& app) {
   register_dump(app);
   register_stats(app);
+  register_compile(app);
 }
 
 } // namespace ehelf::cli

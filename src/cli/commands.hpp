@@ -13,5 +13,6 @@ void set_exit_code(int code);
 // One per command file:
 void register_dump(CLI::App& app);
 void register_stats(CLI::App& app);
+void register_compile(CLI::App& app);
 
 } // namespace ehelf::cli

@@ -1,0 +1,47 @@
+// Code generation: an UnwindTable becomes the C source of an eh_elf (see include/ehelf/eh_elf.h).
+//
+// Design: identical row bodies are outlined (rows are projected onto the tracked registers, so
+// rows that differ only in untracked columns share a body); adjacent ranges with the same body
+// are merged; the lookup is a sorted array of 32-bit range starts, narrowed by a per-4-KiB page
+// index (as the kernel's ORC unwinder does) and finished by a short binary search; the body is
+// then chosen by a switch the compiler turns into a jump table.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "model/unwind_table.hpp"
+#include "support/result.hpp"
+
+namespace ehelf {
+
+extern const char* const kEhElfAbiHeader; // include/ehelf/eh_elf.h, embedded at build time
+
+enum class RegisterSet { Minimal, CalleeSaved };
+
+struct CodegenOptions {
+  RegisterSet registers = RegisterSet::Minimal;
+  std::span<const uint8_t> build_id; // of the source ELF, embedded in ehelf_eh_elf_info
+  std::string source_name;           // for the generated file's comment
+};
+
+struct CodegenStats {
+  uint64_t table_rows = 0;     // distinct rows in the model
+  uint64_t model_ranges = 0;   // ranges in the model
+  uint64_t ranges = 0;         // ranges in the generated lookup table (after merging, with gaps)
+  uint64_t bodies = 0;         // distinct compiled bodies
+  uint64_t fallback_bodies = 0;
+  uint64_t fallback_ranges = 0; // model ranges whose body answers "needs interpreter"
+  uint64_t pc_low = 0;
+  uint64_t pc_high = 0;
+};
+
+// The C source of the eh_elf, or an error (e.g. the module spans more than 4 GiB).
+Result<std::string> generate_eh_elf_source(const UnwindTable& table, const CodegenOptions& options,
+                                           CodegenStats* stats = nullptr);
+
+// Context slot (enum ehelf_register) of a DWARF register for a register set, or -1.
+int context_slot(unsigned dwarf_reg, RegisterSet set);
+
+} // namespace ehelf

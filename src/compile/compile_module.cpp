@@ -1,0 +1,87 @@
+#include "compile/compile_module.hpp"
+
+#include <chrono>
+#include <cstdlib>
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include "dwarf/module_cfi.hpp"
+
+namespace ehelf {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+uint64_t section_size(const ElfFile& f, const char* name) {
+  const Section* s = f.find_section(name);
+  return s ? s->size : 0;
+}
+
+} // namespace
+
+std::string cache_directory() {
+  if (const char* env = std::getenv("EHELF_CACHE"); env && *env) return env;
+  const char* home = std::getenv("HOME");
+  return std::string(home && *home ? home : "/tmp") + "/.cache/ehelf";
+}
+
+std::string cache_path(const std::string& build_id_hex, RegisterSet registers) {
+  return fmt::format("{}/{}.{}.so", cache_directory(), build_id_hex,
+                     registers == RegisterSet::Minimal ? "minimal" : "callee-saved");
+}
+
+Result<CompileReport> compile_module(const std::string& path, const std::string& output,
+                                     const CompileOptions& options) {
+  CompileReport report;
+  report.source = path;
+  report.output = output;
+  auto t0 = Clock::now();
+  auto module = load_module_cfi(path);
+  if (!module) return std::move(module).error();
+  if (!module->has_tables())
+    return Error::plain("no .eh_frame or .debug_frame to compile").in_file(path);
+  auto table = build_unwind_table(*module);
+  if (!table) return std::move(table).error();
+  if (table->ranges().empty())
+    return Error::plain("the unwind tables cover no code (only empty FDEs)").in_file(path);
+  report.load_ms = ms_since(t0);
+
+  const ElfFile& elf = *module->elf;
+  report.text_rodata = section_size(elf, ".text") + section_size(elf, ".rodata");
+  report.eh_frame = section_size(elf, ".eh_frame");
+  if (module->debug_frame && !module->eh_frame && !module->debug_elf)
+    report.eh_frame = section_size(elf, ".debug_frame");
+  report.eh_frame_hdr = section_size(elf, ".eh_frame_hdr");
+
+  auto t1 = Clock::now();
+  CodegenOptions cg;
+  cg.registers = options.registers;
+  auto id = elf.build_id();
+  if (id) cg.build_id = *id;
+  cg.source_name = path;
+  auto source = generate_eh_elf_source(*table, cg, &report.codegen);
+  if (!source) return std::move(source).error().in_file(path);
+  report.codegen_ms = ms_since(t1);
+
+  auto t2 = Clock::now();
+  if (auto st = build_shared_object(*source, output, options.toolchain); !st)
+    return std::move(st).error().in_file(path);
+  report.cc_ms = ms_since(t2);
+
+  auto out = ElfFile::open(output);
+  if (!out) return std::move(out).error();
+  report.eh_elf_text = section_size(**out, ".text");
+  report.eh_elf_rodata = section_size(**out, ".rodata");
+  report.eh_elf_file = (*out)->bytes().size();
+  if (options.verify) {
+    auto object = EhElfObject::load(output, cg.build_id);
+    if (!object) return std::move(object).error();
+    report.verification = check_eh_elf(*table, **object, options.registers);
+  }
+  return report;
+}
+
+} // namespace ehelf
