@@ -110,6 +110,7 @@ void register_compile(CLI::App& app) {
     bool verify = false;
     std::string compiler;
     std::string optimization = "-O1";
+    std::string lookup = "table";
   };
   auto opt = std::make_shared<Options>();
   auto* cmd = app.add_subcommand("compile", "Compile unwind tables into eh_elf shared objects");
@@ -127,6 +128,9 @@ void register_compile(CLI::App& app) {
   cmd->add_option("--cc", opt->compiler, "C compiler to use (default $EHELF_CC or cc)");
   cmd->add_option("--opt", opt->optimization, "Optimization flag for the C compiler")
       ->check(CLI::IsMember({"-O0", "-O1", "-O2", "-O3", "-Os"}));
+  cmd->add_option("--lookup", opt->lookup,
+                  "Range lookup: table (16-bit starts + page index) or tree (decision tree in code)")
+      ->check(CLI::IsMember({"table", "tree"}));
   cmd->add_flag("--verify", opt->verify,
                 "Check each result against the interpreter at the first and last address of "
                 "every range (both variants)");
@@ -147,6 +151,7 @@ void register_compile(CLI::App& app) {
     co.toolchain.compiler = opt->compiler;
     co.toolchain.optimization = opt->optimization;
     co.verify = opt->verify;
+    co.lookup = opt->lookup == "table" ? LookupKind::Table : LookupKind::Tree;
     if (opt->cache && !make_dirs(cache_directory())) {
       fmt::print(stderr, "ehelf: cannot create the cache directory {}\n", cache_directory());
       set_exit_code(1);

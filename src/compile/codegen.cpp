@@ -223,6 +223,7 @@ static __attribute__((noinline)) int ehelf_read(const ehelf_context_t* ctx,
 )";
   c += fmt::format("#define EHELF_PC_LOW UINT64_C({:#x})\n#define EHELF_PC_HIGH UINT64_C({:#x})\n",
                    stats.pc_low, stats.pc_high);
+  if (options.lookup == LookupKind::Table) {
   // Range starts: the low 16 bits of (start - EHELF_PC_LOW). A lookup only compares starts
   // within the 4 KiB page of the pc (hence within its 64 KiB block), found through the page
   // index, so 16 bits are enough: 4 bytes per range with the body number.
@@ -252,6 +253,7 @@ static __attribute__((noinline)) int ehelf_read(const ehelf_context_t* ctx,
     c += fmt::format("{},", ri);
   }
   c += "};\n";
+  }
   c += "const struct ehelf_info ehelf_eh_elf_info __attribute__((visibility(\"default\"))) = {\n";
   c += fmt::format("  EHELF_ABI_VERSION, {}, {}, {{", options.registers == RegisterSet::Minimal
                                                           ? "EHELF_REGISTERS_MINIMAL"
@@ -261,6 +263,7 @@ static __attribute__((noinline)) int ehelf_read(const ehelf_context_t* ctx,
     c += fmt::format("{:#04x},", options.build_id[i]);
   c += fmt::format("}},\n  EHELF_PC_LOW, EHELF_PC_HIGH, {}, {}, {}\n}};\n", merged.size(),
                    stats.bodies, stats.fallback_bodies);
+  if (options.lookup == LookupKind::Table) {
   c += fmt::format(R"(
 static inline __attribute__((always_inline)) unsigned ehelf_lookup(uint64_t pc) {{
   if (pc < EHELF_PC_LOW || pc >= EHELF_PC_HIGH) return 0;
@@ -279,6 +282,32 @@ static inline __attribute__((always_inline)) unsigned ehelf_lookup(uint64_t pc) 
 }}
 )",
                    kPageShift);
+  } else {
+    // A balanced binary tree of comparisons over the range starts; leaves return the body.
+    c += "static inline __attribute__((always_inline)) unsigned ehelf_lookup(uint64_t pc) {\n"
+         "  if (pc < EHELF_PC_LOW || pc >= EHELF_PC_HIGH) return 0;\n"
+         "  uint32_t off = (uint32_t)(pc - EHELF_PC_LOW);\n";
+    struct Emit {
+      const std::vector<Out>& ranges;
+      uint64_t base;
+      std::string& c;
+      void operator()(size_t lo, size_t hi) const { // ranges [lo, hi), off >= start(lo)
+        if (hi - lo == 1) {
+          c += fmt::format("return {};", ranges[lo].body);
+          return;
+        }
+        size_t mid = lo + (hi - lo) / 2;
+        c += fmt::format("if (off < {:#x}u) {{", ranges[mid].begin - base);
+        (*this)(lo, mid);
+        c += "} else {";
+        (*this)(mid, hi);
+        c += "}\n";
+      }
+    };
+    if (merged.empty()) c += "return 0;";
+    else Emit{merged, stats.pc_low, c}(0, merged.size());
+    c += "\n}\n";
+  }
   // Each body is a small function shared by both variants; a table of pointers dispatches.
   // (A monolithic switch, or a local and a remote copy of every body, took the C compiler two
   // to three times longer on large libraries and doubled the code.)

@@ -20,8 +20,15 @@ extern const char* const kEhElfAbiHeader; // include/ehelf/eh_elf.h, embedded at
 
 enum class RegisterSet { Minimal, CalleeSaved };
 
+// How the generated code finds the range of a pc:
+//   Table: 16-bit range starts in .rodata, a per-4-KiB page index, then a short binary search
+//          (ORC-style; about 4 bytes per range).
+//   Tree:  the paper's design, a binary decision tree of comparisons in the code itself.
+enum class LookupKind { Table, Tree };
+
 struct CodegenOptions {
   RegisterSet registers = RegisterSet::Minimal;
+  LookupKind lookup = LookupKind::Table;
   std::span<const uint8_t> build_id; // of the source ELF, embedded in ehelf_eh_elf_info
   std::string source_name;           // for the generated file's comment
 };

@@ -59,6 +59,7 @@ Result<CompileReport> compile_module(const std::string& path, const std::string&
   auto t1 = Clock::now();
   CodegenOptions cg;
   cg.registers = options.registers;
+  cg.lookup = options.lookup;
   auto id = elf.build_id();
   if (id) cg.build_id = *id;
   cg.source_name = path;

@@ -15,6 +15,7 @@ namespace ehelf {
 
 struct CompileOptions {
   RegisterSet registers = RegisterSet::Minimal;
+  LookupKind lookup = LookupKind::Table;
   ToolchainOptions toolchain;
   // Load the result and check it against the interpreter (see differential.hpp).
   bool verify = false;
