@@ -1,0 +1,111 @@
+#include "runtime/compact_table.hpp"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace ehelf {
+namespace {
+
+const CompactRule kNoEntryRule{};
+
+bool fits16(int64_t v) { return v >= INT16_MIN && v <= INT16_MAX; }
+
+// Projects one register's rule; false if it has no compact form.
+bool project(const RowView& row, unsigned reg, uint8_t& save, int16_t& offset, bool absent_same) {
+  const RegisterRule* r = row.rule_for(reg);
+  if (!r) {
+    save = absent_same ? CompactRule::Same : CompactRule::Unknown;
+    return true;
+  }
+  switch (r->kind) {
+  case RegisterRule::Kind::SameValue: save = CompactRule::Same; return true;
+  case RegisterRule::Kind::Undefined: save = CompactRule::Unknown; return true;
+  case RegisterRule::Kind::Offset:
+    if (!fits16(r->offset)) return false;
+    save = CompactRule::AtCfa;
+    offset = static_cast<int16_t>(r->offset);
+    return true;
+  default: return false;
+  }
+}
+
+} // namespace
+
+CompactRule compact_rule(RowView row, const FunctionInfo& fn) {
+  CompactRule out;
+  out.signal_frame = fn.signal_frame;
+  CompactRule interpret;
+  interpret.kind = CompactRule::Interpret;
+  interpret.signal_frame = fn.signal_frame;
+  if (row.cfa.kind != CfaRule::Kind::RegOffset || fn.return_column != x86_64::RIP) return interpret;
+  if (row.cfa.reg == x86_64::RSP) out.kind = CompactRule::CfaRsp;
+  else if (row.cfa.reg == x86_64::RBP) out.kind = CompactRule::CfaRbp;
+  else return interpret;
+  if (row.cfa.offset < INT32_MIN || row.cfa.offset > INT32_MAX) return interpret;
+  out.cfa_offset = static_cast<int32_t>(row.cfa.offset);
+  // A rule on rsp itself (rare) is beyond the compact form: rsp is always the CFA here.
+  if (row.rule_for(x86_64::RSP)) return interpret;
+  uint8_t rip = 0, rbp = 0, rbx = 0;
+  int16_t ro = 0, bo = 0, xo = 0;
+  if (!project(row, x86_64::RIP, rip, ro, false) || !project(row, x86_64::RBP, rbp, bo, true) ||
+      !project(row, x86_64::RBX, rbx, xo, true))
+    return interpret;
+  if (rip == CompactRule::Same) return interpret; // rip "same value": the evaluator's own rule
+  out.rip = rip;
+  out.rip_offset = ro;
+  out.rbp = rbp;
+  out.rbp_offset = bo;
+  out.rbx = rbx;
+  out.rbx_offset = xo;
+  return out;
+}
+
+CompactTable::CompactTable(const UnwindTable& table) {
+  auto ranges = table.ranges();
+  if (ranges.empty()) return;
+  base_ = ranges.front().begin;
+  end_ = ranges.back().end;
+  if (end_ - base_ > UINT32_MAX) end_ = base_ + UINT32_MAX; // modules above 4 GiB: truncated
+  std::unordered_map<uint64_t, uint16_t> index; // (row, function flags) -> rule
+  rules_.push_back(CompactRule{});              // 0: NoEntry
+  auto intern = [&](const CompactRule& r) -> uint16_t {
+    for (size_t i = 0; i < rules_.size(); ++i)
+      if (rules_[i] == r) return static_cast<uint16_t>(i);
+    if (rules_.size() >= UINT16_MAX) return 0; // pathological: beyond 65535 distinct rules
+    rules_.push_back(r);
+    return static_cast<uint16_t>(rules_.size() - 1);
+  };
+  uint64_t prev_end = base_;
+  for (const TableRange& r : ranges) {
+    if (r.end > end_) break;
+    const FunctionInfo& fn = table.function(r.function);
+    uint64_t key = (uint64_t(r.row) << 20) | (uint64_t(fn.return_column) << 1) | fn.signal_frame;
+    uint16_t rule;
+    if (auto it = index.find(key); it != index.end()) rule = it->second;
+    else {
+      rule = intern(compact_rule(table.row(r.row), fn));
+      index.emplace(key, rule);
+    }
+    if (r.begin > prev_end) {
+      starts_.push_back(static_cast<uint32_t>(prev_end - base_));
+      rule_of_.push_back(0);
+    }
+    if (rule_of_.empty() || rule_of_.back() != rule || r.begin > prev_end) {
+      starts_.push_back(static_cast<uint32_t>(r.begin - base_));
+      rule_of_.push_back(rule);
+    }
+    prev_end = r.end;
+  }
+  starts_.shrink_to_fit();
+  rule_of_.shrink_to_fit();
+  rules_.shrink_to_fit();
+}
+
+const CompactRule& CompactTable::lookup(uint64_t svma) const {
+  if (svma < base_ || svma >= end_ || starts_.empty()) return kNoEntryRule;
+  uint32_t off = static_cast<uint32_t>(svma - base_);
+  auto it = std::upper_bound(starts_.begin(), starts_.end(), off);
+  return rules_[rule_of_[static_cast<size_t>(it - starts_.begin()) - 1]];
+}
+
+} // namespace ehelf

@@ -1,0 +1,84 @@
+// The three ways the runtime reads the memory of the program being unwound.
+//
+//   LocalMemory:   this process; reads only inside ranges known to be readable (the thread's
+//                  stack, plus any added), so a corrupt stack can never make us fault.
+//   SnapshotMemory: a copy of a stack (a perf sample): reads inside the copy only.
+//   ProcessMemory: another process (process_vm_readv, falling back to PTRACE_PEEKDATA).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <sys/types.h>
+#include <vector>
+
+#include "model/memory_reader.hpp"
+
+namespace ehelf {
+
+struct AddressRange {
+  uint64_t begin = 0;
+  uint64_t end = 0; // exclusive
+  bool contains(uint64_t addr, size_t size) const {
+    return addr >= begin && addr <= end && end - addr >= size;
+  }
+};
+
+// The calling thread's stack, from pthread_getattr_np (cached per thread after the first call,
+// which may allocate: make it once outside signal handlers).
+AddressRange current_thread_stack();
+
+class LocalMemory final : public MemoryReader {
+public:
+  static constexpr size_t kMaxRanges = 8;
+  LocalMemory() = default;
+  explicit LocalMemory(AddressRange stack) { add(stack); }
+  // Adds a readable range (e.g. an alternate signal stack). Returns false when full.
+  bool add(AddressRange r) {
+    if (count_ == kMaxRanges || r.end <= r.begin) return false;
+    ranges_[count_++] = r;
+    return true;
+  }
+  bool read(uint64_t addr, void* out, size_t size) override {
+    for (size_t i = 0; i < count_; ++i)
+      if (ranges_[i].contains(addr, size)) {
+        std::memcpy(out, reinterpret_cast<const void*>(addr), size);
+        return true;
+      }
+    return false;
+  }
+  std::span<const AddressRange> ranges() const { return {ranges_, count_}; }
+
+private:
+  AddressRange ranges_[kMaxRanges];
+  size_t count_ = 0;
+};
+
+class SnapshotMemory final : public MemoryReader {
+public:
+  // `bytes` is a copy of the memory that was at [base, base + bytes.size()).
+  SnapshotMemory(uint64_t base, std::span<const uint8_t> bytes) : base_(base), bytes_(bytes) {}
+  bool read(uint64_t addr, void* out, size_t size) override {
+    if (addr < base_ || addr - base_ > bytes_.size() || bytes_.size() - (addr - base_) < size)
+      return false;
+    std::memcpy(out, bytes_.data() + (addr - base_), size);
+    return true;
+  }
+
+private:
+  uint64_t base_;
+  std::span<const uint8_t> bytes_;
+};
+
+class ProcessMemory final : public MemoryReader {
+public:
+  explicit ProcessMemory(pid_t pid) : pid_(pid) {}
+  bool read(uint64_t addr, void* out, size_t size) override;
+  pid_t pid() const { return pid_; }
+
+private:
+  pid_t pid_;
+  bool use_peek_ = false; // process_vm_readv refused (e.g. no permission): ptrace word reads
+};
+
+} // namespace ehelf

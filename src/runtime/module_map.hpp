@@ -1,0 +1,86 @@
+// ModuleMap: which ELF module holds an address, and that module's unwinding data.
+//
+// Built from this process (dl_iterate_phdr), another process (/proc/PID/maps) or a given list
+// (perf samples). Each module's data (unwind table, compact table, compiled eh_elf if the cache
+// has one for its build-id, symbols) is loaded on first use or all at once with load_all(), which
+// a signal-safe user calls before unwinding.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compile/eh_elf_object.hpp"
+#include "elf/elf_file.hpp"
+#include "model/memory_reader.hpp"
+#include "model/unwind_table.hpp"
+#include "runtime/compact_table.hpp"
+#include "support/result.hpp"
+
+namespace ehelf {
+
+// What to load for each module.
+struct LoadPolicy {
+  bool compiled = true;     // look for an eh_elf in the cache (cache_path(build_id))
+  bool compact = true;      // build the compact table
+  bool symbols = true;      // keep the ELF for symbol names
+  bool debug_frame = true;  // also read .debug_frame (own or separate debug file)
+};
+
+// The unwinding data of one module. Immutable once loaded.
+struct ModuleData {
+  std::vector<uint8_t> image;  // the module's bytes when read from memory (vDSO)
+  std::unique_ptr<ElfFile> elf;
+  std::optional<UnwindTable> table;
+  CompactTable compact;
+  std::unique_ptr<EhElfObject> compiled;
+  std::string error; // why there is no table, if there is none
+  bool has_table() const { return table && !table->ranges().empty(); }
+};
+
+struct Module {
+  std::string path;     // file name, or "[vdso]"
+  uint64_t start = 0;   // executable range, actual addresses (AVMA)
+  uint64_t end = 0;
+  uint64_t bias = 0;    // AVMA - SVMA
+  bool vdso = false;
+  uint64_t image_addr = 0; // where the whole ELF image is mapped, for modules read from memory
+  uint64_t image_size = 0;
+  std::shared_ptr<const ModuleData> data;
+};
+
+class ModuleMap {
+public:
+  // This process's modules (executable segments), including the vDSO.
+  static ModuleMap for_self();
+  // Another process's modules from /proc/PID/maps; the vDSO is read through `memory`.
+  static Result<ModuleMap> for_process(int pid);
+
+  void add(Module m) { modules_.push_back(std::move(m)); }
+  void finish(); // sorts; call after add()
+
+  const Module* find(uint64_t pc) const;
+  const std::vector<Module>& modules() const { return modules_; }
+  std::vector<Module>& modules() { return modules_; }
+
+  // Loads the data of every module (or one) now. `memory` reads module images that have no
+  // file (the vDSO of another process).
+  void load_all(const LoadPolicy& policy = {}, MemoryReader* memory = nullptr);
+  const ModuleData& load(const Module& m, const LoadPolicy& policy = {},
+                         MemoryReader* memory = nullptr);
+
+  // dl_iterate_phdr's load/unload counters when the map was made (in-process maps only).
+  uint64_t adds() const { return adds_; }
+  uint64_t subs() const { return subs_; }
+  // True if this process has loaded or unloaded a library since for_self().
+  bool stale_for_self() const;
+
+private:
+  std::vector<Module> modules_;
+  mutable size_t last_hit_ = 0;
+  uint64_t adds_ = 0, subs_ = 0;
+};
+
+} // namespace ehelf

@@ -1,0 +1,223 @@
+#include "runtime/unwinder.hpp"
+
+namespace ehelf {
+
+std::string_view backend_name(BackendKind b) {
+  switch (b) {
+  case BackendKind::Auto: return "auto";
+  case BackendKind::Compiled: return "compiled";
+  case BackendKind::Table: return "table";
+  case BackendKind::Interpreter: return "interp";
+  }
+  return "?";
+}
+
+std::string_view stop_reason_name(StopReason r) {
+  switch (r) {
+  case StopReason::None: return "none";
+  case StopReason::EndOfStack: return "end of stack";
+  case StopReason::NoModule: return "pc in no known module";
+  case StopReason::NoTable: return "no unwind entry for the pc";
+  case StopReason::BadRead: return "memory read refused";
+  case StopReason::MissingRegister: return "a needed register is unknown";
+  case StopReason::CfaNotGrowing: return "stack pointer did not grow";
+  case StopReason::DepthLimit: return "depth limit";
+  case StopReason::RuleFailed: return "unwind rule failed";
+  }
+  return "?";
+}
+
+StopReason Unwinder::apply_compact(const CompactRule& rule, RegisterState& regs,
+                                   MemoryReader& mem) {
+  unsigned base_reg = rule.kind == CompactRule::CfaRsp ? x86_64::RSP : x86_64::RBP;
+  if (!regs.has(base_reg)) return StopReason::MissingRegister;
+  uint64_t cfa = regs.get(base_reg) + static_cast<uint64_t>(int64_t(rule.cfa_offset));
+  uint64_t rip = 0, rbp = regs.get(x86_64::RBP), rbx = regs.get(x86_64::RBX);
+  if (rule.rip != CompactRule::AtCfa) {
+    regs.clear(x86_64::RIP);
+  } else {
+    if (!mem.read_u64(cfa + static_cast<uint64_t>(int64_t(rule.rip_offset)), rip))
+      return StopReason::BadRead;
+  }
+  if (rule.rbp == CompactRule::AtCfa &&
+      !mem.read_u64(cfa + static_cast<uint64_t>(int64_t(rule.rbp_offset)), rbp))
+    return StopReason::BadRead;
+  if (rule.rbx == CompactRule::AtCfa &&
+      !mem.read_u64(cfa + static_cast<uint64_t>(int64_t(rule.rbx_offset)), rbx))
+    return StopReason::BadRead;
+  if (rule.rip == CompactRule::AtCfa) regs.set(x86_64::RIP, rip);
+  if (rule.rbp == CompactRule::AtCfa) regs.set(x86_64::RBP, rbp);
+  else if (rule.rbp == CompactRule::Unknown) regs.clear(x86_64::RBP);
+  if (rule.rbx == CompactRule::AtCfa) regs.set(x86_64::RBX, rbx);
+  else if (rule.rbx == CompactRule::Unknown) regs.clear(x86_64::RBX);
+  regs.set(x86_64::RSP, cfa);
+  return StopReason::None;
+}
+
+StopReason Unwinder::interpret(const ModuleData& data, uint64_t svma, RegisterState& regs,
+                               MemoryReader& mem, bool& signal_frame) {
+  const TableRange* r = data.table->find(svma);
+  if (!r) return StopReason::NoTable;
+  const FunctionInfo& fn = data.table->function(r->function);
+  signal_frame = fn.signal_frame;
+  auto step = data.table->evaluate(r->row, regs, mem, fn.return_column);
+  if (!step) {
+    const std::string& m = step.error().message;
+    if (m.find("cannot read") != std::string::npos) return StopReason::BadRead;
+    if (m.find("not known") != std::string::npos || m.find("no known value") != std::string::npos)
+      return StopReason::MissingRegister;
+    return StopReason::RuleFailed;
+  }
+  regs = step->caller;
+  return StopReason::None;
+}
+
+namespace {
+int deref_through(uint64_t addr, uint64_t* value, void* arg) {
+  return static_cast<MemoryReader*>(arg)->read_u64(addr, *value) ? 0 : 1;
+}
+constexpr unsigned kDwarfOfSlot[EHELF_NREGS] = {16, 7, 6, 3, 12, 13, 14, 15};
+} // namespace
+
+StopReason Unwinder::run_compiled(const ModuleData& data, uint64_t svma, RegisterState& regs,
+                                  MemoryReader& mem, bool& signal_frame, bool& fallback) {
+  ehelf_context_t ctx{};
+  unsigned nslots = data.compiled->info().register_set == EHELF_REGISTERS_MINIMAL ? 4 : 8;
+  for (unsigned s = 0; s < nslots; ++s)
+    if (regs.has(kDwarfOfSlot[s])) {
+      ctx.regs[s] = regs.get(kDwarfOfSlot[s]);
+      ctx.flags |= EHELF_VALID(s);
+    }
+  int rc = data.compiled->unwind_remote(svma, &ctx, deref_through, &mem);
+  switch (rc) {
+  case EHELF_OK: break;
+  case EHELF_NEEDS_INTERPRETER: fallback = true; return StopReason::None;
+  case EHELF_NO_ENTRY: return StopReason::NoTable;
+  case EHELF_BAD_READ: return StopReason::BadRead;
+  case EHELF_MISSING_REGISTER: return StopReason::MissingRegister;
+  default: return StopReason::RuleFailed;
+  }
+  signal_frame = (ctx.flags & EHELF_FLAG_SIGNAL_FRAME) != 0;
+  for (unsigned s = 0; s < nslots; ++s) {
+    if (ctx.flags & EHELF_VALID(s)) regs.set(kDwarfOfSlot[s], ctx.regs[s]);
+    else regs.clear(kDwarfOfSlot[s]);
+  }
+  return StopReason::None;
+}
+
+StopReason Unwinder::frame_pointer_step(RegisterState& regs, MemoryReader& mem) {
+  // Code compiled with frame pointers: [rbp] = caller's rbp, [rbp+8] = return address.
+  if (!regs.has(x86_64::RBP)) return StopReason::NoTable;
+  uint64_t rbp = regs.get(x86_64::RBP), caller_rbp = 0, rip = 0;
+  if (!mem.read_u64(rbp, caller_rbp) || !mem.read_u64(rbp + 8, rip)) return StopReason::BadRead;
+  regs.set(x86_64::RSP, rbp + 16);
+  regs.set(x86_64::RBP, caller_rbp);
+  regs.set(x86_64::RIP, rip);
+  return StopReason::None;
+}
+
+StopReason Unwinder::step(RegisterState& regs, MemoryReader& mem, bool exact_pc, FrameInfo& info) {
+  if (!regs.has(x86_64::RIP)) return StopReason::EndOfStack;
+  if (!regs.has(x86_64::RSP)) return StopReason::MissingRegister;
+  uint64_t pc = regs.get(x86_64::RIP);
+  uint64_t sp = regs.get(x86_64::RSP);
+  info = FrameInfo{};
+  info.pc = pc;
+  info.sp = sp;
+  uint64_t lookup = exact_pc ? pc : pc - 1;
+  bool signal_frame = false;
+  StopReason r = StopReason::None;
+
+  CacheEntry* slot = nullptr;
+  bool cacheable = options_.use_cache && (options_.backend == BackendKind::Table ||
+                                          options_.backend == BackendKind::Auto);
+  if (cacheable) {
+    slot = &cache_[lookup % kCacheSize];
+    if (slot->generation == generation_ && slot->pc == lookup) {
+      info.module = slot->module;
+      info.backend = BackendKind::Table;
+      info.signal_frame = slot->rule.signal_frame;
+      r = apply_compact(slot->rule, regs, mem);
+      signal_frame = slot->rule.signal_frame;
+      goto done;
+    }
+  }
+  {
+    const Module* mod = map_.find(lookup);
+    info.module = mod;
+    if (!mod) return StopReason::NoModule;
+    const ModuleData* data = mod->data.get();
+    if (!data) {
+      if (!options_.allow_loading) return StopReason::NoTable;
+      data = &map_.load(*mod, options_.policy);
+    }
+    if (!data->has_table()) {
+      if (!options_.frame_pointer_fallback) return StopReason::NoTable;
+      info.via_frame_pointer = true;
+      r = frame_pointer_step(regs, mem);
+      goto done;
+    }
+    uint64_t svma = lookup - mod->bias;
+    BackendKind b = options_.backend;
+    if (b == BackendKind::Auto) b = data->compiled ? BackendKind::Compiled : BackendKind::Table;
+    if (b == BackendKind::Compiled && !data->compiled) b = BackendKind::Table;
+    info.backend = b;
+    if (b == BackendKind::Compiled) {
+      bool fallback = false;
+      r = run_compiled(*data, svma, regs, mem, signal_frame, fallback);
+      if (fallback) {
+        info.backend = BackendKind::Interpreter;
+        r = interpret(*data, svma, regs, mem, signal_frame);
+      }
+    } else if (b == BackendKind::Table) {
+      const CompactRule& rule = data->compact.lookup(svma);
+      if (rule.kind == CompactRule::NoEntry) {
+        // The compact table may not have been built (LoadPolicy.compact off): ask the model.
+        if (data->compact.ranges() == 0) {
+          info.backend = BackendKind::Interpreter;
+          r = interpret(*data, svma, regs, mem, signal_frame);
+        } else {
+          r = StopReason::NoTable;
+        }
+      } else if (rule.kind == CompactRule::Interpret) {
+        info.backend = BackendKind::Interpreter;
+        r = interpret(*data, svma, regs, mem, signal_frame);
+      } else {
+        if (slot) *slot = CacheEntry{lookup, generation_, mod, rule};
+        signal_frame = rule.signal_frame;
+        r = apply_compact(rule, regs, mem);
+      }
+    } else {
+      r = interpret(*data, svma, regs, mem, signal_frame);
+    }
+  }
+done:
+  info.signal_frame = signal_frame;
+  if (r != StopReason::None) return r;
+  if (!regs.has(x86_64::RIP) || regs.get(x86_64::RIP) == 0) return StopReason::EndOfStack;
+  if (!regs.has(x86_64::RSP)) return StopReason::MissingRegister;
+  // The stack grows down, so callers' frames are above: a walk that does not move up is looping
+  // (signal frames may switch stacks, e.g. from an alternate signal stack, and are exempt).
+  if (!signal_frame && regs.get(x86_64::RSP) <= sp) return StopReason::CfaNotGrowing;
+  return StopReason::None;
+}
+
+size_t Unwinder::backtrace(RegisterState regs, MemoryReader& mem, FrameInfo* out, size_t max,
+                           StopReason* why, bool exact_first) {
+  size_t n = 0;
+  bool exact = exact_first;
+  StopReason r = StopReason::None;
+  size_t limit = std::min(max, options_.max_depth);
+  while (n < limit) {
+    FrameInfo info;
+    r = step(regs, mem, exact, info);
+    if (info.pc || r == StopReason::None) out[n++] = info;
+    if (r != StopReason::None) break;
+    exact = info.signal_frame; // after a signal frame the pc is the interrupted instruction
+  }
+  if (n == limit && r == StopReason::None) r = StopReason::DepthLimit;
+  if (why) *why = r;
+  return n;
+}
+
+} // namespace ehelf

@@ -1,0 +1,96 @@
+// Unwinder: steps from one frame's registers to its caller's, choosing per module among the
+// compiled eh_elf, the compact table and the interpreter, with a direct-mapped rule cache in
+// front and the hardening a profiler needs (bounded reads, growing CFA, depth cap).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+#include "model/register_state.hpp"
+#include "runtime/memory.hpp"
+#include "runtime/module_map.hpp"
+
+namespace ehelf {
+
+enum class BackendKind { Auto, Compiled, Table, Interpreter };
+std::string_view backend_name(BackendKind b);
+
+// Why a walk stopped (or None while it goes on).
+enum class StopReason {
+  None,
+  EndOfStack,      // the return address is undefined or 0: the outermost frame
+  NoModule,        // the pc is in no known module
+  NoTable,         // the module has no unwind entry for the pc (and no frame pointer to follow)
+  BadRead,         // a memory read was refused
+  MissingRegister, // a rule needs a register whose value is unknown
+  CfaNotGrowing,   // the caller's stack pointer is not above the callee's: a loop or corruption
+  DepthLimit,      // max_depth frames
+  RuleFailed,      // the interpreter could not evaluate the row
+};
+std::string_view stop_reason_name(StopReason r);
+
+struct FrameInfo {
+  uint64_t pc = 0;          // the frame's pc (a return address for frames after the first)
+  uint64_t sp = 0;
+  const Module* module = nullptr;
+  bool signal_frame = false;       // this frame's FDE is a signal trampoline ('S')
+  bool via_frame_pointer = false;  // the step to the caller followed rbp: the module has no table
+  BackendKind backend = BackendKind::Auto; // what unwound this frame
+};
+
+struct UnwinderOptions {
+  BackendKind backend = BackendKind::Auto; // Auto: compiled if cached, else table, else interpreter
+  size_t max_depth = 512;
+  bool allow_loading = true; // load module data on first use (off in signal handlers)
+  bool frame_pointer_fallback = true;
+  bool use_cache = true;
+  LoadPolicy policy;
+};
+
+class Unwinder {
+public:
+  Unwinder(ModuleMap& map, UnwinderOptions options = {}) : map_(map), options_(options) {}
+
+  // One step: `regs` holds the frame's registers (rip = its pc) and becomes the caller's.
+  // `exact_pc`: rip is the address of the interrupted instruction (first frame, or the frame
+  // after a signal frame) rather than a return address, so it is looked up as is, not minus 1.
+  // On return, `info` describes the frame that was unwound.
+  StopReason step(RegisterState& regs, MemoryReader& mem, bool exact_pc, FrameInfo& info);
+
+  // Walks from `regs`, filling up to `max` frames (the first is regs' own frame). Returns the
+  // frame count; `why` says why the walk ended. `exact_first`: regs.rip is an interrupted pc
+  // (ptrace, perf sample, signal context) rather than a return address (capture_local()).
+  size_t backtrace(RegisterState regs, MemoryReader& mem, FrameInfo* out, size_t max,
+                   StopReason* why = nullptr, bool exact_first = true);
+
+  // Drops cached rules (call when the module map changed).
+  void clear_cache() { ++generation_; }
+
+  ModuleMap& map() { return map_; }
+  const UnwinderOptions& options() const { return options_; }
+
+private:
+  struct CacheEntry {
+    uint64_t pc = 0;
+    uint64_t generation = 0;
+    const Module* module = nullptr;
+    CompactRule rule;
+  };
+  // 509 entries, a prime (Valgrind's CFI cache size): pcs of a hot loop rarely collide.
+  static constexpr size_t kCacheSize = 509;
+
+  StopReason apply_compact(const CompactRule& rule, RegisterState& regs, MemoryReader& mem);
+  StopReason interpret(const ModuleData& data, uint64_t svma, RegisterState& regs,
+                       MemoryReader& mem, bool& signal_frame);
+  StopReason run_compiled(const ModuleData& data, uint64_t svma, RegisterState& regs,
+                          MemoryReader& mem, bool& signal_frame, bool& fallback);
+  StopReason frame_pointer_step(RegisterState& regs, MemoryReader& mem);
+
+  ModuleMap& map_;
+  UnwinderOptions options_;
+  std::array<CacheEntry, kCacheSize> cache_{};
+  uint64_t generation_ = 1;
+};
+
+} // namespace ehelf
