@@ -1,5 +1,8 @@
 #include "runtime/unwinder.hpp"
 
+#include <algorithm>
+#include <cstring>
+
 namespace ehelf {
 
 std::string_view backend_name(BackendKind b) {
@@ -132,7 +135,7 @@ StopReason Unwinder::step(RegisterState& regs, MemoryReader& mem, bool exact_pc,
   bool cacheable = options_.use_cache && (options_.backend == BackendKind::Table ||
                                           options_.backend == BackendKind::Auto);
   if (cacheable) {
-    slot = &cache_[lookup % kCacheSize];
+    slot = &cache_[cache_index(lookup)];
     if (slot->generation == generation_ && slot->pc == lookup) {
       info.module = slot->module;
       info.backend = BackendKind::Table;
@@ -168,6 +171,13 @@ StopReason Unwinder::step(RegisterState& regs, MemoryReader& mem, bool exact_pc,
       if (fallback) {
         info.backend = BackendKind::Interpreter;
         r = interpret(*data, svma, regs, mem, signal_frame);
+      }
+      // The cache sits in front of every backend: later visits of this pc take the compact
+      // rule (same table, same answer) without calling into the eh_elf.
+      if (slot && r == StopReason::None && data->compact.ranges()) {
+        const CompactRule& rule = data->compact.lookup(svma);
+        if (rule.kind == CompactRule::CfaRsp || rule.kind == CompactRule::CfaRbp)
+          *slot = CacheEntry{lookup, generation_, mod, rule};
       }
     } else if (b == BackendKind::Table) {
       const CompactRule& rule = data->compact.lookup(svma);
@@ -214,6 +224,107 @@ size_t Unwinder::backtrace(RegisterState regs, MemoryReader& mem, FrameInfo* out
     if (info.pc || r == StopReason::None) out[n++] = info;
     if (r != StopReason::None) break;
     exact = info.signal_frame; // after a signal frame the pc is the interrupted instruction
+  }
+  if (n == limit && r == StopReason::None) r = StopReason::DepthLimit;
+  if (why) *why = r;
+  return n;
+}
+
+} // namespace ehelf
+
+namespace ehelf {
+
+size_t Unwinder::backtrace_local(const RegisterState& start, AddressRange stack, uint64_t* pcs,
+                                 size_t max, StopReason* why, bool exact_first) {
+  size_t limit = std::min(max, options_.max_depth);
+  StopReason r = StopReason::None;
+  if (!start.has(x86_64::RIP) || !start.has(x86_64::RSP)) {
+    if (why) *why = StopReason::MissingRegister;
+    return 0;
+  }
+  uint64_t pc = start.get(x86_64::RIP), sp = start.get(x86_64::RSP);
+  uint64_t bp = start.get(x86_64::RBP), bx = start.get(x86_64::RBX);
+  bool bp_ok = start.has(x86_64::RBP), bx_ok = start.has(x86_64::RBX);
+  const uint64_t lo = stack.begin, hi_minus_8 = stack.end >= 8 ? stack.end - 8 : 0;
+  bool exact = exact_first;
+  size_t n = 0;
+  auto load = [&](uint64_t addr, uint64_t& out) {
+    if (addr < lo || addr > hi_minus_8) return false;
+    std::memcpy(&out, reinterpret_cast<const void*>(addr), 8);
+    return true;
+  };
+  while (n < limit) {
+    pcs[n++] = pc;
+    uint64_t lookup = exact ? pc : pc - 1;
+    const CacheEntry& e = cache_[cache_index(lookup)];
+    if (options_.use_cache && e.pc == lookup && e.generation == generation_) {
+      // Cached compact rule (never a signal frame's: those are not compact).
+      const CompactRule& rule = e.rule;
+      uint64_t base;
+      if (rule.kind == CompactRule::CfaRsp) base = sp;
+      else if (bp_ok) base = bp;
+      else {
+        r = StopReason::MissingRegister;
+        break;
+      }
+      uint64_t cfa = base + static_cast<uint64_t>(int64_t(rule.cfa_offset));
+      uint64_t next_pc;
+      if (rule.rip != CompactRule::AtCfa) {
+        r = StopReason::EndOfStack;
+        break;
+      }
+      if (!load(cfa + static_cast<uint64_t>(int64_t(rule.rip_offset)), next_pc)) {
+        r = StopReason::BadRead;
+        break;
+      }
+      if (rule.rbp == CompactRule::AtCfa) {
+        if (!load(cfa + static_cast<uint64_t>(int64_t(rule.rbp_offset)), bp)) {
+          r = StopReason::BadRead;
+          break;
+        }
+        bp_ok = true;
+      } else if (rule.rbp == CompactRule::Unknown) {
+        bp_ok = false;
+      }
+      if (rule.rbx == CompactRule::AtCfa) {
+        if (!load(cfa + static_cast<uint64_t>(int64_t(rule.rbx_offset)), bx)) {
+          r = StopReason::BadRead;
+          break;
+        }
+        bx_ok = true;
+      } else if (rule.rbx == CompactRule::Unknown) {
+        bx_ok = false;
+      }
+      if (cfa <= sp) {
+        r = StopReason::CfaNotGrowing;
+        break;
+      }
+      if (next_pc == 0) {
+        r = StopReason::EndOfStack;
+        break;
+      }
+      sp = cfa;
+      pc = next_pc;
+      exact = false;
+      continue;
+    }
+    // Slow path: the general step (fills the cache for compact rules).
+    RegisterState regs;
+    regs.set(x86_64::RIP, pc);
+    regs.set(x86_64::RSP, sp);
+    if (bp_ok) regs.set(x86_64::RBP, bp);
+    if (bx_ok) regs.set(x86_64::RBX, bx);
+    LocalMemory mem(stack);
+    FrameInfo info;
+    r = step(regs, mem, exact, info);
+    if (r != StopReason::None) break;
+    pc = regs.get(x86_64::RIP);
+    sp = regs.get(x86_64::RSP);
+    bp_ok = regs.has(x86_64::RBP);
+    bp = regs.get(x86_64::RBP);
+    bx_ok = regs.has(x86_64::RBX);
+    bx = regs.get(x86_64::RBX);
+    exact = info.signal_frame;
   }
   if (n == limit && r == StopReason::None) r = StopReason::DepthLimit;
   if (why) *why = r;

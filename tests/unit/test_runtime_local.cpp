@@ -21,7 +21,9 @@ struct Walk {
 };
 
 BackendKind g_backend = BackendKind::Table;
+bool g_fast = false;
 int g_depth = 0;
+int g_descended_from = -1; // reset by each test
 Walk* g_walk = nullptr;
 
 __attribute__((noinline)) void take_walk() {
@@ -34,10 +36,20 @@ __attribute__((noinline)) void take_walk() {
   UnwinderOptions o;
   o.backend = g_backend;
   Unwinder u(map, o);
-  LocalMemory mem(current_thread_stack());
-  FrameInfo out[128];
-  size_t count = u.backtrace(regs, mem, out, 128, &g_walk->why, /*exact_first=*/false);
-  for (size_t i = 0; i < count; ++i) g_walk->ours.push_back(out[i].pc);
+  if (g_fast) {
+    // The hot path, twice: the second walk runs from the cache.
+    uint64_t pcs[128];
+    for (int pass = 0; pass < 2; ++pass) {
+      g_walk->ours.clear();
+      size_t count = u.backtrace_local(regs, current_thread_stack(), pcs, 128, &g_walk->why);
+      g_walk->ours.assign(pcs, pcs + count);
+    }
+  } else {
+    LocalMemory mem(current_thread_stack());
+    FrameInfo out[128];
+    size_t count = u.backtrace(regs, mem, out, 128, &g_walk->why, /*exact_first=*/false);
+    for (size_t i = 0; i < count; ++i) g_walk->ours.push_back(out[i].pc);
+  }
   asm volatile("" ::: "memory");
 }
 
@@ -51,12 +63,12 @@ __attribute__((noinline)) void recurse_via_qsort(int depth) {
 }
 
 int compare_ints(const void* a, const void* b) {
-  static bool busy = false;
-  if (!busy) {
-    busy = true;
-    if (g_depth > 0) recurse_via_qsort(g_depth - 1);
+  // Descend on the first comparison of each level only; the walk happens at the bottom.
+  int depth = g_depth;
+  if (g_descended_from != depth) {
+    g_descended_from = depth;
+    if (depth > 0) recurse_via_qsort(depth - 1);
     else take_walk();
-    busy = false;
   }
   return *static_cast<const int*>(a) - *static_cast<const int*>(b);
 }
@@ -67,6 +79,7 @@ TEST_P(LocalUnwind, MatchesGlibcBacktraceThroughQsort) {
   Walk w;
   g_walk = &w;
   g_backend = GetParam();
+  g_descended_from = -1;
   recurse_via_qsort(0);
   g_walk = nullptr;
   // glibc's backtrace() starts inside take_walk (its own return address into take_walk);
@@ -94,6 +107,20 @@ TEST_P(LocalUnwind, MatchesGlibcBacktraceThroughQsort) {
   EXPECT_EQ(same, n - 1) << "ours " << w.ours.size() << " frames, glibc " << w.glibc.size()
                          << ":" << diffs;
   EXPECT_EQ(w.ours.size(), w.glibc.size()) << stop_reason_name(w.why);
+}
+
+TEST(LocalUnwindFast, CachedPathMatchesGlibcBacktrace) {
+  Walk w;
+  g_walk = &w;
+  g_backend = BackendKind::Auto;
+  g_fast = true;
+  g_descended_from = -1;
+  recurse_via_qsort(3);
+  g_fast = false;
+  g_walk = nullptr;
+  ASSERT_GE(w.ours.size(), 8u) << stop_reason_name(w.why);
+  ASSERT_EQ(w.ours.size(), w.glibc.size()) << stop_reason_name(w.why);
+  for (size_t i = 1; i < w.ours.size(); ++i) EXPECT_EQ(w.ours[i], w.glibc[i]) << "frame " << i;
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, LocalUnwind,
