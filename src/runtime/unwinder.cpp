@@ -57,6 +57,54 @@ StopReason Unwinder::apply_compact(const CompactRule& rule, RegisterState& regs,
   return StopReason::None;
 }
 
+bool Unwinder::make_hot(const CompactRule& rule, uint64_t pc, HotRule& out) {
+  if (rule.kind != CompactRule::CfaRsp && rule.kind != CompactRule::CfaRbp) return false;
+  HotRule h;
+  h.pc = pc;
+  if (rule.rip == CompactRule::Unknown) { // the outermost frame (_start): the walk ends here
+    h.base = 2;
+    out = h;
+    return true;
+  }
+  if (rule.rip != CompactRule::AtCfa || rule.rip_offset != -8) return false;
+  auto small = [](int16_t off) { return off % 8 == 0 && off / 8 >= INT8_MIN && off / 8 <= INT8_MAX; };
+  h.cfa_offset = rule.cfa_offset;
+  h.base = rule.kind == CompactRule::CfaRbp ? 1 : 0;
+  if (rule.rbp == CompactRule::AtCfa) {
+    if (!small(rule.rbp_offset)) return false;
+    h.op |= kHotRbpSaved;
+    h.rbp_offset8 = static_cast<int8_t>(rule.rbp_offset / 8);
+  } else if (rule.rbp == CompactRule::Unknown) {
+    return false; // rare: left to the slow path, so the hot loop never changes validity
+  }
+  if (rule.rbx == CompactRule::AtCfa) {
+    if (!small(rule.rbx_offset)) return false;
+    h.op |= kHotRbxSaved;
+    h.rbx_offset8 = static_cast<int8_t>(rule.rbx_offset / 8);
+  } else if (rule.rbx == CompactRule::Unknown) {
+    return false;
+  }
+  out = h;
+  return true;
+}
+
+StopReason Unwinder::apply_hot(const HotRule& h, RegisterState& regs, MemoryReader& mem) {
+  CompactRule rule;
+  if (h.base == 2) {
+    regs.clear(x86_64::RIP);
+    return StopReason::None; // step() reports the end of the stack
+  }
+  rule.kind = h.base == 1 ? CompactRule::CfaRbp : CompactRule::CfaRsp;
+  rule.cfa_offset = h.cfa_offset;
+  rule.rip = CompactRule::AtCfa;
+  rule.rip_offset = -8;
+  rule.rbp = (h.op & kHotRbpSaved) ? CompactRule::AtCfa : CompactRule::Same;
+  rule.rbp_offset = static_cast<int16_t>(8 * h.rbp_offset8);
+  rule.rbx = (h.op & kHotRbxSaved) ? CompactRule::AtCfa : CompactRule::Same;
+  rule.rbx_offset = static_cast<int16_t>(8 * h.rbx_offset8);
+  return apply_compact(rule, regs, mem);
+}
+
 StopReason Unwinder::interpret(const ModuleData& data, uint64_t svma, RegisterState& regs,
                                MemoryReader& mem, bool& signal_frame) {
   const TableRange* r = data.table->find(svma);
@@ -131,17 +179,15 @@ StopReason Unwinder::step(RegisterState& regs, MemoryReader& mem, bool exact_pc,
   bool signal_frame = false;
   StopReason r = StopReason::None;
 
-  CacheEntry* slot = nullptr;
+  HotRule* slot = nullptr;
   bool cacheable = options_.use_cache && (options_.backend == BackendKind::Table ||
                                           options_.backend == BackendKind::Auto);
   if (cacheable) {
     slot = &cache_[cache_index(lookup)];
-    if (slot->generation == generation_ && slot->pc == lookup) {
-      info.module = slot->module;
+    if (slot->pc == lookup) {
+      info.module = map_.find(lookup);
       info.backend = BackendKind::Table;
-      info.signal_frame = slot->rule.signal_frame;
-      r = apply_compact(slot->rule, regs, mem);
-      signal_frame = slot->rule.signal_frame;
+      r = apply_hot(*slot, regs, mem);
       goto done;
     }
   }
@@ -176,8 +222,7 @@ StopReason Unwinder::step(RegisterState& regs, MemoryReader& mem, bool exact_pc,
       // rule (same table, same answer) without calling into the eh_elf.
       if (slot && r == StopReason::None && data->compact.ranges()) {
         const CompactRule& rule = data->compact.lookup(svma);
-        if (rule.kind == CompactRule::CfaRsp || rule.kind == CompactRule::CfaRbp)
-          *slot = CacheEntry{lookup, generation_, mod, rule};
+        make_hot(rule, lookup, *slot);
       }
     } else if (b == BackendKind::Table) {
       const CompactRule& rule = data->compact.lookup(svma);
@@ -193,7 +238,7 @@ StopReason Unwinder::step(RegisterState& regs, MemoryReader& mem, bool exact_pc,
         info.backend = BackendKind::Interpreter;
         r = interpret(*data, svma, regs, mem, signal_frame);
       } else {
-        if (slot) *slot = CacheEntry{lookup, generation_, mod, rule};
+        if (slot) make_hot(rule, lookup, *slot);
         signal_frame = rule.signal_frame;
         r = apply_compact(rule, regs, mem);
       }
@@ -248,64 +293,64 @@ size_t Unwinder::backtrace_local(const RegisterState& start, AddressRange stack,
   const uint64_t lo = stack.begin, hi_minus_8 = stack.end >= 8 ? stack.end - 8 : 0;
   bool exact = exact_first;
   size_t n = 0;
+  // One unsigned compare checks both bounds (the range is validated below).
+  const uint64_t span = hi_minus_8 >= lo ? hi_minus_8 - lo : 0;
   auto load = [&](uint64_t addr, uint64_t& out) {
-    if (addr < lo || addr > hi_minus_8) return false;
+    if (addr - lo > span) return false;
     std::memcpy(&out, reinterpret_cast<const void*>(addr), 8);
     return true;
   };
-  while (n < limit) {
-    pcs[n++] = pc;
+  // Stack bounds checked once here, so each load needs a single unsigned compare.
+  if (stack.end < stack.begin + 8) {
+    if (why) *why = StopReason::BadRead;
+    return 0;
+  }
+  if (limit == 0) {
+    if (why) *why = StopReason::DepthLimit;
+    return 0;
+  }
+  pcs[n++] = pc;
+  for (;;) {
     uint64_t lookup = exact ? pc : pc - 1;
-    const CacheEntry& e = cache_[cache_index(lookup)];
-    if (options_.use_cache && e.pc == lookup && e.generation == generation_) {
-      // Cached compact rule (never a signal frame's: those are not compact).
-      const CompactRule& rule = e.rule;
-      uint64_t base;
-      if (rule.kind == CompactRule::CfaRsp) base = sp;
-      else if (bp_ok) base = bp;
-      else {
-        r = StopReason::MissingRegister;
-        break;
-      }
-      uint64_t cfa = base + static_cast<uint64_t>(int64_t(rule.cfa_offset));
-      uint64_t next_pc;
-      if (rule.rip != CompactRule::AtCfa) {
+    const HotRule& e = cache_[cache_index(lookup)];
+    if (e.pc == lookup) {
+      if (e.base > 1) {
         r = StopReason::EndOfStack;
         break;
       }
-      if (!load(cfa + static_cast<uint64_t>(int64_t(rule.rip_offset)), next_pc)) {
+      if (e.base == 1 && !bp_ok) {
+        r = StopReason::MissingRegister;
+        break;
+      }
+      uint64_t cfa = (e.base ? bp : sp) + static_cast<uint64_t>(int64_t(e.cfa_offset));
+      uint64_t next_pc;
+      if (!load(cfa - 8, next_pc)) {
         r = StopReason::BadRead;
         break;
       }
-      if (rule.rbp == CompactRule::AtCfa) {
-        if (!load(cfa + static_cast<uint64_t>(int64_t(rule.rbp_offset)), bp)) {
+      if (e.op & kHotRbpSaved) {
+        if (!load(cfa + 8 * int64_t(e.rbp_offset8), bp)) {
           r = StopReason::BadRead;
           break;
         }
         bp_ok = true;
-      } else if (rule.rbp == CompactRule::Unknown) {
-        bp_ok = false;
       }
-      if (rule.rbx == CompactRule::AtCfa) {
-        if (!load(cfa + static_cast<uint64_t>(int64_t(rule.rbx_offset)), bx)) {
+      if (e.op & kHotRbxSaved) {
+        if (!load(cfa + 8 * int64_t(e.rbx_offset8), bx)) {
           r = StopReason::BadRead;
           break;
         }
         bx_ok = true;
-      } else if (rule.rbx == CompactRule::Unknown) {
-        bx_ok = false;
       }
-      if (cfa <= sp) {
-        r = StopReason::CfaNotGrowing;
-        break;
-      }
-      if (next_pc == 0) {
-        r = StopReason::EndOfStack;
+      if (cfa <= sp || next_pc == 0) {
+        r = next_pc == 0 ? StopReason::EndOfStack : StopReason::CfaNotGrowing;
         break;
       }
       sp = cfa;
       pc = next_pc;
       exact = false;
+      if (n == limit) break;
+      pcs[n++] = pc;
       continue;
     }
     // Slow path: the general step (fills the cache for compact rules).
@@ -325,6 +370,8 @@ size_t Unwinder::backtrace_local(const RegisterState& start, AddressRange stack,
     bx_ok = regs.has(x86_64::RBX);
     bx = regs.get(x86_64::RBX);
     exact = info.signal_frame;
+    if (n == limit) break;
+    pcs[n++] = pc;
   }
   if (n == limit && r == StopReason::None) r = StopReason::DepthLimit;
   if (why) *why = r;

@@ -71,18 +71,29 @@ public:
                          StopReason* why = nullptr, bool exact_first = false);
 
   // Drops cached rules (call when the module map changed).
-  void clear_cache() { ++generation_; }
+  void clear_cache() { cache_.fill(HotRule{}); }
 
   ModuleMap& map() { return map_; }
   const UnwinderOptions& options() const { return options_; }
 
 private:
-  struct CacheEntry {
-    uint64_t pc = 0;
-    uint64_t generation = 0;
-    const Module* module = nullptr;
-    CompactRule rule;
+  // A cached rule in the shape the hot loop wants (16 bytes): the return address is at CFA-8
+  // (rules where it is not are never cached), saved rbp/rbx offsets are multiples of 8.
+  struct HotRule {
+    uint64_t pc = 0; // the lookup pc (0: empty)
+    int32_t cfa_offset = 0;
+    int8_t rbp_offset8 = 0; // rbp saved at CFA + 8 * rbp_offset8
+    int8_t rbx_offset8 = 0;
+    uint8_t op = 0;         // kHotRbpSaved/kHotRbxSaved: zero for the common "only rip" rules
+    uint8_t base = 0;       // 0: CFA = rsp + offset; 1: CFA = rbp + offset; 2: end of stack
   };
+  static_assert(sizeof(HotRule) == 16);
+  static constexpr uint8_t kHotRbpSaved = 2;   // caller's rbp at CFA + 8 * rbp_offset8
+  static constexpr uint8_t kHotRbxSaved = 8;
+  // Rules that make rbp or rbx unknown are never cached: the hot loop only ever learns values.
+  static bool make_hot(const CompactRule& rule, uint64_t pc, HotRule& out);
+  StopReason apply_hot(const HotRule& rule, RegisterState& regs, MemoryReader& mem);
+
   // Direct-mapped, 512 entries (Valgrind uses 509 with a modulo; a multiplicative hash into a
   // power of two avoids the division on the hot path).
   static constexpr size_t kCacheBits = 9;
@@ -100,8 +111,7 @@ private:
 
   ModuleMap& map_;
   UnwinderOptions options_;
-  std::array<CacheEntry, kCacheSize> cache_{};
-  uint64_t generation_ = 1;
+  std::array<HotRule, kCacheSize> cache_{};
 };
 
 } // namespace ehelf
