@@ -53,7 +53,14 @@ int on_phdr(dl_phdr_info* info, size_t, void* arg) {
       m.vdso = true;
       m.path = "[vdso]";
       m.image_addr = image_lo;
-      m.image_size = image_hi - image_lo;
+      // The vDSO's section headers lie past its PT_LOAD extent but inside its last mapped page:
+      // include them (they locate .eh_frame), never reading beyond that page.
+      uint64_t size = image_hi - image_lo;
+      uint64_t mapped = ((image_hi + 4095) & ~uint64_t(4095)) - image_lo;
+      const auto* ehdr = reinterpret_cast<const ElfW(Ehdr)*>(image_lo);
+      uint64_t with_sections = ehdr->e_shoff + uint64_t(ehdr->e_shnum) * ehdr->e_shentsize;
+      if (with_sections > size && with_sections <= mapped) size = with_sections;
+      m.image_size = size;
     }
     st->out->push_back(std::move(m));
   }
