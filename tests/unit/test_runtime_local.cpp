@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <string>
@@ -22,6 +23,7 @@ struct Walk {
 
 BackendKind g_backend = BackendKind::Table;
 bool g_fast = false;
+bool g_snapshot = false;
 int g_depth = 0;
 int g_descended_from = -1; // reset by each test
 Walk* g_walk = nullptr;
@@ -36,7 +38,17 @@ __attribute__((noinline)) void take_walk() {
   UnwinderOptions o;
   o.backend = g_backend;
   Unwinder u(map, o);
-  if (g_fast) {
+  if (g_snapshot) {
+    // A perf-style sample: registers plus a copy of the live stack, unwound from the copy.
+    AddressRange st = current_thread_stack();
+    uint64_t sp = regs.get(x86_64::RSP);
+    std::vector<uint8_t> copy(std::min<uint64_t>(st.end - sp, 256 * 1024));
+    std::memcpy(copy.data(), reinterpret_cast<const void*>(sp), copy.size());
+    SnapshotMemory mem(sp, copy);
+    FrameInfo out[128];
+    size_t count = u.backtrace(regs, mem, out, 128, &g_walk->why, /*exact_first=*/false);
+    for (size_t i = 0; i < count; ++i) g_walk->ours.push_back(out[i].pc);
+  } else if (g_fast) {
     // The hot path, twice: the second walk runs from the cache.
     uint64_t pcs[128];
     for (int pass = 0; pass < 2; ++pass) {
@@ -121,6 +133,22 @@ TEST(LocalUnwindFast, CachedPathMatchesGlibcBacktrace) {
   ASSERT_GE(w.ours.size(), 8u) << stop_reason_name(w.why);
   ASSERT_EQ(w.ours.size(), w.glibc.size()) << stop_reason_name(w.why);
   for (size_t i = 1; i < w.ours.size(); ++i) EXPECT_EQ(w.ours[i], w.glibc[i]) << "frame " << i;
+}
+
+TEST(SnapshotUnwind, StackCopyGivesTheLiveWalk) {
+  for (BackendKind b : {BackendKind::Table, BackendKind::Interpreter}) {
+    Walk w;
+    g_walk = &w;
+    g_backend = b;
+    g_snapshot = true;
+    g_descended_from = -1;
+    recurse_via_qsort(2);
+    g_snapshot = false;
+    g_walk = nullptr;
+    ASSERT_GE(w.ours.size(), 8u) << stop_reason_name(w.why);
+    ASSERT_EQ(w.ours.size(), w.glibc.size()) << stop_reason_name(w.why);
+    for (size_t i = 1; i < w.ours.size(); ++i) EXPECT_EQ(w.ours[i], w.glibc[i]) << "frame " << i;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, LocalUnwind,
