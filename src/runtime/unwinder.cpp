@@ -57,6 +57,20 @@ StopReason Unwinder::apply_compact(const CompactRule& rule, RegisterState& regs,
   return StopReason::None;
 }
 
+bool Unwinder::fill_hot(uint64_t lookup) {
+  if (options_.backend != BackendKind::Auto && options_.backend != BackendKind::Table) return false;
+  const Module* mod = map_.find(lookup);
+  if (!mod) return false;
+  const ModuleData* data = mod->data.get();
+  if (!data) {
+    if (!options_.allow_loading) return false;
+    data = &map_.load(*mod, options_.policy);
+  }
+  if (!data->compact.ranges()) return false;
+  const CompactRule& rule = data->compact.lookup(lookup - mod->bias);
+  return make_hot(rule, lookup, cache_[cache_index(lookup)]);
+}
+
 bool Unwinder::make_hot(const CompactRule& rule, uint64_t pc, HotRule& out) {
   if (rule.kind != CompactRule::CfaRsp && rule.kind != CompactRule::CfaRbp) return false;
   HotRule h;
@@ -353,7 +367,9 @@ size_t Unwinder::backtrace_local(const RegisterState& start, AddressRange stack,
       pcs[n++] = pc;
       continue;
     }
-    // Slow path: the general step (fills the cache for compact rules).
+    // Cold path: fill the cache from the module's compact table and take the fast path.
+    if (options_.use_cache && fill_hot(lookup)) continue;
+    // Slow path: the general step (signal frames, expressions, frame pointers...).
     RegisterState regs;
     regs.set(x86_64::RIP, pc);
     regs.set(x86_64::RSP, sp);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <cstring>
 #include <cstdint>
 #include <string_view>
 
@@ -71,7 +72,7 @@ public:
                          StopReason* why = nullptr, bool exact_first = false);
 
   // Drops cached rules (call when the module map changed).
-  void clear_cache() { cache_.fill(HotRule{}); }
+  void clear_cache() { std::memset(static_cast<void*>(cache_.data()), 0, sizeof cache_); }
 
   ModuleMap& map() { return map_; }
   const UnwinderOptions& options() const { return options_; }
@@ -92,6 +93,8 @@ private:
   static constexpr uint8_t kHotRbxSaved = 8;
   // Rules that make rbp or rbx unknown are never cached: the hot loop only ever learns values.
   static bool make_hot(const CompactRule& rule, uint64_t pc, HotRule& out);
+  // Caches the rule for `lookup` from its module's compact table; false if it has none.
+  bool fill_hot(uint64_t lookup);
   StopReason apply_hot(const HotRule& rule, RegisterState& regs, MemoryReader& mem);
 
   // Direct-mapped, 512 entries (Valgrind uses 509 with a modulo; a multiplicative hash into a
