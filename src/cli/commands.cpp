@@ -14,6 +14,7 @@ void register_commands(CLI::App& app) {
   register_dump(app);
   register_stats(app);
   register_compile(app);
+  register_stack(app);
 }
 
 } // namespace ehelf::cli

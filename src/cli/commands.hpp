@@ -14,5 +14,6 @@ void set_exit_code(int code);
 void register_dump(CLI::App& app);
 void register_stats(CLI::App& app);
 void register_compile(CLI::App& app);
+void register_stack(CLI::App& app);
 
 } // namespace ehelf::cli

@@ -1,0 +1,389 @@
+// `ehelf stack -p PID`: stops every thread of a running process with ptrace, unwinds each with
+// the runtime (over ProcessMemory), and prints the stacks in the layout of `eu-stack -p PID`.
+//
+// Threads are seized (PTRACE_SEIZE + PTRACE_INTERRUPT, which sends no SIGSTOP: if ehelf dies
+// while attached, the kernel detaches and the threads simply run on), all of them before any is
+// unwound so the stacks are one consistent snapshot, and detached as soon as the walks are done;
+// the output is printed afterwards. SIGINT, SIGTERM and SIGHUP only set a flag while attached:
+// ehelf detaches, then dies of the signal.
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <cxxabi.h>
+#include <dirent.h>
+#include <elf.h>
+#include <fmt/format.h>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <sys/ptrace.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+#include "cli/commands.hpp"
+#include "elf/elf_file.hpp"
+#include "runtime/memory.hpp"
+#include "runtime/module_map.hpp"
+#include "runtime/symbolize.hpp"
+#include "runtime/unwinder.hpp"
+
+namespace ehelf::cli {
+namespace {
+
+volatile sig_atomic_t g_signal = 0; // the terminating signal received while attached
+void on_terminating_signal(int sig) {
+  g_signal = sig;
+}
+
+constexpr int kTerminatingSignals[] = {SIGINT, SIGTERM, SIGHUP};
+
+// Catches the terminating signals for its lifetime (without SA_RESTART, so a blocked waitpid
+// returns), then restores what was there and, if one came, dies of it.
+class SignalGuard {
+public:
+  SignalGuard() {
+    struct sigaction sa {};
+    sa.sa_handler = on_terminating_signal;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < std::size(kTerminatingSignals); ++i) {
+      ::sigaction(kTerminatingSignals[i], nullptr, &old_[i]);
+      // An ignored signal (SIGINT of a background job) stays ignored.
+      if (old_[i].sa_handler != SIG_IGN) ::sigaction(kTerminatingSignals[i], &sa, nullptr);
+    }
+  }
+  SignalGuard(const SignalGuard&) = delete;
+  SignalGuard& operator=(const SignalGuard&) = delete;
+  ~SignalGuard() {
+    for (size_t i = 0; i < std::size(kTerminatingSignals); ++i)
+      ::sigaction(kTerminatingSignals[i], &old_[i], nullptr);
+    if (g_signal) ::raise(g_signal);
+  }
+
+private:
+  struct sigaction old_[std::size(kTerminatingSignals)]{};
+};
+
+struct Thread {
+  pid_t tid = 0;
+  bool stopped = false;   // in a ptrace-stop: registers readable, must be detached
+  int pending_signal = 0; // caught in signal-delivery-stop: re-injected on detach
+  user_regs_struct regs{};
+};
+
+// Every thread ehelf has seized. Detaches them when it goes out of scope, whatever happened.
+class Attachment {
+public:
+  explicit Attachment(pid_t pid) : pid_(pid) {}
+  Attachment(const Attachment&) = delete;
+  Attachment& operator=(const Attachment&) = delete;
+  ~Attachment() { detach_all(); }
+
+  // Seizes and stops every thread in /proc/PID/task, re-reading the list until no new thread
+  // shows up (threads started meanwhile). Returns an error message, or "" on success.
+  std::string attach_all() {
+    std::string task_dir = fmt::format("/proc/{}/task", pid_);
+    for (int round = 0; round < 100; ++round) {
+      DIR* dir = ::opendir(task_dir.c_str());
+      if (!dir)
+        return errno == ENOENT ? "no such process"
+                               : fmt::format("cannot read {}: {}", task_dir, std::strerror(errno));
+      std::vector<pid_t> fresh;
+      while (dirent* e = ::readdir(dir)) {
+        char* end = nullptr;
+        long tid = std::strtol(e->d_name, &end, 10);
+        if (tid <= 0 || *end) continue;
+        if (!known(static_cast<pid_t>(tid))) fresh.push_back(static_cast<pid_t>(tid));
+      }
+      ::closedir(dir);
+      if (fresh.empty()) break;
+      for (pid_t tid : fresh) {
+        if (g_signal) return "interrupted";
+        if (std::string err = attach(tid); !err.empty()) return err;
+      }
+    }
+    for (const Thread& t : threads_)
+      if (t.stopped) return {};
+    return "no such process";
+  }
+
+  std::vector<Thread>& threads() { return threads_; }
+
+  void detach_all() {
+    for (Thread& t : threads_)
+      if (t.stopped) {
+        ::ptrace(PTRACE_DETACH, t.tid, nullptr,
+                 reinterpret_cast<void*>(static_cast<long>(t.pending_signal)));
+        t.stopped = false;
+      }
+  }
+
+private:
+  bool known(pid_t tid) const { return seen_.count(tid) != 0; }
+
+  std::string attach(pid_t tid) {
+    seen_.insert(tid);
+    Thread t;
+    t.tid = tid;
+    if (::ptrace(PTRACE_SEIZE, tid, nullptr, nullptr) != 0) {
+      if (errno == ESRCH) { // the thread exited since the listing
+        threads_.push_back(t);
+        return {};
+      }
+      int err = errno;
+      std::string msg = fmt::format("cannot attach to thread {}: {}", tid, std::strerror(err));
+      if (err == EPERM) {
+        if (FILE* f = std::fopen("/proc/sys/kernel/yama/ptrace_scope", "r")) {
+          int scope = 0;
+          if (std::fscanf(f, "%d", &scope) == 1 && scope > 0)
+            msg += fmt::format(" (kernel.yama.ptrace_scope is {})", scope);
+          std::fclose(f);
+        }
+      }
+      return msg;
+    }
+    threads_.push_back(t);
+    Thread& seized = threads_.back();
+    if (::ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr) != 0) {
+      if (errno == ESRCH) return {};
+      return fmt::format("cannot stop thread {}: {}", tid, std::strerror(errno));
+    }
+    for (;;) {
+      int status = 0;
+      pid_t r = ::waitpid(tid, &status, __WALL);
+      if (r < 0) {
+        if (errno == EINTR) {
+          if (g_signal) return "interrupted";
+          continue;
+        }
+        return {}; // ECHILD: the thread is gone
+      }
+      if (WIFEXITED(status) || WIFSIGNALED(status)) return {};
+      if (!WIFSTOPPED(status)) continue;
+      seized.stopped = true;
+      // PTRACE_EVENT_STOP: our interrupt (or a group-stop, which detaching leaves as it is).
+      // Otherwise a signal reached the thread first: hand it back when detaching.
+      if ((status >> 16) != PTRACE_EVENT_STOP) seized.pending_signal = WSTOPSIG(status);
+      return {};
+    }
+  }
+
+  pid_t pid_;
+  std::vector<Thread> threads_; // in /proc/PID/task order, like eu-stack
+  std::set<pid_t> seen_;
+};
+
+RegisterState to_register_state(const user_regs_struct& u) {
+  RegisterState r;
+  const uint64_t values[17] = {u.rax, u.rdx, u.rcx, u.rbx, u.rsi, u.rdi, u.rbp, u.rsp, u.r8,
+                               u.r9,  u.r10, u.r11, u.r12, u.r13, u.r14, u.r15, u.rip};
+  for (unsigned i = 0; i < 17; ++i)
+    r.set(i, values[i]);
+  return r;
+}
+
+std::string demangle(std::string_view name) {
+  std::string s(name);
+  if (s.size() < 2 || s[0] != '_' || s[1] != 'Z') return s;
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> d(
+      abi::__cxa_demangle(s.c_str(), nullptr, nullptr, &status), std::free);
+  return status == 0 && d ? std::string(d.get()) : s;
+}
+
+// Names code addresses the way libdwfl does for eu-stack: from the module's .symtab, else from
+// its separate debug file's .symtab (stripped libraries, e.g. libc with libc6-dbg), else from
+// its .dynsym.
+class Namer {
+public:
+  explicit Namer(ModuleMap& map) : map_(map) {}
+
+  SymbolName name(const Module& m, uint64_t pc) {
+    const ModuleData& data = map_.load(m);
+    if (const ElfFile* dbg = debug_file(data)) {
+      if (const Symbol* s = dbg->symbol_for(pc - m.bias))
+        return SymbolName{s->name, pc - m.bias - s->value};
+    }
+    return symbolize(map_, m, pc);
+  }
+
+private:
+  const ElfFile* debug_file(const ModuleData& data) {
+    auto [it, fresh] = debug_.try_emplace(&data);
+    if (fresh && data.elf) {
+      bool has_symtab = false;
+      for (const Section& s : data.elf->sections())
+        if (s.type == SHT_SYMTAB) has_symtab = true;
+      if (!has_symtab)
+        if (std::string path = data.elf->find_debug_file(); !path.empty())
+          if (auto dbg = ElfFile::open(path)) it->second = std::move(*dbg);
+    }
+    return it->second.get();
+  }
+
+  ModuleMap& map_;
+  std::map<const ModuleData*, std::unique_ptr<ElfFile>> debug_; // null: none (or not needed)
+};
+
+struct Options {
+  int pid = 0;
+  std::string backend = "auto";
+  bool module = false;
+  bool offsets = false;
+  bool raw = false;
+  bool verbose = false;
+  size_t max_frames = 256;
+};
+
+BackendKind parse_backend(const std::string& s) {
+  if (s == "compiled") return BackendKind::Compiled;
+  if (s == "table") return BackendKind::Table;
+  if (s == "interp") return BackendKind::Interpreter;
+  return BackendKind::Auto;
+}
+
+// Appends one thread's frames, as eu-stack prints them.
+void print_thread(std::string& out, const Options& opt, Namer& namer, pid_t tid,
+                  const std::vector<FrameInfo>& frames, StopReason why) {
+  fmt::format_to(std::back_inserter(out), "TID {}:\n", tid);
+  size_t n = frames.size();
+  for (size_t k = 0; k < n; ++k) {
+    const FrameInfo& f = frames[k];
+    // Like libdwfl: a frame's pc is where it was interrupted (the first frame, the caller of a
+    // signal frame, a signal frame itself) or a return address, named by the call before it.
+    bool activation = k == 0 || frames[k - 1].signal_frame || f.signal_frame;
+    uint64_t adjusted = activation ? f.pc : f.pc - 1;
+    fmt::format_to(std::back_inserter(out), "#{:<2} 0x{:016x}", k, f.pc);
+    if (f.module) {
+      SymbolName s = namer.name(*f.module, adjusted);
+      if (!s.name.empty()) {
+        out += ' ';
+        out += opt.raw ? std::string(s.name) : demangle(s.name);
+        if (opt.offsets) {
+          uint64_t off = f.pc - (adjusted - s.offset);
+          if (off) fmt::format_to(std::back_inserter(out), "+{:#x}", off);
+        }
+      }
+      if (opt.module) {
+        out += " - ";
+        out += f.module->vdso ? fmt::format("[vdso: {}]", opt.pid) : f.module->path;
+      }
+    }
+    out += '\n';
+  }
+  if (opt.verbose) {
+    // Why the walk ended, and what unwound its frames (the last one was not unwound).
+    size_t by[4] = {}, by_frame_pointer = 0;
+    bool last_unwound = why == StopReason::None || why == StopReason::DepthLimit;
+    for (size_t k = 0; k + 1 < n || (k < n && last_unwound); ++k) {
+      if (frames[k].via_frame_pointer)
+        ++by_frame_pointer;
+      else
+        ++by[static_cast<int>(frames[k].backend)];
+    }
+    std::string counts;
+    for (BackendKind b : {BackendKind::Compiled, BackendKind::Table, BackendKind::Interpreter})
+      if (by[static_cast<int>(b)])
+        fmt::format_to(std::back_inserter(counts), "{}{} {}", counts.empty() ? "" : ", ",
+                       backend_name(b), by[static_cast<int>(b)]);
+    if (by_frame_pointer)
+      fmt::format_to(std::back_inserter(counts), "{}frame pointer {}", counts.empty() ? "" : ", ",
+                     by_frame_pointer);
+    fmt::format_to(std::back_inserter(out), "    stopped: {}{}{}{}\n", stop_reason_name(why),
+                   counts.empty() ? "" : " (unwound by ", counts, counts.empty() ? "" : ")");
+  }
+}
+
+int run_stack(const Options& opt) {
+  pid_t pid = opt.pid;
+  if (pid <= 0) {
+    fmt::print(stderr, "ehelf: pid {}: no such process\n", pid);
+    return 1;
+  }
+  UnwinderOptions uo;
+  uo.backend = parse_backend(opt.backend);
+  uo.max_depth = opt.max_frames ? opt.max_frames : (size_t(1) << 16);
+  uo.policy.compiled = uo.backend == BackendKind::Auto || uo.backend == BackendKind::Compiled;
+  uo.policy.compact = uo.backend != BackendKind::Interpreter;
+  std::vector<FrameInfo> frames(uo.max_depth);
+
+  std::string out;
+  std::optional<ModuleMap> map;
+  {
+    SignalGuard guard;
+    Attachment attachment(pid);
+    std::string err = attachment.attach_all();
+    if (err.empty() && g_signal) err = "interrupted";
+    if (!err.empty()) {
+      attachment.detach_all();
+      fmt::print(stderr, "ehelf: pid {}: {}\n", pid, err);
+      return 1;
+    }
+    // The modules are read once every thread is stopped, so no library comes or goes meanwhile.
+    auto m = ModuleMap::for_process(pid);
+    if (!m) {
+      attachment.detach_all();
+      fmt::print(stderr, "ehelf: pid {}: {}\n", pid, m.error().to_string());
+      return 1;
+    }
+    map = std::move(*m);
+    ProcessMemory memory(pid);
+    // The vDSO has no file: read its image from the process now (other modules load on use).
+    for (Module& mod : map->modules())
+      if (mod.vdso) map->load(mod, uo.policy, &memory);
+    Unwinder unwinder(*map, uo);
+
+    fmt::format_to(std::back_inserter(out), "PID {} - process\n", pid);
+    struct Walk {
+      pid_t tid;
+      std::vector<FrameInfo> frames;
+      StopReason why;
+    };
+    std::vector<Walk> walks;
+    for (Thread& t : attachment.threads()) {
+      if (g_signal) break;
+      if (!t.stopped) continue;
+      if (::ptrace(PTRACE_GETREGS, t.tid, nullptr, &t.regs) != 0) continue;
+      StopReason why = StopReason::None;
+      size_t n = unwinder.backtrace(to_register_state(t.regs), memory, frames.data(), frames.size(),
+                                    &why, /*exact_first=*/true);
+      walks.push_back({t.tid, {frames.begin(), frames.begin() + static_cast<ptrdiff_t>(n)}, why});
+    }
+    attachment.detach_all();
+    if (g_signal) return 1; // the guard re-raises the signal
+    // Symbol names come from the modules' files: no need to keep the threads stopped for them.
+    Namer namer(*map);
+    for (const Walk& w : walks)
+      print_thread(out, opt, namer, w.tid, w.frames, w.why);
+  }
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  std::fflush(stdout);
+  return 0;
+}
+
+} // namespace
+
+void register_stack(CLI::App& app) {
+  auto opt = std::make_shared<Options>();
+  auto* cmd = app.add_subcommand(
+      "stack", "Print the stack of every thread of a running process, as eu-stack -p does");
+  cmd->add_option("-p,--pid", opt->pid, "Process to attach to (ptrace)")->required();
+  cmd->add_option("--backend", opt->backend,
+                  "Unwinding backend: auto (compiled eh_elf if cached, else table), compiled, "
+                  "table or interp")
+      ->check(CLI::IsMember({"auto", "compiled", "table", "interp"}));
+  cmd->add_flag("-m,--module", opt->module, "Also print each frame's module file");
+  cmd->add_flag("-o,--offsets", opt->offsets, "Print symbol+offset (offset from the symbol)");
+  cmd->add_flag("-r,--raw", opt->raw, "Do not demangle symbol names");
+  cmd->add_option("-n,--max-frames", opt->max_frames,
+                  "At most this many frames per thread (default 256, 0: up to 65536)");
+  cmd->add_flag("-v,--verbose", opt->verbose, "Print why each thread's walk stopped");
+  cmd->callback([opt] { set_exit_code(run_stack(*opt)); });
+}
+
+} // namespace ehelf::cli
