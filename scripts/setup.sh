@@ -6,6 +6,7 @@ PACKAGES=(
   libcli11-dev libfmt-dev nlohmann-json3-dev zlib1g-dev libzstd-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   binutils python3 time
+  libunwind-dev libdw-dev valgrind strace
   elfutils gdb
   sqlite3
 )
