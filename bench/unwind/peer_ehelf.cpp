@@ -22,14 +22,16 @@ struct Config {
   BackendKind backend;
   Unwinder* unwinder = nullptr;
 };
-Config g_configs[4] = {{BackendKind::Table}, {BackendKind::Interpreter},
-                       {BackendKind::Compiled}, {BackendKind::Auto}};
+Config g_configs[5] = {{BackendKind::Table}, {BackendKind::Interpreter},
+                       {BackendKind::Compiled}, {BackendKind::Auto}, {BackendKind::Auto}};
+AddressRange g_stack_range;
 
 std::string common_init() {
   if (g_map) return "";
   g_map = new ModuleMap(ModuleMap::for_self());
   g_map->load_all();
   g_mem = new LocalMemory(current_thread_stack());
+  g_stack_range = current_thread_stack();
   for (auto& c : g_configs) {
     UnwinderOptions o;
     o.backend = c.backend;
@@ -76,6 +78,18 @@ template <int I> __attribute__((noinline)) size_t once(uint64_t* pcs, size_t max
   return n;
 }
 
+// The pcs-only hot path (Unwinder::backtrace_local), the counterpart of unw_backtrace.
+template <int I> __attribute__((noinline)) size_t once_pcs(uint64_t* pcs, size_t max, bool) {
+  RegisterState regs = capture_local();
+  StopReason why;
+  static uint64_t scratch[kMax];
+  if (max > kMax) max = kMax;
+  size_t n = g_configs[I].unwinder->backtrace_local(regs, g_stack_range, pcs ? pcs : scratch, max,
+                                                    &why, false);
+  asm volatile("" ::: "memory");
+  return n;
+}
+
 template <int I> Peer make(const char* name) {
   Peer p;
   p.name = name;
@@ -99,6 +113,8 @@ void add_ehelf_peers(std::vector<Peer>& peers) {
   peers.back().cold_means = "no rule cache in this backend (eh_elfs stay loaded)";
   peers.back().flush = nullptr;
   peers.push_back(make<3>("ehelf auto"));
+  peers.push_back(make<4>("ehelf backtrace_local"));
+  peers.back().once = once_pcs<4>;
 }
 
 } // namespace bench

@@ -96,6 +96,14 @@ CompactTable::CompactTable(const UnwindTable& table) {
     }
     prev_end = r.end;
   }
+  uint64_t pages = ((end_ - base_) >> 12) + 2;
+  page_first_.reserve(pages);
+  size_t ri = 0;
+  for (uint64_t p = 0; p < pages; ++p) {
+    uint64_t at = p << 12;
+    while (ri < starts_.size() && starts_[ri] < at) ++ri;
+    page_first_.push_back(static_cast<uint32_t>(ri));
+  }
   starts_.shrink_to_fit();
   rule_of_.shrink_to_fit();
   rules_.shrink_to_fit();
@@ -104,8 +112,12 @@ CompactTable::CompactTable(const UnwindTable& table) {
 const CompactRule& CompactTable::lookup(uint64_t svma) const {
   if (svma < base_ || svma >= end_ || starts_.empty()) return kNoEntryRule;
   uint32_t off = static_cast<uint32_t>(svma - base_);
-  auto it = std::upper_bound(starts_.begin(), starts_.end(), off);
-  return rules_[rule_of_[static_cast<size_t>(it - starts_.begin()) - 1]];
+  uint32_t page = off >> 12;
+  // Ranges [first, last) start inside the page; the one before `first` covers its first bytes.
+  uint32_t first = page_first_[page], last = page_first_[page + 1];
+  auto it = std::upper_bound(starts_.begin() + first, starts_.begin() + last, off);
+  size_t index = static_cast<size_t>(it - starts_.begin());
+  return rules_[rule_of_[index ? index - 1 : 0]];
 }
 
 } // namespace ehelf

@@ -44,13 +44,17 @@ public:
   size_t ranges() const { return starts_.size(); }
   size_t rules() const { return rules_.size(); }
   size_t memory_bytes() const {
-    return starts_.capacity() * 4 + rule_of_.capacity() * 2 + rules_.capacity() * sizeof(CompactRule);
+    return starts_.capacity() * 4 + rule_of_.capacity() * 2 +
+           rules_.capacity() * sizeof(CompactRule) + page_first_.capacity() * 4;
   }
 
 private:
   uint64_t base_ = 0;
   uint64_t end_ = 0;
   std::vector<uint32_t> starts_;  // relative to base_
+  // For each 4 KiB page of [base_, end_], the number of ranges starting before it: a lookup
+  // binary-searches only the ranges that start inside the pc's page (as ORC's lookup table).
+  std::vector<uint32_t> page_first_;
   std::vector<uint16_t> rule_of_; // index into rules_
   std::vector<CompactRule> rules_;
 };
