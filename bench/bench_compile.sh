@@ -148,7 +148,7 @@ def kib(b): return f"{b / 1024:.1f}"
 def pct(r): return 100.0 * (r["eh_elf_text_bytes"] + r["eh_elf_rodata_bytes"]) / r["text_rodata_bytes"] if r["text_rodata_bytes"] else 0
 md = []
 md.append("# `ehelf compile`: eh_elf sizes and compile time (the paper's Table 2)\n")
-md.append(f"- Date: {now}" + (f" (ehelf {commit})" if commit else ""))
+md.append(f"- Date: {now}" + (f" (repository at {commit})" if commit else ""))
 md.append(f"- Machine: Linux {machine['kernel']}, {cpu}, {machine['cpus']} CPUs (load average "
           f"{machine['loadavg_before_libc_timing']} before the libc timing)")
 md.append(f"- C compiler: {cc} (ehelf's default -O1)")
