@@ -1,0 +1,683 @@
+#include "capi/unwind_impl.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <dirent.h>
+#include <endian.h>
+#include <mutex>
+#include <new>
+#include <signal.h>
+#include <sys/uio.h>
+#include <type_traits>
+#include <unistd.h>
+
+#include "runtime/symbolize.hpp"
+
+namespace ehelf::capi {
+
+// ---- the cursor ----------------------------------------------------------------------------
+
+// As LLVM libunwind's check_fit: the C++ cursor must fit the C one.
+static_assert(sizeof(Cursor) <= sizeof(unw_cursor_t), "unw_cursor_t is too small for Cursor");
+static_assert(alignof(Cursor) <= alignof(unw_cursor_t), "unw_cursor_t is under-aligned");
+static_assert(std::is_trivially_copyable_v<Cursor>, "cursors are copied with memcpy");
+
+Cursor* cursor_of(unw_cursor_t* cursor) {
+  return std::launder(reinterpret_cast<Cursor*>(cursor));
+}
+
+namespace {
+
+// unw_context_t is a ucontext_t: gregs slot of each DWARF register. getcontext.S stores them at
+// these offsets.
+constexpr int kGregOfDwarf[x86_64::kGeneralRegs] = {
+    REG_RAX, REG_RDX, REG_RCX, REG_RBX, REG_RSI, REG_RDI, REG_RBP, REG_RSP, REG_R8,
+    REG_R9,  REG_R10, REG_R11, REG_R12, REG_R13, REG_R14, REG_R15, REG_RIP};
+static_assert(offsetof(ucontext_t, uc_mcontext.gregs) == 40, "getcontext.S assumes gregs at 40");
+static_assert(REG_R8 == 0 && REG_RDI == 8 && REG_RBX == 11 && REG_RAX == 13 && REG_RSP == 15 &&
+                  REG_RIP == 16,
+              "getcontext.S assumes glibc's gregs order");
+
+// Cursors step with the interpreter, which evaluates every register's rule, so that unw_get_reg
+// gives callers' callee-saved registers (r12-r15 too); unw_backtrace, which needs only the pcs,
+// takes the fastest backend (compiled eh_elf, else the compact table).
+UnwinderOptions local_options(BackendKind backend) {
+  UnwinderOptions o;
+  o.backend = backend;
+  o.allow_loading = false; // everything is loaded when the space is built
+  o.use_cache = false;     // the rule cache is mutable: shared by threads it would need a lock
+  return o;
+}
+
+UnwinderOptions remote_options(unw_caching_policy_t policy) {
+  UnwinderOptions o;
+  o.backend = BackendKind::Interpreter;
+  o.use_cache = policy != UNW_CACHE_NONE;
+  return o;
+}
+
+// Modules that are the same mapping of the same file keep their loaded data.
+void reuse_data(const ModuleMap& from, ModuleMap& to) {
+  for (Module& m : to.modules())
+    for (const Module& o : from.modules())
+      if (o.data && o.path == m.path && o.bias == m.bias && o.start == m.start && o.end == m.end) {
+        m.data = o.data;
+        break;
+      }
+}
+
+// Loads what later calls read, so that they only read: unwind data and symbol tables.
+void load_everything(ModuleMap& map, MemoryReader* memory) {
+  map.load_all(LoadPolicy{}, memory);
+  for (const Module& m : map.modules())
+    if (m.data && m.data->elf) (void)m.data->elf->symbols();
+}
+
+std::atomic<LocalSpace*> g_local{nullptr};
+std::mutex g_local_mutex;
+
+// The current LocalSpace, built or rebuilt if needed; null if building failed.
+LocalSpace* local_space() {
+  LocalSpace* s = g_local.load(std::memory_order_acquire);
+  if (s && !s->map.stale_for_self()) return s;
+  std::lock_guard<std::mutex> lock(g_local_mutex);
+  s = g_local.load(std::memory_order_acquire);
+  if (s && !s->map.stale_for_self()) return s;
+  try {
+    ModuleMap map = ModuleMap::for_self();
+    if (s) reuse_data(s->map, map);
+    load_everything(map, nullptr);
+    // Loading may itself dlopen (compiled eh_elf objects from the cache): list the modules
+    // again until the list is stable, reusing what was loaded.
+    for (int again = 0; again < 3 && map.stale_for_self(); ++again) {
+      ModuleMap next = ModuleMap::for_self();
+      reuse_data(map, next);
+      load_everything(next, nullptr);
+      map = std::move(next);
+    }
+    auto* fresh = new LocalSpace(std::move(map));
+    g_local.store(fresh, std::memory_order_release);
+    return fresh; // the old space is deliberately leaked: see unwind_impl.hpp
+  } catch (...) {
+    return s;
+  }
+}
+
+// The ranges local unwinding reads directly: the thread's stack and the alternate signal stack.
+void local_ranges(LocalMemory& mem) {
+  mem.add(current_thread_stack());
+  stack_t ss{};
+  if (::sigaltstack(nullptr, &ss) == 0 && !(ss.ss_flags & SS_DISABLE) && ss.ss_sp) {
+    uint64_t lo = reinterpret_cast<uint64_t>(ss.ss_sp);
+    mem.add(AddressRange{lo, lo + ss.ss_size});
+  }
+}
+
+// This process's memory: a plain copy inside the known stack ranges; elsewhere (a coroutine's
+// stack, say) through process_vm_readv on ourselves, a system call that fails instead of
+// faulting on unmapped memory.
+class SelfMemory final : public MemoryReader {
+public:
+  bool read(uint64_t addr, void* out, size_t size) override {
+    if (stacks.read(addr, out, size)) return true;
+    iovec local{out, size};
+    iovec remote{reinterpret_cast<void*>(addr), size};
+    return ::process_vm_readv(::getpid(), &local, 1, &remote, 1, 0) == static_cast<ssize_t>(size);
+  }
+  LocalMemory stacks;
+};
+
+SelfMemory local_memory(const Cursor& c) {
+  SelfMemory mem;
+  for (uint32_t i = 0; i < c.range_count; ++i) mem.stacks.add(c.ranges[i]);
+  return mem;
+}
+
+// Reads through the accessors' access_mem, an aligned word at a time.
+class AccessorMemory final : public MemoryReader {
+public:
+  AccessorMemory(unw_addr_space* as, void* arg) : as_(as), arg_(arg) {}
+  bool read(uint64_t addr, void* out, size_t size) override {
+    auto* dst = static_cast<uint8_t*>(out);
+    uint64_t end = addr + size;
+    if (end < addr || !as_->accessors.access_mem) return false;
+    for (uint64_t at = addr & ~uint64_t(7); at < end; at += 8) {
+      unw_word_t word = 0;
+      if (as_->accessors.access_mem(as_, at, &word, 0, arg_) != 0) return false;
+      for (unsigned b = 0; b < 8; ++b) {
+        uint64_t a = at + b;
+        if (a >= addr && a < end) dst[a - addr] = static_cast<uint8_t>(word >> (8 * b));
+      }
+      if (at + 8 < at) break; // the last word of the address space
+    }
+    return true;
+  }
+
+private:
+  unw_addr_space* as_;
+  void* arg_;
+};
+
+// ---- finding the remote process ------------------------------------------------------------
+
+bool read_small_file(const char* path, std::string& out) {
+  FILE* f = std::fopen(path, "r");
+  if (!f) return false;
+  out.clear();
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  std::fclose(f);
+  return true;
+}
+
+bool is_number(const char* s) {
+  if (!*s) return false;
+  for (; *s; ++s)
+    if (*s < '0' || *s > '9') return false;
+  return true;
+}
+
+// True if a thread of process `pid` is traced by a thread of this process.
+bool traced_by_us(const std::string& pid) {
+  std::string dir = "/proc/" + pid + "/task";
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return false;
+  bool found = false;
+  while (dirent* e = ::readdir(d)) {
+    if (!is_number(e->d_name)) continue;
+    std::string status;
+    if (!read_small_file((dir + "/" + e->d_name + "/status").c_str(), status)) continue;
+    size_t at = status.find("TracerPid:");
+    if (at == std::string::npos) continue;
+    long tracer = std::strtol(status.c_str() + at + 10, nullptr, 10);
+    if (tracer <= 0) continue;
+    std::string ours = "/proc/self/task/" + std::to_string(tracer);
+    if (::access(ours.c_str(), F_OK) == 0) {
+      found = true;
+      break;
+    }
+  }
+  ::closedir(d);
+  return found;
+}
+
+// The process the accessors read: ehelf's _UPT_ handle names it; otherwise the one process this
+// process traces whose memory at the stack pointer and pc is what access_mem returns.
+pid_t find_pid(unw_addr_space* as, void* arg, const RegisterState& regs) {
+  pid_t pid = 0;
+  if (upt_pid(as->accessors, arg, pid)) return pid;
+  AccessorMemory through(as, arg);
+  uint64_t probes[2] = {regs.get(x86_64::RSP), regs.get(x86_64::RIP)};
+  uint64_t expected[2] = {};
+  for (int i = 0; i < 2; ++i)
+    if (!through.read_u64(probes[i], expected[i])) return 0;
+  DIR* d = ::opendir("/proc");
+  if (!d) return 0;
+  pid_t match = 0;
+  int matches = 0;
+  while (dirent* e = ::readdir(d)) {
+    if (!is_number(e->d_name) || !traced_by_us(e->d_name)) continue;
+    pid_t candidate = static_cast<pid_t>(std::strtol(e->d_name, nullptr, 10));
+    ProcessMemory mem(candidate);
+    bool same = true;
+    for (int i = 0; i < 2 && same; ++i) {
+      uint64_t v = 0;
+      same = mem.read_u64(probes[i], v) && v == expected[i];
+    }
+    if (same) {
+      match = candidate;
+      ++matches;
+    }
+  }
+  ::closedir(d);
+  return matches == 1 ? match : 0;
+}
+
+// Makes `as` describe process `pid`, rebuilding its map if the process's mappings changed.
+bool ensure_remote_map(unw_addr_space* as, pid_t pid) {
+  std::string maps;
+  if (!read_small_file(("/proc/" + std::to_string(pid) + "/maps").c_str(), maps)) return false;
+  if (as->map && as->pid == pid && as->maps_text == maps) return true;
+  auto built = ModuleMap::for_process(pid);
+  if (!built) return false;
+  auto map = std::make_unique<ModuleMap>(std::move(*built));
+  if (as->map) {
+    reuse_data(*as->map, *map);
+    as->old_maps.push_back(std::move(as->map));
+    as->old_unwinders.push_back(std::move(as->unwinder));
+  }
+  as->map = std::move(map);
+  as->unwinder = std::make_unique<Unwinder>(*as->map, remote_options(as->policy));
+  as->pid = pid;
+  as->maps_text = std::move(maps);
+  return true;
+}
+
+// ---- locating a frame's module and FDE -----------------------------------------------------
+
+struct Where {
+  ModuleMap* map = nullptr;
+  const Module* module = nullptr;
+  const ModuleData* data = nullptr;
+  uint64_t lookup = 0; // the address looked up: the pc, or pc - 1 for a return address
+};
+
+bool locate_in(ModuleMap& map, uint64_t lookup, MemoryReader* memory, Where& w) {
+  w.map = &map;
+  w.lookup = lookup;
+  w.module = map.find(lookup);
+  if (!w.module) return false;
+  w.data = w.module->data.get();
+  if (!w.data) {
+    if (!memory) return false; // local: never load outside init
+    w.data = &map.load(*w.module, LoadPolicy{}, memory);
+  }
+  return true;
+}
+
+const FunctionInfo* function_at(const Where& w) {
+  if (!w.data || !w.data->has_table()) return nullptr;
+  const TableRange* r = w.data->table->find(w.lookup - w.module->bias);
+  return r ? &w.data->table->function(r->function) : nullptr;
+}
+
+// The frame's module, looked up at pc - 1 for a return address; but when no FDE covers pc - 1
+// and one covers pc, at pc: a function "returned" to at its entry (makecontext makes
+// __start_context the return address of a coroutine's first function), as the step does.
+bool locate(Cursor& c, Where& w) {
+  if (!c.regs.has(x86_64::RIP)) return false;
+  uint64_t pc = c.regs.get(x86_64::RIP);
+  ModuleMap* map = c.remote ? c.as->map.get() : &c.local->map;
+  if (!map) return false;
+  AccessorMemory remote(c.as, c.arg);
+  MemoryReader* memory = c.remote ? &remote : nullptr;
+  bool found = locate_in(*map, c.exact ? pc : pc - 1, memory, w);
+  if (c.exact || (found && function_at(w))) return found;
+  Where at_pc;
+  if (locate_in(*map, pc, memory, at_pc) && function_at(at_pc)) {
+    w = at_pc;
+    return true;
+  }
+  return found;
+}
+
+void fill_proc_info(const Where& w, const FunctionInfo& fn, unw_proc_info_t* info) {
+  std::memset(info, 0, sizeof *info);
+  uint64_t bias = w.module->bias;
+  info->start_ip = fn.pc_begin + bias;
+  info->end_ip = fn.pc_end + bias;
+  info->lsda = fn.lsda ? fn.lsda + bias : 0;
+  // The personality as decoded from the file (an indirect pointer is read from the file, where a
+  // relocated one may be 0): a link-time address, moved by the module's bias.
+  info->handler = fn.personality ? fn.personality + bias : 0;
+  info->flags = fn.from_debug_frame ? UNW_PI_FLAG_DEBUG_FRAME : 0;
+  info->format = UNW_INFO_FORMAT_TABLE;
+}
+
+// Copies the name of the symbol containing w.lookup; `adjust` is added to the offset (1 when
+// the lookup was pc - 1, so the offset is from the pc).
+int name_at(const Where& w, uint64_t adjust, char* buf, size_t size, unw_word_t* offset) {
+  SymbolName s = symbolize(*w.map, *w.module, w.lookup);
+  if (s.name.empty()) return -UNW_ENOINFO;
+  if (offset) *offset = s.offset + adjust;
+  if (!buf || size == 0) return -UNW_ENOMEM;
+  size_t n = std::min(s.name.size(), size - 1);
+  std::memcpy(buf, s.name.data(), n);
+  buf[n] = '\0';
+  return n < s.name.size() ? -UNW_ENOMEM : UNW_ESUCCESS;
+}
+
+int error_of(StopReason r) {
+  switch (r) {
+  case StopReason::None: return UNW_ESUCCESS;
+  case StopReason::EndOfStack:
+  case StopReason::NoModule: return UNW_ESUCCESS; // handled by the caller: the end
+  case StopReason::NoTable: return UNW_ENOINFO;
+  case StopReason::BadRead:
+  case StopReason::CfaNotGrowing: return UNW_EBADFRAME;
+  case StopReason::MissingRegister: return UNW_EBADREG;
+  case StopReason::DepthLimit:
+  case StopReason::RuleFailed: return UNW_EUNSPEC;
+  }
+  return UNW_EUNSPEC;
+}
+
+// Unwinder::step, retrying a return address that has no FDE before it at the address itself
+// (see locate()).
+StopReason step_at(Unwinder& u, RegisterState& regs, MemoryReader& mem, bool exact,
+                   FrameInfo& info) {
+  RegisterState start = regs;
+  StopReason r = u.step(regs, mem, exact, info);
+  if (r != StopReason::NoTable || exact) return r;
+  regs = start;
+  return u.step(regs, mem, true, info);
+}
+
+// Whether a caller's pc is in a known module; a pc in none (not code, or code loaded since the
+// map was made) ends the walk there.
+bool known_pc(const ModuleMap& map, uint64_t pc) { return map.find(pc - 1) || map.find(pc); }
+
+// One step of `c` into `regs`, without moving the cursor.
+StopReason step_copy(Cursor& c, RegisterState& regs, FrameInfo& info) {
+  if (!c.remote) {
+    SelfMemory mem = local_memory(c);
+    return step_at(c.local->unwinder, regs, mem, c.exact, info);
+  }
+  AccessorMemory mem(c.as, c.arg);
+  Where w;
+  locate(c, w); // loads the module's data through the accessors if needed
+  return step_at(*c.as->unwinder, regs, mem, c.exact, info);
+}
+
+} // namespace
+
+constinit unw_addr_space g_local_space_object{.local = true};
+
+LocalSpace::LocalSpace(ModuleMap m)
+    : map(std::move(m)), unwinder(map, local_options(BackendKind::Interpreter)),
+      fast(map, local_options(BackendKind::Auto)) {}
+
+// ---- walking -------------------------------------------------------------------------------
+
+int init_local(unw_cursor_t* cursor, const unw_context_t* context, bool exact) {
+  if (!cursor || !context) return -UNW_EINVAL;
+  LocalSpace* s = local_space();
+  if (!s) return -UNW_ENOMEM;
+  LocalMemory mem;
+  local_ranges(mem);
+  Cursor* c = new (cursor) Cursor{};
+  c->as = &g_local_space_object;
+  c->local = s;
+  c->exact = exact;
+  for (unsigned r = 0; r < x86_64::kGeneralRegs; ++r)
+    c->regs.set(r, static_cast<uint64_t>(context->uc_mcontext.gregs[kGregOfDwarf[r]]));
+  for (const AddressRange& r : mem.ranges()) c->ranges[c->range_count++] = r;
+  return UNW_ESUCCESS;
+}
+
+int init_remote(unw_cursor_t* cursor, unw_addr_space* as, void* arg) {
+  if (!cursor || !as) return -UNW_EINVAL;
+  if (as->local) return init_local(cursor, static_cast<const unw_context_t*>(arg), false);
+  if (!as->accessors.access_reg || !as->accessors.access_mem) return -UNW_EINVAL;
+  try {
+    RegisterState regs;
+    for (unsigned r = 0; r < x86_64::kGeneralRegs; ++r) {
+      unw_word_t v = 0;
+      if (as->accessors.access_reg(as, static_cast<unw_regnum_t>(r), &v, 0, arg) == 0)
+        regs.set(r, v);
+    }
+    if (!regs.has(x86_64::RIP) || !regs.has(x86_64::RSP)) return -UNW_EBADREG;
+    pid_t pid = find_pid(as, arg, regs);
+    if (pid <= 0 || !ensure_remote_map(as, pid)) return -UNW_EINVAL;
+    Cursor* c = new (cursor) Cursor{};
+    c->remote = true;
+    c->exact = true; // a stopped thread's pc is the instruction it will run next
+    c->as = as;
+    c->arg = arg;
+    c->regs = regs;
+    return UNW_ESUCCESS;
+  } catch (...) {
+    return -UNW_ENOMEM;
+  }
+}
+
+int step(Cursor& c) {
+  if (c.magic != Cursor::kMagic) return -UNW_EINVAL;
+  if (c.done) return 0;
+  RegisterState regs = c.regs;
+  FrameInfo info;
+  StopReason r;
+  try {
+    r = step_copy(c, regs, info);
+  } catch (...) { // only error paths allocate (their messages)
+    return -UNW_EUNSPEC;
+  }
+  const ModuleMap& map = c.remote ? *c.as->map : c.local->map;
+  if (r == StopReason::EndOfStack || r == StopReason::NoModule ||
+      (r == StopReason::None && !known_pc(map, regs.get(x86_64::RIP)))) {
+    c.done = true; // a caller in no known module is treated as the end of the stack
+    return 0;
+  }
+  if (r != StopReason::None) return -error_of(r);
+  c.regs = regs;
+  c.exact = info.signal_frame; // after a signal frame the pc is the interrupted instruction
+  return 1;
+}
+
+int backtrace_from(RegisterState regs, void** buffer, int size) {
+  if (!buffer || size <= 0) return 0;
+  LocalSpace* s = local_space();
+  if (!s) return 0;
+  SelfMemory mem;
+  local_ranges(mem.stacks);
+  FrameInfo info;
+  int n = 0;
+  try {
+    // `regs` are unw_backtrace's own: its frame is not reported, libunwind starts at its caller.
+    if (step_at(s->fast, regs, mem, false, info) != StopReason::None) return 0;
+    bool exact = info.signal_frame;
+    while (n < size && known_pc(s->map, regs.get(x86_64::RIP))) {
+      buffer[n++] = reinterpret_cast<void*>(regs.get(x86_64::RIP));
+      if (step_at(s->fast, regs, mem, exact, info) != StopReason::None) break;
+      exact = info.signal_frame;
+    }
+  } catch (...) { // only error paths allocate (their messages)
+  }
+  return n;
+}
+
+// ---- the current frame ---------------------------------------------------------------------
+
+int get_reg(Cursor& c, int reg, unw_word_t* value) {
+  if (c.magic != Cursor::kMagic || !value) return -UNW_EINVAL;
+  if (reg >= 0 && reg < int(x86_64::kGeneralRegs)) {
+    if (!c.regs.has(unsigned(reg))) return -UNW_EBADREG;
+    *value = c.regs.get(unsigned(reg));
+    return UNW_ESUCCESS;
+  }
+  if (reg == UNW_X86_64_CFA) { // the caller's stack pointer
+    RegisterState regs = c.regs;
+    FrameInfo info;
+    StopReason r;
+    try {
+      r = step_copy(c, regs, info);
+    } catch (...) {
+      return -UNW_EUNSPEC;
+    }
+    if ((r != StopReason::None && r != StopReason::EndOfStack) || !regs.has(x86_64::RSP))
+      return -UNW_EBADFRAME;
+    *value = regs.get(x86_64::RSP);
+    return UNW_ESUCCESS;
+  }
+  return -UNW_EBADREG;
+}
+
+int set_reg(Cursor& c, int reg, unw_word_t value) {
+  if (c.magic != Cursor::kMagic) return -UNW_EINVAL;
+  if (reg == UNW_X86_64_RSP || reg == UNW_X86_64_CFA) return -UNW_EREADONLYREG;
+  if (reg < 0 || reg >= int(x86_64::kGeneralRegs)) return -UNW_EBADREG;
+  c.regs.set(unsigned(reg), value);
+  if (reg == UNW_X86_64_RIP) c.done = false;
+  return UNW_ESUCCESS;
+}
+
+int get_save_loc(Cursor& c, int reg, unw_save_loc_t* loc) {
+  if (c.magic != Cursor::kMagic || !loc) return -UNW_EINVAL;
+  if (reg < 0 || reg > UNW_X86_64_CFA) return -UNW_EBADREG;
+  std::memset(loc, 0, sizeof *loc);
+  loc->type = UNW_SLT_NONE; // ehelf tracks values, not where they were saved
+  return UNW_ESUCCESS;
+}
+
+// (Remote lookups may load a module's data, which allocates and may throw.)
+int is_signal_frame(Cursor& c) {
+  if (c.magic != Cursor::kMagic) return -UNW_EINVAL;
+  try {
+    Where w;
+    if (!locate(c, w)) return 0;
+    const FunctionInfo* fn = function_at(w);
+    return fn && fn->signal_frame ? 1 : 0;
+  } catch (...) {
+    return -UNW_EUNSPEC;
+  }
+}
+
+int get_proc_info(Cursor& c, unw_proc_info_t* info) {
+  if (c.magic != Cursor::kMagic || !info) return -UNW_EINVAL;
+  try {
+    Where w;
+    if (!locate(c, w)) return -UNW_ENOINFO;
+    const FunctionInfo* fn = function_at(w);
+    if (!fn) return -UNW_ENOINFO;
+    fill_proc_info(w, *fn, info);
+    return UNW_ESUCCESS;
+  } catch (...) {
+    return -UNW_EUNSPEC;
+  }
+}
+
+int get_proc_name(Cursor& c, char* buf, size_t size, unw_word_t* offset) {
+  if (c.magic != Cursor::kMagic) return -UNW_EINVAL;
+  try {
+    Where w;
+    if (!locate(c, w)) {
+      if (c.remote && c.as->accessors.get_proc_name && c.regs.has(x86_64::RIP))
+        return c.as->accessors.get_proc_name(c.as, c.regs.get(x86_64::RIP), buf, size, offset,
+                                             c.arg);
+      return -UNW_ENOINFO;
+    }
+    return name_at(w, c.regs.get(x86_64::RIP) - w.lookup, buf, size, offset);
+  } catch (...) {
+    return -UNW_EUNSPEC;
+  }
+}
+
+namespace {
+// The map of `as` for lookups by address: local, or the remote space's current one (built for
+// the process behind `arg` if there is none yet).
+ModuleMap* map_for(unw_addr_space* as, void* arg) {
+  if (as->local) {
+    LocalSpace* s = local_space();
+    return s ? &s->map : nullptr;
+  }
+  pid_t pid = 0;
+  if (upt_pid(as->accessors, arg, pid) && !ensure_remote_map(as, pid)) return nullptr;
+  return as->map.get();
+}
+} // namespace
+
+int proc_info_by_ip(unw_addr_space* as, unw_word_t ip, unw_proc_info_t* info, void* arg) {
+  if (!as || !info) return -UNW_EINVAL;
+  try {
+    ModuleMap* map = map_for(as, arg);
+    if (!map) return -UNW_ENOINFO;
+    AccessorMemory mem(as, arg);
+    Where w;
+    if (!locate_in(*map, ip, as->local ? nullptr : &mem, w)) return -UNW_ENOINFO;
+    const FunctionInfo* fn = function_at(w);
+    if (!fn) return -UNW_ENOINFO;
+    fill_proc_info(w, *fn, info);
+    return UNW_ESUCCESS;
+  } catch (...) {
+    return -UNW_ENOMEM;
+  }
+}
+
+int proc_name_by_ip(unw_addr_space* as, unw_word_t ip, char* buf, size_t size,
+                    unw_word_t* offset, void* arg) {
+  if (!as) return -UNW_EINVAL;
+  try {
+    ModuleMap* map = map_for(as, arg);
+    if (!map) return -UNW_ENOINFO;
+    AccessorMemory mem(as, arg);
+    Where w;
+    if (!locate_in(*map, ip, as->local ? nullptr : &mem, w)) return -UNW_ENOINFO;
+    return name_at(w, 0, buf, size, offset);
+  } catch (...) {
+    return -UNW_ENOMEM;
+  }
+}
+
+// ---- address spaces ------------------------------------------------------------------------
+
+unw_addr_space* create_space(const unw_accessors_t* accessors, int byteorder) {
+  if (!accessors) return nullptr;
+  if (byteorder != 0 && byteorder != __LITTLE_ENDIAN) return nullptr; // x86_64 only
+  auto* as = new (std::nothrow) unw_addr_space;
+  if (!as) return nullptr;
+  as->accessors = *accessors;
+  return as;
+}
+
+void destroy_space(unw_addr_space* as) {
+  if (as && !as->local) delete as;
+}
+
+unw_accessors_t* accessors_of(unw_addr_space* as) { return as ? &as->accessors : nullptr; }
+
+void flush_cache(unw_addr_space* as) {
+  if (!as) return;
+  if (as->local) {
+    // Rebuilds the map now if a library was loaded or unloaded, so that a program can do it
+    // after dlopen, outside the signal handlers it unwinds from.
+    (void)local_space();
+    return;
+  }
+  as->maps_text.clear(); // the next unw_init_remote re-reads /proc/PID/maps
+  if (as->unwinder) as->unwinder->clear_cache();
+}
+
+int set_caching_policy(unw_addr_space* as, unw_caching_policy_t policy) {
+  if (!as) return -UNW_EINVAL;
+  if (policy != UNW_CACHE_NONE && policy != UNW_CACHE_GLOBAL && policy != UNW_CACHE_PER_THREAD)
+    return -UNW_EINVAL;
+  // The local space never caches rules (its walk is lock-free); a remote one caches unless NONE.
+  if (as->local || as->policy == policy) {
+    as->policy = policy;
+    return UNW_ESUCCESS;
+  }
+  as->policy = policy;
+  if (as->map) {
+    try {
+      as->old_unwinders.push_back(std::move(as->unwinder));
+      as->unwinder = std::make_unique<Unwinder>(*as->map, remote_options(policy));
+    } catch (...) {
+      return -UNW_ENOMEM;
+    }
+  }
+  return UNW_ESUCCESS;
+}
+
+// ---- names ---------------------------------------------------------------------------------
+
+const char* error_text(int error) {
+  switch (error < 0 ? -error : error) {
+  case UNW_ESUCCESS: return "no error";
+  case UNW_EUNSPEC: return "unspecified (general) error";
+  case UNW_ENOMEM: return "out of memory";
+  case UNW_EBADREG: return "bad register number";
+  case UNW_EREADONLYREG: return "attempt to write read-only register";
+  case UNW_ESTOPUNWIND: return "stop unwinding";
+  case UNW_EINVALIDIP: return "invalid IP";
+  case UNW_EBADFRAME: return "bad frame";
+  case UNW_EINVAL: return "unsupported operation or bad value";
+  case UNW_EBADVERSION: return "unwind info has unsupported version";
+  case UNW_ENOINFO: return "no unwind info found";
+  default: return "invalid error code";
+  }
+}
+
+const char* register_name(int reg) {
+  static const char* const names[] = {"RAX", "RDX", "RCX", "RBX", "RSI", "RDI",
+                                      "RBP", "RSP", "R8",  "R9",  "R10", "R11",
+                                      "R12", "R13", "R14", "R15", "RIP", "CFA"};
+  if (reg < 0 || reg > UNW_X86_64_CFA) return "???";
+  return names[reg];
+}
+
+} // namespace ehelf::capi

@@ -1,0 +1,110 @@
+// The machinery behind ehelf's libunwind C API (libunwind.cpp holds the exported functions, each
+// a cast and one call into this).
+//
+// Local address space (this process). One process-wide LocalSpace: a ModuleMap of every loaded
+// module with all its unwind data loaded (ModuleMap::load_all) and Unwinders that never load
+// and keep no rule cache. It is built by the first unw_init_local / unw_init_local2 /
+// unw_backtrace, and rebuilt by a later one when dl_iterate_phdr's load/unload counters show a
+// dlopen or dlclose (ModuleMap::stale_for_self). Building allocates and takes a mutex, so that
+// first call must not be made from a signal handler. The rule:
+//
+//   * unw_step, unw_backtrace's walk, unw_get_reg, unw_is_signal_frame and unw_get_proc_info
+//     only read the LocalSpace: no locks, no allocation, safe in signal handlers and from many
+//     threads at once;
+//   * a caller whose pc is in no module the LocalSpace knows (loaded after it was built, JIT
+//     code, or not code at all) ends the walk like the outermost frame: unw_step returns 0;
+//   * the staleness check at init calls dl_iterate_phdr, which takes the loader's lock briefly;
+//     if it finds the map stale, that init rebuilds it, allocating: a program that unwinds from
+//     signal handlers and loads libraries meanwhile should call
+//     unw_flush_cache(unw_local_addr_space, 0, 0) after dlopen/dlclose, which rebuilds right
+//     away, outside the handlers;
+//   * a replaced LocalSpace is never freed: cursors made before the rebuild may still use it
+//     (module data shared with the new map is not duplicated).
+//
+// Remote address spaces read registers and memory through the caller's accessors; their module
+// map comes from /proc/PID/maps, where PID is the process behind ehelf's _UPT_ handle or else the
+// one process traced by the caller whose memory matches what the accessors return.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+#include "ehelf/libunwind.h"
+#include "model/register_state.hpp"
+#include "runtime/memory.hpp"
+#include "runtime/module_map.hpp"
+#include "runtime/unwinder.hpp"
+
+// The object behind unw_addr_space_t.
+struct unw_addr_space {
+  bool local = false;
+  unw_accessors_t accessors{};
+  unw_caching_policy_t policy = UNW_CACHE_GLOBAL;
+  // Remote spaces: the current process's modules and the unwinder over them.
+  pid_t pid = 0;
+  std::string maps_text; // /proc/PID/maps when `map` was built
+  std::unique_ptr<ehelf::ModuleMap> map;
+  std::unique_ptr<ehelf::Unwinder> unwinder;
+  // Replaced maps and unwinders, kept until the space is destroyed (cursors may point into them).
+  std::vector<std::unique_ptr<ehelf::ModuleMap>> old_maps;
+  std::vector<std::unique_ptr<ehelf::Unwinder>> old_unwinders;
+};
+
+namespace ehelf::capi {
+
+struct LocalSpace {
+  explicit LocalSpace(ModuleMap m);
+  ModuleMap map;
+  Unwinder unwinder; // cursors: the interpreter, every register
+  Unwinder fast;     // unw_backtrace: pcs only, the fastest backend
+};
+
+// What unw_cursor_t holds. Trivially copyable: libunwind allows copying cursors with memcpy.
+struct Cursor {
+  static constexpr uint32_t kMagic = 0x65684355; // "UCeh"
+  uint32_t magic = kMagic;
+  bool remote = false;
+  bool exact = false; // regs.rip is an interrupted instruction, not a return address
+  bool done = false;  // the walk reached its end
+  unw_addr_space* as = nullptr;
+  void* arg = nullptr;           // remote: unw_init_remote's argument
+  LocalSpace* local = nullptr;   // local: the space the walk started with
+  RegisterState regs;            // the current frame
+  uint32_t range_count = 0;      // local: the readable stack ranges
+  AddressRange ranges[LocalMemory::kMaxRanges];
+};
+
+Cursor* cursor_of(unw_cursor_t* cursor);
+// The object behind unw_local_addr_space.
+extern unw_addr_space g_local_space_object;
+
+int init_local(unw_cursor_t* cursor, const unw_context_t* context, bool exact);
+int init_remote(unw_cursor_t* cursor, unw_addr_space* as, void* arg);
+int step(Cursor& c);
+int backtrace_from(RegisterState regs, void** buffer, int size);
+
+int get_reg(Cursor& c, int reg, unw_word_t* value);
+int set_reg(Cursor& c, int reg, unw_word_t value);
+int get_save_loc(Cursor& c, int reg, unw_save_loc_t* loc);
+int is_signal_frame(Cursor& c);
+int get_proc_info(Cursor& c, unw_proc_info_t* info);
+int get_proc_name(Cursor& c, char* buf, size_t size, unw_word_t* offset);
+int proc_info_by_ip(unw_addr_space* as, unw_word_t ip, unw_proc_info_t* info, void* arg);
+int proc_name_by_ip(unw_addr_space* as, unw_word_t ip, char* buf, size_t size,
+                    unw_word_t* offset, void* arg);
+
+unw_addr_space* create_space(const unw_accessors_t* accessors, int byteorder);
+void destroy_space(unw_addr_space* as);
+unw_accessors_t* accessors_of(unw_addr_space* as);
+void flush_cache(unw_addr_space* as);
+int set_caching_policy(unw_addr_space* as, unw_caching_policy_t policy);
+
+const char* error_text(int error);
+const char* register_name(int reg);
+
+// upt.cpp: the process id behind `arg` when the accessors are ehelf's _UPT_ helpers.
+bool upt_pid(const unw_accessors_t& accessors, void* arg, pid_t& pid);
+
+} // namespace ehelf::capi

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# libehelf-unwind, libunwind's C API: install the build to a temporary prefix, build small
+# libunwind-using programs (tests/capi/) unchanged against the real libunwind and against ours
+# (pkg-config ehelf-unwind), run both and compare what they print: local walks through qsort and
+# through a signal frame, unw_backtrace, a library dlopened after the first walk, remote walks of a ptrace-stopped child (our accessors,
+# libunwind-ptrace's, and bare memory+register accessors), plus a check that local walks do not
+# allocate once initialised, and binary compatibility (compiled with libunwind's headers, linked
+# with ours).
+# Usage: test_capi.sh BUILD_DIR SOURCE_DIR
+set -euo pipefail
+BUILD=$(cd "${1:?build dir}" && pwd)
+SRC=$(cd "${2:?source dir}" && pwd)
+CAPI="$SRC/tests/capi"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# ---- install ----
+cmake --install "$BUILD" --prefix "$TMP/prefix" > "$TMP/install.log" 2>&1 ||
+  { cat "$TMP/install.log"; fail "cmake --install"; }
+for f in lib/libehelf-unwind.so lib/pkgconfig/ehelf-unwind.pc include/ehelf/libunwind.h \
+         include/ehelf/libunwind-ptrace.h include/ehelf/eh_elf.h \
+         include/ehelf/libunwind/libunwind.h lib/libehelf_runtime.a; do
+  [ -e "$TMP/prefix/$f" ] || fail "not installed: $f"
+done
+export PKG_CONFIG_PATH="$TMP/prefix/lib/pkgconfig"
+OURS=$(pkg-config --cflags --libs ehelf-unwind) || fail "pkg-config ehelf-unwind"
+echo "pkg-config ehelf-unwind: $OURS"
+export LD_LIBRARY_PATH="$TMP/prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+# Only libunwind's API is exported.
+extra=$(nm -D --defined-only "$TMP/prefix/lib/libehelf-unwind.so" | awk '{print $3}' |
+        grep -Ev '^(unw_|_ULx86_64_|_Ux86_64_|_UPT_)' || true)
+[ -z "$extra" ] || fail "libehelf-unwind exports more than libunwind's API: $extra"
+
+# ---- ours ----
+CFLAGS=(-O2 -g -Wall -Wextra -Werror)
+# A sanitized build (EHELF_SANITIZE): the programs need the sanitizer runtime first, and the
+# allocation check, which replaces malloc, cannot run.
+sanitized=0
+if readelf -d "$TMP/prefix/lib/libehelf-unwind.so" | grep -q 'libasan'; then
+  sanitized=1
+  CFLAGS+=(-fsanitize=address,undefined)
+  export ASAN_OPTIONS=detect_leaks=0 # replaced module maps are deliberately never freed
+fi
+cc "${CFLAGS[@]}" -o "$TMP/local_ours" "$CAPI/libunwind_user.c" $OURS
+cc "${CFLAGS[@]}" -o "$TMP/remote_ours" "$CAPI/remote_user.c" $OURS
+"$TMP/local_ours" > "$TMP/local_ours.txt" || fail "local walk (ours) exited with $?"
+cat "$TMP/local_ours.txt"
+
+# Sanity without a reference: the frames we expect, in order, and the signal frame.
+expect_order() { # LABEL NAME...
+  local label=$1 names
+  shift
+  names=$(grep "^WALK $label #" "$TMP/local_ours.txt" | sed -E 's/.* name=([^+]*)\+.*/\1/' |
+          tr '\n' ' ')
+  local rest=" $names"
+  for n in "$@"; do
+    [[ "$rest" == *" $n "* ]] || fail "walk '$label' lacks $n in order: $names"
+    rest=${rest#* $n }
+    rest=" $rest"
+  done
+}
+expect_order qsort walk_here level3 compare level2 level1 main
+expect_order signal walk_here on_sigusr1 gsignal signal_level1 main
+[ "$(grep -c '^WALK signal .* sig=1$' "$TMP/local_ours.txt")" = 1 ] ||
+  fail "the signal walk should have exactly one signal frame"
+expect_order coroutine walk_here coroutine_level coroutine_entry
+grep -q '^BT qsort #0 main+' "$TMP/local_ours.txt" || fail "unw_backtrace starts at its caller"
+grep -qx 'REGS regs_outer rbx=0xb0b0 r12=0x1212 r13=0x1313 r14=0x1414 r15=0x1515' \
+  "$TMP/local_ours.txt" || fail "a caller's callee-saved registers are not restored"
+
+if [ $sanitized = 0 ]; then
+  cc "${CFLAGS[@]}" -o "$TMP/noalloc_ours" "$CAPI/no_alloc.c" $OURS -pthread
+  "$TMP/noalloc_ours" | tee "$TMP/noalloc.txt" || fail "local walks allocate (see above)"
+else
+  echo "SKIP no-alloc check: sanitizers replace malloc"
+fi
+
+# A library loaded after the first walk is unwound through (the module list is re-read).
+cc -O2 -shared -fPIC -o "$TMP/libdlopen_lib.so" "$CAPI/dlopen_lib.c"
+cc "${CFLAGS[@]}" -o "$TMP/dlopen_ours" "$CAPI/dlopen_user.c" $OURS -ldl
+"$TMP/dlopen_ours" "$TMP/libdlopen_lib.so" > "$TMP/dlopen.txt" || fail "dlopen test failed"
+[ "$(grep -A2 'name=walk$' "$TMP/dlopen.txt" | grep -c 'name=dlopen_lib_call$')" = 2 ] ||
+  { cat "$TMP/dlopen.txt"; fail "walks do not go through the library loaded after init"; }
+[ "$(grep -A1 'name=dlopen_lib_call$' "$TMP/dlopen.txt" | grep -c 'name=main$')" = 2 ] ||
+  { cat "$TMP/dlopen.txt"; fail "walks stop in the library loaded after init"; }
+echo "dlopen: walks go through a library loaded after initialisation"
+
+remote_ok=1
+for mode in upt custom bare; do
+  "$TMP/remote_ours" $mode > "$TMP/remote_ours_$mode.txt" || true
+  if [ "$(grep -c '^REMOTE #' "$TMP/remote_ours_$mode.txt")" -lt 6 ]; then
+    cat "$TMP/remote_ours_$mode.txt"
+    if grep -q "child did not stop" "$TMP/remote_ours_$mode.txt"; then
+      echo "SKIP remote: ptrace is not permitted here"
+      remote_ok=0
+      break
+    fi
+    fail "remote walk ($mode) is too short"
+  fi
+done
+[ $remote_ok = 1 ] && cat "$TMP/remote_ours_upt.txt"
+
+# ---- the real libunwind, if installed ----
+if ! echo 'int main(void){return 0;}' | cc -x c - -o "$TMP/probe" -lunwind 2>/dev/null; then
+  echo "SKIP comparison: libunwind-dev is not installed (scripts/setup.sh installs it)"
+  exit 0
+fi
+cc "${CFLAGS[@]}" -o "$TMP/local_real" "$CAPI/libunwind_user.c" -lunwind
+"$TMP/local_real" > "$TMP/local_real.txt" || fail "local walk (libunwind) exited with $?"
+python3 "$CAPI/compare_walks.py" "$TMP/local_real.txt" "$TMP/local_ours.txt" "$TMP/local_real"
+
+# Binary compatibility: compiled with libunwind's headers, linked with ours.
+cc "${CFLAGS[@]}" -c -o "$TMP/local_binary.o" "$CAPI/libunwind_user.c"
+cc "${CFLAGS[@]}" -o "$TMP/local_binary" "$TMP/local_binary.o" -L"$TMP/prefix/lib" -lehelf-unwind
+"$TMP/local_binary" > "$TMP/local_binary.txt" || fail "local walk (binary compat) exited with $?"
+diff "$TMP/local_ours.txt" "$TMP/local_binary.txt" ||
+  fail "built with libunwind's headers, the program walks differently"
+echo "binary compatibility: same output with libunwind's headers"
+
+if [ $sanitized = 0 ]; then
+  cc "${CFLAGS[@]}" -o "$TMP/noalloc_real" "$CAPI/no_alloc.c" -lunwind -pthread
+  echo "libunwind, for reference: $("$TMP/noalloc_real" | tail -1)"
+fi
+
+if [ $remote_ok = 1 ]; then
+  if cc "${CFLAGS[@]}" -o "$TMP/remote_real" "$CAPI/remote_user.c" -lunwind-ptrace \
+       -lunwind-generic 2>"$TMP/remote_real.log"; then
+    "$TMP/remote_real" upt > "$TMP/remote_real.txt" || fail "remote walk (libunwind) failed"
+    for mode in upt custom bare; do
+      python3 "$CAPI/compare_walks.py" "$TMP/remote_real.txt" "$TMP/remote_ours_$mode.txt" \
+        "$TMP/remote_real"
+    done
+  else
+    cat "$TMP/remote_real.log"
+    echo "SKIP remote comparison: libunwind-ptrace is not available"
+  fi
+fi
+echo "OK"
