@@ -48,6 +48,8 @@ std::string body_for(const UnwindTable& table, RowView row, uint16_t return_colu
   case CfaRule::Kind::Undefined: return "return ehelf_fail(ctx, EHELF_NEEDS_INTERPRETER);";
   }
 
+  // The return-address column's slot: the one read that must succeed.
+  const int ra_slot = slot_of(return_column);
   // New values of the tracked registers, computed from the old ones before any is stored.
   // kept[i]: 0 = unchanged, 1 = set to n<i>, 2 = becomes unknown.
   std::vector<int> kept(nslots, 0);
@@ -60,8 +62,18 @@ std::string body_for(const UnwindTable& table, RowView row, uint16_t return_colu
     case RegisterRule::Kind::Architectural: kept[slot] = 2; break;
     case RegisterRule::Kind::SameValue: break;
     case RegisterRule::Kind::Offset:
-      s += fmt::format("uint64_t n{}; READ(cfa + {}, n{}); ", slot, signed_literal(r.offset), slot);
-      kept[slot] = 1;
+      if (slot == ra_slot) {
+        s += fmt::format("uint64_t n{}; READ(cfa + {}, n{}); ", slot, signed_literal(r.offset),
+                         slot);
+        kept[slot] = 1;
+      } else {
+        // As the interpreter: an unreadable save slot makes the register unknown, not the step
+        // fail.
+        s += fmt::format("uint64_t n{0} = 0; int u{0} = !ehelf_read(ctx, cfa + {1}, &n{0}, deref, "
+                         "arg); ",
+                         slot, signed_literal(r.offset));
+        kept[slot] = 3;
+      }
       break;
     case RegisterRule::Kind::ValOffset:
       s += fmt::format("uint64_t n{} = cfa + {}; ", slot, signed_literal(r.offset));
@@ -78,11 +90,26 @@ std::string body_for(const UnwindTable& table, RowView row, uint16_t return_colu
     case RegisterRule::Kind::ValExpression: {
       auto e = translate_expression(table.expression(r.expr), slot_of, "cfa", "cfa", temp);
       if (!e) return fallback;
-      s += e->statements;
-      if (r.kind == RegisterRule::Kind::Expression)
-        s += fmt::format("uint64_t n{}; READ({}, n{}); ", slot, e->value, slot);
-      else s += fmt::format("uint64_t n{} = {}; ", slot, e->value);
-      kept[slot] = 1;
+      bool deref = r.kind == RegisterRule::Kind::Expression;
+      if (slot == ra_slot) {
+        s += e->statements;
+        if (deref) s += fmt::format("uint64_t n{}; READ({}, n{}); ", slot, e->value, slot);
+        else s += fmt::format("uint64_t n{} = {}; ", slot, e->value);
+        kept[slot] = 1;
+      } else {
+        // As the interpreter: a failing rule for another register makes it unknown. The
+        // expression runs in a block its failures break out of.
+        std::string stmts = e->statements;
+        for (auto [from, to] : {std::pair<std::string, std::string>{"NEED(", "NEED_OR_BREAK("},
+                                {"READ(", "READ_OR_BREAK("}})
+          for (size_t at = 0; (at = stmts.find(from, at)) != std::string::npos; at += to.size())
+            stmts.replace(at, from.size(), to);
+        s += fmt::format("uint64_t n{0} = 0; int u{0} = 1; do {{ {1}", slot, stmts);
+        if (deref) s += fmt::format("READ_OR_BREAK({}, n{}); ", e->value, slot);
+        else s += fmt::format("n{} = {}; ", slot, e->value);
+        s += fmt::format("u{} = 0; }} while (0); ", slot);
+        kept[slot] = 3;
+      }
       break;
     }
     }
@@ -205,6 +232,9 @@ Result<std::string> generate_eh_elf_source(const UnwindTable& table, const Codeg
 #define NEED(i) do { if (!HAS(i)) return ehelf_fail(ctx, EHELF_MISSING_REGISTER); } while (0)
 #define READ(addr, dst) do { if (!ehelf_read(ctx, (addr), &(dst), deref, arg)) \
     return ehelf_fail(ctx, EHELF_BAD_READ); } while (0)
+/* Inside the block computing one register: failure leaves the register unknown. */
+#define NEED_OR_BREAK(i) if (!HAS(i)) break
+#define READ_OR_BREAK(addr, dst) if (!ehelf_read(ctx, (addr), &(dst), deref, arg)) break
 
 static inline __attribute__((always_inline)) int ehelf_fail(ehelf_context_t* ctx, int code) {
   ctx->flags |= EHELF_FLAG_ERROR;

@@ -17,7 +17,13 @@ class SyntheticMemory final : public MemoryReader {
 public:
   SyntheticMemory(uint64_t lo, uint64_t hi, bool bounded) : lo_(lo), hi_(hi), bounded_(bounded) {}
   bool read(uint64_t addr, void* out, size_t size) override {
-    if (bounded_ && (addr < lo_ || addr > hi_ || hi_ - addr < size)) return false;
+    if (bounded_) {
+      // The local variant reads the real buffer, so unaligned reads straddle two words: read
+      // the same bytes.
+      if (addr < lo_ || addr > hi_ || hi_ - addr < size) return false;
+      std::memcpy(out, reinterpret_cast<const void*>(addr), size);
+      return true;
+    }
     uint64_t v = word_at(addr);
     std::memcpy(out, &v, size < 8 ? size : 8);
     return true;

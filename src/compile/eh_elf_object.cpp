@@ -8,7 +8,9 @@ namespace ehelf {
 
 Result<std::unique_ptr<EhElfObject>> EhElfObject::load(const std::string& path,
                                                        std::span<const uint8_t> expected) {
-  void* h = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  // A name without a slash would make dlopen search the library path, not the current directory.
+  std::string where = path.find('/') == std::string::npos ? "./" + path : path;
+  void* h = ::dlopen(where.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) return Error::plain(fmt::format("cannot load eh_elf: {}", ::dlerror())).in_file(path);
   std::unique_ptr<EhElfObject> o(new EhElfObject);
   o->handle_ = h;

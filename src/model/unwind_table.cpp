@@ -150,9 +150,15 @@ Result<UnwindTable::Step> UnwindTable::evaluate(uint32_t row_index, const Regist
     case RegisterRule::Kind::SameValue:
       continue;
     case RegisterRule::Kind::Offset:
-      if (!mem.read_u64(step.cfa + static_cast<uint64_t>(r.offset), v))
-        return Error::plain(fmt::format("cannot read r{} saved at {:#x}", c.column,
-                                        step.cfa + static_cast<uint64_t>(r.offset)));
+      if (!mem.read_u64(step.cfa + static_cast<uint64_t>(r.offset), v)) {
+        // Only the return address is essential: another register whose save slot cannot be
+        // read becomes unknown, and the walk goes on.
+        if (c.column == return_column)
+          return Error::plain(fmt::format("cannot read r{} saved at {:#x}", c.column,
+                                          step.cfa + static_cast<uint64_t>(r.offset)));
+        step.caller.clear(c.column);
+        continue;
+      }
       break;
     case RegisterRule::Kind::ValOffset:
       v = step.cfa + static_cast<uint64_t>(r.offset);
@@ -167,10 +173,18 @@ Result<UnwindTable::Step> UnwindTable::evaluate(uint32_t row_index, const Regist
     case RegisterRule::Kind::Expression:
     case RegisterRule::Kind::ValExpression: {
       auto addr = expressions_[r.expr].evaluate(regs, mem, step.cfa, step.cfa);
-      if (!addr) return std::move(addr).error();
+      if (!addr) {
+        if (c.column == return_column) return std::move(addr).error();
+        step.caller.clear(c.column); // a register we cannot recover: unknown, not fatal
+        continue;
+      }
       v = *addr;
-      if (r.kind == RegisterRule::Kind::Expression && !mem.read_u64(*addr, v))
-        return Error::plain(fmt::format("cannot read r{} saved at {:#x}", c.column, *addr));
+      if (r.kind == RegisterRule::Kind::Expression && !mem.read_u64(*addr, v)) {
+        if (c.column == return_column)
+          return Error::plain(fmt::format("cannot read r{} saved at {:#x}", c.column, *addr));
+        step.caller.clear(c.column);
+        continue;
+      }
       break;
     }
     case RegisterRule::Kind::Architectural:

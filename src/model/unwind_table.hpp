@@ -77,6 +77,8 @@ public:
   // Applies row `index` to `regs` (the callee's registers at the pc): computes the CFA and the
   // caller's registers. Registers without a rule keep their value (callee-saved convention) except
   // rsp, which becomes the CFA, and rip, which comes from the return-address column's rule.
+  // A register whose rule cannot be evaluated (unreadable save slot, failing expression) becomes
+  // unknown; only failures for the CFA and the return-address column are fatal.
   struct Step {
     uint64_t cfa = 0;
     RegisterState caller;
