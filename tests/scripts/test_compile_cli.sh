@@ -14,10 +14,6 @@ fail=0
 
 ok() { echo "ok   $*"; }
 bad() { echo "FAIL $*"; fail=1; }
-# A failure tracked as an open issue in src/compile: reported, fatal only with EHELF_TEST_STRICT=1.
-known() {
-  if [ -n "${EHELF_TEST_STRICT:-}" ]; then bad "$*"; else echo "KNOWN ISSUE $*"; fi
-}
 
 # Runs a command, keeping stdout/stderr in $work/out and $work/err; sets $rc.
 run() {
@@ -165,7 +161,7 @@ fi
 (cd "$work" && "$ehelf" compile "${inputs[0]}" -o relv.so --verify >"$work/out" 2>"$work/err")
 rc=$?
 [ $rc -eq 0 ] && ok "--verify with a relative -o" \
-  || known "--verify with a relative -o: rc=$rc: $(cat "$work/err")"
+  || bad "--verify with a relative -o: rc=$rc: $(cat "$work/err")"
 # A failed compile under --verify exits non-zero.
 printf 'not an ELF\n' >"$work/text"
 expect_error verify-bad-input "text: not an ELF file" "$ehelf" compile --verify -o "$work/t.so" "$work/text"

@@ -483,31 +483,6 @@ struct Outcome {
   std::vector<std::string> mismatch_list; // the first 20
 };
 
-// Disagreements the differential check reports that are not wrong unwinding by the eh_elf, and
-// are tracked as issues in src/compile (set EHELF_TEST_STRICT=1 to fail on them anyway):
-//  - "unaligned-local": a CFA off the 8-byte grid makes the local variant read an unaligned word.
-//    The eh_elf reads the real stack buffer (bytes of two neighbouring words) but
-//    differential.cpp's SyntheticMemory answers word_at(addr), a different number, so the two
-//    differ in value in the local variant only (the remote variant, where both read word_at,
-//    agrees).
-//  - "untracked-rule": a rule for a register outside the set fails in the interpreter (stack
-//    underflow, unreadable save slot): UnwindTable::evaluate fails the whole step while the
-//    eh_elf, which ignores untracked columns, succeeds.
-std::string known_issue(const Outcome& o, RegisterSet set) {
-  if (std::getenv("EHELF_TEST_STRICT") || o.mismatch_list.empty() ||
-      o.mismatch_list.size() != std::min<uint64_t>(o.mismatches, 20))
-    return "";
-  bool local_values = true, untracked = true;
-  for (const std::string& m : o.mismatch_list) {
-    local_values &= m.find("(local):") != std::string::npos && m.find("failed") == std::string::npos &&
-                    m.find("unknown") == std::string::npos;
-    untracked &= set == RegisterSet::Minimal &&
-                 m.find("eh_elf succeeded but the interpreter failed") != std::string::npos;
-  }
-  if (local_values) return "unaligned-local";
-  if (untracked) return "untracked-rule";
-  return "";
-}
 
 bool write_all(int fd, const std::string& s) {
   size_t done = 0;
@@ -625,10 +600,6 @@ protected:
     }
   }
   static void TearDownTestSuite() {
-    for (const auto& [issue, count] : known_issues_)
-      std::printf("[hostile] known issue %s tolerated in %d compiles (EHELF_TEST_STRICT=1 to "
-                  "fail on it)\n",
-                  issue.c_str(), count);
     delete dir_;
     dir_ = nullptr;
   }
@@ -679,13 +650,7 @@ protected:
         line += fmt::format("compiled: {} checks, {} agree, {} both refuse, {} fallback, {} "
                             "mismatches",
                             o.checks, o.agreed, o.both_failed, o.fallbacks, o.mismatches);
-        std::string known = known_issue(o, set);
-        if (!known.empty()) {
-          ++known_issues_[known];
-          line += fmt::format(" (known issue {}: {})", known, o.mismatch_list.front());
-        } else {
-          EXPECT_EQ(o.mismatches, 0u) << join(o.mismatch_list);
-        }
+        EXPECT_EQ(o.mismatches, 0u) << join(o.mismatch_list);
         EXPECT_GT(o.checks, 0u);
         EXPECT_TRUE(want_error.empty()) << "expected an error containing '" << want_error << "'";
       } else {
@@ -711,7 +676,6 @@ protected:
   static uint64_t section_offset_, section_size_;
   static std::vector<Entry> cies_, fdes_;
   static std::vector<uint64_t> def_cfa_offsets_, ra_offsets_;
-  static std::map<std::string, int> known_issues_;
 };
 TempDir* HostileCompile::dir_ = nullptr;
 std::string HostileCompile::source_, HostileCompile::setup_error_;
@@ -719,7 +683,6 @@ std::vector<uint8_t> HostileCompile::bytes_;
 uint64_t HostileCompile::section_offset_ = 0, HostileCompile::section_size_ = 0;
 std::vector<HostileCompile::Entry> HostileCompile::cies_, HostileCompile::fdes_;
 std::vector<uint64_t> HostileCompile::def_cfa_offsets_, HostileCompile::ra_offsets_;
-std::map<std::string, int> HostileCompile::known_issues_;
 
 TEST_F(HostileCompile, UntouchedBaseline) {
   EXPECT_EQ(check("baseline", bytes_), "compiled");
