@@ -2,6 +2,8 @@
 // call-frame instructions (`readelf -wN --debug-dump=frames`), parsed here.
 #include <gtest/gtest.h>
 
+#include "test_support.hpp"
+
 #include <unistd.h>
 
 #include <array>
@@ -30,16 +32,7 @@ const std::string kPltExpression = "DW_OP_breg7 (rsp): 8; DW_OP_breg16 (rip): 0;
                                    "DW_OP_and; DW_OP_lit11; DW_OP_ge; DW_OP_lit3; DW_OP_shl; "
                                    "DW_OP_plus";
 
-std::string run_command(const std::string& cmd) {
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return out;
-  char buf[65536];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  ::pclose(p);
-  return out;
-}
+using test::run_command;
 
 bool have_readelf() { return std::system("readelf --version >/dev/null 2>&1") == 0; }
 
