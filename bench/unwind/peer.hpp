@@ -7,7 +7,8 @@
 #include <string>
 #include <vector>
 
-extern "C" void bench_capture(uint64_t regs[17]);
+// The caller's registers in DWARF order (src/runtime/capture_context.S, shared with the runtime).
+extern "C" void ehelf_capture_context(uint64_t regs[17]);
 
 namespace bench {
 

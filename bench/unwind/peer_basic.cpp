@@ -36,7 +36,7 @@ std::string fp_init() {
 // left rbp holding anything else.
 __attribute__((noinline)) size_t fp_once(uint64_t* pcs, size_t max, bool) {
   uint64_t regs[17];
-  bench_capture(regs);
+  ehelf_capture_context(regs);
   size_t n = 0;
   pcs[n++] = regs[16];
   uint64_t fp = regs[6], lo = regs[7], hi = g_stack_hi;

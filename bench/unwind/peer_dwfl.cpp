@@ -81,7 +81,7 @@ int frame_cb(Dwfl_Frame* frame, void* arg) {
 }
 
 __attribute__((noinline)) size_t once(uint64_t* pcs, size_t max, bool) {
-  bench_capture(g_regs);
+  ehelf_capture_context(g_regs);
   Walk w{pcs, 0, max};
   int rc = dwfl_getthread_frames(g_dwfl, g_tid, frame_cb, &w);
   if (rc != 0 && w.n < w.max) report_stop(w.n);

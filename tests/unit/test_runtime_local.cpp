@@ -138,6 +138,15 @@ TEST_P(LocalUnwind, MatchesGlibcBacktraceThroughQsort) {
   EXPECT_EQ(w.ours.size() - 1, w.glibc.size() - k) << stop_reason_name(w.why);
 }
 
+// Our walk and glibc's agree frame for frame from take_walk's caller on, and end together.
+void expect_same_walk(const Walk& w) {
+  ASSERT_GE(w.ours.size(), 8u) << stop_reason_name(w.why);
+  size_t k = glibc_offset(w.ours, w.glibc);
+  ASSERT_EQ(w.ours.size() - 1, w.glibc.size() - k) << stop_reason_name(w.why);
+  for (size_t i = 1; i < w.ours.size(); ++i)
+    EXPECT_EQ(w.ours[i], w.glibc[k + i - 1]) << "frame " << i;
+}
+
 TEST(LocalUnwindFast, CachedPathMatchesGlibcBacktrace) {
   Walk w;
   g_walk = &w;
@@ -147,11 +156,7 @@ TEST(LocalUnwindFast, CachedPathMatchesGlibcBacktrace) {
   recurse_via_qsort(3);
   g_fast = false;
   g_walk = nullptr;
-  ASSERT_GE(w.ours.size(), 8u) << stop_reason_name(w.why);
-  size_t k = glibc_offset(w.ours, w.glibc);
-  ASSERT_EQ(w.ours.size() - 1, w.glibc.size() - k) << stop_reason_name(w.why);
-  for (size_t i = 1; i < w.ours.size(); ++i)
-    EXPECT_EQ(w.ours[i], w.glibc[k + i - 1]) << "frame " << i;
+  expect_same_walk(w);
 }
 
 TEST(SnapshotUnwind, StackCopyGivesTheLiveWalk) {
@@ -164,11 +169,7 @@ TEST(SnapshotUnwind, StackCopyGivesTheLiveWalk) {
     recurse_via_qsort(2);
     g_snapshot = false;
     g_walk = nullptr;
-    ASSERT_GE(w.ours.size(), 8u) << stop_reason_name(w.why);
-    size_t k = glibc_offset(w.ours, w.glibc);
-    ASSERT_EQ(w.ours.size() - 1, w.glibc.size() - k) << stop_reason_name(w.why);
-    for (size_t i = 1; i < w.ours.size(); ++i)
-      EXPECT_EQ(w.ours[i], w.glibc[k + i - 1]) << "frame " << i;
+    expect_same_walk(w);
   }
 }
 
