@@ -14,7 +14,7 @@ namespace ehelf {
 namespace {
 
 // Decompressed sections larger than this are refused: a hostile header can claim any size.
-constexpr uint64_t kMaxDecompressedSize = uint64_t(1) << 32;
+constexpr uint64_t kMaxDecompressedSize = uint64_t(1) << 30;
 
 bool file_exists(const std::string& p) {
   struct stat st {};
@@ -177,6 +177,21 @@ Result<std::span<const uint8_t>> ElfFile::section_data(const Section& s) const {
   if (ch_size > kMaxDecompressedSize)
     return Error::at(sec, 0, fmt::format("claimed decompressed size {:#x} is too large", ch_size));
   auto payload = raw.subspan(c.pos());
+  // A hostile header can claim any size: refuse sizes the payload cannot expand to before
+  // allocating (deflate expands at most 1032:1; zstd's densest blocks about 32768:1).
+  uint64_t ratio = ch_type == ELFCOMPRESS_ZLIB ? 1032 : 32768;
+  if (ch_size > uint64_t(payload.size()) * ratio + 4096)
+    return Error::at(sec, 0,
+                     fmt::format("claimed decompressed size {:#x} is impossible for {:#x} "
+                                 "compressed bytes",
+                                 ch_size, payload.size()));
+  if (ch_type == 2 /* ELFCOMPRESS_ZSTD */) {
+    unsigned long long frame = ZSTD_getFrameContentSize(payload.data(), payload.size());
+    if (frame != ZSTD_CONTENTSIZE_UNKNOWN && frame != ch_size)
+      return Error::at(sec, c.pos(),
+                       fmt::format("zstd frame holds {:#x} bytes, the header claims {:#x}",
+                                   frame, ch_size));
+  }
   std::vector<uint8_t> out(ch_size);
   if (ch_type == ELFCOMPRESS_ZLIB) {
     uLongf dest_len = static_cast<uLongf>(ch_size);
