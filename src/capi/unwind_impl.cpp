@@ -396,7 +396,7 @@ int init_local(unw_cursor_t* cursor, const unw_context_t* context, bool exact) {
   c->exact = exact;
   for (unsigned r = 0; r < x86_64::kGeneralRegs; ++r)
     c->regs.set(r, static_cast<uint64_t>(context->uc_mcontext.gregs[kGregOfDwarf[r]]));
-  for (const AddressRange& r : mem.ranges()) c->ranges[c->range_count++] = r;
+  for (const DirectRange& r : mem.ranges()) c->ranges[c->range_count++] = AddressRange{r.begin, r.end};
   return UNW_ESUCCESS;
 }
 

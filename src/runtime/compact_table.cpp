@@ -6,8 +6,6 @@
 namespace ehelf {
 namespace {
 
-const CompactRule kNoEntryRule{};
-
 bool fits16(int64_t v) { return v >= INT16_MIN && v <= INT16_MAX; }
 
 // Projects one register's rule; false if it has no compact form.
@@ -96,11 +94,11 @@ CompactTable::CompactTable(const UnwindTable& table) {
     }
     prev_end = r.end;
   }
-  uint64_t pages = ((end_ - base_) >> 12) + 2;
+  uint64_t pages = ((end_ - base_) >> kBlockShift) + 2;
   page_first_.reserve(pages);
   size_t ri = 0;
   for (uint64_t p = 0; p < pages; ++p) {
-    uint64_t at = p << 12;
+    uint64_t at = p << kBlockShift;
     while (ri < starts_.size() && starts_[ri] < at) ++ri;
     page_first_.push_back(static_cast<uint32_t>(ri));
   }
@@ -109,15 +107,19 @@ CompactTable::CompactTable(const UnwindTable& table) {
   rules_.shrink_to_fit();
 }
 
-const CompactRule& CompactTable::lookup(uint64_t svma) const {
-  if (svma < base_ || svma >= end_ || starts_.empty()) return kNoEntryRule;
+uint32_t CompactTable::rule_index(uint64_t svma) const {
+  if (svma < base_ || svma >= end_ || starts_.empty()) return 0;
   uint32_t off = static_cast<uint32_t>(svma - base_);
-  uint32_t page = off >> 12;
-  // Ranges [first, last) start inside the page; the one before `first` covers its first bytes.
-  uint32_t first = page_first_[page], last = page_first_[page + 1];
-  auto it = std::upper_bound(starts_.begin() + first, starts_.begin() + last, off);
-  size_t index = static_cast<size_t>(it - starts_.begin());
-  return rules_[rule_of_[index ? index - 1 : 0]];
+  uint32_t block = off >> kBlockShift;
+  // Ranges [first, last) start inside the block; the one before `first` covers its first bytes.
+  uint32_t first = page_first_[block], last = page_first_[block + 1];
+  if (last - first > 8) {
+    first = static_cast<uint32_t>(
+        std::upper_bound(starts_.begin() + first, starts_.begin() + last, off) - starts_.begin());
+  } else {
+    while (first < last && starts_[first] <= off) ++first; // usually a few: a scan beats a search
+  }
+  return rule_of_[first ? first - 1 : 0];
 }
 
 } // namespace ehelf

@@ -40,7 +40,10 @@ public:
   explicit CompactTable(const UnwindTable& table);
 
   // The rule for an SVMA; NoEntry outside the table.
-  const CompactRule& lookup(uint64_t svma) const;
+  const CompactRule& lookup(uint64_t svma) const { return rules_[rule_index(svma)]; }
+  // The index of that rule (0: NoEntry), for data kept per rule (RuleCache's hot forms).
+  uint32_t rule_index(uint64_t svma) const;
+  const CompactRule& rule(uint32_t index) const { return rules_[index]; }
   size_t ranges() const { return starts_.size(); }
   size_t rules() const { return rules_.size(); }
   size_t memory_bytes() const {
@@ -52,8 +55,10 @@ private:
   uint64_t base_ = 0;
   uint64_t end_ = 0;
   std::vector<uint32_t> starts_;  // relative to base_
-  // For each 4 KiB page of [base_, end_], the number of ranges starting before it: a lookup
-  // binary-searches only the ranges that start inside the pc's page (as ORC's lookup table).
+  // For each block of [base_, end_] (kBlockShift: 256 bytes, as ORC's lookup table), the number
+  // of ranges starting before it: a lookup searches only the ranges that start inside the pc's
+  // block, a handful, so that a rule-cache miss stays cheap (4 bytes per 256 bytes of code).
+  static constexpr unsigned kBlockShift = 8;
   std::vector<uint32_t> page_first_;
   std::vector<uint16_t> rule_of_; // index into rules_
   std::vector<CompactRule> rules_;

@@ -12,10 +12,10 @@ namespace ehelf {
 // The caller's registers as they are when this returns (rip = the return address). Inline so
 // that "the caller" is the function that calls capture_local().
 __attribute__((always_inline)) inline RegisterState capture_local() {
-  uint64_t raw[17];
-  ehelf_capture_context(raw);
   RegisterState r;
-  for (unsigned i = 0; i < 17; ++i) r.set(i, raw[i]);
+  static_assert(sizeof(r.value) == 17 * sizeof(uint64_t));
+  ehelf_capture_context(r.value.data());
+  r.valid = (1u << 17) - 1;
   return r;
 }
 

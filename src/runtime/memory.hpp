@@ -1,7 +1,8 @@
 // The three ways the runtime reads the memory of the program being unwound.
 //
 //   LocalMemory:   this process; reads only inside ranges known to be readable (the thread's
-//                  stack, plus any added), so a corrupt stack can never make us fault.
+//                  stack, plus any added, or copies of another's), so a corrupt stack can never
+//                  make us fault. The fast walk (Unwinder::backtrace_direct) reads these.
 //   SnapshotMemory: a copy of a stack (a perf sample): reads inside the copy only.
 //   ProcessMemory: another process (process_vm_readv, falling back to PTRACE_PEEKDATA).
 #pragma once
@@ -28,29 +29,40 @@ struct AddressRange {
 // which may allocate: make it once outside signal handlers).
 AddressRange current_thread_stack();
 
+// A range of the unwound address space whose bytes this process can read directly, at
+// address + delta (0 for this process's own memory; for a copy of another stack, such as a perf
+// sample's, the copy's address minus the original's).
+struct DirectRange {
+  uint64_t begin;
+  uint64_t end; // exclusive
+  int64_t delta;
+};
+
 class LocalMemory final : public MemoryReader {
 public:
   static constexpr size_t kMaxRanges = 8;
   LocalMemory() = default;
   explicit LocalMemory(AddressRange stack) { add(stack); }
   // Adds a readable range (e.g. an alternate signal stack). Returns false when full.
-  bool add(AddressRange r) {
+  bool add(AddressRange r, int64_t delta = 0) {
     if (count_ == kMaxRanges || r.end <= r.begin) return false;
-    ranges_[count_++] = r;
+    ranges_[count_++] = DirectRange{r.begin, r.end, delta};
     return true;
   }
   bool read(uint64_t addr, void* out, size_t size) override {
-    for (size_t i = 0; i < count_; ++i)
-      if (ranges_[i].contains(addr, size)) {
-        std::memcpy(out, reinterpret_cast<const void*>(addr), size);
+    for (size_t i = 0; i < count_; ++i) {
+      const DirectRange& d = ranges_[i];
+      if (addr >= d.begin && addr <= d.end && d.end - addr >= size) {
+        std::memcpy(out, reinterpret_cast<const void*>(addr + static_cast<uint64_t>(d.delta)), size);
         return true;
       }
+    }
     return false;
   }
-  std::span<const AddressRange> ranges() const { return {ranges_, count_}; }
+  std::span<const DirectRange> ranges() const { return {ranges_, count_}; }
 
 private:
-  AddressRange ranges_[kMaxRanges];
+  DirectRange ranges_[kMaxRanges]; // left uninitialised beyond count_: built per walk, cheaply
   size_t count_ = 0;
 };
 

@@ -146,14 +146,15 @@ void ModuleMap::finish() {
 
 const Module* ModuleMap::find(uint64_t pc) const {
   if (modules_.empty()) return nullptr;
-  const Module& last = modules_[last_hit_ < modules_.size() ? last_hit_ : 0];
+  size_t hit = last_hit_.value.load(std::memory_order_relaxed);
+  const Module& last = modules_[hit < modules_.size() ? hit : 0];
   if (pc >= last.start && pc < last.end) return &last;
   auto it = std::upper_bound(modules_.begin(), modules_.end(), pc,
                              [](uint64_t p, const Module& m) { return p < m.start; });
   if (it == modules_.begin()) return nullptr;
   --it;
   if (pc >= it->end) return nullptr;
-  last_hit_ = static_cast<size_t>(it - modules_.begin());
+  last_hit_.value.store(static_cast<size_t>(it - modules_.begin()), std::memory_order_relaxed);
   return &*it;
 }
 
@@ -193,7 +194,12 @@ const ModuleData& ModuleMap::load(const Module& cm, const LoadPolicy& policy, Me
       auto table = build_unwind_table(*cfi);
       if (!table) data->error = table.error().to_string();
       else data->table = std::move(*table);
-      if (data->table && policy.compact) data->compact = CompactTable(*data->table);
+      if (data->table && policy.compact) {
+        data->compact = CompactTable(*data->table);
+        data->hot.reserve(data->compact.rules());
+        for (uint32_t i = 0; i < data->compact.rules(); ++i)
+          data->hot.push_back(hot_form(data->compact.rule(i)));
+      }
       if (data->table && policy.compiled) {
         auto id = cfi->elf->build_id();
         std::string hex = cfi->elf->build_id_hex();

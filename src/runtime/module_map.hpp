@@ -17,6 +17,7 @@
 #include "model/memory_reader.hpp"
 #include "model/unwind_table.hpp"
 #include "runtime/compact_table.hpp"
+#include "runtime/rule_cache.hpp"
 #include "support/result.hpp"
 
 namespace ehelf {
@@ -35,6 +36,7 @@ struct ModuleData {
   std::unique_ptr<ElfFile> elf;
   std::optional<UnwindTable> table;
   CompactTable compact;
+  std::vector<HotRule> hot; // hot_form() of each compact rule, what a rule-cache fill copies
   std::unique_ptr<EhElfObject> compiled;
   std::string error; // why there is no table, if there is none
   bool has_table() const { return table && !table->ranges().empty(); }
@@ -79,7 +81,18 @@ public:
 
 private:
   std::vector<Module> modules_;
-  mutable size_t last_hit_ = 0;
+  // The module of the last find(): consecutive frames are mostly in one module. Relaxed atomic:
+  // a map shared by threads that unwind at once (the C API's) may race on it harmlessly.
+  struct RelaxedIndex {
+    std::atomic<size_t> value{0};
+    RelaxedIndex() = default;
+    RelaxedIndex(const RelaxedIndex& o) : value(o.value.load(std::memory_order_relaxed)) {}
+    RelaxedIndex& operator=(const RelaxedIndex& o) {
+      value.store(o.value.load(std::memory_order_relaxed), std::memory_order_relaxed);
+      return *this;
+    }
+  };
+  mutable RelaxedIndex last_hit_;
   uint64_t adds_ = 0, subs_ = 0;
 };
 

@@ -57,8 +57,16 @@ StopReason Unwinder::apply_compact(const CompactRule& rule, RegisterState& regs,
   return StopReason::None;
 }
 
-bool Unwinder::fill_hot(uint64_t lookup) {
-  if (options_.backend != BackendKind::Auto && options_.backend != BackendKind::Table) return false;
+bool Unwinder::fill_from(const ModuleData& data, uint64_t svma, uint64_t lookup, HotRule& slot) {
+  if (data.hot.empty()) return false;
+  HotRule h = data.hot[data.compact.rule_index(svma)];
+  if (h.op == HotRule::kEmpty) return false;
+  h.pc = lookup;
+  slot = h;
+  return true;
+}
+
+bool Unwinder::fill_hot(uint64_t lookup, HotRule& slot) {
   const Module* mod = map_.find(lookup);
   if (!mod) return false;
   const ModuleData* data = mod->data.get();
@@ -66,55 +74,22 @@ bool Unwinder::fill_hot(uint64_t lookup) {
     if (!options_.allow_loading) return false;
     data = &map_.load(*mod, options_.policy);
   }
-  if (!data->compact.ranges()) return false;
-  const CompactRule& rule = data->compact.lookup(lookup - mod->bias);
-  return make_hot(rule, lookup, cache_[cache_index(lookup)]);
-}
-
-bool Unwinder::make_hot(const CompactRule& rule, uint64_t pc, HotRule& out) {
-  if (rule.kind != CompactRule::CfaRsp && rule.kind != CompactRule::CfaRbp) return false;
-  HotRule h;
-  h.pc = pc;
-  if (rule.rip == CompactRule::Unknown) { // the outermost frame (_start): the walk ends here
-    h.base = 2;
-    out = h;
-    return true;
-  }
-  if (rule.rip != CompactRule::AtCfa || rule.rip_offset != -8) return false;
-  auto small = [](int16_t off) { return off % 8 == 0 && off / 8 >= INT8_MIN && off / 8 <= INT8_MAX; };
-  h.cfa_offset = rule.cfa_offset;
-  h.base = rule.kind == CompactRule::CfaRbp ? 1 : 0;
-  if (rule.rbp == CompactRule::AtCfa) {
-    if (!small(rule.rbp_offset)) return false;
-    h.op |= kHotRbpSaved;
-    h.rbp_offset8 = static_cast<int8_t>(rule.rbp_offset / 8);
-  } else if (rule.rbp == CompactRule::Unknown) {
-    return false; // rare: left to the slow path, so the hot loop never changes validity
-  }
-  if (rule.rbx == CompactRule::AtCfa) {
-    if (!small(rule.rbx_offset)) return false;
-    h.op |= kHotRbxSaved;
-    h.rbx_offset8 = static_cast<int8_t>(rule.rbx_offset / 8);
-  } else if (rule.rbx == CompactRule::Unknown) {
-    return false;
-  }
-  out = h;
-  return true;
+  return fill_from(*data, lookup - mod->bias, lookup, slot);
 }
 
 StopReason Unwinder::apply_hot(const HotRule& h, RegisterState& regs, MemoryReader& mem) {
-  CompactRule rule;
-  if (h.base == 2) {
+  if (h.op & HotRule::kEnd) {
     regs.clear(x86_64::RIP);
     return StopReason::None; // step() reports the end of the stack
   }
-  rule.kind = h.base == 1 ? CompactRule::CfaRbp : CompactRule::CfaRsp;
+  CompactRule rule;
+  rule.kind = (h.op & HotRule::kRbpBased) ? CompactRule::CfaRbp : CompactRule::CfaRsp;
   rule.cfa_offset = h.cfa_offset;
   rule.rip = CompactRule::AtCfa;
   rule.rip_offset = -8;
-  rule.rbp = (h.op & kHotRbpSaved) ? CompactRule::AtCfa : CompactRule::Same;
+  rule.rbp = (h.op & HotRule::kRbpSaved) ? CompactRule::AtCfa : CompactRule::Same;
   rule.rbp_offset = static_cast<int16_t>(8 * h.rbp_offset8);
-  rule.rbx = (h.op & kHotRbxSaved) ? CompactRule::AtCfa : CompactRule::Same;
+  rule.rbx = (h.op & HotRule::kRbxSaved) ? CompactRule::AtCfa : CompactRule::Same;
   rule.rbx_offset = static_cast<int16_t>(8 * h.rbx_offset8);
   return apply_compact(rule, regs, mem);
 }
@@ -182,6 +157,11 @@ StopReason Unwinder::frame_pointer_step(RegisterState& regs, MemoryReader& mem) 
 }
 
 StopReason Unwinder::step(RegisterState& regs, MemoryReader& mem, bool exact_pc, FrameInfo& info) {
+  return step_with(regs, mem, exact_pc, info, cacheable() ? &cache_ : nullptr);
+}
+
+StopReason Unwinder::step_with(RegisterState& regs, MemoryReader& mem, bool exact_pc,
+                               FrameInfo& info, RuleCache* cache) {
   if (!regs.has(x86_64::RIP)) return StopReason::EndOfStack;
   if (!regs.has(x86_64::RSP)) return StopReason::MissingRegister;
   uint64_t pc = regs.get(x86_64::RIP);
@@ -194,11 +174,9 @@ StopReason Unwinder::step(RegisterState& regs, MemoryReader& mem, bool exact_pc,
   StopReason r = StopReason::None;
 
   HotRule* slot = nullptr;
-  bool cacheable = options_.use_cache && (options_.backend == BackendKind::Table ||
-                                          options_.backend == BackendKind::Auto);
-  if (cacheable) {
-    slot = &cache_[cache_index(lookup)];
-    if (slot->pc == lookup) {
+  if (cache) {
+    slot = &cache->slot(lookup);
+    if (slot->pc == lookup && slot->op != HotRule::kEmpty) {
       info.module = map_.find(lookup);
       info.backend = BackendKind::Table;
       r = apply_hot(*slot, regs, mem);
@@ -234,10 +212,7 @@ StopReason Unwinder::step(RegisterState& regs, MemoryReader& mem, bool exact_pc,
       }
       // The cache sits in front of every backend: later visits of this pc take the compact
       // rule (same table, same answer) without calling into the eh_elf.
-      if (slot && r == StopReason::None && data->compact.ranges()) {
-        const CompactRule& rule = data->compact.lookup(svma);
-        make_hot(rule, lookup, *slot);
-      }
+      if (slot && r == StopReason::None) fill_from(*data, svma, lookup, *slot);
     } else if (b == BackendKind::Table) {
       const CompactRule& rule = data->compact.lookup(svma);
       if (rule.kind == CompactRule::NoEntry) {
@@ -252,7 +227,7 @@ StopReason Unwinder::step(RegisterState& regs, MemoryReader& mem, bool exact_pc,
         info.backend = BackendKind::Interpreter;
         r = interpret(*data, svma, regs, mem, signal_frame);
       } else {
-        if (slot) make_hot(rule, lookup, *slot);
+        if (slot) fill_from(*data, svma, lookup, *slot);
         signal_frame = rule.signal_frame;
         r = apply_compact(rule, regs, mem);
       }
@@ -293,91 +268,168 @@ size_t Unwinder::backtrace(RegisterState regs, MemoryReader& mem, FrameInfo* out
 
 namespace ehelf {
 
-size_t Unwinder::backtrace_local(const RegisterState& start, AddressRange stack, uint64_t* pcs,
-                                 size_t max, StopReason* why, bool exact_first) {
-  size_t limit = std::min(max, options_.max_depth);
+namespace {
+
+// The direct range holding `sp`: the walk's bounds, read at address + delta.
+struct Bounds {
+  uint64_t lo = 0, hi = 0; // hi: exclusive end; 0 when sp is in no range
+  int64_t delta = 0;
+};
+
+Bounds bounds_for(const LocalMemory& memory, uint64_t sp) {
+  for (const DirectRange& d : memory.ranges())
+    if (sp >= d.begin && sp < d.end && d.end - d.begin >= 16) return Bounds{d.begin, d.end, d.delta};
+  return {};
+}
+
+// The fast walk's state: the current frame's cached rule and registers, the next pc slot.
+struct FastState {
+  HotRule* cur;
+  uint64_t sp;
+  uint64_t bp; // 0 when unknown: a CFA computed from it fails the bound
+  uint64_t* out;
+};
+
+enum class FastExit {
+  Miss,       // out[-1] is a pc not in the cache (cur: the frame before)
+  Declined,   // cur's rule is not kFast or its CFA fails the bound: the general step decides
+  Full,       // no room for the caller's pc
+};
+
+// Follows the cached rules while the links predict the callers: per frame a load of the return
+// address, a compare with the predicted entry's pc, and the rbp reload when the frame saved it.
+// A small function of its own so that its state stays in registers.
+FastExit fast_walk(RuleCache& cache, const Bounds& b, FastState& st, uint64_t* end) {
+  HotRule* cur = st.cur;
+  uint64_t sp = st.sp, bp = st.bp;
+  uint64_t* out = st.out;
+  const uint64_t lo16 = b.lo + 16, span = b.hi - b.lo - 16, delta = static_cast<uint64_t>(b.delta);
+  FastExit why;
+  for (;;) {
+    const uint8_t op = cur->op;
+    if (!(op & HotRule::kFast)) {
+      why = FastExit::Declined;
+      break;
+    }
+    uint64_t cfa = ((op & HotRule::kRbpBased) ? bp : sp) +
+                   static_cast<uint64_t>(int64_t(cur->cfa_offset));
+    // One bound covers every read of the frame: CFA in [lo + 16, hi], and hot_form put the
+    // saved rbp at CFA - 16 or inside [rsp, CFA - 8). The CFA must grow (no loops).
+    if (cfa - lo16 > span || cfa <= sp) {
+      why = FastExit::Declined;
+      break;
+    }
+    if (op & HotRule::kRbpSaved)
+      std::memcpy(&bp, reinterpret_cast<const void*>(cfa + 8 * int64_t(cur->rbp_offset8) + delta),
+                  8);
+    uint64_t ret;
+    std::memcpy(&ret, reinterpret_cast<const void*>(cfa - 8 + delta), 8);
+    if (out == end) {
+      why = FastExit::Full;
+      break;
+    }
+    *out++ = ret;
+    sp = cfa;
+    HotRule* next = &cache.at(cur->next);
+    if (next->pc != ret - 1) { // the link is wrong: the slot of the pc, and relink if it is there
+      next = &cache.slot(ret - 1);
+      if (next->pc != ret - 1) {
+        why = FastExit::Miss;
+        break;
+      }
+      cur->next = cache.offset_of(*next);
+    }
+    cur = next; // may be empty (ret == 1 meets a cleared slot): declined above
+  }
+  st = FastState{cur, sp, bp, out};
+  return why;
+}
+
+} // namespace
+
+size_t Unwinder::backtrace_direct(const RegisterState& start, const LocalMemory& memory,
+                                  uint64_t* pcs, size_t max, StopReason* why, bool exact_first,
+                                  RuleCache* own_cache) {
+  RuleCache& cache = own_cache ? *own_cache : cache_;
+  const size_t limit = std::min(max, options_.max_depth);
   StopReason r = StopReason::None;
-  if (!start.has(x86_64::RIP) || !start.has(x86_64::RSP)) {
-    if (why) *why = StopReason::MissingRegister;
+  if (!start.has(x86_64::RIP) || !start.has(x86_64::RSP)) r = StopReason::MissingRegister;
+  else if (limit == 0) r = StopReason::DepthLimit;
+  if (r != StopReason::None) {
+    if (why) *why = r;
     return 0;
   }
   uint64_t pc = start.get(x86_64::RIP), sp = start.get(x86_64::RSP);
   uint64_t bp = start.get(x86_64::RBP), bx = start.get(x86_64::RBX);
   bool bp_ok = start.has(x86_64::RBP), bx_ok = start.has(x86_64::RBX);
-  const uint64_t lo = stack.begin, hi_minus_8 = stack.end >= 8 ? stack.end - 8 : 0;
-  bool exact = exact_first;
-  size_t n = 0;
-  // One unsigned compare checks both bounds (the range is validated below).
-  const uint64_t span = hi_minus_8 >= lo ? hi_minus_8 - lo : 0;
-  auto load = [&](uint64_t addr, uint64_t& out) {
-    if (addr - lo > span) return false;
-    std::memcpy(&out, reinterpret_cast<const void*>(addr), 8);
-    return true;
-  };
-  // Stack bounds checked once here, so each load needs a single unsigned compare.
-  if (stack.end < stack.begin + 8) {
-    if (why) *why = StopReason::BadRead;
-    return 0;
-  }
-  if (limit == 0) {
-    if (why) *why = StopReason::DepthLimit;
-    return 0;
-  }
-  pcs[n++] = pc;
+  bool exact = exact_first; // pc is an interrupted instruction, looked up as is
+  uint64_t* out = pcs;
+  uint64_t* const end = pcs + limit;
+  *out++ = pc;
+  const bool use_cache = cacheable();
+  Bounds b = bounds_for(memory, sp);
+  HotRule* prev = nullptr; // the entry of the frame before, whose link learns this frame's entry
+  bool bx_dropped = false;
+
+  // Invariant at the top: pc (this frame's) is written; sp, bp, bx are this frame's registers.
   for (;;) {
     uint64_t lookup = exact ? pc : pc - 1;
-    const HotRule& e = cache_[cache_index(lookup)];
-    if (e.pc == lookup) {
-      if (e.base > 1) {
+    HotRule* cur = nullptr;
+    if (use_cache && b.hi) {
+      HotRule& slot = cache.slot(lookup);
+      if ((slot.pc == lookup && slot.op != HotRule::kEmpty) || fill_hot(lookup, slot)) cur = &slot;
+    }
+    if (cur) {
+      if (prev) prev->next = cache.offset_of(*cur);
+      if (cur->op & HotRule::kEnd) {
         r = StopReason::EndOfStack;
         break;
       }
-      if (e.base == 1 && !bp_ok) {
-        r = StopReason::MissingRegister;
-        break;
+      FastState st{cur, sp, bp_ok ? bp : 0, out};
+      FastExit exit = fast_walk(cache, b, st, end);
+      if (st.out != out) { // frames were walked
+        out = st.out;
+        pc = out[-1];
+        sp = st.sp;
+        exact = false;
+        // rbx is not tracked by the fast walk (no cached rule needs it), so the general step
+        // does not know it from here on; should it need it, the walk is redone without it.
+        bx_ok = false;
+        bx_dropped = true;
       }
-      uint64_t cfa = (e.base ? bp : sp) + static_cast<uint64_t>(int64_t(e.cfa_offset));
-      uint64_t next_pc;
-      if (!load(cfa - 8, next_pc)) {
-        r = StopReason::BadRead;
-        break;
-      }
-      if (e.op & kHotRbpSaved) {
-        if (!load(cfa + 8 * int64_t(e.rbp_offset8), bp)) {
-          r = StopReason::BadRead;
-          break;
-        }
+      if (st.bp != bp) { // reloaded by a frame that saved it
+        bp = st.bp;
         bp_ok = true;
       }
-      if (e.op & kHotRbxSaved) {
-        if (!load(cfa + 8 * int64_t(e.rbx_offset8), bx)) {
-          r = StopReason::BadRead;
-          break;
-        }
-        bx_ok = true;
-      }
-      if (cfa <= sp || next_pc == 0) {
-        r = next_pc == 0 ? StopReason::EndOfStack : StopReason::CfaNotGrowing;
+      if (exit == FastExit::Full) {
+        r = StopReason::DepthLimit;
         break;
       }
-      sp = cfa;
-      pc = next_pc;
-      exact = false;
-      if (n == limit) break;
-      pcs[n++] = pc;
-      continue;
+      if (exit == FastExit::Miss) {
+        prev = st.cur;
+        if (pc == 0) { // no caller: the outermost frame
+          --out;
+          r = StopReason::EndOfStack;
+          break;
+        }
+        continue;
+      }
+      if (st.cur->op & HotRule::kEnd) {
+        r = StopReason::EndOfStack;
+        break;
+      }
     }
-    // Cold path: fill the cache from the module's compact table and take the fast path.
-    if (options_.use_cache && fill_hot(lookup)) continue;
-    // Slow path: the general step (signal frames, expressions, frame pointers...).
+    // The general step: signal frames, expressions, other backends, frame pointers, rules the
+    // fast walk declined, and the precise reason when the walk must stop.
+    prev = nullptr;
     RegisterState regs;
     regs.set(x86_64::RIP, pc);
     regs.set(x86_64::RSP, sp);
     if (bp_ok) regs.set(x86_64::RBP, bp);
     if (bx_ok) regs.set(x86_64::RBX, bx);
-    LocalMemory mem(stack);
+    LocalMemory mem = memory;
     FrameInfo info;
-    r = step(regs, mem, exact, info);
+    r = step_with(regs, mem, exact, info, use_cache ? &cache : nullptr);
     if (r != StopReason::None) break;
     pc = regs.get(x86_64::RIP);
     sp = regs.get(x86_64::RSP);
@@ -386,10 +438,36 @@ size_t Unwinder::backtrace_local(const RegisterState& start, AddressRange stack,
     bx_ok = regs.has(x86_64::RBX);
     bx = regs.get(x86_64::RBX);
     exact = info.signal_frame;
-    if (n == limit) break;
-    pcs[n++] = pc;
+    if (out == end) {
+      r = StopReason::DepthLimit;
+      break;
+    }
+    *out++ = pc;
+    b = bounds_for(memory, sp); // a signal frame may leave an alternate signal stack
   }
-  if (n == limit && r == StopReason::None) r = StopReason::DepthLimit;
+  if (r == StopReason::MissingRegister && bx_dropped)
+    return walk_general(start, memory, pcs, limit, why, exact_first);
+  if (why) *why = r;
+  return static_cast<size_t>(out - pcs);
+}
+
+size_t Unwinder::walk_general(RegisterState regs, const LocalMemory& memory, uint64_t* pcs,
+                              size_t limit, StopReason* why, bool exact) {
+  LocalMemory mem = memory;
+  size_t n = 0;
+  StopReason r = StopReason::None;
+  pcs[n++] = regs.get(x86_64::RIP);
+  for (;;) {
+    FrameInfo info;
+    r = step_with(regs, mem, exact, info, nullptr);
+    if (r != StopReason::None) break;
+    if (n == limit) {
+      r = StopReason::DepthLimit;
+      break;
+    }
+    pcs[n++] = regs.get(x86_64::RIP);
+    exact = info.signal_frame;
+  }
   if (why) *why = r;
   return n;
 }

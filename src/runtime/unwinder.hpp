@@ -3,14 +3,13 @@
 // front and the hardening a profiler needs (bounded reads, growing CFA, depth cap).
 #pragma once
 
-#include <array>
-#include <cstring>
 #include <cstdint>
 #include <string_view>
 
 #include "model/register_state.hpp"
 #include "runtime/memory.hpp"
 #include "runtime/module_map.hpp"
+#include "runtime/rule_cache.hpp"
 
 namespace ehelf {
 
@@ -65,44 +64,41 @@ public:
   size_t backtrace(RegisterState regs, MemoryReader& mem, FrameInfo* out, size_t max,
                    StopReason* why = nullptr, bool exact_first = true);
 
-  // The hot path for in-process profilers: walks the calling thread's stack (reads checked
-  // against `stack`), writing only pcs. Frames whose rule is in the cache cost a hash, one
-  // compare and one or two bounds-checked loads; others go through step(). Returns the count.
+  // The fast path for profilers: walks a stack readable in this process (the calling thread's,
+  // or a copy: see LocalMemory's deltas), writing only pcs. Frames whose rule is in the rule
+  // cache cost a few instructions and one dependent load when the cache has seen the call chain
+  // before (RuleCache's links); others fill the cache from the compact table or go through
+  // step(). `cache`: a rule cache of the caller's own (one per thread when the Unwinder is
+  // shared), else the Unwinder's. Returns the frame count; `why` says why the walk ended.
+  size_t backtrace_direct(const RegisterState& regs, const LocalMemory& memory, uint64_t* pcs,
+                          size_t max, StopReason* why = nullptr, bool exact_first = false,
+                          RuleCache* cache = nullptr);
   size_t backtrace_local(const RegisterState& regs, AddressRange stack, uint64_t* pcs, size_t max,
-                         StopReason* why = nullptr, bool exact_first = false);
+                         StopReason* why = nullptr, bool exact_first = false) {
+    return backtrace_direct(regs, LocalMemory(stack), pcs, max, why, exact_first);
+  }
 
   // Drops cached rules (call when the module map changed).
-  void clear_cache() { std::memset(static_cast<void*>(cache_.data()), 0, sizeof cache_); }
+  void clear_cache() { cache_.clear(); }
 
   ModuleMap& map() { return map_; }
   const UnwinderOptions& options() const { return options_; }
 
 private:
-  // A cached rule in the shape the hot loop wants (16 bytes): the return address is at CFA-8
-  // (rules where it is not are never cached), saved rbp/rbx offsets are multiples of 8.
-  struct HotRule {
-    uint64_t pc = 0; // the lookup pc (0: empty)
-    int32_t cfa_offset = 0;
-    int8_t rbp_offset8 = 0; // rbp saved at CFA + 8 * rbp_offset8
-    int8_t rbx_offset8 = 0;
-    uint8_t op = 0;         // kHotRbpSaved/kHotRbxSaved: zero for the common "only rip" rules
-    uint8_t base = 0;       // 0: CFA = rsp + offset; 1: CFA = rbp + offset; 2: end of stack
-  };
-  static_assert(sizeof(HotRule) == 16);
-  static constexpr uint8_t kHotRbpSaved = 2;   // caller's rbp at CFA + 8 * rbp_offset8
-  static constexpr uint8_t kHotRbxSaved = 8;
-  // Rules that make rbp or rbx unknown are never cached: the hot loop only ever learns values.
-  static bool make_hot(const CompactRule& rule, uint64_t pc, HotRule& out);
-  // Caches the rule for `lookup` from its module's compact table; false if it has none.
-  bool fill_hot(uint64_t lookup);
+  // Fills `slot` with the hot form of the rule for `lookup` (module found, loaded if allowed);
+  // false if it has none.
+  bool fill_hot(uint64_t lookup, HotRule& slot);
+  static bool fill_from(const ModuleData& data, uint64_t svma, uint64_t lookup, HotRule& slot);
   StopReason apply_hot(const HotRule& rule, RegisterState& regs, MemoryReader& mem);
-
-  // Direct-mapped, 512 entries (Valgrind uses 509 with a modulo; a multiplicative hash into a
-  // power of two avoids the division on the hot path).
-  static constexpr size_t kCacheBits = 9;
-  static constexpr size_t kCacheSize = size_t(1) << kCacheBits;
-  static size_t cache_index(uint64_t pc) {
-    return static_cast<size_t>((pc * 0x9e3779b97f4a7c15ULL) >> (64 - kCacheBits));
+  // backtrace_direct's walk with step() alone (every register tracked).
+  size_t walk_general(RegisterState regs, const LocalMemory& memory, uint64_t* pcs, size_t limit,
+                      StopReason* why, bool exact);
+  // step() with the given rule cache (null: none).
+  StopReason step_with(RegisterState& regs, MemoryReader& mem, bool exact_pc, FrameInfo& info,
+                       RuleCache* cache);
+  bool cacheable() const {
+    return options_.use_cache &&
+           (options_.backend == BackendKind::Table || options_.backend == BackendKind::Auto);
   }
 
   StopReason apply_compact(const CompactRule& rule, RegisterState& regs, MemoryReader& mem);
@@ -114,7 +110,7 @@ private:
 
   ModuleMap& map_;
   UnwinderOptions options_;
-  std::array<HotRule, kCacheSize> cache_{};
+  RuleCache cache_;
 };
 
 } // namespace ehelf
