@@ -80,7 +80,7 @@ template <int I> __attribute__((noinline)) size_t once(uint64_t* pcs, size_t max
 
 // The pcs-only hot path (Unwinder::backtrace_local), the counterpart of unw_backtrace.
 template <int I> __attribute__((noinline)) size_t once_pcs(uint64_t* pcs, size_t max, bool) {
-  RegisterState regs = capture_local();
+  WalkStart regs = capture_walk_start();
   StopReason why;
   static uint64_t scratch[kMax];
   if (max > kMax) max = kMax;

@@ -29,4 +29,21 @@ ehelf_capture_context:
         ret
         .cfi_endproc
         .size   ehelf_capture_context, .-ehelf_capture_context
+
+/* ehelf_capture_walk_start(uint64_t regs[4]): what a walk from the caller needs: its pc (the
+ * return address), rsp (above the return address), rbp and rbx. */
+        .globl  ehelf_capture_walk_start
+        .hidden ehelf_capture_walk_start
+        .type   ehelf_capture_walk_start, @function
+ehelf_capture_walk_start:
+        .cfi_startproc
+        movq    (%rsp), %rax
+        movq    %rax, 0(%rdi)
+        leaq    8(%rsp), %rax
+        movq    %rax, 8(%rdi)
+        movq    %rbp, 16(%rdi)
+        movq    %rbx, 24(%rdi)
+        ret
+        .cfi_endproc
+        .size   ehelf_capture_walk_start, .-ehelf_capture_walk_start
         .section .note.GNU-stack,"",@progbits

@@ -4,8 +4,10 @@
 #include <cstdint>
 
 #include "model/register_state.hpp"
+#include "runtime/unwinder.hpp"
 
 extern "C" void ehelf_capture_context(uint64_t regs[17]);
+extern "C" void ehelf_capture_walk_start(uint64_t regs[4]);
 
 namespace ehelf {
 
@@ -17,6 +19,15 @@ __attribute__((always_inline)) inline RegisterState capture_local() {
   ehelf_capture_context(r.value.data());
   r.valid = (1u << 17) - 1;
   return r;
+}
+
+// The four registers a walk from the caller needs (cheaper than capture_local() when only the
+// pcs are wanted).
+__attribute__((always_inline)) inline WalkStart capture_walk_start() {
+  WalkStart w;
+  static_assert(sizeof(WalkStart) == 4 * sizeof(uint64_t));
+  ehelf_capture_walk_start(reinterpret_cast<uint64_t*>(&w));
+  return w;
 }
 
 } // namespace ehelf

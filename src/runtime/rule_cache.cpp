@@ -28,9 +28,7 @@ HotRule hot_form(const CompactRule& rule) {
     return none;
   }
   if (rule.rbx == CompactRule::AtCfa) {
-    if (!small(rule.rbx_offset)) return none;
     op |= HotRule::kRbxSaved;
-    h.rbx_offset8 = static_cast<int8_t>(rule.rbx_offset / 8);
   } else if (rule.rbx == CompactRule::Unknown) {
     return none;
   }

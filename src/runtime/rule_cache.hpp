@@ -1,9 +1,10 @@
 // RuleCache: a direct-mapped cache of unwind rules keyed by lookup pc, in the 16-byte shape the
 // local walk (Unwinder::backtrace_direct) executes without touching the module tables.
 //
-// Besides the rule, each entry remembers which entry its caller's pc used the last time
-// (`next`). A walk of a stack it has seen before follows those links and only checks that the
-// return address it loads is the one the link expects, so the next rule is known before the
+// Besides the rule, each entry remembers which entries its callers' pcs used the last two times
+// (`next`: two, so that a recursion's exit, or a function with two callers, does not make the
+// link flip). A walk of a stack it has seen before follows those links and only checks that
+// the return address it loads is the one a link expects, so the next rule is known before the
 // load that confirms it completes: one dependent load per frame, as a frame-pointer walk,
 // instead of a load, a hash and a second load.
 #pragma once
@@ -23,17 +24,15 @@ struct HotRule {
   static constexpr uint8_t kFast = 1;
   static constexpr uint8_t kRbpBased = 2;  // CFA = rbp + cfa_offset (else rsp + cfa_offset)
   static constexpr uint8_t kRbpSaved = 4;  // caller's rbp at CFA + 8 * rbp_offset8
-  static constexpr uint8_t kRbxSaved = 8;  // caller's rbx at CFA + 8 * rbx_offset8
+  static constexpr uint8_t kRbxSaved = 8;  // the caller's rbx was saved (where: the compact rule)
   static constexpr uint8_t kEnd = 16;      // return address undefined: the outermost frame
   static constexpr uint8_t kEmpty = 0;
 
-  uint64_t pc = 0;       // the lookup pc (return address - 1, or an interrupted pc)
-  uint16_t next = 0;     // byte offset in the cache of the entry the caller's pc took last time
+  uint64_t key = 0;      // RuleCache::key() of the pc (0: empty)
+  uint16_t next[2] = {}; // byte offsets in the cache of the entries the caller's pcs took last
   int16_t cfa_offset = 0;
   int8_t rbp_offset8 = 0;
-  int8_t rbx_offset8 = 0;
   uint8_t op = kEmpty;
-  uint8_t spare = 0;
 };
 static_assert(sizeof(HotRule) == 16);
 
@@ -50,11 +49,15 @@ public:
   RuleCache() { clear(); }
   void clear() { std::memset(static_cast<void*>(entries_), 0, sizeof entries_); }
 
+  // Entries are keyed by the frame's pc as the walk has it: a return address as is (its rule is
+  // that of the call, at pc - 1), an interrupted instruction's pc with the top bit set (its own
+  // rule; user-space addresses never have that bit).
+  static uint64_t key(uint64_t pc, bool exact) { return exact ? pc | (uint64_t(1) << 63) : pc; }
   // A multiplicative hash into a power of two (Valgrind takes pc % 509; this avoids a division).
-  static size_t index(uint64_t lookup) {
-    return static_cast<size_t>((lookup * 0x9e3779b97f4a7c15ULL) >> (64 - kBits));
+  static size_t index(uint64_t key) {
+    return static_cast<size_t>((key * 0x9e3779b97f4a7c15ULL) >> (64 - kBits));
   }
-  HotRule& slot(uint64_t lookup) { return entries_[index(lookup)]; }
+  HotRule& slot(uint64_t key) { return entries_[index(key)]; }
   // Entries addressed by byte offset, as `next` links are.
   HotRule& at(uint16_t offset) {
     return *reinterpret_cast<HotRule*>(reinterpret_cast<char*>(entries_) + offset);

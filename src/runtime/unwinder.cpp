@@ -57,16 +57,16 @@ StopReason Unwinder::apply_compact(const CompactRule& rule, RegisterState& regs,
   return StopReason::None;
 }
 
-bool Unwinder::fill_from(const ModuleData& data, uint64_t svma, uint64_t lookup, HotRule& slot) {
+bool Unwinder::fill_from(const ModuleData& data, uint64_t svma, uint64_t key, HotRule& slot) {
   if (data.hot.empty()) return false;
   HotRule h = data.hot[data.compact.rule_index(svma)];
   if (h.op == HotRule::kEmpty) return false;
-  h.pc = lookup;
+  h.key = key;
   slot = h;
   return true;
 }
 
-bool Unwinder::fill_hot(uint64_t lookup, HotRule& slot) {
+bool Unwinder::fill_hot(uint64_t lookup, uint64_t key, HotRule& slot) {
   const Module* mod = map_.find(lookup);
   if (!mod) return false;
   const ModuleData* data = mod->data.get();
@@ -74,7 +74,7 @@ bool Unwinder::fill_hot(uint64_t lookup, HotRule& slot) {
     if (!options_.allow_loading) return false;
     data = &map_.load(*mod, options_.policy);
   }
-  return fill_from(*data, lookup - mod->bias, lookup, slot);
+  return fill_from(*data, lookup - mod->bias, key, slot);
 }
 
 StopReason Unwinder::apply_hot(const HotRule& h, RegisterState& regs, MemoryReader& mem) {
@@ -89,8 +89,7 @@ StopReason Unwinder::apply_hot(const HotRule& h, RegisterState& regs, MemoryRead
   rule.rip_offset = -8;
   rule.rbp = (h.op & HotRule::kRbpSaved) ? CompactRule::AtCfa : CompactRule::Same;
   rule.rbp_offset = static_cast<int16_t>(8 * h.rbp_offset8);
-  rule.rbx = (h.op & HotRule::kRbxSaved) ? CompactRule::AtCfa : CompactRule::Same;
-  rule.rbx_offset = static_cast<int16_t>(8 * h.rbx_offset8);
+  rule.rbx = CompactRule::Same; // rules that save rbx are not taken from the cache here
   return apply_compact(rule, regs, mem);
 }
 
@@ -175,8 +174,9 @@ StopReason Unwinder::step_with(RegisterState& regs, MemoryReader& mem, bool exac
 
   HotRule* slot = nullptr;
   if (cache) {
-    slot = &cache->slot(lookup);
-    if (slot->pc == lookup && slot->op != HotRule::kEmpty) {
+    const uint64_t key = RuleCache::key(pc, exact_pc);
+    slot = &cache->slot(key);
+    if (slot->key == key && slot->op != HotRule::kEmpty && !(slot->op & HotRule::kRbxSaved)) {
       info.module = map_.find(lookup);
       info.backend = BackendKind::Table;
       r = apply_hot(*slot, regs, mem);
@@ -212,7 +212,7 @@ StopReason Unwinder::step_with(RegisterState& regs, MemoryReader& mem, bool exac
       }
       // The cache sits in front of every backend: later visits of this pc take the compact
       // rule (same table, same answer) without calling into the eh_elf.
-      if (slot && r == StopReason::None) fill_from(*data, svma, lookup, *slot);
+      if (slot && r == StopReason::None) fill_from(*data, svma, RuleCache::key(pc, exact_pc), *slot);
     } else if (b == BackendKind::Table) {
       const CompactRule& rule = data->compact.lookup(svma);
       if (rule.kind == CompactRule::NoEntry) {
@@ -227,7 +227,7 @@ StopReason Unwinder::step_with(RegisterState& regs, MemoryReader& mem, bool exac
         info.backend = BackendKind::Interpreter;
         r = interpret(*data, svma, regs, mem, signal_frame);
       } else {
-        if (slot) fill_from(*data, svma, lookup, *slot);
+        if (slot) fill_from(*data, svma, RuleCache::key(pc, exact_pc), *slot);
         signal_frame = rule.signal_frame;
         r = apply_compact(rule, regs, mem);
       }
@@ -276,8 +276,8 @@ struct Bounds {
   int64_t delta = 0;
 };
 
-Bounds bounds_for(const LocalMemory& memory, uint64_t sp) {
-  for (const DirectRange& d : memory.ranges())
+Bounds bounds_for(std::span<const DirectRange> ranges, uint64_t sp) {
+  for (const DirectRange& d : ranges)
     if (sp >= d.begin && sp < d.end && d.end - d.begin >= 16) return Bounds{d.begin, d.end, d.delta};
   return {};
 }
@@ -294,6 +294,7 @@ enum class FastExit {
   Miss,       // out[-1] is a pc not in the cache (cur: the frame before)
   Declined,   // cur's rule is not kFast or its CFA fails the bound: the general step decides
   Full,       // no room for the caller's pc
+  End,        // cur's rule says it is the outermost frame
 };
 
 // Follows the cached rules while the links predict the callers: per frame a load of the return
@@ -308,16 +309,26 @@ FastExit fast_walk(RuleCache& cache, const Bounds& b, FastState& st, uint64_t* e
   for (;;) {
     const uint8_t op = cur->op;
     if (!(op & HotRule::kFast)) {
-      why = FastExit::Declined;
+      why = (op & HotRule::kEnd) ? FastExit::End : FastExit::Declined;
       break;
     }
-    uint64_t cfa = ((op & HotRule::kRbpBased) ? bp : sp) +
-                   static_cast<uint64_t>(int64_t(cur->cfa_offset));
-    // One bound covers every read of the frame: CFA in [lo + 16, hi], and hot_form put the
-    // saved rbp at CFA - 16 or inside [rsp, CFA - 8). The CFA must grow (no loops).
-    if (cfa - lo16 > span || cfa <= sp) {
-      why = FastExit::Declined;
-      break;
+    uint64_t cfa;
+    if (!(op & HotRule::kRbpBased)) {
+      // cfa_offset >= 8 (hot_form): the return address is at or above rsp >= lo, and a saved
+      // rbp is inside the frame, so the CFA's upper bound is the only one to check.
+      cfa = sp + static_cast<uint64_t>(int64_t(cur->cfa_offset));
+      if (cfa > b.hi) {
+        why = FastExit::Declined;
+        break;
+      }
+    } else {
+      // CFA in [lo + 16, hi] bounds the return address and the rbp saved at CFA - 16; a CFA
+      // from rbp must also grow (no loops).
+      cfa = bp + static_cast<uint64_t>(int64_t(cur->cfa_offset));
+      if (cfa - lo16 > span || cfa <= sp) {
+        why = FastExit::Declined;
+        break;
+      }
     }
     if (op & HotRule::kRbpSaved)
       std::memcpy(&bp, reinterpret_cast<const void*>(cfa + 8 * int64_t(cur->rbp_offset8) + delta),
@@ -330,16 +341,22 @@ FastExit fast_walk(RuleCache& cache, const Bounds& b, FastState& st, uint64_t* e
     }
     *out++ = ret;
     sp = cfa;
-    HotRule* next = &cache.at(cur->next);
-    if (next->pc != ret - 1) { // the link is wrong: the slot of the pc, and relink if it is there
-      next = &cache.slot(ret - 1);
-      if (next->pc != ret - 1) {
-        why = FastExit::Miss;
-        break;
+    // The next rule: by a link, else by the pc's slot (then linked, the older link dropped).
+    // An empty entry can match only ret == 0, which the fast path declines (op == 0).
+    HotRule* next = &cache.at(cur->next[0]);
+    if (next->key != ret) {
+      next = &cache.at(cur->next[1]);
+      if (next->key != ret) {
+        next = &cache.slot(ret);
+        if (next->key != ret) {
+          why = FastExit::Miss;
+          break;
+        }
+        cur->next[1] = cur->next[0];
+        cur->next[0] = cache.offset_of(*next);
       }
-      cur->next = cache.offset_of(*next);
     }
-    cur = next; // may be empty (ret == 1 meets a cleared slot): declined above
+    cur = next;
   }
   st = FastState{cur, sp, bp, out};
   return why;
@@ -350,40 +367,62 @@ FastExit fast_walk(RuleCache& cache, const Bounds& b, FastState& st, uint64_t* e
 size_t Unwinder::backtrace_direct(const RegisterState& start, const LocalMemory& memory,
                                   uint64_t* pcs, size_t max, StopReason* why, bool exact_first,
                                   RuleCache* own_cache) {
-  RuleCache& cache = own_cache ? *own_cache : cache_;
-  const size_t limit = std::min(max, options_.max_depth);
-  StopReason r = StopReason::None;
-  if (!start.has(x86_64::RIP) || !start.has(x86_64::RSP)) r = StopReason::MissingRegister;
-  else if (limit == 0) r = StopReason::DepthLimit;
-  if (r != StopReason::None) {
-    if (why) *why = r;
+  if (!start.has(x86_64::RIP) || !start.has(x86_64::RSP)) {
+    if (why) *why = StopReason::MissingRegister;
     return 0;
   }
-  uint64_t pc = start.get(x86_64::RIP), sp = start.get(x86_64::RSP);
-  uint64_t bp = start.get(x86_64::RBP), bx = start.get(x86_64::RBX);
-  bool bp_ok = start.has(x86_64::RBP), bx_ok = start.has(x86_64::RBX);
+  WalkStart w{start.get(x86_64::RIP), start.get(x86_64::RSP), start.get(x86_64::RBP),
+              start.get(x86_64::RBX)};
+  return walk_direct(w, start.has(x86_64::RBP), start.has(x86_64::RBX), memory.ranges(), pcs, max,
+                     why, exact_first, own_cache ? *own_cache : cache_);
+}
+
+size_t Unwinder::backtrace_local(const RegisterState& start, AddressRange stack, uint64_t* pcs,
+                                 size_t max, StopReason* why, bool exact_first) {
+  LocalMemory memory(stack);
+  return backtrace_direct(start, memory, pcs, max, why, exact_first);
+}
+
+size_t Unwinder::backtrace_local(const WalkStart& start, AddressRange stack, uint64_t* pcs,
+                                 size_t max, StopReason* why, bool exact_first) {
+  const DirectRange range{stack.begin, stack.end, 0};
+  return walk_direct(start, true, true, {&range, 1}, pcs, max, why, exact_first, cache_);
+}
+
+size_t Unwinder::walk_direct(const WalkStart& start, const bool bp_known, const bool bx_known,
+                             std::span<const DirectRange> ranges, uint64_t* pcs, size_t max,
+                             StopReason* why, bool exact_first, RuleCache& cache) {
+  const size_t limit = std::min(max, options_.max_depth);
+  if (limit == 0) {
+    if (why) *why = StopReason::DepthLimit;
+    return 0;
+  }
+  StopReason r = StopReason::None;
+  uint64_t pc = start.pc, sp = start.sp, bp = start.bp, bx = start.bx;
+  bool bp_ok = bp_known, bx_ok = bx_known;
   bool exact = exact_first; // pc is an interrupted instruction, looked up as is
   uint64_t* out = pcs;
   uint64_t* const end = pcs + limit;
   *out++ = pc;
   const bool use_cache = cacheable();
-  Bounds b = bounds_for(memory, sp);
+  Bounds b = bounds_for(ranges, sp);
   HotRule* prev = nullptr; // the entry of the frame before, whose link learns this frame's entry
   bool bx_dropped = false;
 
   // Invariant at the top: pc (this frame's) is written; sp, bp, bx are this frame's registers.
   for (;;) {
-    uint64_t lookup = exact ? pc : pc - 1;
     HotRule* cur = nullptr;
     if (use_cache && b.hi) {
-      HotRule& slot = cache.slot(lookup);
-      if ((slot.pc == lookup && slot.op != HotRule::kEmpty) || fill_hot(lookup, slot)) cur = &slot;
+      const uint64_t key = RuleCache::key(pc, exact);
+      HotRule& slot = cache.slot(key);
+      if ((slot.key == key && slot.op != HotRule::kEmpty) ||
+          fill_hot(exact ? pc : pc - 1, key, slot))
+        cur = &slot;
     }
     if (cur) {
-      if (prev) prev->next = cache.offset_of(*cur);
-      if (cur->op & HotRule::kEnd) {
-        r = StopReason::EndOfStack;
-        break;
+      if (prev) {
+        prev->next[1] = prev->next[0];
+        prev->next[0] = cache.offset_of(*cur);
       }
       FastState st{cur, sp, bp_ok ? bp : 0, out};
       FastExit exit = fast_walk(cache, b, st, end);
@@ -401,22 +440,18 @@ size_t Unwinder::backtrace_direct(const RegisterState& start, const LocalMemory&
         bp = st.bp;
         bp_ok = true;
       }
-      if (exit == FastExit::Full) {
-        r = StopReason::DepthLimit;
+      if (exit == FastExit::Full || exit == FastExit::End) {
+        r = exit == FastExit::Full ? StopReason::DepthLimit : StopReason::EndOfStack;
+        break;
+      }
+      if (pc == 0) { // no caller: the outermost frame
+        --out;
+        r = StopReason::EndOfStack;
         break;
       }
       if (exit == FastExit::Miss) {
         prev = st.cur;
-        if (pc == 0) { // no caller: the outermost frame
-          --out;
-          r = StopReason::EndOfStack;
-          break;
-        }
         continue;
-      }
-      if (st.cur->op & HotRule::kEnd) {
-        r = StopReason::EndOfStack;
-        break;
       }
     }
     // The general step: signal frames, expressions, other backends, frame pointers, rules the
@@ -427,7 +462,8 @@ size_t Unwinder::backtrace_direct(const RegisterState& start, const LocalMemory&
     regs.set(x86_64::RSP, sp);
     if (bp_ok) regs.set(x86_64::RBP, bp);
     if (bx_ok) regs.set(x86_64::RBX, bx);
-    LocalMemory mem = memory;
+    LocalMemory mem;
+    for (const DirectRange& d : ranges) mem.add(AddressRange{d.begin, d.end}, d.delta);
     FrameInfo info;
     r = step_with(regs, mem, exact, info, use_cache ? &cache : nullptr);
     if (r != StopReason::None) break;
@@ -443,17 +479,24 @@ size_t Unwinder::backtrace_direct(const RegisterState& start, const LocalMemory&
       break;
     }
     *out++ = pc;
-    b = bounds_for(memory, sp); // a signal frame may leave an alternate signal stack
+    b = bounds_for(ranges, sp); // a signal frame may leave an alternate signal stack
   }
-  if (r == StopReason::MissingRegister && bx_dropped)
-    return walk_general(start, memory, pcs, limit, why, exact_first);
+  if (r == StopReason::MissingRegister && bx_dropped) {
+    RegisterState regs;
+    regs.set(x86_64::RIP, start.pc);
+    regs.set(x86_64::RSP, start.sp);
+    if (bp_known) regs.set(x86_64::RBP, start.bp);
+    if (bx_known) regs.set(x86_64::RBX, start.bx);
+    return walk_general(regs, ranges, pcs, limit, why, exact_first);
+  }
   if (why) *why = r;
   return static_cast<size_t>(out - pcs);
 }
 
-size_t Unwinder::walk_general(RegisterState regs, const LocalMemory& memory, uint64_t* pcs,
-                              size_t limit, StopReason* why, bool exact) {
-  LocalMemory mem = memory;
+size_t Unwinder::walk_general(RegisterState regs, std::span<const DirectRange> ranges,
+                              uint64_t* pcs, size_t limit, StopReason* why, bool exact) {
+  LocalMemory mem;
+  for (const DirectRange& d : ranges) mem.add(AddressRange{d.begin, d.end}, d.delta);
   size_t n = 0;
   StopReason r = StopReason::None;
   pcs[n++] = regs.get(x86_64::RIP);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 #include "model/register_state.hpp"
@@ -37,6 +38,12 @@ struct FrameInfo {
   bool signal_frame = false;       // this frame's FDE is a signal trampoline ('S')
   bool via_frame_pointer = false;  // the step to the caller followed rbp: the module has no table
   BackendKind backend = BackendKind::Auto; // what unwound this frame
+};
+
+// The registers a walk from a frame needs: its pc, rsp, rbp and rbx (the last two may be
+// unknown: see backtrace_direct's validity mask).
+struct WalkStart {
+  uint64_t pc = 0, sp = 0, bp = 0, bx = 0;
 };
 
 struct UnwinderOptions {
@@ -74,9 +81,10 @@ public:
                           size_t max, StopReason* why = nullptr, bool exact_first = false,
                           RuleCache* cache = nullptr);
   size_t backtrace_local(const RegisterState& regs, AddressRange stack, uint64_t* pcs, size_t max,
-                         StopReason* why = nullptr, bool exact_first = false) {
-    return backtrace_direct(regs, LocalMemory(stack), pcs, max, why, exact_first);
-  }
+                         StopReason* why = nullptr, bool exact_first = false);
+  // The same from the four registers a walk needs (capture_walk_start()), rbp and rbx known.
+  size_t backtrace_local(const WalkStart& start, AddressRange stack, uint64_t* pcs, size_t max,
+                         StopReason* why = nullptr, bool exact_first = false);
 
   // Drops cached rules (call when the module map changed).
   void clear_cache() { cache_.clear(); }
@@ -87,12 +95,17 @@ public:
 private:
   // Fills `slot` with the hot form of the rule for `lookup` (module found, loaded if allowed);
   // false if it has none.
-  bool fill_hot(uint64_t lookup, HotRule& slot);
-  static bool fill_from(const ModuleData& data, uint64_t svma, uint64_t lookup, HotRule& slot);
+  bool fill_hot(uint64_t lookup, uint64_t key, HotRule& slot);
+  static bool fill_from(const ModuleData& data, uint64_t svma, uint64_t key, HotRule& slot);
   StopReason apply_hot(const HotRule& rule, RegisterState& regs, MemoryReader& mem);
-  // backtrace_direct's walk with step() alone (every register tracked).
-  size_t walk_general(RegisterState regs, const LocalMemory& memory, uint64_t* pcs, size_t limit,
-                      StopReason* why, bool exact);
+  // The walk behind backtrace_direct and backtrace_local: `bp_known`/`bx_known` say whether rbp and
+  // rbx are known.
+  size_t walk_direct(const WalkStart& start, bool bp_known, bool bx_known,
+                     std::span<const DirectRange> ranges, uint64_t* pcs, size_t max,
+                     StopReason* why, bool exact_first, RuleCache& cache);
+  // The same with step() alone (every register tracked).
+  size_t walk_general(RegisterState regs, std::span<const DirectRange> ranges, uint64_t* pcs,
+                      size_t limit, StopReason* why, bool exact);
   // step() with the given rule cache (null: none).
   StopReason step_with(RegisterState& regs, MemoryReader& mem, bool exact_pc, FrameInfo& info,
                        RuleCache* cache);
