@@ -108,18 +108,21 @@ CompactTable::CompactTable(const UnwindTable& table) {
 }
 
 uint32_t CompactTable::rule_index(uint64_t svma) const {
-  if (svma < base_ || svma >= end_ || starts_.empty()) return 0;
-  uint32_t off = static_cast<uint32_t>(svma - base_);
-  uint32_t block = off >> kBlockShift;
+  if (svma - base_ >= end_ - base_) return 0; // outside [base_, end_), or an empty table
+  const uint32_t off = static_cast<uint32_t>(svma - base_);
+  const uint32_t block = off >> kBlockShift;
   // Ranges [first, last) start inside the block; the one before `first` covers its first bytes.
-  uint32_t first = page_first_[block], last = page_first_[block + 1];
-  if (last - first > 8) {
-    first = static_cast<uint32_t>(
-        std::upper_bound(starts_.begin() + first, starts_.begin() + last, off) - starts_.begin());
-  } else {
-    while (first < last && starts_[first] <= off) ++first; // usually a few: a scan beats a search
+  const uint32_t first = page_first_[block], last = page_first_[block + 1];
+  // The last range starting at or below off: a branchless binary search over [first - 1, last)
+  // (first - 1 starts before the block, so it qualifies whenever no range of the block does).
+  const uint32_t* starts = starts_.data();
+  uint32_t lo = first ? first - 1 : 0, n = last - lo;
+  while (n > 1) {
+    uint32_t half = n / 2;
+    lo = starts[lo + half] <= off ? lo + half : lo;
+    n -= half;
   }
-  return rule_of_[first ? first - 1 : 0];
+  return rule_of_[lo];
 }
 
 } // namespace ehelf

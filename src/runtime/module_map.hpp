@@ -9,6 +9,7 @@
 #include <atomic>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -60,12 +61,15 @@ public:
   // Another process's modules from /proc/PID/maps; the vDSO is read through `memory`.
   static Result<ModuleMap> for_process(int pid);
 
-  void add(Module m) { modules_.push_back(std::move(m)); }
-  void finish(); // sorts; call after add()
+  void add(Module m) {
+    modules_.push_back(std::move(m));
+    spans_.clear(); // find() searches modules_ until finish()
+  }
+  void finish(); // sorts and indexes; call after add() or after changing modules' ranges
 
   const Module* find(uint64_t pc) const;
   const std::vector<Module>& modules() const { return modules_; }
-  std::vector<Module>& modules() { return modules_; }
+  std::span<Module> modules() { return modules_; } // to change a range, call finish() after
 
   // Loads the data of every module (or one) now. `memory` reads module images that have no
   // file (the vDSO of another process).
@@ -81,6 +85,9 @@ public:
 
 private:
   std::vector<Module> modules_;
+  // [start, end) of each module, in order, for find()'s search (built by finish(), dropped by
+  // add(): find() searches modules_ meanwhile).
+  std::vector<std::pair<uint64_t, uint64_t>> spans_;
   // The module of the last find(): consecutive frames are mostly in one module. Relaxed atomic:
   // a map shared by threads that unwind at once (the C API's) may race on it harmlessly.
   struct RelaxedIndex {

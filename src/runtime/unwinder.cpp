@@ -66,7 +66,7 @@ bool Unwinder::fill_from(const ModuleData& data, uint64_t svma, uint64_t key, Ho
   return true;
 }
 
-bool Unwinder::fill_hot(uint64_t lookup, uint64_t key, HotRule& slot) {
+__attribute__((noinline)) bool Unwinder::fill_hot(uint64_t lookup, uint64_t key, HotRule& slot) {
   const Module* mod = map_.find(lookup);
   if (!mod) return false;
   const ModuleData* data = mod->data.get();
@@ -291,7 +291,7 @@ struct FastState {
 };
 
 enum class FastExit {
-  Miss,       // out[-1] is a pc not in the cache (cur: the frame before)
+  Miss,       // out[-1] is a pc without a cacheable rule: the general step decides
   Declined,   // cur's rule is not kFast or its CFA fails the bound: the general step decides
   Full,       // no room for the caller's pc
   End,        // cur's rule says it is the outermost frame
@@ -300,7 +300,9 @@ enum class FastExit {
 // Follows the cached rules while the links predict the callers: per frame a load of the return
 // address, a compare with the predicted entry's pc, and the rbp reload when the frame saved it.
 // A small function of its own so that its state stays in registers.
-FastExit fast_walk(RuleCache& cache, const Bounds& b, FastState& st, uint64_t* end) {
+// `fill(lookup, key, slot)` fills a slot on a cache miss (false: the pc has no cacheable rule).
+template <typename Fill>
+FastExit fast_walk(RuleCache& cache, const Bounds& b, FastState& st, uint64_t* end, Fill&& fill) {
   HotRule* cur = st.cur;
   uint64_t sp = st.sp, bp = st.bp;
   uint64_t* out = st.out;
@@ -348,7 +350,7 @@ FastExit fast_walk(RuleCache& cache, const Bounds& b, FastState& st, uint64_t* e
       next = &cache.at(cur->next[1]);
       if (next->key != ret) {
         next = &cache.slot(ret);
-        if (next->key != ret) {
+        if (next->key != ret && !fill(ret - 1, ret, *next)) {
           why = FastExit::Miss;
           break;
         }
@@ -406,7 +408,6 @@ size_t Unwinder::walk_direct(const WalkStart& start, const bool bp_known, const 
   *out++ = pc;
   const bool use_cache = cacheable();
   Bounds b = bounds_for(ranges, sp);
-  HotRule* prev = nullptr; // the entry of the frame before, whose link learns this frame's entry
   bool bx_dropped = false;
 
   // Invariant at the top: pc (this frame's) is written; sp, bp, bx are this frame's registers.
@@ -420,12 +421,10 @@ size_t Unwinder::walk_direct(const WalkStart& start, const bool bp_known, const 
         cur = &slot;
     }
     if (cur) {
-      if (prev) {
-        prev->next[1] = prev->next[0];
-        prev->next[0] = cache.offset_of(*cur);
-      }
       FastState st{cur, sp, bp_ok ? bp : 0, out};
-      FastExit exit = fast_walk(cache, b, st, end);
+      FastExit exit = fast_walk(cache, b, st, end, [this](uint64_t l, uint64_t k, HotRule& h) {
+        return fill_hot(l, k, h);
+      });
       if (st.out != out) { // frames were walked
         out = st.out;
         pc = out[-1];
@@ -449,14 +448,9 @@ size_t Unwinder::walk_direct(const WalkStart& start, const bool bp_known, const 
         r = StopReason::EndOfStack;
         break;
       }
-      if (exit == FastExit::Miss) {
-        prev = st.cur;
-        continue;
-      }
     }
     // The general step: signal frames, expressions, other backends, frame pointers, rules the
     // fast walk declined, and the precise reason when the walk must stop.
-    prev = nullptr;
     RegisterState regs;
     regs.set(x86_64::RIP, pc);
     regs.set(x86_64::RSP, sp);
