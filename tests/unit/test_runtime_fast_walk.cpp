@@ -1,0 +1,229 @@
+// The pcs-only fast walk (Unwinder::backtrace_local / backtrace_direct with the linked rule
+// cache) against the general walk (Unwinder::backtrace, no cache) on call chains that change
+// from walk to walk, so that cached links are right, wrong and relearnt; from a stack snapshot
+// read through a delta; through a frame whose CFA needs rbx; and on garbage stacks made of real
+// return addresses.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "runtime/local.hpp"
+#include "runtime/unwinder.hpp"
+
+extern "C" void ehelf_test_rbx_cfa_frame(void (*callback)());
+
+namespace ehelf {
+namespace {
+
+__attribute__((no_sanitize_address, noinline)) void copy_raw(void* dst, const void* src, size_t n) {
+  auto* d = static_cast<volatile uint8_t*>(dst);
+  auto* s = static_cast<const volatile uint8_t*>(src);
+  for (size_t i = 0; i < n; ++i) d[i] = s[i];
+}
+
+ModuleMap& loaded_map() {
+  static ModuleMap map = [] {
+    ModuleMap m = ModuleMap::for_self();
+    m.load_all();
+    return m;
+  }();
+  return map;
+}
+
+// One walk of the current stack, every way.
+struct Walks {
+  std::vector<uint64_t> reference; // Unwinder::backtrace, no rule cache
+  StopReason reference_why = StopReason::None;
+  std::vector<std::vector<uint64_t>> fast; // each fast variant
+  std::vector<StopReason> fast_why;
+};
+
+Unwinder& shared_fast_unwinder() {
+  static Unwinder u(loaded_map()); // one cache across all walks: links are learnt and broken
+  return u;
+}
+
+__attribute__((noinline)) void walk_here(Walks& w) {
+  RegisterState regs = capture_local();
+  WalkStart start{regs.get(x86_64::RIP), regs.get(x86_64::RSP), regs.get(x86_64::RBP),
+                  regs.get(x86_64::RBX)};
+  AddressRange stack = current_thread_stack();
+  {
+    UnwinderOptions o;
+    o.use_cache = false;
+    o.backend = BackendKind::Table;
+    Unwinder general(loaded_map(), o);
+    LocalMemory mem(stack);
+    FrameInfo frames[256];
+    size_t n = general.backtrace(regs, mem, frames, 256, &w.reference_why, false);
+    for (size_t i = 0; i < n; ++i) w.reference.push_back(frames[i].pc);
+  }
+  Unwinder& u = shared_fast_unwinder();
+  uint64_t pcs[256];
+  StopReason why = StopReason::None;
+  auto add = [&](size_t n) {
+    w.fast.emplace_back(pcs, pcs + n);
+    w.fast_why.push_back(why);
+  };
+  add(u.backtrace_local(regs, stack, pcs, 256, &why));
+  add(u.backtrace_local(start, stack, pcs, 256, &why)); // warm now: links followed
+  // A perf-style sample: the stack copied elsewhere, read through the range's delta.
+  uint64_t sp = start.sp;
+  std::vector<uint8_t> copy(stack.end - sp); // the whole used stack, so the walks agree
+  copy_raw(copy.data(), reinterpret_cast<const void*>(sp), copy.size());
+  LocalMemory snapshot;
+  snapshot.add(AddressRange{sp, sp + copy.size()},
+               static_cast<int64_t>(reinterpret_cast<uint64_t>(copy.data()) - sp));
+  RuleCache own; // a caller's own cache (as one per thread)
+  add(u.backtrace_direct(regs, snapshot, pcs, 256, &why, false, &own));
+  add(u.backtrace_direct(regs, snapshot, pcs, 256, &why, false, &own));
+  asm volatile("" ::: "memory");
+}
+
+void expect_same(const Walks& w, const std::string& what) {
+  ASSERT_GE(w.reference.size(), 4u) << what;
+  for (size_t i = 0; i < w.fast.size(); ++i) {
+    EXPECT_EQ(w.fast[i], w.reference) << what << ", variant " << i << " of " << w.fast.size();
+    EXPECT_EQ(stop_reason_name(w.fast_why[i]), stop_reason_name(w.reference_why))
+        << what << ", variant " << i;
+  }
+}
+
+// Chains through qsort with two comparators, so the same libc return addresses have different
+// callers from walk to walk.
+int g_levels_left = 0;
+Walks* g_walks = nullptr;
+int cmp_a(const void* a, const void* b);
+int cmp_b(const void* a, const void* b);
+const int* g_plan = nullptr;
+
+__attribute__((noinline)) void level(int which) {
+  int v[4] = {4, 3, 2, 1};
+  qsort(v, 4, sizeof v[0], which ? cmp_b : cmp_a);
+  asm volatile("" ::: "memory");
+}
+
+bool g_walked = false;
+int g_descended_at = -1;
+
+__attribute__((noinline)) int descend(const void* a, const void* b) {
+  // Descend on the first comparison of each level; walk once, at the bottom.
+  if (!g_walked && g_descended_at != g_levels_left) {
+    g_descended_at = g_levels_left;
+    if (g_levels_left > 0) {
+      --g_levels_left;
+      level(g_plan[g_levels_left]);
+    } else {
+      g_walked = true;
+      walk_here(*g_walks);
+    }
+  }
+  return *static_cast<const int*>(a) - *static_cast<const int*>(b);
+}
+int cmp_a(const void* a, const void* b) { return descend(a, b) + 0; }
+__attribute__((noinline)) int cmp_b(const void* a, const void* b) {
+  int r = descend(b, a);
+  asm volatile("" ::: "memory");
+  return -r;
+}
+
+TEST(FastWalk, MatchesTheGeneralWalkOnChangingChains) {
+  std::mt19937 rng(11);
+  for (int round = 0; round < 40; ++round) {
+    int depth = 1 + int(rng() % 12);
+    std::vector<int> plan(size_t(depth) + 1);
+    for (int& p : plan) p = int(rng() % 2);
+    Walks w;
+    g_walks = &w;
+    g_plan = plan.data();
+    g_levels_left = depth;
+    g_walked = false;
+    g_descended_at = -1;
+    level(plan[size_t(depth)]);
+    g_walks = nullptr;
+    expect_same(w, "round " + std::to_string(round) + ", depth " + std::to_string(depth));
+    if (HasFailure()) break;
+  }
+}
+
+__attribute__((noinline)) void walk_from_callback() {
+  // Make this frame save rbx, so the rbx the rbx-based frame above needs is in memory.
+  asm volatile("xor %%ebx, %%ebx" ::: "rbx");
+  walk_here(*g_walks);
+  asm volatile("" ::: "memory"); // not a tail call: this frame stays between the two
+}
+
+TEST(FastWalk, HandsAWalkThatNeedsRbxToTheGeneralWalk) {
+  for (int pass = 0; pass < 2; ++pass) { // the second pass with a warm cache
+    Walks w;
+    g_walks = &w;
+    ehelf_test_rbx_cfa_frame(walk_from_callback);
+    g_walks = nullptr;
+    expect_same(w, "pass " + std::to_string(pass));
+    // The walk went through the rbx frame to the test's own frames and beyond.
+    EXPECT_GE(w.reference.size(), 6u);
+    EXPECT_NE(w.reference_why, StopReason::MissingRegister);
+  }
+}
+
+TEST(FastWalk, GarbageMadeOfRealReturnAddressesStaysInside) {
+  // Learn real return addresses (and train the cache and its links) from a real chain.
+  Walks real;
+  g_walks = &real;
+  int plan[4] = {0, 1, 0, 1};
+  g_plan = plan;
+  g_levels_left = 3;
+  g_walked = false;
+  g_descended_at = -1;
+  level(plan[3]);
+  g_walks = nullptr;
+  ASSERT_GE(real.reference.size(), 6u);
+  Unwinder& u = shared_fast_unwinder();
+  std::vector<uint64_t> buffer(2048);
+  const uint64_t lo = reinterpret_cast<uint64_t>(buffer.data());
+  const uint64_t hi = lo + 8 * buffer.size();
+  std::mt19937_64 rng(5);
+  for (int round = 0; round < 3000; ++round) {
+    for (auto& w : buffer) {
+      switch (rng() % 4) {
+      case 0:
+      case 1: w = real.reference[rng() % real.reference.size()]; break;
+      case 2: w = lo + 8 * (rng() % buffer.size()) + (rng() % 3 == 0 ? rng() % 8 : 0); break;
+      default: w = rng();
+      }
+    }
+    WalkStart start{real.reference[rng() % real.reference.size()],
+                    lo + 8 * (rng() % buffer.size()), buffer[rng() % buffer.size()],
+                    buffer[rng() % buffer.size()]};
+    uint64_t pcs[64];
+    StopReason why;
+    size_t n = u.backtrace_local(start, AddressRange{lo, hi}, pcs, 64, &why);
+    ASSERT_LE(n, 64u);
+    ASSERT_GE(n, 1u);
+    if (n == 64) {
+      EXPECT_EQ(why, StopReason::DepthLimit);
+    }
+  }
+}
+
+TEST(FastWalk, ClearedCacheAndTinyLimits) {
+  Unwinder& u = shared_fast_unwinder();
+  RegisterState regs = capture_local();
+  uint64_t pcs[4];
+  StopReason why;
+  EXPECT_EQ(u.backtrace_local(regs, current_thread_stack(), pcs, 0, &why), 0u);
+  EXPECT_EQ(why, StopReason::DepthLimit);
+  EXPECT_EQ(u.backtrace_local(regs, current_thread_stack(), pcs, 1, &why), 1u);
+  EXPECT_EQ(why, StopReason::DepthLimit);
+  u.clear_cache();
+  EXPECT_EQ(u.backtrace_local(regs, current_thread_stack(), pcs, 4, &why), 4u);
+  EXPECT_EQ(why, StopReason::DepthLimit);
+  // A stack range that does not hold rsp: nothing is read, the general step says why.
+  EXPECT_EQ(u.backtrace_local(regs, AddressRange{16, 4096}, pcs, 4, &why), 1u);
+  EXPECT_EQ(why, StopReason::BadRead);
+}
+
+} // namespace
+} // namespace ehelf
