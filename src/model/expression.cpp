@@ -562,7 +562,9 @@ Result<uint64_t> Expression::evaluate(const RegisterState& regs, MemoryReader& m
                                       const EvalLimits& limits) const {
   EvalStack stack;
   if (initial) {
-    if (limits.max_stack == 0) return Error::plain("stack overflow pushing the initial value");
+    if (limits.max_stack == 0)
+      return limits.messages ? Error::plain("stack overflow pushing the initial value")
+                             : Error::quiet(ErrorKind::Other);
     stack.push_back(*initial);
   }
 
@@ -572,15 +574,23 @@ Result<uint64_t> Expression::evaluate(const RegisterState& regs, MemoryReader& m
     const ExprOp& op = ops_[pc];
     // Only error paths use the name; looking it up is cheap (a table index).
     std::string_view name = dw_op_name(op.opcode);
-    auto fail = [&](std::string msg) { return Error::at("", op.offset, std::move(msg)); };
+    // `describe` builds the message only when messages are wanted (it allocates).
+    auto fail = [&](ErrorKind kind, auto&& describe) {
+      if (!limits.messages) return Error::quiet(kind);
+      return Error::at("", op.offset, std::string(describe())).with_kind(kind);
+    };
     if (++steps > limits.max_steps)
-      return fail(fmt::format("step limit ({}) reached at {}", limits.max_steps, name));
+      return fail(ErrorKind::Other, [&] {
+        return fmt::format("step limit ({}) reached at {}", limits.max_steps, name);
+      });
 
     // Operand checks up front, so each case below can pop and push freely.
     auto need = [&](size_t n) { return stack.size() >= n; };
     auto underflow = [&](size_t n) {
-      return fail(fmt::format("stack underflow: {} needs {} value{}, stack has {}", name, n,
-                              n == 1 ? "" : "s", stack.size()));
+      return fail(ErrorKind::Other, [&] {
+        return fmt::format("stack underflow: {} needs {} value{}, stack has {}", name, n,
+                           n == 1 ? "" : "s", stack.size());
+      });
     };
     auto push = [&](uint64_t v) -> bool {
       if (stack.size() >= limits.max_stack) return false;
@@ -588,7 +598,9 @@ Result<uint64_t> Expression::evaluate(const RegisterState& regs, MemoryReader& m
       return true;
     };
     auto overflow = [&] {
-      return fail(fmt::format("stack overflow: {} exceeds {} entries", name, limits.max_stack));
+      return fail(ErrorKind::Other, [&] {
+        return fmt::format("stack overflow: {} exceeds {} entries", name, limits.max_stack);
+      });
     };
     auto pop = [&] {
       uint64_t v = stack.back();
@@ -598,8 +610,10 @@ Result<uint64_t> Expression::evaluate(const RegisterState& regs, MemoryReader& m
     auto read_mem = [&](uint64_t addr, unsigned size) -> Result<uint64_t> {
       uint64_t v = 0; // zero-extends: x86_64 is little-endian, so the low bytes come first
       if (!mem.read(addr, &v, size))
-        return fail(fmt::format("{}: cannot read {} byte{} at {:#x}", name, size,
-                                size == 1 ? "" : "s", addr));
+        return fail(ErrorKind::BadRead, [&] {
+          return fmt::format("{}: cannot read {} byte{} at {:#x}", name, size, size == 1 ? "" : "s",
+                             addr);
+        });
       return v;
     };
 
@@ -610,10 +624,14 @@ Result<uint64_t> Expression::evaluate(const RegisterState& regs, MemoryReader& m
     } else if (code >= OP_breg0 && code <= OP_breg31) {
       unsigned r = code - OP_breg0;
       if (!regs.has(r))
-        return fail(fmt::format("{}: register {} has no known value", name, reg_label(r)));
+        return fail(ErrorKind::MissingRegister, [&] {
+          return fmt::format("{}: register {} has no known value", name, reg_label(r));
+        });
       if (!push(regs.get(r) + op.a)) return overflow();
     } else if (code >= OP_reg0 && code <= OP_reg31) {
-      return fail(fmt::format("{} names a register location, which is not valid in CFI", name));
+      return fail(ErrorKind::Other, [&] {
+        return fmt::format("{} names a register location, which is not valid in CFI", name);
+      });
     } else {
       switch (code) {
       case OP_addr:
@@ -631,8 +649,10 @@ Result<uint64_t> Expression::evaluate(const RegisterState& regs, MemoryReader& m
         break;
       case OP_bregx:
         if (op.a >= x86_64::kGeneralRegs || !regs.has(static_cast<unsigned>(op.a)))
-          return fail(fmt::format("{}: register {} ({}) has no known value", name, op.a,
-                                  reg_label(op.a)));
+          return fail(ErrorKind::MissingRegister, [&] {
+            return fmt::format("{}: register {} ({}) has no known value", name, op.a,
+                               reg_label(op.a));
+          });
         if (!push(regs.get(static_cast<unsigned>(op.a)) + op.b)) return overflow();
         break;
       case OP_dup:
@@ -649,8 +669,10 @@ Result<uint64_t> Expression::evaluate(const RegisterState& regs, MemoryReader& m
         break;
       case OP_pick:
         if (op.a >= stack.size())
-          return fail(fmt::format("{} {}: stack has only {} value{}", name, op.a, stack.size(),
-                                  stack.size() == 1 ? "" : "s"));
+          return fail(ErrorKind::Other, [&] {
+            return fmt::format("{} {}: stack has only {} value{}", name, op.a, stack.size(),
+                               stack.size() == 1 ? "" : "s");
+          });
         if (!push(stack[stack.size() - 1 - op.a])) return overflow();
         break;
       case OP_swap:
@@ -677,8 +699,10 @@ Result<uint64_t> Expression::evaluate(const RegisterState& regs, MemoryReader& m
       case OP_deref_size: {
         if (!need(1)) return underflow(1);
         if (op.a == 0 || op.a > address_size_)
-          return fail(fmt::format("{}: size {} is not between 1 and the address size {}", name,
-                                  op.a, address_size_));
+          return fail(ErrorKind::Other, [&] {
+            return fmt::format("{}: size {} is not between 1 and the address size {}", name, op.a,
+                               address_size_);
+          });
         auto v = read_mem(stack.back(), static_cast<unsigned>(op.a));
         if (!v) return std::move(v).error();
         stack.back() = *v;
@@ -730,12 +754,13 @@ Result<uint64_t> Expression::evaluate(const RegisterState& regs, MemoryReader& m
         case OP_minus: r = second - top; break;
         case OP_mul: r = second * top; break;
         case OP_div:
-          if (top == 0) return fail("DW_OP_div: division by zero");
+          if (top == 0)
+            return fail(ErrorKind::Other, [&] { return "DW_OP_div: division by zero"; });
           // INT64_MIN / -1 overflows; the modular answer is INT64_MIN itself.
           r = s_top == -1 ? 0 - second : static_cast<uint64_t>(s_second / s_top);
           break;
         case OP_mod:
-          if (top == 0) return fail("DW_OP_mod: modulo by zero");
+          if (top == 0) return fail(ErrorKind::Other, [&] { return "DW_OP_mod: modulo by zero"; });
           r = second % top;
           break;
         case OP_shl: r = shift_left(second, top); break;
@@ -759,7 +784,9 @@ Result<uint64_t> Expression::evaluate(const RegisterState& regs, MemoryReader& m
         break;
       case OP_nop: break;
       case OP_call_frame_cfa:
-        if (!cfa) return fail("DW_OP_call_frame_cfa: no CFA is known here");
+        if (!cfa)
+          return fail(ErrorKind::MissingRegister,
+                      [&] { return "DW_OP_call_frame_cfa: no CFA is known here"; });
         if (!push(*cfa)) return overflow();
         break;
       case OP_regx:
@@ -769,7 +796,9 @@ Result<uint64_t> Expression::evaluate(const RegisterState& regs, MemoryReader& m
       case OP_stack_value:
       case OP_implicit_pointer:
       case OP_GNU_implicit_pointer:
-        return fail(fmt::format("{} describes a location, which is not valid in CFI", name));
+        return fail(ErrorKind::Other, [&] {
+          return fmt::format("{} describes a location, which is not valid in CFI", name);
+        });
       case OP_fbreg:
       case OP_call2:
       case OP_call4:
@@ -779,30 +808,40 @@ Result<uint64_t> Expression::evaluate(const RegisterState& regs, MemoryReader& m
       case OP_GNU_entry_value:
       case OP_GNU_parameter_ref:
       case OP_GNU_variable_value:
-        return fail(fmt::format("{} needs debug information context, which is not valid in CFI",
-                                name));
+        return fail(ErrorKind::Other, [&] {
+          return fmt::format("{} needs debug information context, which is not valid in CFI", name);
+        });
       case OP_form_tls_address:
       case OP_GNU_push_tls_address:
-        return fail(fmt::format("{} needs thread-local storage, which is not valid in CFI", name));
+        return fail(ErrorKind::Other, [&] {
+          return fmt::format("{} needs thread-local storage, which is not valid in CFI", name);
+        });
       case OP_addrx:
       case OP_constx:
       case OP_GNU_addr_index:
       case OP_GNU_const_index:
-        return fail(fmt::format("{} needs .debug_addr, which is not valid in CFI", name));
+        return fail(ErrorKind::Other, [&] {
+          return fmt::format("{} needs .debug_addr, which is not valid in CFI", name);
+        });
       case OP_xderef:
       case OP_xderef_size:
       case OP_xderef_type:
-        return fail(fmt::format("{} needs address spaces, which x86_64 does not have", name));
+        return fail(ErrorKind::Other, [&] {
+          return fmt::format("{} needs address spaces, which x86_64 does not have", name);
+        });
       default:
         // Typed-stack ops (const_type, regval_type, deref_type, convert, reinterpret) and
         // DW_OP_GNU_uninit.
-        return fail(fmt::format("{} is not supported in CFI expressions", name));
+        return fail(ErrorKind::Other,
+                    [&] { return fmt::format("{} is not supported in CFI expressions", name); });
       }
     }
     pc = next;
   }
 
-  if (stack.empty()) return Error::plain("expression left the stack empty");
+  if (stack.empty())
+    return limits.messages ? Error::plain("expression left the stack empty")
+                           : Error::quiet(ErrorKind::Other);
   return stack.back();
 }
 

@@ -37,6 +37,8 @@ struct ExprOp {
 struct EvalLimits {
   uint32_t max_steps = 10000; // ops executed, counting loops via bra/skip
   uint32_t max_stack = 64;
+  // false: failures are Error::quiet (their kind only), so evaluating never allocates.
+  bool messages = true;
 };
 
 class Expression {

@@ -118,24 +118,33 @@ size_t UnwindTable::memory_bytes() const {
 }
 
 Result<UnwindTable::Step> UnwindTable::evaluate(uint32_t row_index, const RegisterState& regs,
-                                                MemoryReader& mem, uint16_t return_column) const {
-  if (row_index >= rows_.size()) return Error::plain("row index out of range");
+                                                MemoryReader& mem, uint16_t return_column,
+                                                bool messages) const {
+  // `describe` builds the message only when messages are wanted (it allocates).
+  auto fail = [messages](ErrorKind kind, auto&& describe) {
+    return messages ? Error::plain(std::string(describe())).with_kind(kind) : Error::quiet(kind);
+  };
+  EvalLimits limits;
+  limits.messages = messages;
+  if (row_index >= rows_.size())
+    return fail(ErrorKind::Other, [] { return "row index out of range"; });
   RowView row = this->row(row_index);
   Step step;
   switch (row.cfa.kind) {
   case CfaRule::Kind::RegOffset:
     if (!regs.has(row.cfa.reg))
-      return Error::plain(fmt::format("CFA register r{} is not known", row.cfa.reg));
+      return fail(ErrorKind::MissingRegister,
+                  [&] { return fmt::format("CFA register r{} is not known", row.cfa.reg); });
     step.cfa = regs.get(row.cfa.reg) + static_cast<uint64_t>(row.cfa.offset);
     break;
   case CfaRule::Kind::Expression: {
-    auto v = expressions_[row.cfa.expr].evaluate(regs, mem);
+    auto v = expressions_[row.cfa.expr].evaluate(regs, mem, std::nullopt, std::nullopt, limits);
     if (!v) return std::move(v).error();
     step.cfa = *v;
     break;
   }
   case CfaRule::Kind::Undefined:
-    return Error::plain("the row has no CFA rule");
+    return fail(ErrorKind::Other, [] { return "the row has no CFA rule"; });
   }
 
   step.caller = regs; // no rule: same value (callee-saved convention)
@@ -154,8 +163,10 @@ Result<UnwindTable::Step> UnwindTable::evaluate(uint32_t row_index, const Regist
         // Only the return address is essential: another register whose save slot cannot be
         // read becomes unknown, and the walk goes on.
         if (c.column == return_column)
-          return Error::plain(fmt::format("cannot read r{} saved at {:#x}", c.column,
-                                          step.cfa + static_cast<uint64_t>(r.offset)));
+          return fail(ErrorKind::BadRead, [&] {
+            return fmt::format("cannot read r{} saved at {:#x}", c.column,
+                               step.cfa + static_cast<uint64_t>(r.offset));
+          });
         step.caller.clear(c.column);
         continue;
       }
@@ -172,7 +183,7 @@ Result<UnwindTable::Step> UnwindTable::evaluate(uint32_t row_index, const Regist
       break;
     case RegisterRule::Kind::Expression:
     case RegisterRule::Kind::ValExpression: {
-      auto addr = expressions_[r.expr].evaluate(regs, mem, step.cfa, step.cfa);
+      auto addr = expressions_[r.expr].evaluate(regs, mem, step.cfa, step.cfa, limits);
       if (!addr) {
         if (c.column == return_column) return std::move(addr).error();
         step.caller.clear(c.column); // a register we cannot recover: unknown, not fatal
@@ -181,7 +192,9 @@ Result<UnwindTable::Step> UnwindTable::evaluate(uint32_t row_index, const Regist
       v = *addr;
       if (r.kind == RegisterRule::Kind::Expression && !mem.read_u64(*addr, v)) {
         if (c.column == return_column)
-          return Error::plain(fmt::format("cannot read r{} saved at {:#x}", c.column, *addr));
+          return fail(ErrorKind::BadRead, [&] {
+            return fmt::format("cannot read r{} saved at {:#x}", c.column, *addr);
+          });
         step.caller.clear(c.column);
         continue;
       }

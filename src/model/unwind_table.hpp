@@ -83,8 +83,10 @@ public:
     uint64_t cfa = 0;
     RegisterState caller;
   };
+  // `messages` false: errors carry only their kind (Error::quiet) and evaluating never
+  // allocates, for unwinding in signal handlers.
   Result<Step> evaluate(uint32_t row_index, const RegisterState& regs, MemoryReader& mem,
-                        uint16_t return_column = x86_64::RIP) const;
+                        uint16_t return_column = x86_64::RIP, bool messages = true) const;
 
 private:
   struct RowRecord {

@@ -53,7 +53,8 @@ public:
     for (size_t i = 0; i < count_; ++i) {
       const DirectRange& d = ranges_[i];
       if (addr >= d.begin && addr <= d.end && d.end - addr >= size) {
-        std::memcpy(out, reinterpret_cast<const void*>(addr + static_cast<uint64_t>(d.delta)), size);
+        std::memcpy(out, reinterpret_cast<const void*>(addr + static_cast<uint64_t>(d.delta)),
+                    size);
         return true;
       }
     }

@@ -143,7 +143,8 @@ void ModuleMap::finish() {
   std::sort(modules_.begin(), modules_.end(),
             [](const Module& a, const Module& b) { return a.start < b.start; });
   spans_.clear();
-  for (const Module& m : modules_) spans_.emplace_back(m.start, m.end);
+  for (const Module& m : modules_)
+    spans_.emplace_back(m.start, m.end);
 }
 
 const Module* ModuleMap::find(uint64_t pc) const {

@@ -17,9 +17,13 @@ HotRule hot_form(const CompactRule& rule) {
   if (rule.cfa_offset < INT16_MIN || rule.cfa_offset > INT16_MAX) return none;
   h.cfa_offset = static_cast<int16_t>(rule.cfa_offset);
   uint8_t op = 0;
-  if (rule.kind == CompactRule::CfaRbp) op |= HotRule::kRbpBased;
-  else if (rule.cfa_offset < 8) return none; // the fast path assumes the return address >= rsp
-  auto small = [](int16_t off) { return off % 8 == 0 && off / 8 >= INT8_MIN && off / 8 <= INT8_MAX; };
+  if (rule.kind == CompactRule::CfaRbp)
+    op |= HotRule::kRbpBased;
+  else if (rule.cfa_offset < 8)
+    return none; // the fast path assumes the return address >= rsp
+  auto small = [](int16_t off) {
+    return off % 8 == 0 && off / 8 >= INT8_MIN && off / 8 <= INT8_MAX;
+  };
   if (rule.rbp == CompactRule::AtCfa) {
     if (!small(rule.rbp_offset)) return none;
     op |= HotRule::kRbpSaved;

@@ -22,10 +22,10 @@ struct HotRule {
   // saved rbp where checking the CFA against the stack's bounds checks its read too (inside
   // the frame for an rsp-based CFA, at CFA - 16 for an rbp-based one: see hot_form).
   static constexpr uint8_t kFast = 1;
-  static constexpr uint8_t kRbpBased = 2;  // CFA = rbp + cfa_offset (else rsp + cfa_offset)
-  static constexpr uint8_t kRbpSaved = 4;  // caller's rbp at CFA + 8 * rbp_offset8
-  static constexpr uint8_t kRbxSaved = 8;  // the caller's rbx was saved (where: the compact rule)
-  static constexpr uint8_t kEnd = 16;      // return address undefined: the outermost frame
+  static constexpr uint8_t kRbpBased = 2; // CFA = rbp + cfa_offset (else rsp + cfa_offset)
+  static constexpr uint8_t kRbpSaved = 4; // caller's rbp at CFA + 8 * rbp_offset8
+  static constexpr uint8_t kRbxSaved = 8; // the caller's rbx was saved (where: the compact rule)
+  static constexpr uint8_t kEnd = 16;     // return address undefined: the outermost frame
   static constexpr uint8_t kEmpty = 0;
 
   uint64_t key = 0;      // RuleCache::key() of the pc (0: empty)

@@ -99,12 +99,17 @@ StopReason Unwinder::interpret(const ModuleData& data, uint64_t svma, RegisterSt
   if (!r) return StopReason::NoTable;
   const FunctionInfo& fn = data.table->function(r->function);
   signal_frame = fn.signal_frame;
-  auto step = data.table->evaluate(r->row, regs, mem, fn.return_column);
+  // Without messages: evaluating never allocates, also when it fails (signal handlers).
+  auto step = data.table->evaluate(r->row, regs, mem, fn.return_column, /*messages=*/false);
   if (!step) {
-    const std::string& m = step.error().message;
-    if (m.find("cannot read") != std::string::npos) return StopReason::BadRead;
-    if (m.find("not known") != std::string::npos || m.find("no known value") != std::string::npos)
+    switch (step.error().kind) {
+    case ErrorKind::BadRead:
+      return StopReason::BadRead;
+    case ErrorKind::MissingRegister:
       return StopReason::MissingRegister;
+    case ErrorKind::Other:
+      break;
+    }
     return StopReason::RuleFailed;
   }
   regs = step->caller;
@@ -212,7 +217,8 @@ StopReason Unwinder::step_with(RegisterState& regs, MemoryReader& mem, bool exac
       }
       // The cache sits in front of every backend: later visits of this pc take the compact
       // rule (same table, same answer) without calling into the eh_elf.
-      if (slot && r == StopReason::None) fill_from(*data, svma, RuleCache::key(pc, exact_pc), *slot);
+      if (slot && r == StopReason::None)
+        fill_from(*data, svma, RuleCache::key(pc, exact_pc), *slot);
     } else if (b == BackendKind::Table) {
       const CompactRule& rule = data->compact.lookup(svma);
       if (rule.kind == CompactRule::NoEntry) {
@@ -278,7 +284,8 @@ struct Bounds {
 
 Bounds bounds_for(std::span<const DirectRange> ranges, uint64_t sp) {
   for (const DirectRange& d : ranges)
-    if (sp >= d.begin && sp < d.end && d.end - d.begin >= 16) return Bounds{d.begin, d.end, d.delta};
+    if (sp >= d.begin && sp < d.end && d.end - d.begin >= 16)
+      return Bounds{d.begin, d.end, d.delta};
   return {};
 }
 
@@ -291,10 +298,10 @@ struct FastState {
 };
 
 enum class FastExit {
-  Miss,       // out[-1] is a pc without a cacheable rule: the general step decides
-  Declined,   // cur's rule is not kFast or its CFA fails the bound: the general step decides
-  Full,       // no room for the caller's pc
-  End,        // cur's rule says it is the outermost frame
+  Miss,     // out[-1] is a pc without a cacheable rule: the general step decides
+  Declined, // cur's rule is not kFast or its CFA fails the bound: the general step decides
+  Full,     // no room for the caller's pc
+  End,      // cur's rule says it is the outermost frame
 };
 
 // Follows the cached rules while the links predict the callers: per frame a load of the return
@@ -457,7 +464,8 @@ size_t Unwinder::walk_direct(const WalkStart& start, const bool bp_known, const 
     if (bp_ok) regs.set(x86_64::RBP, bp);
     if (bx_ok) regs.set(x86_64::RBX, bx);
     LocalMemory mem;
-    for (const DirectRange& d : ranges) mem.add(AddressRange{d.begin, d.end}, d.delta);
+    for (const DirectRange& d : ranges)
+      mem.add(AddressRange{d.begin, d.end}, d.delta);
     FrameInfo info;
     r = step_with(regs, mem, exact, info, use_cache ? &cache : nullptr);
     if (r != StopReason::None) break;
@@ -490,7 +498,8 @@ size_t Unwinder::walk_direct(const WalkStart& start, const bool bp_known, const 
 size_t Unwinder::walk_general(RegisterState regs, std::span<const DirectRange> ranges,
                               uint64_t* pcs, size_t limit, StopReason* why, bool exact) {
   LocalMemory mem;
-  for (const DirectRange& d : ranges) mem.add(AddressRange{d.begin, d.end}, d.delta);
+  for (const DirectRange& d : ranges)
+    mem.add(AddressRange{d.begin, d.end}, d.delta);
   size_t n = 0;
   StopReason r = StopReason::None;
   pcs[n++] = regs.get(x86_64::RIP);

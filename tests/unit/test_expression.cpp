@@ -888,5 +888,37 @@ TEST(ExpressionToString, MatchesReadelfOnSystemLibraries) {
   EXPECT_GT(checked, 0u);
 }
 
+// Failures carry their kind; without messages (the unwinder's signal-safe mode) they carry
+// nothing else, so building them does not allocate.
+TEST(ExpressionEval, ErrorKindsWithAndWithoutMessages) {
+  FakeMemory mem;
+  mem.map(0x5000, {1, 2, 3, 4, 5, 6, 7, 8});
+  RegisterState regs = regs_with({{x86_64::RAX, 0x6000}});
+  struct Case {
+    Bytes bytes;
+    ErrorKind kind;
+  };
+  const Case cases[] = {
+      {{0x70, 0x00, 0x06}, ErrorKind::BadRead},   // breg0 0; deref: unmapped
+      {{0x71, 0x00}, ErrorKind::MissingRegister}, // breg1: rdx unknown
+      {{0x9c}, ErrorKind::MissingRegister},       // call_frame_cfa without a CFA
+      {{0x31, 0x30, 0x1b}, ErrorKind::Other},     // 1 / 0
+      {{0x1c}, ErrorKind::Other},                 // minus on an empty stack
+  };
+  for (const Case& c : cases) {
+    Expression e = must_decode(c.bytes);
+    auto loud = e.evaluate(regs, mem);
+    ASSERT_FALSE(loud.ok());
+    EXPECT_EQ(loud.error().kind, c.kind) << loud.error().message;
+    EXPECT_FALSE(loud.error().message.empty());
+    EvalLimits quiet;
+    quiet.messages = false;
+    auto silent = e.evaluate(regs, mem, std::nullopt, std::nullopt, quiet);
+    ASSERT_FALSE(silent.ok());
+    EXPECT_EQ(silent.error().kind, c.kind);
+    EXPECT_TRUE(silent.error().message.empty()) << silent.error().message;
+  }
+}
+
 } // namespace
 } // namespace ehelf

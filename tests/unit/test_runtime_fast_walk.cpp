@@ -20,7 +20,8 @@ namespace {
 __attribute__((no_sanitize_address, noinline)) void copy_raw(void* dst, const void* src, size_t n) {
   auto* d = static_cast<volatile uint8_t*>(dst);
   auto* s = static_cast<const volatile uint8_t*>(src);
-  for (size_t i = 0; i < n; ++i) d[i] = s[i];
+  for (size_t i = 0; i < n; ++i)
+    d[i] = s[i];
 }
 
 ModuleMap& loaded_map() {
@@ -58,7 +59,8 @@ __attribute__((noinline)) void walk_here(Walks& w) {
     LocalMemory mem(stack);
     FrameInfo frames[256];
     size_t n = general.backtrace(regs, mem, frames, 256, &w.reference_why, false);
-    for (size_t i = 0; i < n; ++i) w.reference.push_back(frames[i].pc);
+    for (size_t i = 0; i < n; ++i)
+      w.reference.push_back(frames[i].pc);
   }
   Unwinder& u = shared_fast_unwinder();
   uint64_t pcs[256];
@@ -122,7 +124,9 @@ __attribute__((noinline)) int descend(const void* a, const void* b) {
   }
   return *static_cast<const int*>(a) - *static_cast<const int*>(b);
 }
-int cmp_a(const void* a, const void* b) { return descend(a, b) + 0; }
+int cmp_a(const void* a, const void* b) {
+  return descend(a, b) + 0;
+}
 __attribute__((noinline)) int cmp_b(const void* a, const void* b) {
   int r = descend(b, a);
   asm volatile("" ::: "memory");
@@ -134,7 +138,8 @@ TEST(FastWalk, MatchesTheGeneralWalkOnChangingChains) {
   for (int round = 0; round < 40; ++round) {
     int depth = 1 + int(rng() % 12);
     std::vector<int> plan(size_t(depth) + 1);
-    for (int& p : plan) p = int(rng() % 2);
+    for (int& p : plan)
+      p = int(rng() % 2);
     Walks w;
     g_walks = &w;
     g_plan = plan.data();
@@ -189,14 +194,18 @@ TEST(FastWalk, GarbageMadeOfRealReturnAddressesStaysInside) {
     for (auto& w : buffer) {
       switch (rng() % 4) {
       case 0:
-      case 1: w = real.reference[rng() % real.reference.size()]; break;
-      case 2: w = lo + 8 * (rng() % buffer.size()) + (rng() % 3 == 0 ? rng() % 8 : 0); break;
-      default: w = rng();
+      case 1:
+        w = real.reference[rng() % real.reference.size()];
+        break;
+      case 2:
+        w = lo + 8 * (rng() % buffer.size()) + (rng() % 3 == 0 ? rng() % 8 : 0);
+        break;
+      default:
+        w = rng();
       }
     }
-    WalkStart start{real.reference[rng() % real.reference.size()],
-                    lo + 8 * (rng() % buffer.size()), buffer[rng() % buffer.size()],
-                    buffer[rng() % buffer.size()]};
+    WalkStart start{real.reference[rng() % real.reference.size()], lo + 8 * (rng() % buffer.size()),
+                    buffer[rng() % buffer.size()], buffer[rng() % buffer.size()]};
     uint64_t pcs[64];
     StopReason why;
     size_t n = u.backtrace_local(start, AddressRange{lo, hi}, pcs, 64, &why);
