@@ -1,6 +1,10 @@
 // Unwinder: steps from one frame's registers to its caller's, choosing per module among the
 // compiled eh_elf, the compact table and the interpreter, with a direct-mapped rule cache in
 // front and the hardening a profiler needs (bounded reads, growing CFA, depth cap).
+//
+// Threads: walks write the rule cache, so an Unwinder serves one thread at a time, except
+// backtrace_direct given a RuleCache of the caller's own (one per thread) over a ModuleMap whose
+// modules are all loaded (ModuleMap::load_all) and options.allow_loading off.
 #pragma once
 
 #include <cstdint>
