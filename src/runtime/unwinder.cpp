@@ -407,50 +407,49 @@ size_t Unwinder::walk_direct(const WalkStart& start, const bool bp_known, const 
     return 0;
   }
   StopReason r = StopReason::None;
-  uint64_t pc = start.pc, sp = start.sp, bp = start.bp, bx = start.bx;
-  bool bp_ok = bp_known, bx_ok = bx_known;
-  bool exact = exact_first; // pc is an interrupted instruction, looked up as is
+  // exact: pc is an interrupted instruction, looked up as is.
+  WalkRegs regs{start.pc, start.sp, start.bp, start.bx, bp_known, bx_known, exact_first};
   uint64_t* out = pcs;
   uint64_t* const end = pcs + limit;
-  *out++ = pc;
+  *out++ = regs.pc;
   const bool use_cache = cacheable();
-  Bounds b = bounds_for(ranges, sp);
+  Bounds b = bounds_for(ranges, regs.sp);
   bool bx_dropped = false;
 
-  // Invariant at the top: pc (this frame's) is written; sp, bp, bx are this frame's registers.
+  // Invariant at the top: regs.pc is written; regs are this frame's.
   for (;;) {
     HotRule* cur = nullptr;
     if (use_cache && b.hi) {
-      const uint64_t key = RuleCache::key(pc, exact);
+      const uint64_t key = RuleCache::key(regs.pc, regs.exact);
       HotRule& slot = cache.slot(key);
       if ((slot.key == key && slot.op != HotRule::kEmpty) ||
-          fill_hot(exact ? pc : pc - 1, key, slot))
+          fill_hot(regs.exact ? regs.pc : regs.pc - 1, key, slot))
         cur = &slot;
     }
     if (cur) {
-      FastState st{cur, sp, bp_ok ? bp : 0, out};
+      FastState st{cur, regs.sp, regs.bp_ok ? regs.bp : 0, out};
       FastExit exit = fast_walk(cache, b, st, end, [this](uint64_t l, uint64_t k, HotRule& h) {
         return fill_hot(l, k, h);
       });
       if (st.out != out) { // frames were walked
         out = st.out;
-        pc = out[-1];
-        sp = st.sp;
-        exact = false;
+        regs.pc = out[-1];
+        regs.sp = st.sp;
+        regs.exact = false;
         // rbx is not tracked by the fast walk (no cached rule needs it), so the general step
         // does not know it from here on; should it need it, the walk is redone without it.
-        bx_ok = false;
+        regs.bx_ok = false;
         bx_dropped = true;
       }
-      if (st.bp != bp) { // reloaded by a frame that saved it
-        bp = st.bp;
-        bp_ok = true;
+      if (st.bp != regs.bp) { // reloaded by a frame that saved it
+        regs.bp = st.bp;
+        regs.bp_ok = true;
       }
       if (exit == FastExit::Full || exit == FastExit::End) {
         r = exit == FastExit::Full ? StopReason::DepthLimit : StopReason::EndOfStack;
         break;
       }
-      if (pc == 0) { // no caller: the outermost frame
+      if (regs.pc == 0) { // no caller: the outermost frame
         --out;
         r = StopReason::EndOfStack;
         break;
@@ -458,41 +457,43 @@ size_t Unwinder::walk_direct(const WalkStart& start, const bool bp_known, const 
     }
     // The general step: signal frames, expressions, other backends, frame pointers, rules the
     // fast walk declined, and the precise reason when the walk must stop.
-    RegisterState regs;
-    regs.set(x86_64::RIP, pc);
-    regs.set(x86_64::RSP, sp);
-    if (bp_ok) regs.set(x86_64::RBP, bp);
-    if (bx_ok) regs.set(x86_64::RBX, bx);
-    LocalMemory mem;
-    for (const DirectRange& d : ranges)
-      mem.add(AddressRange{d.begin, d.end}, d.delta);
-    FrameInfo info;
-    r = step_with(regs, mem, exact, info, use_cache ? &cache : nullptr);
+    r = general_step(regs, ranges, use_cache ? &cache : nullptr);
     if (r != StopReason::None) break;
-    pc = regs.get(x86_64::RIP);
-    sp = regs.get(x86_64::RSP);
-    bp_ok = regs.has(x86_64::RBP);
-    bp = regs.get(x86_64::RBP);
-    bx_ok = regs.has(x86_64::RBX);
-    bx = regs.get(x86_64::RBX);
-    exact = info.signal_frame;
     if (out == end) {
       r = StopReason::DepthLimit;
       break;
     }
-    *out++ = pc;
-    b = bounds_for(ranges, sp); // a signal frame may leave an alternate signal stack
+    *out++ = regs.pc;
+    b = bounds_for(ranges, regs.sp); // a signal frame may leave an alternate signal stack
   }
   if (r == StopReason::MissingRegister && bx_dropped) {
-    RegisterState regs;
-    regs.set(x86_64::RIP, start.pc);
-    regs.set(x86_64::RSP, start.sp);
-    if (bp_known) regs.set(x86_64::RBP, start.bp);
-    if (bx_known) regs.set(x86_64::RBX, start.bx);
-    return walk_general(regs, ranges, pcs, limit, why, exact_first);
+    RegisterState all;
+    all.set(x86_64::RIP, start.pc);
+    all.set(x86_64::RSP, start.sp);
+    if (bp_known) all.set(x86_64::RBP, start.bp);
+    if (bx_known) all.set(x86_64::RBX, start.bx);
+    return walk_general(all, ranges, pcs, limit, why, exact_first);
   }
   if (why) *why = r;
   return static_cast<size_t>(out - pcs);
+}
+
+StopReason Unwinder::general_step(WalkRegs& w, std::span<const DirectRange> ranges,
+                                  RuleCache* cache) {
+  RegisterState regs;
+  regs.set(x86_64::RIP, w.pc);
+  regs.set(x86_64::RSP, w.sp);
+  if (w.bp_ok) regs.set(x86_64::RBP, w.bp);
+  if (w.bx_ok) regs.set(x86_64::RBX, w.bx);
+  LocalMemory mem;
+  for (const DirectRange& d : ranges) mem.add(AddressRange{d.begin, d.end}, d.delta);
+  FrameInfo info;
+  StopReason r = step_with(regs, mem, w.exact, info, cache);
+  if (r != StopReason::None) return r;
+  w = WalkRegs{regs.get(x86_64::RIP), regs.get(x86_64::RSP), regs.get(x86_64::RBP),
+               regs.get(x86_64::RBX), regs.has(x86_64::RBP), regs.has(x86_64::RBX),
+               info.signal_frame};
+  return StopReason::None;
 }
 
 size_t Unwinder::walk_general(RegisterState regs, std::span<const DirectRange> ranges,

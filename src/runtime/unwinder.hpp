@@ -107,6 +107,16 @@ private:
   size_t walk_direct(const WalkStart& start, bool bp_known, bool bx_known,
                      std::span<const DirectRange> ranges, uint64_t* pcs, size_t max,
                      StopReason* why, bool exact_first, RuleCache& cache);
+  // A direct walk's registers between frames.
+  struct WalkRegs {
+    uint64_t pc, sp, bp, bx;
+    bool bp_ok, bx_ok;
+    bool exact; // pc is an interrupted instruction, looked up as is
+  };
+  // One step() of a direct walk, out of line: the fast walk's function stays small.
+  __attribute__((noinline)) StopReason general_step(WalkRegs& regs,
+                                                    std::span<const DirectRange> ranges,
+                                                    RuleCache* cache);
   // The same with step() alone (every register tracked).
   size_t walk_general(RegisterState regs, std::span<const DirectRange> ranges, uint64_t* pcs,
                       size_t limit, StopReason* why, bool exact);
