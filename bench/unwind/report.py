@@ -14,7 +14,9 @@ import platform
 import re
 import subprocess
 
-OURS = "ehelf auto"  # the configuration the ratios are taken against
+# The configuration the ratios are taken against: the pcs-only fast walk, the counterpart of
+# libunwind's unw_backtrace and of a profiler's sampling path.
+OURS = "ehelf backtrace_local"
 
 
 def sh(cmd):
@@ -215,8 +217,10 @@ def main():
         "**cold**: a new chain per sample made of comparators never used before (new return "
         "addresses), caches flushed before each unwind where the unwinder has a way (see the notes), "
         "one unwind per sample, median over samples; CPU caches are not flushed. "
-        f"Ratios in parentheses are against **{OURS}** (compiled eh_elf where `$EHELF_CACHE` has "
-        "one, else the compact table, with the rule cache in front).",
+        f"Ratios in parentheses are against **{OURS}** (`Unwinder::backtrace_local` from "
+        "`capture_walk_start()`: the linked rule cache, filled from the compact tables; the other "
+        "ehelf rows are the general `Unwinder::backtrace`, which fills a `FrameInfo` per frame, "
+        "with each backend).",
         "",
         "## ns per frame (wall clock, median)",
         "",
