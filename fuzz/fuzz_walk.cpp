@@ -1,0 +1,91 @@
+// libFuzzer target: the fast walk (Unwinder::backtrace_direct, backtrace_local) over a stack made
+// of the input, with this process's real unwind tables and one rule cache kept across inputs (so
+// links learnt on one input are wrong on the next). Every read must stay inside the input's copy
+// (AddressSanitizer's redzones around it catch any other) and every walk must end.
+//
+// Input: 8 header bytes (start pc choice, sp offset, rbp choice, flags), then the stack. Stack
+// words whose top 16 bits are 0xeeee become real code addresses (a table's range starts, +1 as a
+// return address would be), 0xeeed words become pointers into the stack, so that the fuzzer can
+// build chains the tables accept.
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "runtime/unwinder.hpp"
+
+namespace {
+
+struct World {
+  ehelf::ModuleMap map = ehelf::ModuleMap::for_self();
+  std::vector<uint64_t> pcs; // code addresses with unwind entries
+  ehelf::Unwinder* unwinder = nullptr;
+  ehelf::RuleCache own;
+  World() {
+    ehelf::LoadPolicy policy;
+    policy.compiled = false; // no eh_elf cache in a fuzzer run
+    map.load_all(policy);
+    for (const ehelf::Module& m : map.modules()) {
+      if (!m.data || !m.data->has_table()) continue;
+      const auto& ranges = m.data->table->ranges();
+      for (size_t i = 0; i < ranges.size(); i += 1 + ranges.size() / 4096)
+        if (ranges[i].begin + m.bias >= m.start && ranges[i].begin + m.bias < m.end)
+          pcs.push_back(ranges[i].begin + m.bias);
+    }
+    ehelf::UnwinderOptions o;
+    o.allow_loading = false;
+    o.max_depth = 256;
+    unwinder = new ehelf::Unwinder(map, o);
+  }
+};
+
+World& world() {
+  static World w;
+  return w;
+}
+
+uint64_t u16(const uint8_t* p) { return uint64_t(p[0]) | uint64_t(p[1]) << 8; }
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  World& w = world();
+  if (size < 8 + 16 || w.pcs.empty()) return 0;
+  const uint8_t* header = data;
+  // The stack, in a heap block of exactly its size.
+  std::vector<uint8_t> stack(data + 8, data + size);
+  const size_t words = stack.size() / 8;
+  const uint64_t base = 0x7ffd00000000; // where the stack "was"
+  for (size_t i = 0; i < words; ++i) {
+    uint64_t v;
+    std::memcpy(&v, stack.data() + 8 * i, 8);
+    if ((v >> 48) == 0xeeee) v = w.pcs[(v & 0xffffffff) % w.pcs.size()] + ((v >> 32) & 1);
+    else if ((v >> 48) == 0xeeed) v = base + (v & 0xffffffff) % stack.size();
+    std::memcpy(stack.data() + 8 * i, &v, 8);
+  }
+  const uint8_t flags = header[7];
+  ehelf::RegisterState regs;
+  regs.set(ehelf::x86_64::RIP, w.pcs[u16(header) % w.pcs.size()] + (flags & 1));
+  const uint64_t sp_off = (u16(header + 2) % stack.size()) & ~uint64_t(flags & 2 ? 0 : 7);
+  const uint64_t bp_off = u16(header + 4) % stack.size();
+  uint64_t pcs[256];
+  ehelf::StopReason why;
+  if (flags & 4) { // at the copy's own address: backtrace_local reads it directly
+    const uint64_t lo = reinterpret_cast<uint64_t>(stack.data());
+    ehelf::WalkStart start{regs.get(ehelf::x86_64::RIP), lo + sp_off, lo + bp_off,
+                           uint64_t(header[6])};
+    w.unwinder->backtrace_local(start, ehelf::AddressRange{lo, lo + stack.size()}, pcs,
+                                1 + header[6], &why, (flags & 8) != 0);
+  } else { // at `base`, read through the range's delta, as a perf sample's copy
+    regs.set(ehelf::x86_64::RSP, base + sp_off);
+    if (flags & 16) regs.set(ehelf::x86_64::RBP, base + bp_off);
+    if (flags & 32) regs.set(ehelf::x86_64::RBX, header[6]);
+    ehelf::LocalMemory memory;
+    memory.add(ehelf::AddressRange{base, base + stack.size()},
+               static_cast<int64_t>(reinterpret_cast<uint64_t>(stack.data()) - base));
+    w.unwinder->backtrace_direct(regs, memory, pcs, 256, &why, (flags & 8) != 0,
+                                 (flags & 64) ? &w.own : nullptr);
+  }
+  if (flags == 0xff) w.unwinder->clear_cache();
+  return 0;
+}
