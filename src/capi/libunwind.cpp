@@ -6,7 +6,6 @@
 // without), so programs compiled against libunwind's own headers link with libehelf-unwind too:
 // unw_context_t, unw_cursor_t and the other types have libunwind's layout.
 #include "capi/unwind_impl.hpp"
-#include "runtime/local.hpp"
 
 #define UNW_API extern "C" __attribute__((visibility("default")))
 
@@ -57,12 +56,9 @@ UNW_API int unw_step(unw_cursor_t* cursor) { return capi::step(*cursor_of(cursor
 
 UNW_API int unw_resume(unw_cursor_t*) { return -UNW_EINVAL; }
 
-UNW_API int unw_backtrace(void** buffer, int size) {
-  // The registers of this frame; backtrace_from starts the list at our caller, as libunwind does.
-  // The empty asm keeps the call from being a tail call, so this frame stays as captured.
-  int n = capi::backtrace_from(ehelf::capture_local(), buffer, size);
-  asm volatile("" : "+r"(n));
-  return n;
+// unw_backtrace is in backtrace.S: it passes its caller's registers to this.
+extern "C" int ehelf_capi_backtrace(void** buffer, int size, const ehelf::WalkStart* caller) {
+  return capi::backtrace_from(*caller, buffer, size);
 }
 
 // ---- the current frame ----

@@ -5,17 +5,18 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdio>
+#include <cstdint>
 #include <cstring>
 #include <dirent.h>
 #include <endian.h>
 #include <mutex>
 #include <new>
+#include <pthread.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/uio.h>
 #include <type_traits>
 #include <unistd.h>
-
-#include "runtime/symbolize.hpp"
 
 namespace ehelf::capi {
 
@@ -53,6 +54,15 @@ UnwinderOptions local_options(BackendKind backend) {
   return o;
 }
 
+// unw_backtrace's fast walk: with a rule cache, always the calling thread's own (ThreadRules),
+// and as deep as the caller's buffer, as libunwind's.
+UnwinderOptions fast_options() {
+  UnwinderOptions o = local_options(BackendKind::Auto);
+  o.use_cache = true;
+  o.max_depth = SIZE_MAX;
+  return o;
+}
+
 UnwinderOptions remote_options(unw_caching_policy_t policy) {
   UnwinderOptions o;
   o.backend = BackendKind::Interpreter;
@@ -77,6 +87,78 @@ void load_everything(ModuleMap& map, MemoryReader* memory) {
     if (m.data && m.data->elf) (void)m.data->elf->symbols();
 }
 
+// ---- unw_backtrace's rule caches -----------------------------------------------------------
+
+// A thread's rule cache for unw_backtrace's fast walk. It lives in pages of its own (mmap, which
+// is async-signal-safe: a thread's first unw_backtrace may be in a signal handler, where malloc
+// is not allowed) and is unmapped when the thread exits (g_rules_key's destructor).
+struct ThreadRules {
+  const LocalSpace* space = nullptr; // the space whose modules the rules describe
+  // A walk is using `rules`: a signal handler that interrupted it must not change them under it.
+  volatile sig_atomic_t busy = 0;
+  RuleCache rules;
+};
+
+// One pointer of static TLS: initial-exec, so that reading it never calls __tls_get_addr, which
+// may allocate the first time a thread touches a dlopened library's TLS.
+thread_local ThreadRules* t_rules __attribute__((tls_model("initial-exec"))) = nullptr;
+
+// glibc keeps a thread's values of keys below this (PTHREAD_KEY_2NDLEVEL_SIZE) in the thread
+// descriptor; for higher keys pthread_setspecific callocs a block on a thread's first use.
+constexpr pthread_key_t kKeysStoredInline = 32;
+
+pthread_key_t g_rules_key;
+// The key exists and pthread_setspecific stores it without allocating. Otherwise (a program that
+// made 32 keys before us) a thread's cache outlives the thread.
+bool g_rules_key_usable = false;
+
+void unmap_thread_rules(void* rules) {
+  t_rules = nullptr; // a later unw_backtrace on this thread (another key's destructor) maps anew
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  ::munmap(rules, sizeof(ThreadRules));
+}
+
+// Once, while the first LocalSpace is built (under g_local_mutex, outside signal handlers).
+void create_rules_key() {
+  static bool done = false;
+  if (done) return;
+  done = true;
+  g_rules_key_usable = ::pthread_key_create(&g_rules_key, unmap_thread_rules) == 0 &&
+                       g_rules_key < kKeysStoredInline;
+}
+
+// The calling thread's ThreadRules, mapped on first use; null if mmap failed.
+ThreadRules* thread_rules() {
+  if (t_rules) return t_rules;
+  void* p = ::mmap(nullptr, sizeof(ThreadRules), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  auto* rules = new (p) ThreadRules;
+  if (g_rules_key_usable) ::pthread_setspecific(g_rules_key, rules);
+  t_rules = rules;
+  return rules;
+}
+
+// The calling thread's cache, marked busy and holding rules of `s` only (after a rebuild of the
+// space, the old rules may describe unloaded code); null when there is none or it is busy, i.e.
+// this call interrupted a walk of this thread.
+ThreadRules* claim_rules(const LocalSpace& s) {
+  ThreadRules* rules = thread_rules();
+  if (!rules || rules->busy) return nullptr;
+  rules->busy = 1;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  if (rules->space != &s) {
+    rules->rules.clear();
+    rules->space = &s;
+  }
+  return rules;
+}
+
+void release_rules(ThreadRules& rules) {
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  rules.busy = 0;
+}
+
 std::atomic<LocalSpace*> g_local{nullptr};
 std::mutex g_local_mutex;
 
@@ -99,6 +181,7 @@ LocalSpace* local_space() {
       load_everything(next, nullptr);
       map = std::move(next);
     }
+    create_rules_key();
     auto* fresh = new LocalSpace(std::move(map));
     g_local.store(fresh, std::memory_order_release);
     return fresh; // the old space is deliberately leaked: see unwind_impl.hpp
@@ -319,10 +402,24 @@ void fill_proc_info(const Where& w, const FunctionInfo& fn, unw_proc_info_t* inf
   info->format = UNW_INFO_FORMAT_TABLE;
 }
 
-// Copies the name of the symbol containing w.lookup; `adjust` is added to the offset (1 when
-// the lookup was pc - 1, so the offset is from the pc).
-int name_at(const Where& w, uint64_t adjust, char* buf, size_t size, unw_word_t* offset) {
-  SymbolName s = symbolize(*w.map, *w.module, w.lookup);
+// The Symbolizer for names in `as`. The local one serves the whole process, whatever LocalSpace
+// a cursor walks in (it is keyed by module data, which rebuilt spaces share), and is never freed
+// (a thread may ask for a name while the process exits).
+Symbolizer& symbolizer_of(unw_addr_space& as) {
+  if (as.local) {
+    static Symbolizer* local = new Symbolizer;
+    return *local;
+  }
+  if (!as.names) as.names = std::make_unique<Symbolizer>();
+  return *as.names;
+}
+
+// Copies the name of the symbol containing w.lookup (from a separate debug file too, as
+// `ehelf stack` and eu-stack name it); `adjust` is added to the offset (1 when the lookup was
+// pc - 1, so the offset is from the pc).
+int name_at(unw_addr_space& as, const Where& w, uint64_t adjust, char* buf, size_t size,
+            unw_word_t* offset) {
+  SymbolName s = symbolizer_of(as).name(*w.map, *w.module, w.lookup);
   if (s.name.empty()) return -UNW_ENOINFO;
   if (offset) *offset = s.offset + adjust;
   if (!buf || size == 0) return -UNW_ENOMEM;
@@ -374,13 +471,109 @@ StopReason step_copy(Cursor& c, RegisterState& regs, FrameInfo& info) {
   return step_at(*c.as->unwinder, regs, mem, c.exact, info);
 }
 
+// ---- unw_backtrace ------------------------------------------------------------------------
+
+// The ranges unw_backtrace's walk reads: the thread's stack, and the alternate signal stack when
+// the walk starts on it (a walk starting on the thread's stack never reaches it, and asking
+// costs a system call).
+void backtrace_ranges(uint64_t sp, LocalMemory& mem) {
+  AddressRange stack = current_thread_stack();
+  if (stack.contains(sp, 8)) mem.add(stack);
+  else local_ranges(mem);
+}
+
+bool in_ranges(const LocalMemory& mem, uint64_t sp) {
+  for (const DirectRange& r : mem.ranges())
+    if (sp >= r.begin && sp < r.end) return true;
+  return false;
+}
+
+static_assert(sizeof(void*) == sizeof(uint64_t), "pcs are written to the void* buffer in place");
+
+// The fast walk, with the thread's rule cache, straight into `buffer`. Returns the frame count,
+// or -1 when step_walk should do it: the cache is in use (a signal handler interrupted a walk)
+// or the walk stopped where a step may get further (memory outside the stack ranges, which
+// step_walk reads with process_vm_readv; a return address with no FDE before it).
+// `unknown_end`: the walk ended at a pc in no known module (left out of the list).
+int direct_walk(LocalSpace& s, const RegisterState& regs, const LocalMemory& mem, void** buffer,
+                int size, bool& unknown_end) {
+  ThreadRules* rules = claim_rules(s);
+  if (!rules) return -1;
+  auto* pcs = reinterpret_cast<uint64_t*>(buffer); // the library is built -fno-strict-aliasing
+  StopReason why = StopReason::None;
+  size_t n = 0;
+  try {
+    n = s.fast.backtrace_direct(regs, mem, pcs, static_cast<size_t>(size), &why, false,
+                                &rules->rules);
+  } catch (...) { // only error paths allocate (their messages)
+    why = StopReason::BadRead;
+  }
+  release_rules(*rules);
+  if (why == StopReason::BadRead || why == StopReason::NoTable) return -1;
+  // Every pc but the last was unwound, so is in a known module; the last ends the list when it
+  // is in none, as in step_walk.
+  unknown_end = why == StopReason::NoModule && n > 0 && !known_pc(s.map, pcs[n - 1]);
+  return static_cast<int>(unknown_end ? n - 1 : n);
+}
+
+// The walk step by step (no rule cache), reading memory outside the stack ranges too.
+int step_walk(LocalSpace& s, RegisterState regs, SelfMemory& mem, void** buffer, int size,
+              bool& unknown_end) {
+  FrameInfo info;
+  bool exact = false; // the caller's pc is a return address
+  int n = 0;
+  try {
+    while (n < size) {
+      if (!known_pc(s.map, regs.get(x86_64::RIP))) {
+        unknown_end = true;
+        break;
+      }
+      buffer[n++] = reinterpret_cast<void*>(regs.get(x86_64::RIP));
+      if (step_at(s.general, regs, mem, exact, info) != StopReason::None) break;
+      exact = info.signal_frame;
+    }
+  } catch (...) { // only error paths allocate (their messages)
+  }
+  return n;
+}
+
+// unw_backtrace's list in space `s`: the fast walk where it can, else the step walk.
+int backtrace_in(LocalSpace& s, const WalkStart& caller, void** buffer, int size,
+                 bool& unknown_end) {
+  RegisterState regs;
+  regs.set(x86_64::RIP, caller.pc);
+  regs.set(x86_64::RSP, caller.sp);
+  regs.set(x86_64::RBP, caller.bp);
+  regs.set(x86_64::RBX, caller.bx);
+  SelfMemory mem;
+  backtrace_ranges(caller.sp, mem.stacks);
+  unknown_end = false;
+  if (in_ranges(mem.stacks, caller.sp)) {
+    int n = direct_walk(s, regs, mem.stacks, buffer, size, unknown_end);
+    if (n >= 0) return n;
+  }
+  return step_walk(s, regs, mem, buffer, size, unknown_end);
+}
+
+// Whether modules were loaded or unloaded since `s` was built, asked with every signal blocked:
+// dl_iterate_phdr takes the loader's lock, and a handler of ours interrupting this thread while
+// it takes or releases it would deadlock in its own staleness check.
+bool stale_signals_blocked(const LocalSpace& s) {
+  sigset_t all, old;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &old);
+  bool stale = s.map.stale_for_self();
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  return stale;
+}
+
 } // namespace
 
 constinit unw_addr_space g_local_space_object{.local = true};
 
 LocalSpace::LocalSpace(ModuleMap m)
     : map(std::move(m)), unwinder(map, local_options(BackendKind::Interpreter)),
-      fast(map, local_options(BackendKind::Auto)) {}
+      fast(map, fast_options()), general(map, local_options(BackendKind::Auto)) {}
 
 // ---- walking -------------------------------------------------------------------------------
 
@@ -449,24 +642,19 @@ int step(Cursor& c) {
   return 1;
 }
 
-int backtrace_from(RegisterState regs, void** buffer, int size) {
+// Unlike unw_init_local, no staleness check up front (dl_iterate_phdr takes the loader's lock:
+// a profiler's handler interrupting code that holds it, exception unwinding say, would
+// deadlock); only a list that ends at a pc in no known module, perhaps in a library loaded
+// since, is walked again in a rebuilt space.
+int backtrace_from(const WalkStart& caller, void** buffer, int size) {
   if (!buffer || size <= 0) return 0;
-  LocalSpace* s = local_space();
-  if (!s) return 0;
-  SelfMemory mem;
-  local_ranges(mem.stacks);
-  FrameInfo info;
-  int n = 0;
-  try {
-    // `regs` are unw_backtrace's own: its frame is not reported, libunwind starts at its caller.
-    if (step_at(s->fast, regs, mem, false, info) != StopReason::None) return 0;
-    bool exact = info.signal_frame;
-    while (n < size && known_pc(s->map, regs.get(x86_64::RIP))) {
-      buffer[n++] = reinterpret_cast<void*>(regs.get(x86_64::RIP));
-      if (step_at(s->fast, regs, mem, exact, info) != StopReason::None) break;
-      exact = info.signal_frame;
-    }
-  } catch (...) { // only error paths allocate (their messages)
+  LocalSpace* s = g_local.load(std::memory_order_acquire);
+  if (!s && !(s = local_space())) return 0;
+  bool unknown_end = false;
+  int n = backtrace_in(*s, caller, buffer, size, unknown_end);
+  if (unknown_end && stale_signals_blocked(*s)) {
+    if (LocalSpace* fresh = local_space(); fresh && fresh != s)
+      n = backtrace_in(*fresh, caller, buffer, size, unknown_end);
   }
   return n;
 }
@@ -551,7 +739,7 @@ int get_proc_name(Cursor& c, char* buf, size_t size, unw_word_t* offset) {
                                              c.arg);
       return -UNW_ENOINFO;
     }
-    return name_at(w, c.regs.get(x86_64::RIP) - w.lookup, buf, size, offset);
+    return name_at(*c.as, w, c.regs.get(x86_64::RIP) - w.lookup, buf, size, offset);
   } catch (...) {
     return -UNW_EUNSPEC;
   }
@@ -597,7 +785,7 @@ int proc_name_by_ip(unw_addr_space* as, unw_word_t ip, char* buf, size_t size,
     AccessorMemory mem(as, arg);
     Where w;
     if (!locate_in(*map, ip, as->local ? nullptr : &mem, w)) return -UNW_ENOINFO;
-    return name_at(w, 0, buf, size, offset);
+    return name_at(*as, w, 0, buf, size, offset);
   } catch (...) {
     return -UNW_ENOMEM;
   }

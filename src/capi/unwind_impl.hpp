@@ -3,21 +3,26 @@
 //
 // Local address space (this process). One process-wide LocalSpace: a ModuleMap of every loaded
 // module with all its unwind data loaded (ModuleMap::load_all) and Unwinders that never load
-// and keep no rule cache. It is built by the first unw_init_local / unw_init_local2 /
+// and share no rule cache. It is built by the first unw_init_local / unw_init_local2 /
 // unw_backtrace, and rebuilt by a later one when dl_iterate_phdr's load/unload counters show a
-// dlopen or dlclose (ModuleMap::stale_for_self). Building allocates and takes a mutex, so that
-// first call must not be made from a signal handler. The rule:
+// dlopen or dlclose (ModuleMap::stale_for_self): unw_init_local checks every time, unw_backtrace
+// only when its list ends at a pc in no known module (see backtrace_from). Building allocates
+// and takes a mutex, so that first call must not be made from a signal handler. The rule:
 //
 //   * unw_step, unw_backtrace's walk, unw_get_reg, unw_is_signal_frame and unw_get_proc_info
 //     only read the LocalSpace: no locks, no allocation, safe in signal handlers and from many
-//     threads at once;
+//     threads at once (unw_backtrace writes only to the calling thread's own rule cache, which
+//     its first call in a thread maps with mmap, and the thread's exit unmaps);
 //   * a caller whose pc is in no module the LocalSpace knows (loaded after it was built, JIT
 //     code, or not code at all) ends the walk like the outermost frame: unw_step returns 0;
-//   * the staleness check at init calls dl_iterate_phdr, which takes the loader's lock briefly;
-//     if it finds the map stale, that init rebuilds it, allocating: a program that unwinds from
+//   * the staleness check calls dl_iterate_phdr, which takes the loader's lock briefly; if it
+//     finds the map stale, that call rebuilds it, allocating: a program that unwinds from
 //     signal handlers and loads libraries meanwhile should call
 //     unw_flush_cache(unw_local_addr_space, 0, 0) after dlopen/dlclose, which rebuilds right
 //     away, outside the handlers;
+//   * unw_get_proc_name names as `ehelf stack` and eu-stack do, from a module's separate debug
+//     file too (Symbolizer): its first call for a module may open that file, under a mutex, so
+//     it is not for signal handlers (nor is libunwind's);
 //   * a replaced LocalSpace is never freed: cursors made before the rebuild may still use it
 //     (module data shared with the new map is not duplicated).
 //
@@ -35,6 +40,7 @@
 #include "model/register_state.hpp"
 #include "runtime/memory.hpp"
 #include "runtime/module_map.hpp"
+#include "runtime/symbolize.hpp"
 #include "runtime/unwinder.hpp"
 
 // The object behind unw_addr_space_t.
@@ -47,6 +53,7 @@ struct unw_addr_space {
   std::string maps_text; // /proc/PID/maps when `map` was built
   std::unique_ptr<ehelf::ModuleMap> map;
   std::unique_ptr<ehelf::Unwinder> unwinder;
+  std::unique_ptr<ehelf::Symbolizer> names; // remote: made on first use (see symbolizer_of)
   // Replaced maps and unwinders, kept until the space is destroyed (cursors may point into them).
   std::vector<std::unique_ptr<ehelf::ModuleMap>> old_maps;
   std::vector<std::unique_ptr<ehelf::Unwinder>> old_unwinders;
@@ -58,7 +65,11 @@ struct LocalSpace {
   explicit LocalSpace(ModuleMap m);
   ModuleMap map;
   Unwinder unwinder; // cursors: the interpreter, every register
-  Unwinder fast;     // unw_backtrace: pcs only, the fastest backend
+  // unw_backtrace: pcs only. `fast` walks with the calling thread's own rule cache (its internal
+  // one is never used, so threads share it without locks); `general` steps without any cache
+  // where that walk cannot go (see backtrace_from).
+  Unwinder fast;
+  Unwinder general;
 };
 
 // What unw_cursor_t holds. Trivially copyable: libunwind allows copying cursors with memcpy.
@@ -83,7 +94,8 @@ extern unw_addr_space g_local_space_object;
 int init_local(unw_cursor_t* cursor, const unw_context_t* context, bool exact);
 int init_remote(unw_cursor_t* cursor, unw_addr_space* as, void* arg);
 int step(Cursor& c);
-int backtrace_from(RegisterState regs, void** buffer, int size);
+// unw_backtrace from its caller's registers (backtrace.S).
+int backtrace_from(const WalkStart& caller, void** buffer, int size);
 
 int get_reg(Cursor& c, int reg, unw_word_t* value);
 int set_reg(Cursor& c, int reg, unw_word_t value);

@@ -12,10 +12,8 @@
 #include <cstring>
 #include <cxxabi.h>
 #include <dirent.h>
-#include <elf.h>
 #include <fmt/format.h>
 #include <iterator>
-#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -27,7 +25,6 @@
 #include <vector>
 
 #include "cli/commands.hpp"
-#include "elf/elf_file.hpp"
 #include "runtime/memory.hpp"
 #include "runtime/module_map.hpp"
 #include "runtime/symbolize.hpp"
@@ -196,40 +193,6 @@ std::string demangle(std::string_view name) {
   return status == 0 && d ? std::string(d.get()) : s;
 }
 
-// Names code addresses the way libdwfl does for eu-stack: from the module's .symtab, else from
-// its separate debug file's .symtab (stripped libraries, e.g. libc with libc6-dbg), else from
-// its .dynsym.
-class Namer {
-public:
-  explicit Namer(ModuleMap& map) : map_(map) {}
-
-  SymbolName name(const Module& m, uint64_t pc) {
-    const ModuleData& data = map_.load(m);
-    if (const ElfFile* dbg = debug_file(data)) {
-      if (const Symbol* s = dbg->symbol_for(pc - m.bias))
-        return SymbolName{s->name, pc - m.bias - s->value};
-    }
-    return symbolize(map_, m, pc);
-  }
-
-private:
-  const ElfFile* debug_file(const ModuleData& data) {
-    auto [it, fresh] = debug_.try_emplace(&data);
-    if (fresh && data.elf) {
-      bool has_symtab = false;
-      for (const Section& s : data.elf->sections())
-        if (s.type == SHT_SYMTAB) has_symtab = true;
-      if (!has_symtab)
-        if (std::string path = data.elf->find_debug_file(); !path.empty())
-          if (auto dbg = ElfFile::open(path)) it->second = std::move(*dbg);
-    }
-    return it->second.get();
-  }
-
-  ModuleMap& map_;
-  std::map<const ModuleData*, std::unique_ptr<ElfFile>> debug_; // null: none (or not needed)
-};
-
 struct Options {
   int pid = 0;
   std::string backend = "auto";
@@ -248,8 +211,8 @@ BackendKind parse_backend(const std::string& s) {
 }
 
 // Appends one thread's frames, as eu-stack prints them.
-void print_thread(std::string& out, const Options& opt, Namer& namer, pid_t tid,
-                  const std::vector<FrameInfo>& frames, StopReason why) {
+void print_thread(std::string& out, const Options& opt, ModuleMap& map, Symbolizer& names,
+                  pid_t tid, const std::vector<FrameInfo>& frames, StopReason why) {
   fmt::format_to(std::back_inserter(out), "TID {}:\n", tid);
   size_t n = frames.size();
   for (size_t k = 0; k < n; ++k) {
@@ -260,7 +223,7 @@ void print_thread(std::string& out, const Options& opt, Namer& namer, pid_t tid,
     uint64_t adjusted = activation ? f.pc : f.pc - 1;
     fmt::format_to(std::back_inserter(out), "#{:<2} 0x{:016x}", k, f.pc);
     if (f.module) {
-      SymbolName s = namer.name(*f.module, adjusted);
+      SymbolName s = names.name(map, *f.module, adjusted);
       if (!s.name.empty()) {
         out += ' ';
         out += opt.raw ? std::string(s.name) : demangle(s.name);
@@ -357,9 +320,9 @@ int run_stack(const Options& opt) {
     attachment.detach_all();
     if (g_signal) return 1; // the guard re-raises the signal
     // Symbol names come from the modules' files: no need to keep the threads stopped for them.
-    Namer namer(*map);
+    Symbolizer names;
     for (const Walk& w : walks)
-      print_thread(out, opt, namer, w.tid, w.frames, w.why);
+      print_thread(out, opt, *map, names, w.tid, w.frames, w.why);
   }
   std::fwrite(out.data(), 1, out.size(), stdout);
   std::fflush(stdout);

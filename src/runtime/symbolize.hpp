@@ -2,21 +2,49 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 
+#include "elf/elf_file.hpp"
 #include "runtime/module_map.hpp"
 
 namespace ehelf {
 
 struct SymbolName {
-  std::string_view name; // empty if unknown; points into the module's ELF (lives with the map)
+  std::string_view name; // empty if unknown; points into an ELF file the map or Symbolizer keeps
   uint64_t offset = 0;   // pc - symbol start
 };
 
-// The symbol containing `pc` (an actual address) in module `m`, loading the module's data if it
-// is not loaded yet.
+// The symbol containing `pc` (an actual address) in module `m`, from the module's own symbol
+// table (.symtab, else .dynsym), loading the module's data if it is not loaded yet.
 SymbolName symbolize(ModuleMap& map, const Module& m, uint64_t pc);
+
+// Names code addresses the way libdwfl does for eu-stack: from the module's .symtab, else from
+// its separate debug file's .symtab (a stripped library, e.g. libc with libc6-dbg installed:
+// its static functions are in no .dynsym), else from its .dynsym. Used by `ehelf stack` and the
+// C API's unw_get_proc_name, so that both give the same names.
+//
+// Thread-safe: the debug files, opened on first use per module, are kept under a mutex, and
+// read only once open (names() may be called from several threads at once, as the C API is;
+// loading module data through the map is the caller's concern). Not async-signal-safe.
+class Symbolizer {
+public:
+  SymbolName name(ModuleMap& map, const Module& m, uint64_t pc);
+
+private:
+  // The module's separate debug file, when the module has no .symtab and one is installed.
+  const ElfFile* debug_file(const Module& m, const ModuleData& data);
+
+  struct DebugFile {
+    std::shared_ptr<const ModuleData> module; // keeps the key's object alive (no reuse of it)
+    std::unique_ptr<ElfFile> elf;             // null: none, or not needed
+  };
+  std::mutex mutex_;
+  std::map<const ModuleData*, DebugFile> debug_;
+};
 
 // "name+0x1f", or "" when unknown.
 std::string format_symbol(const SymbolName& s);

@@ -2,7 +2,9 @@
  * loaded after the unwinder was initialised must be unwound through (ehelf re-reads the module
  * list at unw_init_local when dl_iterate_phdr's counters changed). Also tries
  * unw_flush_cache(unw_local_addr_space, 0, 0), libunwind's way to say modules changed.
- * Output: "DLOPEN #N name=SYMBOL" per frame. */
+ * unw_backtrace runs first in each walk, so that after the dlopen it is the first to meet the
+ * library, and must give the cursor walk's frames.
+ * Output: "DLOPEN #N name=SYMBOL" per frame, then "DLOPEN BT same|DIFFERENT". */
 #define _GNU_SOURCE
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
@@ -14,6 +16,8 @@
 static volatile int sink;
 
 __attribute__((noinline)) static void walk(void) {
+  void* bt[64];
+  int bt_count = unw_backtrace(bt, 64);
   unw_context_t context;
   unw_cursor_t cursor;
   unw_getcontext(&context);
@@ -21,13 +25,17 @@ __attribute__((noinline)) static void walk(void) {
     printf("DLOPEN init failed\n");
     return;
   }
-  int i = 0;
+  int i = 0, same = 1;
   do {
     char name[256];
-    unw_word_t off;
+    unw_word_t off, ip = 0;
     if (unw_get_proc_name(&cursor, name, sizeof name, &off) != 0) strcpy(name, "?");
     printf("DLOPEN #%d name=%s\n", i, name);
+    unw_get_reg(&cursor, UNW_REG_IP, &ip);
+    /* Frame 0 is this function at two different calls. */
+    if (i > 0 && (i >= bt_count || bt[i] != (void*)ip)) same = 0;
   } while (unw_step(&cursor) > 0 && ++i < 64);
+  printf("DLOPEN BT %s\n", same && bt_count == i + 1 ? "same" : "DIFFERENT");
   sink++;
 }
 

@@ -10,16 +10,28 @@
  * Addresses are printed relative to their module (the two builds load different libraries, so
  * absolute addresses differ), the program itself is "main", and the unwinding library, whichever
  * it is, is "unwinder". Stack pointers are printed relative to the first frame's.
+ *
+ * Then unw_backtrace runs in several threads at once, while the main thread interrupts them
+ * with signals whose handler calls unw_backtrace too (possibly in the middle of the interrupted
+ * thread's own call): every list must equal the thread's cursor walk from the same place, and
+ * every handler's list must reach the thread's outermost frame. It prints one thread's first
+ * unw_backtrace list,
+ *
+ *   BT threads #N MODULE+OFF
+ *
+ * and "MT ..." lines that say whether the checks held (details go to stderr).
  */
 #define _GNU_SOURCE
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <ucontext.h>
 
 static void describe(unw_word_t addr, char* out, size_t size) {
@@ -201,6 +213,135 @@ static void run_coroutine(void) {
   swapcontext(&g_main_context, &g_coroutine_context);
 }
 
+/* ---- unw_backtrace from several threads at once, and from signal handlers interrupting it ---- */
+
+#define MT_THREADS 4
+#define MT_CALLS 2000 /* unw_backtrace calls per thread, at least */
+#define MT_REPEAT 8   /* per cursor walk */
+#define MT_SIGNALS 20 /* signal-handler walks per thread, at least */
+#define MT_DEPTHS 4   /* recursion depths the threads alternate between */
+#define MT_MAX 64
+
+struct mt_thread {
+  pthread_t thread;
+  void* first[MT_MAX]; /* the first unw_backtrace list, printed */
+  int first_count;
+  void* outermost; /* the outermost frame's pc, which every list ends with */
+  int mismatches;
+  volatile int signal_walks, signal_failures;
+};
+
+static struct mt_thread g_mt[MT_THREADS];
+static __thread struct mt_thread* t_mt;
+static pthread_barrier_t g_mt_barrier;
+
+/* The pcs of the cursor walk from this function's caller on. */
+__attribute__((noinline)) static int cursor_pcs(void** out, int max) {
+  unw_context_t context;
+  unw_cursor_t cursor;
+  unw_getcontext(&context);
+  if (unw_init_local(&cursor, &context) != 0) return 0;
+  int n = 0;
+  while (n < max && unw_step(&cursor) > 0) {
+    unw_word_t ip = 0;
+    unw_get_reg(&cursor, UNW_REG_IP, &ip);
+    out[n++] = (void*)ip;
+  }
+  return n;
+}
+
+static void mt_on_signal(int sig) {
+  (void)sig;
+  struct mt_thread* t = t_mt;
+  if (!t) return;
+  void* pcs[MT_MAX];
+  int n = unw_backtrace(pcs, MT_MAX);
+  t->signal_walks++;
+  if (n < 3 || pcs[n - 1] != t->outermost) t->signal_failures++;
+}
+
+/* Walks the cursor, then compares unw_backtrace's lists with it, from the caller on (the first
+ * pcs differ: they are the two call sites here). Returns the number of unw_backtrace calls. */
+__attribute__((noinline)) static int mt_collect(struct mt_thread* t) {
+  void* want[MT_MAX];
+  int want_count = cursor_pcs(want, MT_MAX);
+  for (int k = 0; k < MT_REPEAT; ++k) {
+    void* pcs[MT_MAX];
+    int n = unw_backtrace(pcs, MT_MAX);
+    if (!t->first_count) {
+      memcpy(t->first, pcs, sizeof pcs);
+      t->first_count = n;
+    }
+    if (n == want_count && n > 1 && memcmp(pcs + 1, want + 1, (n - 1) * sizeof pcs[0]) == 0)
+      continue;
+    if (t->mismatches++ == 0)
+      fprintf(stderr, "MT thread %d: unw_backtrace gave %d frames, the cursor %d\n",
+              (int)(t - g_mt), n, want_count);
+  }
+  return MT_REPEAT;
+}
+
+__attribute__((noinline)) static int mt_recurse(struct mt_thread* t, int left) {
+  int calls = left > 0 ? mt_recurse(t, left - 1) : mt_collect(t);
+  sink++;
+  return calls;
+}
+
+static void* mt_main(void* arg) {
+  struct mt_thread* t = arg;
+  void* pcs[MT_MAX];
+  int n = unw_backtrace(pcs, MT_MAX);
+  t->outermost = n > 0 ? pcs[n - 1] : NULL;
+  t_mt = t;
+  pthread_barrier_wait(&g_mt_barrier);
+  int calls = 0;
+  for (int i = 0; calls < MT_CALLS || (t->signal_walks < MT_SIGNALS && i < 100000); ++i)
+    calls += mt_recurse(t, i % MT_DEPTHS);
+  t_mt = NULL;
+  return NULL;
+}
+
+static void run_threads(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = mt_on_signal;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGUSR2, &sa, NULL);
+  pthread_barrier_init(&g_mt_barrier, NULL, MT_THREADS + 1);
+  for (int i = 0; i < MT_THREADS; ++i) pthread_create(&g_mt[i].thread, NULL, mt_main, &g_mt[i]);
+  pthread_barrier_wait(&g_mt_barrier);
+  /* Interrupts the threads while they run (until each has received a few signals). */
+  for (int round = 0; round < 100000; ++round) {
+    int done = 1;
+    for (int i = 0; i < MT_THREADS; ++i)
+      if (g_mt[i].signal_walks < MT_SIGNALS && pthread_kill(g_mt[i].thread, SIGUSR2) == 0)
+        done = 0;
+    if (done) break;
+    struct timespec pause = {0, 20000};
+    nanosleep(&pause, NULL);
+  }
+  int mismatches = 0, signal_walks = 0, signal_failures = 0;
+  for (int i = 0; i < MT_THREADS; ++i) {
+    pthread_join(g_mt[i].thread, NULL);
+    mismatches += g_mt[i].mismatches;
+    signal_walks += g_mt[i].signal_walks;
+    signal_failures += g_mt[i].signal_failures;
+  }
+  signal(SIGUSR2, SIG_DFL);
+  for (int i = 0; i < g_mt[0].first_count; ++i) {
+    char where[300];
+    describe((unw_word_t)g_mt[0].first[i], where, sizeof where);
+    printf("BT threads #%d %s\n", i, where);
+  }
+  fprintf(stderr, "MT: %d signal walks, %d failed\n", signal_walks, signal_failures);
+  printf("MT %d threads x %d+ unw_backtrace calls: %s\n", MT_THREADS, MT_CALLS,
+         mismatches ? "DIFFERENT from the cursor walks" : "equal to the cursor walks");
+  printf("MT signal handlers' unw_backtrace: %s\n",
+         signal_failures ? "SOME do not reach the outermost frame"
+                         : "all reach the outermost frame");
+}
+
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   level1();
@@ -212,6 +353,7 @@ int main(void) {
   signal_level1();
   run_coroutine();
   regs_outer();
+  run_threads();
   printf("strerror %s\n", unw_strerror(-UNW_ENOINFO));
   return 0;
 }

@@ -3,8 +3,10 @@
  * functions, and the count must not change across full walks (unw_getcontext, unw_init_local,
  * unw_step to the end with unw_get_reg, unw_is_signal_frame and unw_get_proc_info on every frame,
  * then unw_backtrace), in main and in a signal handler, once a first walk has initialised the
- * library, and in another thread once that thread has walked once. Prints "no-alloc: ok" or what
- * allocated; exits non-zero on failure. */
+ * library, and in other threads: one whose first walk was a cursor walk (so its first
+ * unw_backtrace, which sets up the thread's rule cache, is measured), and one whose first call
+ * was unw_backtrace. (A thread's first walk asks for its stack bounds, which allocates.) Prints
+ * "no-alloc: ok" or what allocated; exits non-zero on failure. */
 #define _GNU_SOURCE
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
@@ -57,7 +59,7 @@ int posix_memalign(void** out, size_t a, size_t n) {
 static volatile int sink;
 static int g_frames;
 
-__attribute__((noinline)) static int walk(void) {
+__attribute__((noinline)) static int cursor_walk(void) {
   unw_context_t context;
   unw_cursor_t cursor;
   unw_getcontext(&context);
@@ -73,13 +75,24 @@ __attribute__((noinline)) static int walk(void) {
     unw_get_proc_info(&cursor, &pi);
     ++frames;
   } while (unw_step(&cursor) > 0 && frames < 256);
-  void* pcs[256];
-  int n = unw_backtrace(pcs, 256);
-  return n > 0 ? frames : -1;
+  return frames;
 }
 
-__attribute__((noinline)) static int nested(int depth) {
-  int r = depth > 0 ? nested(depth - 1) : walk();
+enum { CURSOR = 1, BACKTRACE = 2, BOTH = CURSOR | BACKTRACE };
+
+/* Returns the frame count (of the cursor walk if there is one), or -1. */
+__attribute__((noinline)) static int walk(int what) {
+  int frames = 0;
+  if (what & CURSOR) frames = cursor_walk();
+  if (frames < 0 || !(what & BACKTRACE)) return frames;
+  void* pcs[256];
+  int n = unw_backtrace(pcs, 256);
+  if (n <= 0) return -1;
+  return what & CURSOR ? frames : n;
+}
+
+__attribute__((noinline)) static int nested(int depth, int what) {
+  int r = depth > 0 ? nested(depth - 1, what) : walk(what);
   sink++;
   return r;
 }
@@ -88,34 +101,57 @@ static unsigned long g_handler_delta = ~0ul;
 static unsigned long g_thread_delta = ~0ul;
 static int g_thread_frames;
 
-/* Another thread: its first walk asks for the thread's stack bounds (which allocates); the second
- * must not allocate. main only waits in pthread_join meanwhile. */
+/* Another thread: its first walk, with the cursor only, asks for the thread's stack bounds
+ * (which allocates); the second, its first unw_backtrace included, must not allocate. main only
+ * waits in pthread_join meanwhile. */
 static void* thread_main(void* arg) {
   (void)arg;
-  if (nested(1) < 0) return NULL;
+  if (nested(1, CURSOR) < 0) return NULL;
   unsigned long before = g_calls;
-  g_thread_frames = nested(4);
+  g_thread_frames = nested(4, BOTH);
   g_thread_delta = g_calls - before;
   return NULL;
+}
+
+static unsigned long g_bt_first_delta = ~0ul;
+static unsigned long g_bt_delta = ~0ul;
+static int g_bt_frames;
+
+/* A thread whose first call is unw_backtrace: that one may allocate (the stack bounds), the
+ * next ones must not. */
+static void* backtrace_first_main(void* arg) {
+  (void)arg;
+  unsigned long before = g_calls;
+  if (nested(1, BACKTRACE) < 0) return NULL;
+  g_bt_first_delta = g_calls - before;
+  before = g_calls;
+  g_bt_frames = nested(4, BACKTRACE);
+  g_bt_delta = g_calls - before;
+  return NULL;
+}
+
+static int run_thread(void* (*body)(void*)) {
+  pthread_t thread;
+  return pthread_create(&thread, NULL, body, NULL) == 0 && pthread_join(thread, NULL) == 0;
 }
 
 static void on_signal(int sig) {
   (void)sig;
   unsigned long before = g_calls;
-  int frames = nested(3);
+  int frames = nested(3, BOTH);
   g_handler_delta = g_calls - before;
   g_frames = frames;
 }
 
 int main(void) {
   unsigned long before = g_calls;
-  if (nested(2) < 0) { /* the first walk initialises: it may allocate */
+  if (nested(2, BOTH) < 0) { /* the first walk initialises: it may allocate */
     printf("no-alloc: walk failed\n");
     return 1;
   }
   printf("no-alloc: first walk (initialisation): %lu allocator calls\n", g_calls - before);
   before = g_calls;
-  int frames = nested(5);
+  int frames = nested(5, BOTH);
   unsigned long delta = g_calls - before;
   printf("no-alloc: main walk of %d frames: %lu allocator calls\n", frames, delta);
 
@@ -128,16 +164,18 @@ int main(void) {
   printf("no-alloc: signal-handler walk of %d frames: %lu allocator calls\n", g_frames,
          g_handler_delta);
 
-  pthread_t thread;
-  if (pthread_create(&thread, NULL, thread_main, NULL) != 0 || pthread_join(thread, NULL) != 0) {
+  if (!run_thread(thread_main) || !run_thread(backtrace_first_main)) {
     printf("no-alloc: no thread\n");
     return 1;
   }
   printf("no-alloc: second walk of a thread, %d frames: %lu allocator calls\n", g_thread_frames,
          g_thread_delta);
+  printf("no-alloc: a thread's first unw_backtrace (stack bounds): %lu allocator calls\n",
+         g_bt_first_delta);
+  printf("no-alloc: its second, %d frames: %lu allocator calls\n", g_bt_frames, g_bt_delta);
 
   int ok = frames > 5 && delta == 0 && g_frames > 5 && g_handler_delta == 0 &&
-           g_thread_frames > 4 && g_thread_delta == 0;
+           g_thread_frames > 4 && g_thread_delta == 0 && g_bt_frames > 4 && g_bt_delta == 0;
   printf("no-alloc: %s\n", ok ? "ok" : "FAILED");
   return ok ? 0 : 1;
 }
