@@ -8,7 +8,9 @@
 namespace ehelf {
 
 AddressRange current_thread_stack() {
-  thread_local AddressRange cached;
+  // Initial-exec: 16 bytes of static TLS, so that reading it never allocates, also in a
+  // dlopened library (the general-dynamic model may allocate on a thread's first access).
+  __attribute__((tls_model("initial-exec"))) thread_local AddressRange cached;
   if (cached.end) return cached;
   pthread_attr_t attr;
   if (pthread_getattr_np(pthread_self(), &attr) != 0) return {};
