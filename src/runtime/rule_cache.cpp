@@ -32,7 +32,9 @@ HotRule hot_form(const CompactRule& rule) {
     return none;
   }
   if (rule.rbx == CompactRule::AtCfa) {
-    op |= HotRule::kRbxSaved;
+    const int off8 = rule.rbx_offset / 8;
+    if (rule.rbx_offset % 8 != 0 || off8 < -8 || off8 > -1) return none;
+    op |= HotRule::kRbxSaved | uint8_t((-1 - off8) << HotRule::kRbxShift);
   } else if (rule.rbx == CompactRule::Unknown) {
     return none;
   }
@@ -45,7 +47,7 @@ HotRule hot_form(const CompactRule& rule) {
   else
     fast = !(op & HotRule::kRbpSaved) ||
            (h.rbp_offset8 <= -2 && 8 * int(h.rbp_offset8) >= -int(h.cfa_offset));
-  h.op = op | (fast ? HotRule::kFast : 0);
+  h.op = uint8_t(op | (fast ? HotRule::kFast : 0));
   return h;
 }
 

@@ -24,9 +24,13 @@ struct HotRule {
   static constexpr uint8_t kFast = 1;
   static constexpr uint8_t kRbpBased = 2; // CFA = rbp + cfa_offset (else rsp + cfa_offset)
   static constexpr uint8_t kRbpSaved = 4; // caller's rbp at CFA + 8 * rbp_offset8
-  static constexpr uint8_t kRbxSaved = 8; // the caller's rbx was saved (where: the compact rule)
+  static constexpr uint8_t kRbxSaved = 8; // caller's rbx at CFA + 8 * rbx_offset8()
   static constexpr uint8_t kEnd = 16;     // return address undefined: the outermost frame
   static constexpr uint8_t kEmpty = 0;
+  // Bits 5-7: with kRbxSaved, -1 - rbx_offset8 (rbx saved 8 to 64 bytes below the CFA, as the
+  // pushes of a prologue put it; other rules are not cached). Only the general step reads it.
+  static constexpr unsigned kRbxShift = 5;
+  int rbx_offset8() const { return -1 - (op >> kRbxShift); }
 
   uint64_t key = 0;      // RuleCache::key() of the pc (0: empty)
   uint16_t next[2] = {}; // byte offsets in the cache of the entries the caller's pcs took last

@@ -89,7 +89,8 @@ StopReason Unwinder::apply_hot(const HotRule& h, RegisterState& regs, MemoryRead
   rule.rip_offset = -8;
   rule.rbp = (h.op & HotRule::kRbpSaved) ? CompactRule::AtCfa : CompactRule::Same;
   rule.rbp_offset = static_cast<int16_t>(8 * h.rbp_offset8);
-  rule.rbx = CompactRule::Same; // rules that save rbx are not taken from the cache here
+  rule.rbx = (h.op & HotRule::kRbxSaved) ? CompactRule::AtCfa : CompactRule::Same;
+  rule.rbx_offset = static_cast<int16_t>(8 * h.rbx_offset8());
   return apply_compact(rule, regs, mem);
 }
 
@@ -181,7 +182,7 @@ StopReason Unwinder::step_with(RegisterState& regs, MemoryReader& mem, bool exac
   if (cache) {
     const uint64_t key = RuleCache::key(pc, exact_pc);
     slot = &cache->slot(key);
-    if (slot->key == key && slot->op != HotRule::kEmpty && !(slot->op & HotRule::kRbxSaved)) {
+    if (slot->key == key && slot->op != HotRule::kEmpty) {
       info.module = map_.find(lookup);
       info.backend = BackendKind::Table;
       r = apply_hot(*slot, regs, mem);
