@@ -53,14 +53,19 @@ public:
     for (size_t i = 0; i < count_; ++i) {
       const DirectRange& d = ranges_[i];
       if (addr >= d.begin && addr <= d.end && d.end - addr >= size) {
-        std::memcpy(out, reinterpret_cast<const void*>(addr + static_cast<uint64_t>(d.delta)),
-                    size);
+        copy(out, addr + static_cast<uint64_t>(d.delta), size);
         return true;
       }
     }
     return false;
   }
   std::span<const DirectRange> ranges() const { return {ranges_, count_}; }
+
+  // memcpy, with the unwinder's usual 8-byte read inlined rather than a call.
+  static void copy(void* out, uint64_t from, size_t size) {
+    if (size == 8) std::memcpy(out, reinterpret_cast<const void*>(from), 8);
+    else std::memcpy(out, reinterpret_cast<const void*>(from), size);
+  }
 
 private:
   DirectRange ranges_[kMaxRanges]; // left uninitialised beyond count_: built per walk, cheaply
@@ -74,7 +79,7 @@ public:
   bool read(uint64_t addr, void* out, size_t size) override {
     if (addr < base_ || addr - base_ > bytes_.size() || bytes_.size() - (addr - base_) < size)
       return false;
-    std::memcpy(out, bytes_.data() + (addr - base_), size);
+    LocalMemory::copy(out, reinterpret_cast<uint64_t>(bytes_.data()) + (addr - base_), size);
     return true;
   }
 
