@@ -94,35 +94,19 @@ CompactTable::CompactTable(const UnwindTable& table) {
     }
     prev_end = r.end;
   }
-  uint64_t pages = ((end_ - base_) >> kBlockShift) + 2;
+  while (block_shift_ > 5 && starts_.size() > 2 * (((end_ - base_) >> block_shift_) + 1))
+    --block_shift_;
+  uint64_t pages = ((end_ - base_) >> block_shift_) + 2;
   page_first_.reserve(pages);
   size_t ri = 0;
   for (uint64_t p = 0; p < pages; ++p) {
-    uint64_t at = p << kBlockShift;
+    uint64_t at = p << block_shift_;
     while (ri < starts_.size() && starts_[ri] < at) ++ri;
     page_first_.push_back(static_cast<uint32_t>(ri));
   }
   starts_.shrink_to_fit();
   rule_of_.shrink_to_fit();
   rules_.shrink_to_fit();
-}
-
-uint32_t CompactTable::rule_index(uint64_t svma) const {
-  if (svma - base_ >= end_ - base_) return 0; // outside [base_, end_), or an empty table
-  const uint32_t off = static_cast<uint32_t>(svma - base_);
-  const uint32_t block = off >> kBlockShift;
-  // Ranges [first, last) start inside the block; the one before `first` covers its first bytes.
-  const uint32_t first = page_first_[block], last = page_first_[block + 1];
-  // The last range starting at or below off: a branchless binary search over [first - 1, last)
-  // (first - 1 starts before the block, so it qualifies whenever no range of the block does).
-  const uint32_t* starts = starts_.data();
-  uint32_t lo = first ? first - 1 : 0, n = last - lo;
-  while (n > 1) {
-    uint32_t half = n / 2;
-    lo = starts[lo + half] <= off ? lo + half : lo;
-    n -= half;
-  }
-  return rule_of_[lo];
 }
 
 } // namespace ehelf

@@ -55,10 +55,12 @@ private:
   uint64_t base_ = 0;
   uint64_t end_ = 0;
   std::vector<uint32_t> starts_;  // relative to base_
-  // For each block of [base_, end_] (kBlockShift: 256 bytes, as ORC's lookup table), the number
-  // of ranges starting before it: a lookup searches only the ranges that start inside the pc's
-  // block, a handful, so that a rule-cache miss stays cheap (4 bytes per 256 bytes of code).
-  static constexpr unsigned kBlockShift = 8;
+  // For each block of [base_, end_], the number of ranges starting before it: a lookup searches
+  // only the ranges that start inside the pc's block (ORC's lookup table). Blocks are 256 bytes
+  // (ORC's size), halved down to 32 while there are more than two ranges per block on average,
+  // so that densely packed code (many tiny functions) keeps a rule-cache miss cheap; the index
+  // then costs at most as much memory as the range starts.
+  unsigned block_shift_ = 8;
   std::vector<uint32_t> page_first_;
   std::vector<uint16_t> rule_of_; // index into rules_
   std::vector<CompactRule> rules_;
@@ -66,5 +68,24 @@ private:
 
 // The compact form of one row, or a rule of kind Interpret.
 CompactRule compact_rule(RowView row, const FunctionInfo& fn);
+
+// Inline: the rule cache's fill calls it for every miss.
+inline uint32_t CompactTable::rule_index(uint64_t svma) const {
+  if (svma - base_ >= end_ - base_) return 0; // outside [base_, end_), or an empty table
+  const uint32_t off = static_cast<uint32_t>(svma - base_);
+  const uint32_t block = off >> block_shift_;
+  // Ranges [first, last) start inside the block; the one before `first` covers its first bytes.
+  const uint32_t first = page_first_[block], last = page_first_[block + 1];
+  // The last range starting at or below off: a branchless binary search over [first - 1, last)
+  // (first - 1 starts before the block, so it qualifies whenever no range of the block does).
+  const uint32_t* starts = starts_.data();
+  uint32_t lo = first ? first - 1 : 0, n = last - lo;
+  while (n > 1) {
+    uint32_t half = n / 2;
+    lo = starts[lo + half] <= off ? lo + half : lo;
+    n -= half;
+  }
+  return rule_of_[lo];
+}
 
 } // namespace ehelf

@@ -147,35 +147,6 @@ void ModuleMap::finish() {
     spans_.emplace_back(m.start, m.end);
 }
 
-const Module* ModuleMap::find(uint64_t pc) const {
-  size_t hit = last_hit_.value.load(std::memory_order_relaxed);
-  if (const size_t count = spans_.size()) { // == modules_.size(): see add()
-    const std::pair<uint64_t, uint64_t>* spans = spans_.data();
-    if (hit < count && pc - spans[hit].first < spans[hit].second - spans[hit].first)
-      return &modules_[hit];
-    size_t lo = 0, n = count; // the last span starting at or below pc
-    while (n > 1) {
-      size_t half = n / 2;
-      if (spans[lo + half].first <= pc) lo += half;
-      n -= half;
-    }
-    if (pc - spans[lo].first >= spans[lo].second - spans[lo].first) return nullptr;
-    last_hit_.value.store(lo, std::memory_order_relaxed);
-    return &modules_[lo];
-  }
-  const size_t count = modules_.size();
-  if (count == 0) return nullptr;
-  const Module& last = modules_[hit < count ? hit : 0];
-  if (pc >= last.start && pc < last.end) return &last;
-  auto it = std::upper_bound(modules_.begin(), modules_.end(), pc,
-                             [](uint64_t p, const Module& m) { return p < m.start; });
-  if (it == modules_.begin()) return nullptr;
-  --it;
-  if (pc >= it->end) return nullptr;
-  last_hit_.value.store(static_cast<size_t>(it - modules_.begin()), std::memory_order_relaxed);
-  return &*it;
-}
-
 const ModuleData& ModuleMap::load(const Module& cm, const LoadPolicy& policy, MemoryReader* memory) {
   Module& m = const_cast<Module&>(cm);
   if (m.data) return *m.data;

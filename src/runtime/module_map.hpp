@@ -6,6 +6,7 @@
 // a signal-safe user calls before unwinding.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <optional>
@@ -88,8 +89,8 @@ private:
   // [start, end) of each module, in order, for find()'s search (built by finish(), dropped by
   // add(): find() searches modules_ meanwhile).
   std::vector<std::pair<uint64_t, uint64_t>> spans_;
-  // The module of the last find(): consecutive frames are mostly in one module. Relaxed atomic:
-  // a map shared by threads that unwind at once (the C API's) may race on it harmlessly.
+  // The modules of the last two find()s: consecutive frames are mostly in one or two. Relaxed
+  // atomics: a map shared by threads that unwind at once (the C API's) may race on it harmlessly.
   struct RelaxedIndex {
     std::atomic<size_t> value{0};
     RelaxedIndex() = default;
@@ -99,8 +100,46 @@ private:
       return *this;
     }
   };
-  mutable RelaxedIndex last_hit_;
+  mutable RelaxedIndex last_hit_, previous_hit_;
   uint64_t adds_ = 0, subs_ = 0;
 };
+
+// Inline: the rule cache's fill calls it for every miss.
+inline const Module* ModuleMap::find(uint64_t pc) const {
+  size_t hit = last_hit_.value.load(std::memory_order_relaxed);
+  if (const size_t count = spans_.size()) { // == modules_.size(): see add()
+    const std::pair<uint64_t, uint64_t>* spans = spans_.data();
+    if (hit < count && pc - spans[hit].first < spans[hit].second - spans[hit].first)
+      return &modules_[hit];
+    // The module before that: walks alternate between two (a program and libc, say).
+    size_t before = previous_hit_.value.load(std::memory_order_relaxed);
+    if (before < count && pc - spans[before].first < spans[before].second - spans[before].first) {
+      previous_hit_.value.store(hit, std::memory_order_relaxed);
+      last_hit_.value.store(before, std::memory_order_relaxed);
+      return &modules_[before];
+    }
+    size_t lo = 0, n = count; // the last span starting at or below pc
+    while (n > 1) {
+      size_t half = n / 2;
+      if (spans[lo + half].first <= pc) lo += half;
+      n -= half;
+    }
+    if (pc - spans[lo].first >= spans[lo].second - spans[lo].first) return nullptr;
+    previous_hit_.value.store(hit, std::memory_order_relaxed);
+    last_hit_.value.store(lo, std::memory_order_relaxed);
+    return &modules_[lo];
+  }
+  const size_t count = modules_.size();
+  if (count == 0) return nullptr;
+  const Module& last = modules_[hit < count ? hit : 0];
+  if (pc >= last.start && pc < last.end) return &last;
+  auto it = std::upper_bound(modules_.begin(), modules_.end(), pc,
+                             [](uint64_t p, const Module& m) { return p < m.start; });
+  if (it == modules_.begin()) return nullptr;
+  --it;
+  if (pc >= it->end) return nullptr;
+  last_hit_.value.store(static_cast<size_t>(it - modules_.begin()), std::memory_order_relaxed);
+  return &*it;
+}
 
 } // namespace ehelf

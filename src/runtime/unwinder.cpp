@@ -57,7 +57,8 @@ StopReason Unwinder::apply_compact(const CompactRule& rule, RegisterState& regs,
   return StopReason::None;
 }
 
-bool Unwinder::fill_from(const ModuleData& data, uint64_t svma, uint64_t key, HotRule& slot) {
+inline __attribute__((always_inline)) bool
+Unwinder::fill_from(const ModuleData& data, uint64_t svma, uint64_t key, HotRule& slot) {
   if (data.hot.empty()) return false;
   HotRule h = data.hot[data.compact.rule_index(svma)];
   if (h.op == HotRule::kEmpty) return false;
@@ -70,11 +71,13 @@ __attribute__((noinline)) bool Unwinder::fill_hot(uint64_t lookup, uint64_t key,
   const Module* mod = map_.find(lookup);
   if (!mod) return false;
   const ModuleData* data = mod->data.get();
-  if (!data) {
-    if (!options_.allow_loading) return false;
-    data = &map_.load(*mod, options_.policy);
-  }
+  if (!data && !(data = load_on_first_use(*mod))) return false;
   return fill_from(*data, lookup - mod->bias, key, slot);
+}
+
+__attribute__((noinline, cold)) const ModuleData* Unwinder::load_on_first_use(const Module& mod) {
+  if (!options_.allow_loading) return nullptr;
+  return &map_.load(mod, options_.policy);
 }
 
 StopReason Unwinder::apply_hot(const HotRule& h, RegisterState& regs, MemoryReader& mem) {

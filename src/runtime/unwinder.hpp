@@ -100,6 +100,7 @@ private:
   // Fills `slot` with the hot form of the rule for `lookup` (module found, loaded if allowed);
   // false if it has none.
   bool fill_hot(uint64_t lookup, uint64_t key, HotRule& slot);
+  const ModuleData* load_on_first_use(const Module& mod); // null unless allow_loading
   static bool fill_from(const ModuleData& data, uint64_t svma, uint64_t key, HotRule& slot);
   StopReason apply_hot(const HotRule& rule, RegisterState& regs, MemoryReader& mem);
   // The walk behind backtrace_direct and backtrace_local: `bp_known`/`bx_known` say whether rbp and
