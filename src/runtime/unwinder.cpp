@@ -398,6 +398,35 @@ size_t Unwinder::backtrace_local(const RegisterState& start, AddressRange stack,
 
 size_t Unwinder::backtrace_local(const WalkStart& start, AddressRange stack, uint64_t* pcs,
                                  size_t max, StopReason* why, bool exact_first) {
+  // A profiler's usual walk (every rule cached or cacheable, to the outermost frame or the
+  // limit) in a function with little to set up; anything else is walked again by walk_direct.
+  const size_t limit = std::min(max, options_.max_depth);
+  if (limit > 1 && cacheable() && start.sp - stack.begin < stack.end - stack.begin &&
+      stack.end - stack.begin >= 16) {
+    pcs[0] = start.pc;
+    const uint64_t key = RuleCache::key(start.pc, exact_first);
+    HotRule& slot = cache_.slot(key);
+    if ((slot.key == key && slot.op != HotRule::kEmpty) ||
+        fill_hot(exact_first ? start.pc : start.pc - 1, key, slot)) {
+      FastState st{&slot, start.sp, start.bp, pcs + 1};
+      FastExit exit =
+          fast_walk(cache_, Bounds{stack.begin, stack.end, 0}, st, pcs + limit,
+                    [this](uint64_t l, uint64_t k, HotRule& h) { return fill_hot(l, k, h); });
+      StopReason r = StopReason::None;
+      if (st.out != pcs + 1 && st.out[-1] == 0) { // no caller: the outermost frame
+        --st.out;
+        r = StopReason::EndOfStack;
+      } else if (exit == FastExit::Full) {
+        r = StopReason::DepthLimit;
+      } else if (exit == FastExit::End) {
+        r = StopReason::EndOfStack;
+      }
+      if (r != StopReason::None) {
+        if (why) *why = r;
+        return static_cast<size_t>(st.out - pcs);
+      }
+    }
+  }
   const DirectRange range{stack.begin, stack.end, 0};
   return walk_direct(start, true, true, {&range, 1}, pcs, max, why, exact_first, cache_);
 }
