@@ -321,7 +321,7 @@ FastExit fast_walk(RuleCache& cache, const Bounds& b, FastState& st, uint64_t* e
   FastExit why;
   for (;;) {
     const uint8_t op = cur->op;
-    if (!(op & HotRule::kFast)) {
+    if (!(op & HotRule::kFast)) [[unlikely]] {
       why = (op & HotRule::kEnd) ? FastExit::End : FastExit::Declined;
       break;
     }
@@ -330,7 +330,7 @@ FastExit fast_walk(RuleCache& cache, const Bounds& b, FastState& st, uint64_t* e
       // cfa_offset >= 8 (hot_form): the return address is at or above rsp >= lo, and a saved
       // rbp is inside the frame, so the CFA's upper bound is the only one to check.
       cfa = sp + static_cast<uint64_t>(int64_t(cur->cfa_offset));
-      if (cfa > b.hi) {
+      if (cfa > b.hi) [[unlikely]] {
         why = FastExit::Declined;
         break;
       }
@@ -338,7 +338,7 @@ FastExit fast_walk(RuleCache& cache, const Bounds& b, FastState& st, uint64_t* e
       // CFA in [lo + 16, hi] bounds the return address and the rbp saved at CFA - 16; a CFA
       // from rbp must also grow (no loops).
       cfa = bp + static_cast<uint64_t>(int64_t(cur->cfa_offset));
-      if (cfa - lo16 > span || cfa <= sp) {
+      if (cfa - lo16 > span || cfa <= sp) [[unlikely]] {
         why = FastExit::Declined;
         break;
       }
@@ -348,7 +348,7 @@ FastExit fast_walk(RuleCache& cache, const Bounds& b, FastState& st, uint64_t* e
                   8);
     uint64_t ret;
     std::memcpy(&ret, reinterpret_cast<const void*>(cfa - 8 + delta), 8);
-    if (out == end) {
+    if (out == end) [[unlikely]] {
       why = FastExit::Full;
       break;
     }
@@ -357,7 +357,7 @@ FastExit fast_walk(RuleCache& cache, const Bounds& b, FastState& st, uint64_t* e
     // The next rule: by a link, else by the pc's slot (then linked, the older link dropped).
     // An empty entry can match only ret == 0, which the fast path declines (op == 0).
     HotRule* next = &cache.at(cur->next[0]);
-    if (next->key != ret) {
+    if (next->key != ret) [[unlikely]] {
       next = &cache.at(cur->next[1]);
       if (next->key != ret) {
         next = &cache.slot(ret);
