@@ -1,4 +1,4 @@
-// RuleCache: a direct-mapped cache of unwind rules keyed by lookup pc, in the 16-byte shape the
+// RuleCache: a set-associative cache of unwind rules keyed by pc, in the 16-byte shape the
 // local walk (Unwinder::backtrace_direct) executes without touching the module tables.
 //
 // Besides the rule, each entry remembers which entries its callers' pcs used the last two times
@@ -47,21 +47,38 @@ HotRule hot_form(const CompactRule& rule);
 
 class RuleCache {
 public:
-  static constexpr unsigned kBits = 9;
-  static constexpr size_t kSize = size_t(1) << kBits;
+  // 2-way set associative, 512 sets: the hot pcs of a profile (dozens) rarely need three slots of
+  // one set, where a direct-mapped cache of this size would thrash on the first two that collide.
+  static constexpr unsigned kSetBits = 9;
+  static constexpr size_t kWays = 2;
+  static constexpr size_t kSize = kWays << kSetBits;
 
   RuleCache() { clear(); }
   void clear() { std::memset(static_cast<void*>(entries_), 0, sizeof entries_); }
 
   // Entries are keyed by the frame's pc as the walk has it: a return address as is (its rule is
   // that of the call, at pc - 1), an interrupted instruction's pc with the top bit set (its own
-  // rule; user-space addresses never have that bit).
+  // rule; user-space addresses never have that bit). 0: empty.
   static uint64_t key(uint64_t pc, bool exact) { return exact ? pc | (uint64_t(1) << 63) : pc; }
   // A multiplicative hash into a power of two (Valgrind takes pc % 509; this avoids a division).
-  static size_t index(uint64_t key) {
-    return static_cast<size_t>((key * 0x9e3779b97f4a7c15ULL) >> (64 - kBits));
+  static size_t set_of(uint64_t key) {
+    return static_cast<size_t>((key * 0x9e3779b97f4a7c15ULL) >> (64 - kSetBits));
   }
-  HotRule& slot(uint64_t key) { return entries_[index(key)]; }
+  // The entry holding `key`, or null (an empty entry matches key 0: check op).
+  HotRule* find(uint64_t key) {
+    HotRule* set = &entries_[kWays * set_of(key)];
+    if (set[0].key == key) return &set[0];
+    if (set[1].key == key) return &set[1];
+    return nullptr;
+  }
+  // Puts `rule` first in its set, the set's previous first entry second (the older second one
+  // goes): each set keeps its two most recently filled rules.
+  HotRule& install(const HotRule& rule) {
+    HotRule* set = &entries_[kWays * set_of(rule.key)];
+    set[1] = set[0];
+    set[0] = rule;
+    return set[0];
+  }
   // Entries addressed by byte offset, as `next` links are.
   HotRule& at(uint16_t offset) {
     return *reinterpret_cast<HotRule*>(reinterpret_cast<char*>(entries_) + offset);

@@ -67,6 +67,11 @@ Unwinder::fill_from(const ModuleData& data, uint64_t svma, uint64_t key, HotRule
   return true;
 }
 
+void Unwinder::fill_into(RuleCache& cache, const ModuleData& data, uint64_t svma, uint64_t key) {
+  HotRule h;
+  if (fill_from(data, svma, key, h)) cache.install(h);
+}
+
 __attribute__((noinline)) bool Unwinder::fill_hot(uint64_t lookup, uint64_t key, HotRule& slot) {
   const Module* mod = map_.find(lookup);
   if (!mod) return false;
@@ -184,8 +189,8 @@ StopReason Unwinder::step_with(RegisterState& regs, MemoryReader& mem, bool exac
   HotRule* slot = nullptr;
   if (cache) {
     const uint64_t key = RuleCache::key(pc, exact_pc);
-    slot = &cache->slot(key);
-    if (slot->key == key && slot->op != HotRule::kEmpty) {
+    slot = cache->find(key);
+    if (slot && slot->op != HotRule::kEmpty) {
       info.module = map_.find(lookup);
       info.backend = BackendKind::Table;
       r = apply_hot(*slot, regs, mem);
@@ -221,8 +226,8 @@ StopReason Unwinder::step_with(RegisterState& regs, MemoryReader& mem, bool exac
       }
       // The cache sits in front of every backend: later visits of this pc take the compact
       // rule (same table, same answer) without calling into the eh_elf.
-      if (slot && r == StopReason::None)
-        fill_from(*data, svma, RuleCache::key(pc, exact_pc), *slot);
+      if (cache && r == StopReason::None)
+        fill_into(*cache, *data, svma, RuleCache::key(pc, exact_pc));
     } else if (b == BackendKind::Table) {
       const CompactRule& rule = data->compact.lookup(svma);
       if (rule.kind == CompactRule::NoEntry) {
@@ -237,7 +242,7 @@ StopReason Unwinder::step_with(RegisterState& regs, MemoryReader& mem, bool exac
         info.backend = BackendKind::Interpreter;
         r = interpret(*data, svma, regs, mem, signal_frame);
       } else {
-        if (slot) fill_from(*data, svma, RuleCache::key(pc, exact_pc), *slot);
+        if (cache) fill_into(*cache, *data, svma, RuleCache::key(pc, exact_pc));
         signal_frame = rule.signal_frame;
         r = apply_compact(rule, regs, mem);
       }
@@ -360,10 +365,14 @@ FastExit fast_walk(RuleCache& cache, const Bounds& b, FastState& st, uint64_t* e
     if (next->key != ret) [[unlikely]] {
       next = &cache.at(cur->next[1]);
       if (next->key != ret) {
-        next = &cache.slot(ret);
-        if (next->key != ret && !fill(ret - 1, ret, *next)) {
-          why = FastExit::Miss;
-          break;
+        next = cache.find(ret);
+        if (!next) {
+          HotRule filled;
+          if (!fill(ret - 1, ret, filled)) {
+            why = FastExit::Miss;
+            break;
+          }
+          next = &cache.install(filled);
         }
         cur->next[1] = cur->next[0];
         cur->next[0] = cache.offset_of(*next);
@@ -405,10 +414,12 @@ size_t Unwinder::backtrace_local(const WalkStart& start, AddressRange stack, uin
       stack.end - stack.begin >= 16) {
     pcs[0] = start.pc;
     const uint64_t key = RuleCache::key(start.pc, exact_first);
-    HotRule& slot = cache_.slot(key);
-    if ((slot.key == key && slot.op != HotRule::kEmpty) ||
-        fill_hot(exact_first ? start.pc : start.pc - 1, key, slot)) {
-      FastState st{&slot, start.sp, start.bp, pcs + 1};
+    HotRule* first = cache_.find(key);
+    HotRule filled;
+    if (!first && fill_hot(exact_first ? start.pc : start.pc - 1, key, filled))
+      first = &cache_.install(filled);
+    if (first && first->op != HotRule::kEmpty) {
+      FastState st{first, start.sp, start.bp, pcs + 1};
       FastExit exit =
           fast_walk(cache_, Bounds{stack.begin, stack.end, 0}, st, pcs + limit,
                     [this](uint64_t l, uint64_t k, HotRule& h) { return fill_hot(l, k, h); });
@@ -454,10 +465,11 @@ size_t Unwinder::walk_direct(const WalkStart& start, const bool bp_known, const 
     HotRule* cur = nullptr;
     if (use_cache && b.hi) {
       const uint64_t key = RuleCache::key(regs.pc, regs.exact);
-      HotRule& slot = cache.slot(key);
-      if ((slot.key == key && slot.op != HotRule::kEmpty) ||
-          fill_hot(regs.exact ? regs.pc : regs.pc - 1, key, slot))
-        cur = &slot;
+      cur = cache.find(key);
+      HotRule filled;
+      if (!cur && fill_hot(regs.exact ? regs.pc : regs.pc - 1, key, filled))
+        cur = &cache.install(filled);
+      if (cur && cur->op == HotRule::kEmpty) cur = nullptr;
     }
     if (cur) {
       FastState st{cur, regs.sp, regs.bp_ok ? regs.bp : 0, out};

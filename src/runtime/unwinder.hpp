@@ -102,6 +102,7 @@ private:
   bool fill_hot(uint64_t lookup, uint64_t key, HotRule& slot);
   const ModuleData* load_on_first_use(const Module& mod); // null unless allow_loading
   static bool fill_from(const ModuleData& data, uint64_t svma, uint64_t key, HotRule& slot);
+  static void fill_into(RuleCache& cache, const ModuleData& data, uint64_t svma, uint64_t key);
   StopReason apply_hot(const HotRule& rule, RegisterState& regs, MemoryReader& mem);
   // The walk behind backtrace_direct and backtrace_local: `bp_known`/`bx_known` say whether rbp and
   // rbx are known.
