@@ -424,13 +424,13 @@ size_t Unwinder::backtrace_local(const WalkStart& start, AddressRange stack, uin
           fast_walk(cache_, Bounds{stack.begin, stack.end, 0}, st, pcs + limit,
                     [this](uint64_t l, uint64_t k, HotRule& h) { return fill_hot(l, k, h); });
       StopReason r = StopReason::None;
-      if (st.out != pcs + 1 && st.out[-1] == 0) { // no caller: the outermost frame
+      if (exit == FastExit::End) { // the usual end: the outermost frame's rule says so
+        r = StopReason::EndOfStack;
+      } else if (st.out != pcs + 1 && st.out[-1] == 0) { // no caller: the outermost frame
         --st.out;
         r = StopReason::EndOfStack;
       } else if (exit == FastExit::Full) {
         r = StopReason::DepthLimit;
-      } else if (exit == FastExit::End) {
-        r = StopReason::EndOfStack;
       }
       if (r != StopReason::None) {
         if (why) *why = r;

@@ -1,5 +1,5 @@
 // Unwinder: steps from one frame's registers to its caller's, choosing per module among the
-// compiled eh_elf, the compact table and the interpreter, with a direct-mapped rule cache in
+// compiled eh_elf, the compact table and the interpreter, with a set-associative rule cache in
 // front and the hardening a profiler needs (bounded reads, growing CFA, depth cap).
 //
 // Threads: walks write the rule cache, so an Unwinder serves one thread at a time, except
