@@ -79,6 +79,14 @@ public:
     set[0] = rule;
     return set[0];
   }
+  // Makes room for `key` first in its set (the first entry moves second, the older second one
+  // goes) and returns the room, keyed but otherwise empty, to be filled in place.
+  HotRule& make_room(uint64_t key) {
+    HotRule* set = &entries_[kWays * set_of(key)];
+    set[1] = set[0];
+    set[0] = HotRule{};
+    return set[0];
+  }
   // Entries addressed by byte offset, as `next` links are.
   HotRule& at(uint16_t offset) {
     return *reinterpret_cast<HotRule*>(reinterpret_cast<char*>(entries_) + offset);

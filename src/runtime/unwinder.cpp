@@ -59,8 +59,9 @@ StopReason Unwinder::apply_compact(const CompactRule& rule, RegisterState& regs,
 
 inline __attribute__((always_inline)) bool
 Unwinder::fill_from(const ModuleData& data, uint64_t svma, uint64_t key, HotRule& slot) {
-  if (data.hot.empty()) return false;
-  HotRule h = data.hot[data.compact.rule_index(svma)];
+  const HotRule* hot = data.hot.data(); // null: no compact table
+  if (!hot) return false;
+  HotRule h = hot[data.compact.rule_index(svma)];
   if (h.op == HotRule::kEmpty) return false;
   h.key = key;
   slot = h;
@@ -76,13 +77,16 @@ __attribute__((noinline)) bool Unwinder::fill_hot(uint64_t lookup, uint64_t key,
   const Module* mod = map_.find(lookup);
   if (!mod) return false;
   const ModuleData* data = mod->data.get();
-  if (!data && !(data = load_on_first_use(*mod))) return false;
+  // Loading is rare (first use): a tail call, so this common path saves no registers.
+  if (!data) [[unlikely]]
+    return fill_hot_loading(*mod, lookup, key, slot);
   return fill_from(*data, lookup - mod->bias, key, slot);
 }
 
-__attribute__((noinline, cold)) const ModuleData* Unwinder::load_on_first_use(const Module& mod) {
-  if (!options_.allow_loading) return nullptr;
-  return &map_.load(mod, options_.policy);
+__attribute__((noinline, cold)) bool Unwinder::fill_hot_loading(const Module& mod, uint64_t lookup,
+                                                                uint64_t key, HotRule& slot) {
+  if (!options_.allow_loading) return false;
+  return fill_from(map_.load(mod, options_.policy), lookup - mod.bias, key, slot);
 }
 
 StopReason Unwinder::apply_hot(const HotRule& h, RegisterState& regs, MemoryReader& mem) {
@@ -367,12 +371,11 @@ FastExit fast_walk(RuleCache& cache, const Bounds& b, FastState& st, uint64_t* e
       if (next->key != ret) {
         next = cache.find(ret);
         if (!next) {
-          HotRule filled;
-          if (!fill(ret - 1, ret, filled)) {
+          next = &cache.make_room(ret);
+          if (!fill(ret - 1, ret, *next)) {
             why = FastExit::Miss;
             break;
           }
-          next = &cache.install(filled);
         }
         cur->next[1] = cur->next[0];
         cur->next[0] = cache.offset_of(*next);

@@ -100,7 +100,8 @@ private:
   // Fills `slot` with the hot form of the rule for `lookup` (module found, loaded if allowed);
   // false if it has none.
   bool fill_hot(uint64_t lookup, uint64_t key, HotRule& slot);
-  const ModuleData* load_on_first_use(const Module& mod); // null unless allow_loading
+  // fill_hot for a module whose data is not loaded yet (loads it if allow_loading).
+  bool fill_hot_loading(const Module& mod, uint64_t lookup, uint64_t key, HotRule& slot);
   static bool fill_from(const ModuleData& data, uint64_t svma, uint64_t key, HotRule& slot);
   static void fill_into(RuleCache& cache, const ModuleData& data, uint64_t svma, uint64_t key);
   StopReason apply_hot(const HotRule& rule, RegisterState& regs, MemoryReader& mem);
