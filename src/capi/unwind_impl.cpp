@@ -715,15 +715,22 @@ int is_signal_frame(Cursor& c) {
   }
 }
 
+namespace {
+// unw_get_proc_info's answer for a located pc.
+int proc_info_at(const Where& w, unw_proc_info_t* info) {
+  const FunctionInfo* fn = function_at(w);
+  if (!fn) return -UNW_ENOINFO;
+  fill_proc_info(w, *fn, info);
+  return UNW_ESUCCESS;
+}
+} // namespace
+
 int get_proc_info(Cursor& c, unw_proc_info_t* info) {
   if (c.magic != Cursor::kMagic || !info) return -UNW_EINVAL;
   try {
     Where w;
     if (!locate(c, w)) return -UNW_ENOINFO;
-    const FunctionInfo* fn = function_at(w);
-    if (!fn) return -UNW_ENOINFO;
-    fill_proc_info(w, *fn, info);
-    return UNW_ESUCCESS;
+    return proc_info_at(w, info);
   } catch (...) {
     return -UNW_EUNSPEC;
   }
@@ -767,10 +774,7 @@ int proc_info_by_ip(unw_addr_space* as, unw_word_t ip, unw_proc_info_t* info, vo
     AccessorMemory mem(as, arg);
     Where w;
     if (!locate_in(*map, ip, as->local ? nullptr : &mem, w)) return -UNW_ENOINFO;
-    const FunctionInfo* fn = function_at(w);
-    if (!fn) return -UNW_ENOINFO;
-    fill_proc_info(w, *fn, info);
-    return UNW_ESUCCESS;
+    return proc_info_at(w, info);
   } catch (...) {
     return -UNW_ENOMEM;
   }
