@@ -4,6 +4,7 @@
 #include <libunwind.h>
 
 #include "peer.hpp"
+#include "unw_step_loop.hpp"
 
 namespace bench {
 namespace {
@@ -12,21 +13,6 @@ __attribute__((noinline)) size_t backtrace_once(uint64_t* pcs, size_t max, bool)
   int n = unw_backtrace(reinterpret_cast<void**>(pcs), int(max));
   asm volatile("" ::: "memory");
   return n < 0 ? 0 : size_t(n);
-}
-
-__attribute__((noinline)) size_t step_once(uint64_t* pcs, size_t max, bool) {
-  unw_context_t uc;
-  unw_cursor_t cursor;
-  unw_getcontext(&uc);
-  if (unw_init_local(&cursor, &uc) < 0) return 0;
-  size_t n = 0;
-  do {
-    unw_word_t ip = 0;
-    unw_get_reg(&cursor, UNW_REG_IP, &ip);
-    pcs[n++] = ip;
-  } while (n < max && unw_step(&cursor) > 0);
-  asm volatile("" ::: "memory");
-  return n;
 }
 
 void flush() { unw_flush_cache(unw_local_addr_space, 0, 0); }
@@ -46,7 +32,7 @@ void add_libunwind_peers(std::vector<Peer>& peers) {
   peers.push_back(p);
   p.name = "libunwind unw_step loop";
   p.cold_means = "unw_flush_cache() before each unwind";
-  p.once = step_once;
+  p.once = unw_step_loop;
   peers.push_back(p);
 }
 
