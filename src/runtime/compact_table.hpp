@@ -34,6 +34,17 @@ struct CompactRule {
 };
 static_assert(sizeof(CompactRule) == 12, "CompactRule layout is part of the table's size budget");
 
+// The lookup half of a CompactTable, without ownership: what a rule-cache fill keeps at hand
+// (RuleCache's module memo) so that a miss does not go through the table object.
+struct CompactIndex {
+  const uint32_t* starts = nullptr;      // range starts, relative to the table's base
+  const uint32_t* block_first = nullptr; // per block, the number of ranges starting before it
+  const uint16_t* rule_of = nullptr;     // per range, its rule's index
+  unsigned block_shift = 8;
+  // The rule index of the range holding `off`, an offset from the table's base below its end.
+  uint32_t rule_index(uint32_t off) const;
+};
+
 class CompactTable {
 public:
   CompactTable() = default;
@@ -43,6 +54,12 @@ public:
   const CompactRule& lookup(uint64_t svma) const { return rules_[rule_index(svma)]; }
   // The index of that rule (0: NoEntry), for data kept per rule (RuleCache's hot forms).
   uint32_t rule_index(uint64_t svma) const;
+  // SVMAs [base(), end()) are in the table; index() looks up offsets from base().
+  uint64_t base() const { return base_; }
+  uint64_t end() const { return end_; }
+  CompactIndex index() const {
+    return CompactIndex{starts_.data(), page_first_.data(), rule_of_.data(), block_shift_};
+  }
   const CompactRule& rule(uint32_t index) const { return rules_[index]; }
   size_t ranges() const { return starts_.size(); }
   size_t rules() const { return rules_.size(); }
@@ -69,23 +86,25 @@ private:
 // The compact form of one row, or a rule of kind Interpret.
 CompactRule compact_rule(RowView row, const FunctionInfo& fn);
 
-// Inline: the rule cache's fill calls it for every miss.
-inline uint32_t CompactTable::rule_index(uint64_t svma) const {
-  if (svma - base_ >= end_ - base_) return 0; // outside [base_, end_), or an empty table
-  const uint32_t off = static_cast<uint32_t>(svma - base_);
-  const uint32_t block = off >> block_shift_;
+// Inline: the rule cache's fill calls these for every miss.
+inline uint32_t CompactIndex::rule_index(uint32_t off) const {
+  const uint32_t block = off >> block_shift;
   // Ranges [first, last) start inside the block; the one before `first` covers its first bytes.
-  const uint32_t first = page_first_[block], last = page_first_[block + 1];
+  const uint32_t first = block_first[block], last = block_first[block + 1];
   // The last range starting at or below off: a branchless binary search over [first - 1, last)
   // (first - 1 starts before the block, so it qualifies whenever no range of the block does).
-  const uint32_t* starts = starts_.data();
   uint32_t lo = first ? first - 1 : 0, n = last - lo;
   while (n > 1) {
     uint32_t half = n / 2;
     lo = starts[lo + half] <= off ? lo + half : lo;
     n -= half;
   }
-  return rule_of_[lo];
+  return rule_of[lo];
+}
+
+inline uint32_t CompactTable::rule_index(uint64_t svma) const {
+  if (svma - base_ >= end_ - base_) return 0; // outside [base_, end_), or an empty table
+  return index().rule_index(static_cast<uint32_t>(svma - base_));
 }
 
 } // namespace ehelf

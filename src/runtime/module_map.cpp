@@ -139,7 +139,13 @@ Result<ModuleMap> ModuleMap::for_process(int pid) {
   return map;
 }
 
+uint64_t ModuleMap::Generation::next() {
+  static std::atomic<uint64_t> counter{0};
+  return counter.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+
 void ModuleMap::finish() {
+  generation_.renew();
   std::sort(modules_.begin(), modules_.end(),
             [](const Module& a, const Module& b) { return a.start < b.start; });
   spans_.clear();

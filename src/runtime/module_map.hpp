@@ -65,10 +65,14 @@ public:
   void add(Module m) {
     modules_.push_back(std::move(m));
     spans_.clear(); // find() searches modules_ until finish()
+    generation_.renew();
   }
   void finish(); // sorts and indexes; call after add() or after changing modules' ranges
 
   const Module* find(uint64_t pc) const;
+  // Differs between any two maps, and changes with add(), finish() and copies: what was taken
+  // from modules() (RuleCache's module memo) holds while the generation does.
+  uint64_t generation() const { return generation_.value; }
   const std::vector<Module>& modules() const { return modules_; }
   std::span<Module> modules() { return modules_; } // to change a range, call finish() after
 
@@ -101,6 +105,20 @@ private:
     }
   };
   mutable RelaxedIndex last_hit_, previous_hit_;
+  // A new value from a process-wide counter when made, copied or renewed; a move keeps it.
+  struct Generation {
+    uint64_t value = next();
+    Generation() = default;
+    Generation(const Generation&) {}
+    Generation(Generation&&) = default;
+    Generation& operator=(const Generation&) {
+      renew();
+      return *this;
+    }
+    Generation& operator=(Generation&&) = default;
+    void renew() { value = next(); }
+    static uint64_t next();
+  } generation_;
   uint64_t adds_ = 0, subs_ = 0;
 };
 

@@ -45,6 +45,20 @@ static_assert(sizeof(HotRule) == 16);
 // (the walk's fast path only ever learns register values).
 HotRule hot_form(const CompactRule& rule);
 
+// One module's hot rules as a rule-cache fill reads them: where they apply and the compact
+// table's index, flattened so that a miss costs a range check and the table search.
+struct ModuleRules {
+  uint64_t lo = 0, size = 0; // AVMAs [lo, lo + size): the module's code inside its table
+  uint64_t table_base = 0;   // the AVMA of the compact table's base
+  CompactIndex index;
+  const HotRule* hot = nullptr; // hot_form() of each compact rule
+  bool contains(uint64_t pc) const { return pc - lo < size; }
+  // The hot form of the rule for `pc` (contains(pc)).
+  const HotRule& rule(uint64_t pc) const {
+    return hot[index.rule_index(static_cast<uint32_t>(pc - table_base))];
+  }
+};
+
 class RuleCache {
 public:
   // 2-way set associative, 512 sets: the hot pcs of a profile (dozens) rarely need three slots of
@@ -54,6 +68,7 @@ public:
   static constexpr size_t kSize = kWays << kSetBits;
 
   RuleCache() { clear(); }
+  // Drops the rules. The module memo stays: it checks the map's generation itself.
   void clear() { std::memset(static_cast<void*>(entries_), 0, sizeof entries_); }
 
   // Entries are keyed by the frame's pc as the walk has it: a return address as is (its rule is
@@ -96,8 +111,30 @@ public:
                                  reinterpret_cast<const char*>(entries_));
   }
 
+  // The modules of the last two fills (a walk mostly alternates between a program and libc),
+  // valid for the module map generation they were taken from: pointers into that map's module
+  // data, dropped as soon as the map's generation differs.
+  const ModuleRules* recent_module(uint64_t pc, uint64_t map_generation) const {
+    if (map_generation != generation_) [[unlikely]]
+      return nullptr;
+    if (modules_[0].contains(pc)) return &modules_[0];
+    if (modules_[1].contains(pc)) return &modules_[1];
+    return nullptr;
+  }
+  void remember_module(const ModuleRules& m, uint64_t map_generation) {
+    if (map_generation != generation_) forget_modules(map_generation);
+    modules_[1] = modules_[0];
+    modules_[0] = m;
+  }
+  void forget_modules(uint64_t map_generation) {
+    modules_[0] = modules_[1] = ModuleRules{};
+    generation_ = map_generation;
+  }
+
 private:
   alignas(64) HotRule entries_[kSize];
+  ModuleRules modules_[2];
+  uint64_t generation_ = 0;
 };
 static_assert(RuleCache::kSize * sizeof(HotRule) <= 65536, "links are 16-bit byte offsets");
 

@@ -73,20 +73,41 @@ void Unwinder::fill_into(RuleCache& cache, const ModuleData& data, uint64_t svma
   if (fill_from(data, svma, key, h)) cache.install(h);
 }
 
-__attribute__((noinline)) bool Unwinder::fill_hot(uint64_t lookup, uint64_t key, HotRule& slot) {
+__attribute__((noinline)) bool Unwinder::fill_hot(RuleCache& cache, uint64_t lookup, uint64_t key,
+                                                  HotRule& slot) {
+  const ModuleRules* m = cache.recent_module(lookup, map_.generation());
+  // A module not among the last two: a tail call, so this common path saves no registers.
+  if (!m) [[unlikely]]
+    return fill_hot_module(cache, lookup, key, slot);
+  HotRule h = m->rule(lookup);
+  if (h.op == HotRule::kEmpty) return false;
+  h.key = key;
+  slot = h;
+  return true;
+}
+
+__attribute__((noinline)) bool Unwinder::fill_hot_module(RuleCache& cache, uint64_t lookup,
+                                                         uint64_t key, HotRule& slot) {
   const Module* mod = map_.find(lookup);
   if (!mod) return false;
   const ModuleData* data = mod->data.get();
-  // Loading is rare (first use): a tail call, so this common path saves no registers.
-  if (!data) [[unlikely]]
-    return fill_hot_loading(*mod, lookup, key, slot);
-  return fill_from(*data, lookup - mod->bias, key, slot);
-}
-
-__attribute__((noinline, cold)) bool Unwinder::fill_hot_loading(const Module& mod, uint64_t lookup,
-                                                                uint64_t key, HotRule& slot) {
-  if (!options_.allow_loading) return false;
-  return fill_from(map_.load(mod, options_.policy), lookup - mod.bias, key, slot);
+  if (!data) {
+    if (!options_.allow_loading) return false;
+    data = &map_.load(*mod, options_.policy);
+  }
+  if (data->hot.empty()) return false; // no compact table
+  // Where the module's code and its table overlap (a table may claim more than the module).
+  const uint64_t table_lo = mod->bias + data->compact.base();
+  const uint64_t lo = std::max(mod->start, table_lo);
+  const uint64_t hi = std::min(mod->end, mod->bias + data->compact.end());
+  if (lookup < lo || lookup >= hi) return false; // no FDE can cover it
+  ModuleRules m{lo, hi - lo, table_lo, data->compact.index(), data->hot.data()};
+  cache.remember_module(m, map_.generation());
+  HotRule h = m.rule(lookup);
+  if (h.op == HotRule::kEmpty) return false;
+  h.key = key;
+  slot = h;
+  return true;
 }
 
 StopReason Unwinder::apply_hot(const HotRule& h, RegisterState& regs, MemoryReader& mem) {
@@ -419,13 +440,13 @@ size_t Unwinder::backtrace_local(const WalkStart& start, AddressRange stack, uin
     const uint64_t key = RuleCache::key(start.pc, exact_first);
     HotRule* first = cache_.find(key);
     HotRule filled;
-    if (!first && fill_hot(exact_first ? start.pc : start.pc - 1, key, filled))
+    if (!first && fill_hot(cache_, exact_first ? start.pc : start.pc - 1, key, filled))
       first = &cache_.install(filled);
     if (first && first->op != HotRule::kEmpty) {
       FastState st{first, start.sp, start.bp, pcs + 1};
-      FastExit exit =
-          fast_walk(cache_, Bounds{stack.begin, stack.end, 0}, st, pcs + limit,
-                    [this](uint64_t l, uint64_t k, HotRule& h) { return fill_hot(l, k, h); });
+      FastExit exit = fast_walk(
+          cache_, Bounds{stack.begin, stack.end, 0}, st, pcs + limit,
+          [this](uint64_t l, uint64_t k, HotRule& h) { return fill_hot(cache_, l, k, h); });
       StopReason r = StopReason::None;
       if (exit == FastExit::End) { // the usual end: the outermost frame's rule says so
         r = StopReason::EndOfStack;
@@ -470,15 +491,16 @@ size_t Unwinder::walk_direct(const WalkStart& start, const bool bp_known, const 
       const uint64_t key = RuleCache::key(regs.pc, regs.exact);
       cur = cache.find(key);
       HotRule filled;
-      if (!cur && fill_hot(regs.exact ? regs.pc : regs.pc - 1, key, filled))
+      if (!cur && fill_hot(cache, regs.exact ? regs.pc : regs.pc - 1, key, filled))
         cur = &cache.install(filled);
       if (cur && cur->op == HotRule::kEmpty) cur = nullptr;
     }
     if (cur) {
       FastState st{cur, regs.sp, regs.bp_ok ? regs.bp : 0, out};
-      FastExit exit = fast_walk(cache, b, st, end, [this](uint64_t l, uint64_t k, HotRule& h) {
-        return fill_hot(l, k, h);
-      });
+      FastExit exit =
+          fast_walk(cache, b, st, end, [this, &cache](uint64_t l, uint64_t k, HotRule& h) {
+            return fill_hot(cache, l, k, h);
+          });
       if (st.out != out) { // frames were walked
         out = st.out;
         regs.pc = out[-1];

@@ -98,10 +98,11 @@ public:
 
 private:
   // Fills `slot` with the hot form of the rule for `lookup` (module found, loaded if allowed);
-  // false if it has none.
-  bool fill_hot(uint64_t lookup, uint64_t key, HotRule& slot);
-  // fill_hot for a module whose data is not loaded yet (loads it if allow_loading).
-  bool fill_hot_loading(const Module& mod, uint64_t lookup, uint64_t key, HotRule& slot);
+  // false if it has none. Remembers the module in `cache`: a module among its last two costs
+  // a range check and the compact table's search.
+  bool fill_hot(RuleCache& cache, uint64_t lookup, uint64_t key, HotRule& slot);
+  // fill_hot for a module not remembered: finds it in the map, loads it if allowed.
+  bool fill_hot_module(RuleCache& cache, uint64_t lookup, uint64_t key, HotRule& slot);
   static bool fill_from(const ModuleData& data, uint64_t svma, uint64_t key, HotRule& slot);
   static void fill_into(RuleCache& cache, const ModuleData& data, uint64_t svma, uint64_t key);
   StopReason apply_hot(const HotRule& rule, RegisterState& regs, MemoryReader& mem);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -232,6 +233,43 @@ TEST(FastWalk, ClearedCacheAndTinyLimits) {
   // A stack range that does not hold rsp: nothing is read, the general step says why.
   EXPECT_EQ(u.backtrace_local(regs, AddressRange{16, 4096}, pcs, 4, &why), 1u);
   EXPECT_EQ(why, StopReason::BadRead);
+}
+
+TEST(ModuleMap, GenerationTellsMapsAndChangesApart) {
+  ModuleMap a = ModuleMap::for_self();
+  ModuleMap b = ModuleMap::for_self();
+  EXPECT_NE(a.generation(), b.generation());
+  const uint64_t ga = a.generation();
+  ModuleMap copy = a; // a copy may load other data objects: not the same generation
+  EXPECT_NE(copy.generation(), ga);
+  ModuleMap moved = std::move(copy); // a move keeps the modules' data, and the generation
+  EXPECT_NE(moved.generation(), ga);
+  const uint64_t gm = moved.generation();
+  moved.add(Module{});
+  EXPECT_NE(moved.generation(), gm);
+  const uint64_t added = moved.generation();
+  moved.finish();
+  EXPECT_NE(moved.generation(), added);
+  EXPECT_EQ(a.generation(), ga);
+}
+
+// An Unwinder whose map is replaced (the old module data freed) must not fill from the modules
+// it remembered: run under ASan, a stale memo is a use after free; otherwise the walk goes wrong.
+TEST(FastWalk, ForgetsRememberedModulesWhenTheMapIsReplaced) {
+  auto map = std::make_unique<ModuleMap>(ModuleMap::for_self());
+  map->load_all();
+  Unwinder u(*map);
+  for (int round = 0; round < 3; ++round) {
+    RegisterState regs = capture_local();
+    uint64_t pcs[64];
+    StopReason why;
+    u.clear_cache(); // every frame fills (the memo is not part of what clear_cache drops)
+    size_t n = u.backtrace_local(regs, current_thread_stack(), pcs, 64, &why);
+    EXPECT_GE(n, 4u) << "round " << round;
+    EXPECT_EQ(why, StopReason::EndOfStack) << "round " << round;
+    *map = ModuleMap::for_self(); // new data objects: the remembered ones are freed
+    map->load_all();
+  }
 }
 
 } // namespace
