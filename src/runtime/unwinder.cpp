@@ -433,19 +433,17 @@ size_t Unwinder::backtrace_local(const WalkStart& start, AddressRange stack, uin
                                  size_t max, StopReason* why, bool exact_first) {
   // A profiler's usual walk (every rule cached or cacheable, to the outermost frame or the
   // limit) in a function with little to set up; anything else is walked again by walk_direct.
+  const uint64_t lo = stack.begin, hi = stack.end;
   const size_t limit = std::min(max, options_.max_depth);
-  if (limit > 1 && cacheable() && start.sp - stack.begin < stack.end - stack.begin &&
-      stack.end - stack.begin >= 16) {
+  if (limit > 1 && cacheable() && start.sp - lo < hi - lo && hi - lo >= 16) {
     pcs[0] = start.pc;
     const uint64_t key = RuleCache::key(start.pc, exact_first);
     HotRule* first = cache_.find(key);
-    HotRule filled;
-    if (!first && fill_hot(cache_, exact_first ? start.pc : start.pc - 1, key, filled))
-      first = &cache_.install(filled);
+    if (!first) first = fill_first(cache_, exact_first ? start.pc : start.pc - 1, key);
     if (first && first->op != HotRule::kEmpty) {
       FastState st{first, start.sp, start.bp, pcs + 1};
       FastExit exit = fast_walk(
-          cache_, Bounds{stack.begin, stack.end, 0}, st, pcs + limit,
+          cache_, Bounds{lo, hi, 0}, st, pcs + limit,
           [this](uint64_t l, uint64_t k, HotRule& h) { return fill_hot(cache_, l, k, h); });
       StopReason r = StopReason::None;
       if (exit == FastExit::End) { // the usual end: the outermost frame's rule says so
@@ -462,7 +460,17 @@ size_t Unwinder::backtrace_local(const WalkStart& start, AddressRange stack, uin
       }
     }
   }
-  const DirectRange range{stack.begin, stack.end, 0};
+  return walk_local(start, lo, hi, pcs, max, why, exact_first);
+}
+
+HotRule* Unwinder::fill_first(RuleCache& cache, uint64_t lookup, uint64_t key) {
+  HotRule filled;
+  return fill_hot(cache, lookup, key, filled) ? &cache.install(filled) : nullptr;
+}
+
+size_t Unwinder::walk_local(const WalkStart& start, uint64_t lo, uint64_t hi, uint64_t* pcs,
+                            size_t max, StopReason* why, bool exact_first) {
+  const DirectRange range{lo, hi, 0};
   return walk_direct(start, true, true, {&range, 1}, pcs, max, why, exact_first, cache_);
 }
 

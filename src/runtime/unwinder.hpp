@@ -111,6 +111,12 @@ private:
   size_t walk_direct(const WalkStart& start, bool bp_known, bool bx_known,
                      std::span<const DirectRange> ranges, uint64_t* pcs, size_t max,
                      StopReason* why, bool exact_first, RuleCache& cache);
+  // Out of backtrace_local's way (it stays small): the first frame's fill, installed (null when
+  // the pc has no cacheable rule), and the walk of a local stack by walk_direct.
+  __attribute__((noinline)) HotRule* fill_first(RuleCache& cache, uint64_t lookup, uint64_t key);
+  __attribute__((noinline)) size_t walk_local(const WalkStart& start, uint64_t lo, uint64_t hi,
+                                              uint64_t* pcs, size_t max, StopReason* why,
+                                              bool exact_first);
   // A direct walk's registers between frames.
   struct WalkRegs {
     uint64_t pc, sp, bp, bx;
