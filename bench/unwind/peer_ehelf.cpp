@@ -115,6 +115,10 @@ void add_ehelf_peers(std::vector<Peer>& peers) {
   peers.push_back(make<3>("ehelf auto"));
   peers.push_back(make<4>("ehelf backtrace_local"));
   peers.back().once = once_pcs<4>;
+  peers.back().cold_means =
+      "Unwinder::clear_cache() (rule cache dropped; module tables stay loaded, "
+      "and so does the memo of the last two modules filled from, as the "
+      "module map's index of its last two hits does)";
 }
 
 } // namespace bench
