@@ -15,6 +15,7 @@ void register_commands(CLI::App& app) {
   register_stats(app);
   register_compile(app);
   register_stack(app);
+  register_perf(app);
 }
 
 } // namespace ehelf::cli

@@ -15,5 +15,6 @@ void register_dump(CLI::App& app);
 void register_stats(CLI::App& app);
 void register_compile(CLI::App& app);
 void register_stack(CLI::App& app);
+void register_perf(CLI::App& app);
 
 } // namespace ehelf::cli

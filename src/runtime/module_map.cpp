@@ -126,17 +126,21 @@ Result<ModuleMap> ModuleMap::for_process(int pid) {
     auto elf = ElfFile::open(fmt::format("/proc/{}/root{}", pid, path));
     if (!elf) elf = ElfFile::open(path);
     if (!elf) continue;
-    for (const Segment& s : (*elf)->segments())
-      if (s.type == PT_LOAD && offset >= s.offset && offset < s.offset + std::max<uint64_t>(s.filesz, 1)) {
-        m.bias = lo - (s.vaddr + (offset - s.offset));
-        break;
-      }
+    if (auto bias = load_bias(**elf, lo, offset)) m.bias = *bias;
     m.path = path;
     map.modules_.push_back(std::move(m));
   }
   std::fclose(f);
   map.finish();
   return map;
+}
+
+std::optional<uint64_t> load_bias(const ElfFile& elf, uint64_t map_start, uint64_t file_offset) {
+  for (const Segment& s : elf.segments())
+    if (s.type == PT_LOAD && file_offset >= s.offset &&
+        file_offset < s.offset + std::max<uint64_t>(s.filesz, 1))
+      return map_start - (s.vaddr + (file_offset - s.offset));
+  return std::nullopt;
 }
 
 uint64_t ModuleMap::Generation::next() {

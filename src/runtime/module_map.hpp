@@ -55,6 +55,10 @@ struct Module {
   std::shared_ptr<const ModuleData> data;
 };
 
+// The bias (AVMA - SVMA) of a file mapped at `map_start` from `file_offset`: the PT_LOAD segment
+// holding that offset says which SVMA it has. None if no segment holds it.
+std::optional<uint64_t> load_bias(const ElfFile& elf, uint64_t map_start, uint64_t file_offset);
+
 class ModuleMap {
 public:
   // This process's modules (executable segments), including the vDSO.

@@ -42,17 +42,22 @@ StopReason Unwinder::apply_compact(const CompactRule& rule, RegisterState& regs,
     if (!mem.read_u64(cfa + static_cast<uint64_t>(int64_t(rule.rip_offset)), rip))
       return StopReason::BadRead;
   }
-  if (rule.rbp == CompactRule::AtCfa &&
-      !mem.read_u64(cfa + static_cast<uint64_t>(int64_t(rule.rbp_offset)), rbp))
-    return StopReason::BadRead;
-  if (rule.rbx == CompactRule::AtCfa &&
-      !mem.read_u64(cfa + static_cast<uint64_t>(int64_t(rule.rbx_offset)), rbx))
-    return StopReason::BadRead;
+  // A saved rbp or rbx that cannot be read becomes unknown, as in the interpreter and the
+  // compiled code: the walk needs only the CFA and the return address, and a register saved
+  // below the stack pointer (an epilogue after its pops) is outside a sample's stack copy.
+  const bool rbp_read = rule.rbp == CompactRule::AtCfa &&
+                        mem.read_u64(cfa + static_cast<uint64_t>(int64_t(rule.rbp_offset)), rbp);
+  const bool rbx_read = rule.rbx == CompactRule::AtCfa &&
+                        mem.read_u64(cfa + static_cast<uint64_t>(int64_t(rule.rbx_offset)), rbx);
   if (rule.rip == CompactRule::AtCfa) regs.set(x86_64::RIP, rip);
-  if (rule.rbp == CompactRule::AtCfa) regs.set(x86_64::RBP, rbp);
-  else if (rule.rbp == CompactRule::Unknown) regs.clear(x86_64::RBP);
-  if (rule.rbx == CompactRule::AtCfa) regs.set(x86_64::RBX, rbx);
-  else if (rule.rbx == CompactRule::Unknown) regs.clear(x86_64::RBX);
+  if (rbp_read)
+    regs.set(x86_64::RBP, rbp);
+  else if (rule.rbp != CompactRule::Same)
+    regs.clear(x86_64::RBP);
+  if (rbx_read)
+    regs.set(x86_64::RBX, rbx);
+  else if (rule.rbx != CompactRule::Same)
+    regs.clear(x86_64::RBX);
   regs.set(x86_64::RSP, cfa);
   return StopReason::None;
 }

@@ -1,0 +1,132 @@
+// `ehelf perf [FILE]`: the stacks of a `perf record --call-graph dwarf` recording, unwound by
+// ehelf from each sample's registers and stack copy, printed as perf script does, as folded
+// stacks, as a flame graph (SVG) or as JSON lines.
+#include <fmt/format.h>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "cli/commands.hpp"
+#include "perf/flamegraph.hpp"
+#include "perf/folded.hpp"
+#include "perf/perf_data.hpp"
+#include "perf/sample_unwinder.hpp"
+#include "perf/script_output.hpp"
+
+namespace ehelf::cli {
+namespace {
+
+struct Options {
+  std::string input = "perf.data";
+  std::string format = "script";
+  std::string output;
+  std::string backend = "auto";
+  std::string title;
+  size_t max_frames = 512;
+  bool no_kernel = false;
+  bool with_pid = false, with_tid = false, period = false, offsets = false, verbose = false;
+};
+
+BackendKind backend_of(const std::string& s) {
+  if (s == "compiled") return BackendKind::Compiled;
+  if (s == "table") return BackendKind::Table;
+  if (s == "interp") return BackendKind::Interpreter;
+  return BackendKind::Auto;
+}
+
+int run_perf(const Options& o) {
+  auto data = perf::PerfData::open(o.input);
+  if (!data) {
+    fmt::print(stderr, "ehelf: {}\n", data.error().to_string());
+    return 1;
+  }
+  auto records = data->records();
+  if (!records) {
+    fmt::print(stderr, "ehelf: {}\n", records.error().to_string());
+    return 1;
+  }
+  std::ofstream file;
+  if (!o.output.empty()) {
+    file.open(o.output, std::ios::binary);
+    if (!file) {
+      fmt::print(stderr, "ehelf: cannot write {}\n", o.output);
+      return 1;
+    }
+  }
+  std::ostream& out = o.output.empty() ? std::cout : file;
+
+  perf::SampleUnwinderOptions uo;
+  uo.backend = backend_of(o.backend);
+  uo.max_depth = o.max_frames ? o.max_frames : 65536;
+  uo.kernel = !o.no_kernel;
+  perf::SampleUnwinder unwinder(*data, uo);
+  perf::FoldOptions fo;
+  fo.include_pid = o.with_pid;
+  fo.include_tid = o.with_tid;
+  fo.weight_by_period = o.period;
+  fo.addresses = o.offsets;
+  perf::FoldedStacks folded;
+  perf::ScriptOptions so;
+  so.offsets = o.offsets;
+  so.stop = o.verbose;
+  perf::SampleStack stack;
+  for (const perf::Record* r : perf::SampleUnwinder::time_ordered(*records)) {
+    if (!unwinder.feed(*r, stack)) continue;
+    if (o.format == "script")
+      perf::write_script(out, stack, so);
+    else if (o.format == "json")
+      perf::write_json_line(out, stack);
+    else
+      perf::add_folded(folded, stack, fo);
+  }
+  if (o.format == "folded") {
+    perf::write_folded(out, folded);
+  } else if (o.format == "svg") {
+    perf::FlameGraphOptions fg;
+    fg.title = o.title.empty() ? "Flame Graph: " + o.input : o.title;
+    perf::write_flamegraph_svg(out, folded, fg);
+  }
+  out.flush();
+  if (!out) {
+    fmt::print(stderr, "ehelf: writing {} failed\n", o.output.empty() ? "stdout" : o.output);
+    return 1;
+  }
+  const perf::UnwindStats& st = unwinder.stats();
+  if (o.verbose)
+    fmt::print(stderr,
+               "ehelf: {} samples ({} with a user stack), {} frames, {} walks ended before the "
+               "outermost frame, {} mapped files not usable here\n",
+               st.samples, st.user_samples, st.frames, st.stopped_early, st.modules_missing);
+  return 0;
+}
+
+} // namespace
+
+void register_perf(CLI::App& app) {
+  auto opt = std::make_shared<Options>();
+  auto* cmd = app.add_subcommand(
+      "perf", "Unwind the samples of `perf record --call-graph dwarf` and print their stacks");
+  cmd->add_option("file", opt->input, "perf.data file (default: perf.data)");
+  cmd->add_option("-i,--input", opt->input, "perf.data file, as perf's -i");
+  cmd->add_option("-f,--format", opt->format,
+                  "script (perf script's layout), folded (for flamegraph.pl), svg (a flame "
+                  "graph) or json (one object per sample)")
+      ->check(CLI::IsMember({"script", "folded", "svg", "json"}));
+  cmd->add_option("-o,--output", opt->output, "Write here instead of standard output");
+  cmd->add_option("--backend", opt->backend, "Unwinding backend: auto, compiled, table or interp")
+      ->check(CLI::IsMember({"auto", "compiled", "table", "interp"}));
+  cmd->add_option("-n,--max-frames", opt->max_frames,
+                  "At most this many user frames per sample (default 512, 0: 65536)");
+  cmd->add_flag("--no-kernel", opt->no_kernel, "Leave out kernel frames");
+  cmd->add_flag("--pid", opt->with_pid, "folded/svg: one root per process (comm-PID)");
+  cmd->add_flag("--tid", opt->with_tid, "folded/svg: one root per thread (comm-PID/TID)");
+  cmd->add_flag("--period", opt->period, "folded/svg: weigh samples by their period");
+  cmd->add_flag("--offsets", opt->offsets, "Print symbol+offset");
+  cmd->add_option("--title", opt->title, "svg: the flame graph's title");
+  cmd->add_flag("-v,--verbose", opt->verbose,
+                "Say why each walk ended (script) and print a summary on stderr");
+  cmd->callback([opt] { set_exit_code(run_perf(*opt)); });
+}
+
+} // namespace ehelf::cli

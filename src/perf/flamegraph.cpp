@@ -1,0 +1,269 @@
+#include "perf/flamegraph.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <iterator>
+#include <map>
+#include <ostream>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace ehelf::perf {
+namespace {
+
+// flamegraph.pl's layout constants, so that graphs look the same side by side.
+constexpr double kFontSize = 12;
+constexpr double kTitleFontSize = kFontSize + 5;
+constexpr double kFontWidth = 0.59; // average character width, relative to the font size
+constexpr double kSidePad = 10;
+constexpr double kTopPad = kFontSize * 3;         // the title
+constexpr double kBottomPad = kFontSize * 2 + 10; // flamegraph.pl's status line, kept for the look
+
+// One frame of the merged tree. Names are views into the FoldedStacks keys.
+struct FrameNode {
+  std::string_view name;
+  uint64_t total = 0;                          // samples of the stacks through this frame
+  uint64_t self = 0;                           // samples of the stacks that end here
+  unsigned depth = 0;                          // the root is 0
+  std::map<std::string_view, size_t> children; // name -> index in the tree; sorted by name
+};
+
+std::vector<FrameNode> merge_stacks(const FoldedStacks& stacks) {
+  std::vector<FrameNode> tree(1);
+  tree[0].name = "all";
+  for (const auto& [stack, count] : stacks) {
+    if (count == 0) continue;
+    size_t node = 0;
+    tree[0].total += count;
+    std::string_view rest = stack;
+    for (bool more = true; more;) {
+      size_t semicolon = rest.find(';');
+      more = semicolon != std::string_view::npos;
+      std::string_view name = rest.substr(0, semicolon);
+      if (more) rest.remove_prefix(semicolon + 1);
+      auto [it, inserted] = tree[node].children.try_emplace(name, tree.size());
+      size_t child = it->second; // before push_back moves the map
+      if (inserted) tree.push_back(FrameNode{name, 0, 0, tree[node].depth + 1, {}});
+      node = child;
+      tree[node].total += count;
+    }
+    tree[node].self += count;
+  }
+  return tree;
+}
+
+struct PlacedFrame {
+  size_t node = 0;
+  uint64_t start = 0; // samples to the left of the frame
+};
+
+// The frames wide enough to draw, parents before children and siblings in name order. Iterative:
+// a folded file can hold stacks thousands of frames deep.
+std::vector<PlacedFrame> place_frames(const std::vector<FrameNode>& tree, double px_per_sample,
+                                      double min_width_px) {
+  std::vector<PlacedFrame> placed;
+  if (tree[0].total == 0) return placed;
+  std::vector<PlacedFrame> todo{{0, 0}};
+  while (!todo.empty()) {
+    PlacedFrame frame = todo.back();
+    todo.pop_back();
+    const FrameNode& node = tree[frame.node];
+    if (static_cast<double>(node.total) * px_per_sample < min_width_px) continue;
+    placed.push_back(frame);
+    uint64_t start = frame.start + node.self;
+    size_t first_child = todo.size();
+    for (const auto& [name, child] : node.children) {
+      todo.push_back({child, start});
+      start += tree[child].total;
+    }
+    std::reverse(todo.begin() + static_cast<ptrdiff_t>(first_child), todo.end());
+  }
+  return placed;
+}
+
+// flamegraph.pl's namehash: a number in [0, 1] from the first three characters, the earlier ones
+// weighing more, so that similar names get similar colours. A "module`" prefix (DTrace stacks) is
+// skipped as flamegraph.pl does.
+double name_hash(std::string_view name) {
+  if (size_t tick = name.find('`', 1); tick != std::string_view::npos) name.remove_prefix(tick + 1);
+  double vector = 0, weight = 1, max = 1;
+  int mod = 10;
+  for (unsigned char c : name) {
+    vector += (c % mod) / static_cast<double>(mod - 1) * weight;
+    ++mod;
+    max += weight;
+    weight *= 0.70;
+    if (mod > 12) break;
+  }
+  return 1 - vector / max;
+}
+
+// flamegraph.pl --colors hot --hash.
+std::string hot_color(std::string_view name) {
+  if (name == "-") return "rgb(160,160,160)"; // flamegraph.pl draws "-" separator frames grey
+  std::string reversed(name.rbegin(), name.rend());
+  double v1 = name_hash(name), v2 = name_hash(reversed), v3 = v2;
+  return fmt::format("rgb({},{},{})", 205 + static_cast<int>(50 * v3), static_cast<int>(230 * v1),
+                     static_cast<int>(55 * v2));
+}
+
+// Length of the UTF-8 sequence at s[i] if it is valid and a character XML allows, else 0.
+size_t xml_char_length(std::string_view s, size_t i) {
+  auto byte = [&](size_t k) {
+    return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0u;
+  };
+  auto continuation = [&](size_t k, unsigned lo = 0x80, unsigned hi = 0xbf) {
+    return byte(k) >= lo && byte(k) <= hi;
+  };
+  unsigned b0 = byte(0);
+  if (b0 < 0x20) return b0 == '\t' || b0 == '\n' || b0 == '\r' ? 1 : 0;
+  if (b0 < 0x80) return 1;
+  if (b0 >= 0xc2 && b0 <= 0xdf) return continuation(1) ? 2 : 0;
+  if (b0 >= 0xe0 && b0 <= 0xef) {
+    unsigned lo = b0 == 0xe0 ? 0xa0 : 0x80,
+             hi = b0 == 0xed ? 0x9f : 0xbf; // no overlong, surrogates
+    if (!continuation(1, lo, hi) || !continuation(2)) return 0;
+    bool non_character = b0 == 0xef && byte(1) == 0xbf && byte(2) >= 0xbe; // U+FFFE, U+FFFF
+    return non_character ? 0 : 3;
+  }
+  if (b0 >= 0xf0 && b0 <= 0xf4) {
+    unsigned lo = b0 == 0xf0 ? 0x90 : 0x80, hi = b0 == 0xf4 ? 0x8f : 0xbf; // up to U+10FFFF
+    return continuation(1, lo, hi) && continuation(2) && continuation(3) ? 4 : 0;
+  }
+  return 0;
+}
+
+// The characters of a name as XML can hold them: anything else becomes U+FFFD.
+std::vector<std::string_view> xml_characters(std::string_view s) {
+  static constexpr std::string_view kReplacement = "\xef\xbf\xbd";
+  std::vector<std::string_view> characters;
+  characters.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    size_t length = xml_char_length(s, i);
+    characters.push_back(length ? s.substr(i, length) : kReplacement);
+    i += length ? length : 1;
+  }
+  return characters;
+}
+
+void append_escaped(fmt::memory_buffer& out, std::string_view character) {
+  std::string_view text = character == "&"    ? "&amp;"
+                          : character == "<"  ? "&lt;"
+                          : character == ">"  ? "&gt;"
+                          : character == "\"" ? "&quot;"
+                          : character == "'"  ? "&apos;"
+                                              : character;
+  out.append(text.data(), text.data() + text.size());
+}
+
+void append_xml(fmt::memory_buffer& out, std::string_view text) {
+  for (std::string_view character : xml_characters(text))
+    append_escaped(out, character);
+}
+
+// The label that fits a frame of `width_px`: flamegraph.pl's rule, counting characters (not
+// bytes, so a multi-byte character is never cut) of kFontWidth * kFontSize pixels; nothing below
+// three characters (one and the two dots).
+void append_label(fmt::memory_buffer& out, std::string_view name, double width_px) {
+  size_t room = static_cast<size_t>(std::max(0.0, width_px / (kFontSize * kFontWidth)));
+  if (room < 3) return;
+  std::vector<std::string_view> characters = xml_characters(name);
+  if (characters.size() <= room) {
+    for (std::string_view character : characters)
+      append_escaped(out, character);
+    return;
+  }
+  for (size_t i = 0; i < room - 2; ++i)
+    append_escaped(out, characters[i]);
+  out.append(std::string_view(".."));
+}
+
+std::string with_thousands_separators(uint64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+double round_to_tenth(double v) {
+  return std::round(v * 10) / 10;
+}
+
+} // namespace
+
+void write_flamegraph_svg(std::ostream& out, const FoldedStacks& stacks,
+                          const FlameGraphOptions& options) {
+  const std::vector<FrameNode> tree = merge_stacks(stacks);
+  const uint64_t total = tree[0].total;
+  const double width = options.width, frame_height = options.frame_height;
+  const double drawing_width = std::max(0.0, width - 2 * kSidePad);
+  const double px_per_sample = total ? drawing_width / static_cast<double>(total) : 0;
+  const std::vector<PlacedFrame> placed = place_frames(tree, px_per_sample, options.min_width_px);
+
+  unsigned max_depth = 0;
+  for (const PlacedFrame& frame : placed)
+    max_depth = std::max(max_depth, tree[frame.node].depth);
+  const double height = (max_depth + 1) * frame_height + kTopPad + kBottomPad;
+  const double frame_gap = frame_height > 1 ? 1 : 0; // a line between levels, as flamegraph.pl
+
+  fmt::memory_buffer svg;
+  auto text = std::back_inserter(svg);
+  fmt::format_to(
+      text,
+      "<?xml version=\"1.0\" standalone=\"no\"?>\n"
+      "<svg version=\"1.1\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
+      "xmlns=\"http://www.w3.org/2000/svg\">\n"
+      "<defs><linearGradient id=\"background\" y1=\"0\" y2=\"1\" x1=\"0\" x2=\"0\">"
+      "<stop stop-color=\"#eeeeee\" offset=\"5%\"/>"
+      "<stop stop-color=\"#eeeeb0\" offset=\"95%\"/></linearGradient></defs>\n"
+      "<style type=\"text/css\">\n"
+      "text {{ font-family:Verdana; font-size:{2}px; fill:rgb(0,0,0); }}\n"
+      ".centered {{ text-anchor:middle; }}\n"
+      ".func_g:hover {{ stroke:black; stroke-width:0.5; }}\n"
+      "</style>\n"
+      "<rect x=\"0.0\" y=\"0.0\" width=\"{0}\" height=\"{1}\" fill=\"url(#background)\"/>\n"
+      "<text class=\"centered\" x=\"{3:.2f}\" y=\"{4:.2f}\" style=\"font-size:{5}px\">",
+      width, height, kFontSize, width / 2, kFontSize * 2, kTitleFontSize);
+  append_xml(svg, options.title);
+  svg.append(std::string_view("</text>\n"));
+  if (placed.empty()) {
+    fmt::format_to(text, "<text class=\"centered\" x=\"{:.2f}\" y=\"{:.2f}\">No stacks</text>\n",
+                   width / 2, kTopPad + frame_height / 2);
+  }
+
+  for (const PlacedFrame& frame : placed) {
+    const FrameNode& node = tree[frame.node];
+    const double x1 = kSidePad + static_cast<double>(frame.start) * px_per_sample;
+    const double x2 = x1 + static_cast<double>(node.total) * px_per_sample;
+    const double y1 = options.inverted
+                          ? kTopPad + node.depth * frame_height
+                          : height - kBottomPad - (node.depth + 1) * frame_height + frame_gap;
+    const double y2 = y1 + frame_height - frame_gap;
+
+    svg.append(std::string_view("<g class=\"func_g\">\n<title>"));
+    append_xml(svg, node.name);
+    fmt::format_to(text, " ({} ", with_thousands_separators(node.total));
+    append_xml(svg, options.count_name);
+    if (frame.node == 0)
+      svg.append(std::string_view(", 100%)"));
+    else
+      fmt::format_to(text, ", {:.2f}%)",
+                     100.0 * static_cast<double>(node.total) / static_cast<double>(total));
+    fmt::format_to(text,
+                   "</title><rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" "
+                   "fill=\"{}\" rx=\"2\" ry=\"2\"/>\n<text x=\"{:.2f}\" y=\"{:.2f}\">",
+                   x1, y1, round_to_tenth(x2) - round_to_tenth(x1), y2 - y1, hot_color(node.name),
+                   x1 + 3, 3 + (y1 + y2) / 2);
+    append_label(svg, node.name, x2 - x1);
+    svg.append(std::string_view("</text>\n</g>\n"));
+  }
+  svg.append(std::string_view("</svg>\n"));
+  out.write(svg.data(), static_cast<std::streamsize>(svg.size()));
+}
+
+} // namespace ehelf::perf

@@ -1,0 +1,39 @@
+// Flame graph: folded stacks drawn as an SVG the way flamegraph.pl draws them, in one
+// self-contained file (no script, no external resources).
+//
+// The stacks are merged into a tree whose root, "all", spans the width of the image. A frame's
+// width is its share of the samples; its children sit on it (under it when inverted) sorted by
+// name, after its own samples (the stacks that end in it), which is where flamegraph.pl puts them
+// too: its sorted input has "a 5" before "a;b 3". Frames narrower than min_width_px are left out,
+// with everything above them; their samples still count in their parent.
+//
+// Each frame is <g><title>NAME (N samples, P%)</title><rect/><text/></g>, N with thousands
+// separators as flamegraph.pl writes it; the label is cut to the width with "..", assuming
+// characters 0.59 times the 12 px font size wide. Colours are flamegraph.pl's "hot" palette with
+// its --hash option: derived from the name, so the same function has the same colour in every
+// graph. Names are XML-escaped, and bytes that are not valid UTF-8 or not allowed in XML are shown
+// as U+FFFD, so the file stays well-formed whatever the symbols hold. No stacks (or only zero
+// counts) give a graph that says so.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+
+#include "perf/folded.hpp"
+
+namespace ehelf::perf {
+
+struct FlameGraphOptions {
+  std::string title = "Flame Graph";
+  unsigned width = 1200;      // of the image, in pixels
+  unsigned frame_height = 16; // pixels per stack level
+  double min_width_px = 0.1;  // narrower frames are left out
+  bool inverted = false;      // icicle graph: the root at the top, callees below their callers
+  std::string count_name = "samples"; // what the counts are, in the tooltips ("cycles" when
+                                      // weighted by period)
+};
+
+void write_flamegraph_svg(std::ostream& out, const FoldedStacks& stacks,
+                          const FlameGraphOptions& options);
+
+} // namespace ehelf::perf

@@ -1,0 +1,627 @@
+#include "perf/perf_data.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <fmt/format.h>
+
+#include "support/byte_cursor.hpp"
+
+namespace ehelf::perf {
+
+namespace {
+
+constexpr uint64_t kMagic = 0x32454c4946524550ULL;        // "PERFILE2"
+constexpr uint64_t kMagicSwapped = 0x50455246494c4532ULL; // the same from a big-endian host
+constexpr uint64_t kFileHeaderSize = 104;
+constexpr uint64_t kPipeHeaderSize = 16;
+constexpr uint64_t kAttrSizeVer0 = 64;
+constexpr size_t kRecordHeaderSize = 8;
+
+// Header feature bits.
+constexpr unsigned kFeatBuildId = 2, kFeatHostname = 3, kFeatOsRelease = 4, kFeatArch = 6,
+                   kFeatEventDesc = 12;
+
+// misc bits.
+constexpr uint16_t kMiscCommExec = 1 << 13;
+constexpr uint16_t kMiscMmapBuildId = 1 << 14;
+constexpr uint16_t kMiscBuildIdSize = 1 << 15;
+
+// read_format bits.
+constexpr uint64_t kFormatTotalTimeEnabled = 1, kFormatTotalTimeRunning = 2, kFormatId = 4,
+                   kFormatGroup = 8, kFormatLost = 16;
+constexpr uint64_t kBranchHwIndex = 1 << 17;
+
+// A NUL-terminated string inside `c`'s remaining bytes, up to `limit` of them; the cursor moves
+// past the limit. Fails the cursor if no NUL is found.
+std::string_view read_cstring(ByteCursor& c, size_t limit) {
+  const size_t n = std::min(limit, c.remaining());
+  const uint8_t* p = c.data().data() + c.pos();
+  const void* nul = std::memchr(p, 0, n);
+  if (!nul) {
+    c.fail();
+    return {};
+  }
+  std::string_view s(reinterpret_cast<const char*>(p),
+                     static_cast<size_t>(static_cast<const uint8_t*>(nul) - p));
+  c.skip(n);
+  return s;
+}
+
+// perf's string feature: u32 length, then that many bytes (NUL padded).
+std::string read_feature_string(ByteCursor& c) {
+  const uint32_t len = c.u32();
+  if (!c.ok() || len > c.remaining()) {
+    c.fail();
+    return {};
+  }
+  std::string_view s = read_cstring(c, len);
+  if (!c.ok()) { // no NUL: the whole length is the string
+    return {};
+  }
+  return std::string(s);
+}
+
+std::span<const uint8_t> take(ByteCursor& c, uint64_t n) {
+  if (n > c.remaining()) {
+    c.fail();
+    return {};
+  }
+  std::span<const uint8_t> s = c.data().subspan(c.pos(), n);
+  c.skip(n);
+  return s;
+}
+
+// The number of u64 words of a sample_id trailer, and the position of its time in it.
+struct TrailerLayout {
+  size_t words = 0;
+  int time_word = -1;
+};
+
+TrailerLayout trailer_layout(const EventAttr& a) {
+  TrailerLayout t;
+  const uint64_t st = a.sample_type;
+  if (st & sample::kTid) ++t.words;
+  if (st & sample::kTime) t.time_word = static_cast<int>(t.words++);
+  if (st & sample::kId) ++t.words;
+  if (st & sample::kStreamId) ++t.words;
+  if (st & sample::kCpu) ++t.words;
+  if (st & sample::kIdentifier) ++t.words;
+  return t;
+}
+
+uint64_t load_u64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
+} // namespace
+
+uint64_t SampleRecord::callchain_at(size_t i) const {
+  return load_u64(callchain.data() + 8 * i);
+}
+
+bool SampleRecord::reg(unsigned perf_reg, uint64_t& value) const {
+  if (perf_reg >= 64 || !(regs_mask & (uint64_t(1) << perf_reg)) || regs_abi == 0) return false;
+  const size_t index =
+      static_cast<size_t>(std::popcount(regs_mask & ((uint64_t(1) << perf_reg) - 1)));
+  if (8 * (index + 1) > regs.size()) return false;
+  value = load_u64(regs.data() + 8 * index);
+  return true;
+}
+
+Error PerfData::error_at(uint64_t offset, std::string message) const {
+  return std::move(Error::at("", offset, std::move(message))).in_file(name_);
+}
+
+std::span<const uint8_t> PerfData::bytes() const {
+  if (file_) return file_->bytes();
+  if (owned_) return {owned_->data(), owned_->size()};
+  return {};
+}
+
+Result<PerfData> PerfData::open(const std::string& path) {
+  auto file = MappedFile::open(path);
+  if (!file) return std::move(file).error();
+  PerfData d;
+  d.name_ = path;
+  d.file_ = std::move(*file);
+  return parse(std::move(d));
+}
+
+Result<PerfData> PerfData::from_bytes(std::vector<uint8_t> bytes, std::string name) {
+  PerfData d;
+  d.name_ = std::move(name);
+  d.owned_ = std::make_shared<std::vector<uint8_t>>(std::move(bytes));
+  return parse(std::move(d));
+}
+
+Result<PerfData> PerfData::parse(PerfData d) {
+  if (Status s = d.parse_file_header(); !s) return std::move(s).error();
+  if (d.attrs_.empty()) return d.error_at(0, "no event attributes: not a perf record output");
+  // Samples find their attribute by id: every attribute must put it at the same place.
+  const EventAttr& first = d.attrs_.front();
+  const uint64_t st = first.sample_type;
+  if (st & sample::kIdentifier) {
+    d.id_position_ = 0;
+    d.id_position_from_end_ = 1;
+  } else if (st & sample::kId) {
+    d.id_position_ = ((st & sample::kIp) ? 1 : 0) + ((st & sample::kTid) ? 1 : 0) +
+                     ((st & sample::kTime) ? 1 : 0) + ((st & sample::kAddr) ? 1 : 0);
+    d.id_position_from_end_ =
+        1 + ((st & sample::kCpu) ? 1 : 0) + ((st & sample::kStreamId) ? 1 : 0);
+  }
+  if (d.attrs_.size() > 1) {
+    if (d.id_position_ < 0)
+      return d.error_at(0, "several events whose samples carry no id: cannot tell them apart");
+    for (const EventAttr& a : d.attrs_) {
+      const uint64_t mask = sample::kIdentifier | sample::kId | sample::kIp | sample::kTid |
+                            sample::kTime | sample::kAddr;
+      if ((a.sample_type & mask) != (st & mask))
+        return d.error_at(0, "events with different sample id layouts");
+    }
+  }
+  return d;
+}
+
+Status PerfData::parse_file_header() {
+  std::span<const uint8_t> all = bytes();
+  ByteCursor c(all);
+  const uint64_t magic = c.u64();
+  const uint64_t header_size = c.u64();
+  if (!c.ok()) return error_at(0, "truncated perf.data header");
+  if (magic == kMagicSwapped) return error_at(0, "big-endian perf.data is not supported");
+  if (magic != kMagic) return error_at(0, "not a perf.data file (no PERFILE2 magic)");
+  if (header_size == kPipeHeaderSize) {
+    pipe_ = true;
+    data_offset_ = kPipeHeaderSize;
+    data_size_ = all.size() - kPipeHeaderSize;
+    return parse_pipe_header_records();
+  }
+  if (header_size < kFileHeaderSize || header_size > all.size())
+    return error_at(8, fmt::format("header size {} is not a perf.data header's", header_size));
+  const uint64_t attr_size = c.u64();
+  const uint64_t attrs_offset = c.u64(), attrs_size = c.u64();
+  data_offset_ = c.u64();
+  data_size_ = c.u64();
+  c.skip(16); // event_types: unused by perf since 2012
+  uint64_t bits[4];
+  for (uint64_t& b : bits)
+    b = c.u64();
+  if (!c.ok()) return error_at(c.failure_offset(), "truncated perf.data header");
+  auto inside = [&](uint64_t off, uint64_t size) {
+    return off <= all.size() && size <= all.size() - off;
+  };
+  if (!inside(data_offset_, data_size_))
+    return error_at(40,
+                    fmt::format("data section [{:#x}, +{:#x}) is outside the file ({:#x} bytes)",
+                                data_offset_, data_size_, all.size()));
+  if (!inside(attrs_offset, attrs_size))
+    return error_at(24, fmt::format("attribute section [{:#x}, +{:#x}) is outside the file",
+                                    attrs_offset, attrs_size));
+  if (attr_size < kAttrSizeVer0 + 16 || attrs_size % attr_size != 0)
+    return error_at(16, fmt::format("attribute entry size {} does not fit the section size {}",
+                                    attr_size, attrs_size));
+  for (uint64_t off = attrs_offset; off < attrs_offset + attrs_size; off += attr_size) {
+    EventAttr a;
+    if (Status s = parse_attr(all.subspan(off, attr_size - 16), off, a); !s) return s;
+    ByteCursor ids_at(all.subspan(off + attr_size - 16, 16), off + attr_size - 16);
+    const uint64_t ids_offset = ids_at.u64(), ids_size = ids_at.u64();
+    if (!inside(ids_offset, ids_size) || ids_size % 8 != 0)
+      return error_at(
+          off + attr_size - 16,
+          fmt::format("id array [{:#x}, +{:#x}) is outside the file", ids_offset, ids_size));
+    for (uint64_t i = 0; i < ids_size; i += 8)
+      a.ids.push_back(load_u64(all.data() + ids_offset + i));
+    attrs_.push_back(std::move(a));
+  }
+  return parse_features(data_offset_ + data_size_, bits);
+}
+
+Status PerfData::parse_attr(std::span<const uint8_t> raw, uint64_t offset, EventAttr& a) const {
+  if (raw.size() < kAttrSizeVer0)
+    return error_at(offset, fmt::format("event attribute of {} bytes is shorter than the first "
+                                        "version's 64",
+                                        raw.size()));
+  // Fields past the attribute's own size (an older perf) read as 0.
+  uint8_t buf[128] = {};
+  std::memcpy(buf, raw.data(), std::min<size_t>(raw.size(), sizeof buf));
+  ByteCursor c(std::span<const uint8_t>(buf, sizeof buf));
+  a.type = c.u32();
+  c.u32(); // size
+  a.config = c.u64();
+  a.sample_period = c.u64();
+  a.sample_type = c.u64();
+  a.read_format = c.u64();
+  a.flags = c.u64();
+  c.skip(8 + 8 + 8); // wakeup_events, bp_type, config1, config2
+  a.branch_sample_type = c.u64();
+  a.sample_regs_user = c.u64();
+  a.sample_stack_user = c.u32();
+  c.u32(); // clockid
+  a.sample_regs_intr = c.u64();
+  return Ok{};
+}
+
+Status PerfData::parse_build_ids(std::span<const uint8_t> raw, uint64_t offset) {
+  ByteCursor c(raw, offset);
+  while (c.remaining() > 0) {
+    const uint64_t at = c.offset();
+    const size_t start = c.pos();
+    c.u32(); // type
+    const uint16_t misc = c.u16();
+    const uint16_t size = c.u16();
+    if (!c.ok() || size < kRecordHeaderSize + 4 + 24 || size - kRecordHeaderSize > c.remaining())
+      return error_at(at, fmt::format("build-id entry of {} bytes does not fit", size));
+    BuildIdEntry e;
+    e.pid = c.u32();
+    std::span<const uint8_t> id = take(c, 24);
+    size_t len = 20;
+    if (misc & kMiscBuildIdSize) len = std::min<size_t>(id[20], 20);
+    e.build_id.assign(id.begin(), id.begin() + static_cast<long>(len));
+    e.kernel = (misc & 7) == static_cast<uint16_t>(CpuMode::Kernel);
+    const size_t used = c.pos() - start;
+    std::string_view name = read_cstring(c, size - used);
+    if (!c.ok()) return error_at(at, "build-id entry's file name is not terminated");
+    e.filename = std::string(name);
+    build_ids_.push_back(std::move(e));
+  }
+  return Ok{};
+}
+
+Status PerfData::parse_features(uint64_t features_offset, const uint64_t (&bits)[4]) {
+  std::span<const uint8_t> all = bytes();
+  uint64_t at = features_offset;
+  for (unsigned bit = 0; bit < 256; ++bit) {
+    if (!((bits[bit / 64] >> (bit % 64)) & 1)) continue;
+    if (at > all.size() || all.size() - at < 16)
+      return error_at(at, fmt::format("feature {} has no section entry (file truncated)", bit));
+    const uint64_t off = load_u64(all.data() + at), size = load_u64(all.data() + at + 8);
+    if (off > all.size() || size > all.size() - off)
+      return error_at(at, fmt::format("feature {} section [{:#x}, +{:#x}) is outside the file", bit,
+                                      off, size));
+    ByteCursor c(all.subspan(off, size), off);
+    switch (bit) {
+    case kFeatBuildId:
+      if (Status s = parse_build_ids(all.subspan(off, size), off); !s) return s;
+      break;
+    case kFeatHostname:
+      hostname_ = read_feature_string(c);
+      break;
+    case kFeatOsRelease:
+      os_release_ = read_feature_string(c);
+      break;
+    case kFeatArch:
+      arch_ = read_feature_string(c);
+      break;
+    case kFeatEventDesc: {
+      const uint32_t nr = c.u32(), attr_size = c.u32();
+      for (uint32_t i = 0; i < nr && c.ok(); ++i) {
+        c.skip(attr_size);
+        const uint32_t nr_ids = c.u32();
+        std::string name = read_feature_string(c);
+        if (!c.ok() || uint64_t(nr_ids) * 8 > c.remaining()) break;
+        std::vector<uint64_t> ids(nr_ids);
+        for (uint64_t& id : ids)
+          id = c.u64();
+        // By id where the ids are known, else by position.
+        bool named = false;
+        for (EventAttr& a : attrs_)
+          if (!ids.empty() && std::find(a.ids.begin(), a.ids.end(), ids[0]) != a.ids.end()) {
+            a.name = name;
+            named = true;
+          }
+        if (!named && nr == attrs_.size()) attrs_[i].name = name;
+      }
+      if (!c.ok()) return error_at(c.failure_offset(), "truncated event description feature");
+      break;
+    }
+    default:
+      break;
+    }
+    if (!c.ok()) return error_at(c.failure_offset(), fmt::format("truncated feature {}", bit));
+    at += 16;
+  }
+  return Ok{};
+}
+
+Status PerfData::parse_pipe_header_records() {
+  std::span<const uint8_t> all = bytes();
+  uint64_t pos = data_offset_;
+  const uint64_t end = data_offset_ + data_size_;
+  while (pos < end) {
+    if (end - pos < kRecordHeaderSize) return error_at(pos, "truncated record header");
+    const uint32_t type = static_cast<uint32_t>(load_u64(all.data() + pos));
+    uint16_t size;
+    std::memcpy(&size, all.data() + pos + 6, 2);
+    if (size < kRecordHeaderSize || size > end - pos)
+      return error_at(pos, fmt::format("record of {} bytes does not fit", size));
+    std::span<const uint8_t> body = all.subspan(pos + kRecordHeaderSize, size - kRecordHeaderSize);
+    uint64_t extra = 0; // bytes that follow the record outside its size
+    if (type == record::kHeaderAttr) {
+      EventAttr a;
+      if (Status s = parse_attr(body, pos + kRecordHeaderSize, a); !s) return s;
+      uint32_t own_size;
+      std::memcpy(&own_size, body.data() + 4, 4);
+      if (own_size < kAttrSizeVer0 || own_size > body.size())
+        return error_at(pos + kRecordHeaderSize + 4,
+                        fmt::format("attribute size {} does not fit its record", own_size));
+      for (size_t i = own_size; i + 8 <= body.size(); i += 8)
+        a.ids.push_back(load_u64(body.data() + i));
+      attrs_.push_back(std::move(a));
+    } else if (type == record::kHeaderBuildId) {
+      if (Status s = parse_build_ids(all.subspan(pos, size), pos); !s) return s;
+    } else if (type == record::kHeaderFeature) {
+      if (body.size() >= 8) {
+        const uint64_t bit = load_u64(body.data());
+        ByteCursor c(body.subspan(8), pos + 16);
+        if (bit == kFeatHostname)
+          hostname_ = read_feature_string(c);
+        else if (bit == kFeatOsRelease)
+          os_release_ = read_feature_string(c);
+        else if (bit == kFeatArch)
+          arch_ = read_feature_string(c);
+        else if (bit == kFeatBuildId) {
+          if (Status s = parse_build_ids(body.subspan(8), pos + 16); !s) return s;
+        }
+      }
+    } else if (type == record::kHeaderTracingData && body.size() >= 4) {
+      uint32_t n;
+      std::memcpy(&n, body.data(), 4);
+      extra = n;
+    } else if (type == record::kAuxtrace && body.size() >= 8) {
+      extra = load_u64(body.data());
+    }
+    if (extra > end - pos - size) return error_at(pos, "record payload runs past the end");
+    pos += size + extra;
+  }
+  return Ok{};
+}
+
+const EventAttr* PerfData::attr_for_id(uint64_t id) const {
+  if (attrs_.size() == 1) return &attrs_.front();
+  for (const EventAttr& a : attrs_)
+    if (std::find(a.ids.begin(), a.ids.end(), id) != a.ids.end()) return &a;
+  return nullptr;
+}
+
+namespace {
+
+// Decodes a sample's body (after the header) in PERF_SAMPLE_* order.
+bool decode_sample(ByteCursor& c, const EventAttr& a, SampleRecord& s, std::string& why) {
+  const uint64_t st = a.sample_type;
+  s.attr = &a;
+  if (st & sample::kIdentifier) s.id = c.u64();
+  if (st & sample::kIp) s.ip = c.u64();
+  if (st & sample::kTid) {
+    s.pid = c.u32();
+    s.tid = c.u32();
+  }
+  if (st & sample::kTime) s.time = c.u64();
+  if (st & sample::kAddr) s.addr = c.u64();
+  if (st & sample::kId) s.id = c.u64();
+  if (st & sample::kStreamId) s.stream_id = c.u64();
+  if (st & sample::kCpu) {
+    s.cpu = c.u32();
+    c.u32();
+  }
+  if (st & sample::kPeriod) s.period = c.u64();
+  if (st & sample::kRead) {
+    const uint64_t rf = a.read_format;
+    const uint64_t per_value = 1 + ((rf & kFormatId) ? 1 : 0) + ((rf & kFormatLost) ? 1 : 0);
+    const uint64_t times =
+        ((rf & kFormatTotalTimeEnabled) ? 1 : 0) + ((rf & kFormatTotalTimeRunning) ? 1 : 0);
+    if (rf & kFormatGroup) {
+      const uint64_t nr = c.u64();
+      if (nr > c.remaining() / 8 / per_value) {
+        why = fmt::format("read group of {} values does not fit", nr);
+        return false;
+      }
+      c.skip(8 * (times + nr * per_value));
+    } else {
+      c.skip(8 * (times + per_value));
+    }
+  }
+  if (st & sample::kCallchain) {
+    const uint64_t nr = c.u64();
+    if (nr > c.remaining() / 8) {
+      why = fmt::format("callchain of {} entries does not fit", nr);
+      return false;
+    }
+    s.callchain = take(c, 8 * nr);
+  }
+  if (st & sample::kRaw) take(c, c.u32());
+  if (st & sample::kBranchStack) {
+    const uint64_t nr = c.u64();
+    if (a.branch_sample_type & kBranchHwIndex) c.u64();
+    if (nr > c.remaining() / 24) {
+      why = fmt::format("branch stack of {} entries does not fit", nr);
+      return false;
+    }
+    c.skip(24 * nr);
+  }
+  if (st & sample::kRegsUser) {
+    s.regs_abi = c.u64();
+    s.regs_mask = a.sample_regs_user;
+    if (s.regs_abi) s.regs = take(c, 8 * uint64_t(std::popcount(a.sample_regs_user)));
+  }
+  if (st & sample::kStackUser) {
+    const uint64_t size = c.u64();
+    if (size > c.remaining()) {
+      why = fmt::format("user stack of {} bytes does not fit", size);
+      return false;
+    }
+    s.stack = take(c, size);
+    if (size) {
+      s.stack_dyn_size = c.u64();
+      if (s.stack_dyn_size > size) s.stack_dyn_size = size; // never more than was copied
+    }
+  }
+  if (st & (sample::kWeight | sample::kWeightStruct)) c.u64();
+  if (st & sample::kDataSrc) c.u64();
+  if (st & sample::kTransaction) c.u64();
+  if (st & sample::kRegsIntr) {
+    if (c.u64()) c.skip(8 * uint64_t(std::popcount(a.sample_regs_intr)));
+  }
+  if (st & sample::kPhysAddr) c.u64();
+  if (st & sample::kCgroup) c.u64();
+  if (st & sample::kDataPageSize) c.u64();
+  if (st & sample::kCodePageSize) c.u64();
+  if (st & sample::kAux) take(c, c.u64());
+  if (!c.ok()) {
+    why = "sample is shorter than its sample_type says";
+    return false;
+  }
+  return true;
+}
+
+} // namespace
+
+Result<std::vector<Record>> PerfData::records() const {
+  std::span<const uint8_t> all = bytes();
+  std::vector<Record> out;
+  uint64_t pos = data_offset_;
+  const uint64_t end = data_offset_ + data_size_;
+  const EventAttr& first = attrs_.front();
+  while (pos < end) {
+    if (end - pos < kRecordHeaderSize) return error_at(pos, "truncated record header");
+    Record r;
+    r.offset = pos;
+    std::memcpy(&r.type, all.data() + pos, 4);
+    std::memcpy(&r.misc, all.data() + pos + 4, 2);
+    uint16_t size;
+    std::memcpy(&size, all.data() + pos + 6, 2);
+    if (size < kRecordHeaderSize || size > end - pos)
+      return error_at(pos, fmt::format("record of {} bytes does not fit (type {})", size, r.type));
+    std::span<const uint8_t> body = all.subspan(pos + kRecordHeaderSize, size - kRecordHeaderSize);
+    ByteCursor c(body, pos + kRecordHeaderSize);
+    uint64_t extra = 0;
+    bool keep = true;
+    if (r.type == record::kSample) {
+      const EventAttr* a = &first;
+      if (attrs_.size() > 1) {
+        if (body.size() < 8 * size_t(id_position_ + 1))
+          return error_at(pos, "sample too short to hold its id");
+        a = attr_for_id(load_u64(body.data() + 8 * size_t(id_position_)));
+        if (!a) return error_at(pos, "sample id matches no event");
+      }
+      SampleRecord s;
+      std::string why;
+      if (!decode_sample(c, *a, s, why)) return error_at(pos, why);
+      r.time = s.time;
+      r.body = s;
+    } else if (r.type < record::kHeaderAttr) {
+      // The kernel's records: a sample_id trailer at the end when sample_id_all is set.
+      const EventAttr* a = &first;
+      if (attrs_.size() > 1 && first.sample_id_all() && id_position_from_end_ > 0 &&
+          body.size() >= 8 * size_t(id_position_from_end_)) {
+        const EventAttr* by_id =
+            attr_for_id(load_u64(body.data() + body.size() - 8 * size_t(id_position_from_end_)));
+        if (by_id) a = by_id;
+      }
+      size_t trailer = 0;
+      if (a->sample_id_all()) {
+        TrailerLayout t = trailer_layout(*a);
+        trailer = 8 * t.words;
+        if (trailer > body.size()) return error_at(pos, "record too short for its sample id");
+        if (t.time_word >= 0)
+          r.time = load_u64(body.data() + body.size() - trailer + 8 * size_t(t.time_word));
+      }
+      const size_t payload = body.size() - trailer;
+      switch (r.type) {
+      case record::kMmap:
+      case record::kMmap2: {
+        MmapRecord m;
+        m.mmap2 = r.type == record::kMmap2;
+        m.pid = c.u32();
+        m.tid = c.u32();
+        m.start = c.u64();
+        m.len = c.u64();
+        m.pgoff = c.u64();
+        if (m.mmap2) {
+          if (r.misc & kMiscMmapBuildId) {
+            const uint8_t n = c.u8();
+            c.skip(3);
+            std::span<const uint8_t> id = take(c, 20);
+            if (c.ok()) m.build_id = id.first(std::min<size_t>(n, 20));
+          } else {
+            c.skip(24); // maj, min, ino, ino_generation
+          }
+          m.prot = c.u32();
+          m.flags = c.u32();
+        }
+        if (c.ok() && c.pos() <= payload) m.filename = read_cstring(c, payload - c.pos());
+        if (!c.ok() || c.pos() > payload)
+          return error_at(pos, "mmap record is truncated or its file name is not terminated");
+        r.body = m;
+        break;
+      }
+      case record::kComm: {
+        CommRecord cm;
+        cm.pid = c.u32();
+        cm.tid = c.u32();
+        cm.exec = (r.misc & kMiscCommExec) != 0;
+        if (c.ok() && c.pos() <= payload) cm.comm = read_cstring(c, payload - c.pos());
+        if (!c.ok() || c.pos() > payload)
+          return error_at(pos, "comm record is truncated or its name is not terminated");
+        r.body = cm;
+        break;
+      }
+      case record::kFork:
+      case record::kExit: {
+        TaskRecord t;
+        t.pid = c.u32();
+        t.ppid = c.u32();
+        t.tid = c.u32();
+        t.ptid = c.u32();
+        t.time = c.u64();
+        if (!c.ok() || c.pos() > payload) return error_at(pos, "fork/exit record is truncated");
+        if (!r.time) r.time = t.time;
+        r.body = t;
+        break;
+      }
+      case record::kLost: {
+        LostRecord l;
+        l.id = c.u64();
+        l.lost = c.u64();
+        if (!c.ok() || c.pos() > payload) return error_at(pos, "lost record is truncated");
+        r.body = l;
+        break;
+      }
+      default:
+        break;
+      }
+    } else {
+      switch (r.type) {
+      case record::kHeaderAttr:
+      case record::kHeaderBuildId:
+      case record::kHeaderFeature:
+      case 65:        // HEADER_EVENT_TYPE
+        keep = false; // applied by the header parse (pipe mode)
+        break;
+      case record::kHeaderTracingData:
+        if (body.size() >= 4) {
+          uint32_t n;
+          std::memcpy(&n, body.data(), 4);
+          extra = n;
+        }
+        break;
+      case record::kAuxtrace:
+        if (body.size() >= 8) extra = load_u64(body.data());
+        break;
+      case record::kCompressed:
+        return error_at(pos, "compressed records (perf record -z) are not supported: "
+                             "decompress with `perf inject -i IN -o OUT`");
+      default:
+        break;
+      }
+    }
+    if (extra > end - pos - size) return error_at(pos, "record payload runs past the end");
+    if (keep) out.push_back(std::move(r));
+    pos += size + extra;
+  }
+  return out;
+}
+
+} // namespace ehelf::perf

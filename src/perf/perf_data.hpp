@@ -1,0 +1,188 @@
+// PerfData: a perf.data file (`perf record` output, file or pipe layout) decoded into its event
+// attributes, header features and records. Records point into the file's bytes (which PerfData
+// keeps mapped); nothing is read outside them: every length a record or header claims is checked
+// and a violation is an Error naming the file and the byte offset.
+//
+// Covers what turning `perf record --call-graph dwarf` data into stacks needs: samples (every
+// sample_type field, including user registers and the user stack copy), mmap/mmap2 (with build
+// ids), comm, fork and exit, and the build-id, hostname, OS release, architecture and event-name
+// header features. Other records are returned with their type and time only. Little-endian files
+// only (big-endian perf.data is refused).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "elf/mapped_file.hpp"
+#include "support/result.hpp"
+
+namespace ehelf::perf {
+
+// perf_event_attr fields the reader uses.
+struct EventAttr {
+  uint32_t type = 0;
+  uint64_t config = 0;
+  uint64_t sample_period = 0;
+  uint64_t sample_type = 0;
+  uint64_t read_format = 0;
+  uint64_t flags = 0; // the bit fields after read_format (disabled, inherit, ..., sample_id_all)
+  uint64_t branch_sample_type = 0;
+  uint64_t sample_regs_user = 0;
+  uint32_t sample_stack_user = 0;
+  uint64_t sample_regs_intr = 0;
+  std::vector<uint64_t> ids; // sample ids of this event (matched by PERF_SAMPLE_ID/IDENTIFIER)
+  std::string name;          // from the event-description feature, else empty
+  bool sample_id_all() const { return (flags >> 18) & 1; }
+  bool freq() const { return (flags >> 10) & 1; }
+};
+
+// PERF_SAMPLE_* bits.
+namespace sample {
+constexpr uint64_t kIp = 1 << 0, kTid = 1 << 1, kTime = 1 << 2, kAddr = 1 << 3, kRead = 1 << 4,
+                   kCallchain = 1 << 5, kId = 1 << 6, kCpu = 1 << 7, kPeriod = 1 << 8,
+                   kStreamId = 1 << 9, kRaw = 1 << 10, kBranchStack = 1 << 11, kRegsUser = 1 << 12,
+                   kStackUser = 1 << 13, kWeight = 1 << 14, kDataSrc = 1 << 15,
+                   kIdentifier = 1 << 16, kTransaction = 1 << 17, kRegsIntr = 1 << 18,
+                   kPhysAddr = 1 << 19, kAux = 1 << 20, kCgroup = 1 << 21, kDataPageSize = 1 << 22,
+                   kCodePageSize = 1 << 23, kWeightStruct = 1 << 24;
+} // namespace sample
+
+// Record types (PERF_RECORD_*, and perf's own from 64 on).
+namespace record {
+constexpr uint32_t kMmap = 1, kLost = 2, kComm = 3, kExit = 4, kThrottle = 5, kUnthrottle = 6,
+                   kFork = 7, kRead = 8, kSample = 9, kMmap2 = 10, kLostSamples = 13,
+                   kHeaderAttr = 64, kHeaderTracingData = 66, kHeaderBuildId = 67,
+                   kFinishedRound = 68, kAuxtrace = 71, kHeaderFeature = 80, kCompressed = 81;
+} // namespace record
+
+// perf's x86_64 register numbers (arch/x86/include/uapi/asm/perf_regs.h).
+namespace perf_reg {
+constexpr unsigned kAx = 0, kBx = 1, kCx = 2, kDx = 3, kSi = 4, kDi = 5, kBp = 6, kSp = 7, kIp = 8,
+                   kFlags = 9, kR8 = 16, kR15 = 23;
+} // namespace perf_reg
+
+// misc & kCpumodeMask.
+enum class CpuMode : uint8_t {
+  Unknown = 0,
+  Kernel = 1,
+  User = 2,
+  Hypervisor = 3,
+  GuestKernel = 4,
+  GuestUser = 5
+};
+
+struct SampleRecord {
+  const EventAttr* attr = nullptr;
+  uint64_t id = 0, ip = 0, time = 0, addr = 0, stream_id = 0, period = 0;
+  uint32_t pid = 0, tid = 0, cpu = 0;
+  std::span<const uint8_t> callchain; // nr u64 addresses (PERF_CONTEXT_* markers included)
+  uint64_t regs_abi = 0;              // 0: no user registers (a kernel thread)
+  uint64_t regs_mask = 0;             // attr->sample_regs_user
+  std::span<const uint8_t> regs;      // one u64 per bit of regs_mask, in bit order
+  std::span<const uint8_t> stack;     // the user stack copied from the sample's rsp up
+  uint64_t stack_dyn_size = 0;        // how much of `stack` is valid
+  size_t callchain_size() const { return callchain.size() / 8; }
+  uint64_t callchain_at(size_t i) const;
+  // A user register by perf number; false if the sample does not have it.
+  bool reg(unsigned perf_reg, uint64_t& value) const;
+  // The valid part of the stack copy.
+  std::span<const uint8_t> stack_data() const {
+    return stack.first(std::min<size_t>(stack.size(), stack_dyn_size));
+  }
+};
+
+struct MmapRecord {
+  uint32_t pid = 0, tid = 0;
+  uint64_t start = 0, len = 0, pgoff = 0;
+  uint32_t prot = 0, flags = 0; // mmap2 only; mmap records are executable mappings
+  bool mmap2 = false;
+  std::span<const uint8_t> build_id; // mmap2 with PERF_RECORD_MISC_MMAP_BUILD_ID
+  std::string_view filename;
+  bool executable() const { return !mmap2 || (prot & 4); } // PROT_EXEC
+};
+
+struct CommRecord {
+  uint32_t pid = 0, tid = 0;
+  std::string_view comm;
+  bool exec = false; // the comm changed by exec (PERF_RECORD_MISC_COMM_EXEC)
+};
+
+struct TaskRecord { // fork or exit
+  uint32_t pid = 0, ppid = 0, tid = 0, ptid = 0;
+  uint64_t time = 0;
+};
+
+struct LostRecord {
+  uint64_t id = 0, lost = 0;
+};
+
+struct Record {
+  uint32_t type = 0;
+  uint16_t misc = 0;
+  uint64_t offset = 0; // in the file
+  uint64_t time = 0;   // the sample's or the sample_id trailer's time; 0 if the record has none
+  std::variant<std::monostate, SampleRecord, MmapRecord, CommRecord, TaskRecord, LostRecord> body;
+  CpuMode cpumode() const { return static_cast<CpuMode>(misc & 7); }
+};
+
+// A HEADER_BUILD_ID entry: the build id perf recorded for a file.
+struct BuildIdEntry {
+  uint32_t pid = 0;
+  bool kernel = false;
+  std::vector<uint8_t> build_id;
+  std::string filename;
+};
+
+class PerfData {
+public:
+  static Result<PerfData> open(const std::string& path);
+  // From bytes in memory (tests, fuzzing); `name` names them in errors.
+  static Result<PerfData> from_bytes(std::vector<uint8_t> bytes, std::string name);
+
+  const std::string& name() const { return name_; }
+  bool pipe_mode() const { return pipe_; }
+  const std::vector<EventAttr>& attrs() const { return attrs_; }
+  const std::vector<BuildIdEntry>& build_ids() const { return build_ids_; }
+  const std::string& hostname() const { return hostname_; }
+  const std::string& os_release() const { return os_release_; }
+  const std::string& arch() const { return arch_; }
+
+  // Every record of the data, in file order. Stops at the first malformed one: the error names
+  // the file and its offset. Records that describe the file (pipe mode's attr and build-id
+  // records) have already been applied to attrs() and build_ids() and are not repeated.
+  Result<std::vector<Record>> records() const;
+
+  // The attribute a sample's id belongs to (the only one when there is one).
+  const EventAttr* attr_for_id(uint64_t id) const;
+
+private:
+  PerfData() = default;
+  static Result<PerfData> parse(PerfData d);
+  Status parse_file_header();
+  Status parse_features(uint64_t features_offset, const uint64_t (&bits)[4]);
+  Status parse_attr(std::span<const uint8_t> bytes, uint64_t offset, EventAttr& out) const;
+  Status parse_build_ids(std::span<const uint8_t> bytes, uint64_t offset);
+  Status parse_pipe_header_records(); // pipe mode: attr and build-id records before the data
+  Error error_at(uint64_t offset, std::string message) const;
+  std::span<const uint8_t> bytes() const;
+
+  std::string name_;
+  std::unique_ptr<MappedFile> file_; // open(); from_bytes keeps `owned_`
+  std::shared_ptr<std::vector<uint8_t>> owned_;
+  bool pipe_ = false;
+  uint64_t data_offset_ = 0, data_size_ = 0;
+  std::vector<EventAttr> attrs_;
+  std::vector<BuildIdEntry> build_ids_;
+  std::string hostname_, os_release_, arch_;
+  // Every attribute has the same sample_type layout up to the id, so a sample's attribute can
+  // be found from the id (PERF_SAMPLE_IDENTIFIER first, else at a fixed position).
+  int id_position_ = -1;          // u64 index of the id in a sample, -1: none
+  int id_position_from_end_ = -1; // u64 index from the end of a sample_id trailer
+};
+
+} // namespace ehelf::perf

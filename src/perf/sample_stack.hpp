@@ -1,0 +1,31 @@
+// SampleStack: one perf sample turned into a call stack, what the output writers (folded,
+// flame graph, script, JSON) consume.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ehelf::perf {
+
+struct StackFrame {
+  uint64_t pc = 0;    // actual address (the first frame's interrupted pc, then return addresses)
+  std::string symbol; // "" when unknown
+  uint64_t symbol_offset = 0; // pc - symbol start, when symbol is known
+  std::string module;         // file path, "[vdso]", "[kernel.kallsyms]", or "" when unknown
+  // The address perf script prints: for user frames the looked-up address (the pc, or a return
+  // address - 1: the call) as an offset in its mapped file, for kernel frames the pc itself.
+  // symbol and symbol_offset are those of the looked-up address too.
+  uint64_t dso_address = 0;
+};
+
+struct SampleStack {
+  std::string comm; // the thread's command name at the sample's time
+  uint32_t pid = 0, tid = 0;
+  uint64_t time = 0;              // perf clock, nanoseconds
+  uint64_t period = 1;            // the sample's weight (PERF_SAMPLE_PERIOD, else 1)
+  std::vector<StackFrame> frames; // innermost first
+  std::string stop;               // why the walk ended ("end of stack", ...)
+};
+
+} // namespace ehelf::perf

@@ -1,0 +1,369 @@
+#include "perf/sample_unwinder.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <fmt/format.h>
+
+#include "runtime/memory.hpp"
+
+namespace ehelf::perf {
+
+namespace {
+
+// Callchain entries at or above this are context markers (PERF_CONTEXT_KERNEL, _USER, ...).
+constexpr uint64_t kContextMax = static_cast<uint64_t>(-4095);
+constexpr uint64_t kContextKernel = static_cast<uint64_t>(-128);
+
+std::string hex(std::span<const uint8_t> bytes) {
+  std::string s;
+  for (uint8_t b : bytes)
+    s += fmt::format("{:02x}", b);
+  return s;
+}
+
+std::string buildid_dir(const std::string& configured) {
+  if (!configured.empty()) return configured;
+  if (const char* d = std::getenv("PERF_BUILDID_DIR"); d && *d) return d;
+  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.debug";
+  return {};
+}
+
+} // namespace
+
+// One recorded process: its mappings as perf recorded them, the modules we have files for, and
+// an Unwinder over them.
+struct SampleUnwinder::Process {
+  struct Mapping {
+    uint64_t start, end;
+    uint64_t pgoff;
+    std::string path;
+  };
+  std::vector<Mapping> mappings; // every executable mapping, for naming frames without a module
+  std::vector<Module> modules;   // the mappings whose files are usable here
+  ModuleMap map;
+  std::unique_ptr<Unwinder> unwinder;
+  bool dirty = true; // modules changed since `map` was built
+
+  // Removes [start, end) from every mapping and module (a new mapping replaces what it covers).
+  void carve(uint64_t start, uint64_t end) {
+    auto cut = [&](auto& list) {
+      using Item = typename std::decay_t<decltype(list)>::value_type;
+      std::vector<Item> kept;
+      for (Item& m : list) {
+        if (m.end <= start || m.start >= end) {
+          kept.push_back(std::move(m));
+          continue;
+        }
+        if (m.start < start) {
+          Item left = m;
+          left.end = start;
+          kept.push_back(std::move(left));
+        }
+        if (m.end > end) {
+          Item right = m;
+          if constexpr (requires { right.pgoff; }) right.pgoff += end - m.start;
+          right.start = end;
+          kept.push_back(std::move(right));
+        }
+      }
+      list = std::move(kept);
+    };
+    cut(mappings);
+    cut(modules);
+    dirty = true;
+  }
+};
+
+// A module file loaded once for every process that maps it.
+struct SampleUnwinder::LoadedFile {
+  std::shared_ptr<const ModuleData> data; // null: not usable (missing, build id differs)
+  std::string path;                       // the file used
+  bool vdso = false;
+  uint64_t vdso_offset = 0; // for the vDSO: bias - start in this process
+};
+
+SampleUnwinder::SampleUnwinder(const PerfData& data, SampleUnwinderOptions options)
+    : data_(data), options_(std::move(options)) {
+  for (const BuildIdEntry& e : data_.build_ids())
+    if (!e.build_id.empty()) recorded_build_ids_[e.filename] = e.build_id;
+}
+
+SampleUnwinder::~SampleUnwinder() = default;
+
+std::vector<const Record*> SampleUnwinder::time_ordered(const std::vector<Record>& records) {
+  std::vector<const Record*> out;
+  out.reserve(records.size());
+  // Records without a time (perf's own) carry the time of the record before them.
+  std::vector<uint64_t> times;
+  times.reserve(records.size());
+  uint64_t last = 0;
+  for (const Record& r : records) {
+    if (r.time) last = r.time;
+    times.push_back(last);
+    out.push_back(&r);
+  }
+  std::vector<size_t> order(records.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return times[a] < times[b]; });
+  std::vector<const Record*> sorted;
+  sorted.reserve(order.size());
+  for (size_t i : order)
+    sorted.push_back(out[i]);
+  return sorted;
+}
+
+SampleUnwinder::Process& SampleUnwinder::process(uint32_t pid) {
+  auto& p = processes_[pid];
+  if (!p) p = std::make_unique<Process>();
+  return *p;
+}
+
+bool SampleUnwinder::feed(const Record& r, SampleStack& out) {
+  if (const auto* s = std::get_if<SampleRecord>(&r.body)) {
+    unwind_sample(r, *s, out);
+    return true;
+  }
+  if (const auto* m = std::get_if<MmapRecord>(&r.body))
+    on_mmap(*m);
+  else if (const auto* c = std::get_if<CommRecord>(&r.body))
+    on_comm(*c);
+  else if (const auto* t = std::get_if<TaskRecord>(&r.body))
+    r.type == record::kFork ? on_fork(*t) : on_exit(*t);
+  return false;
+}
+
+void SampleUnwinder::on_comm(const CommRecord& c) {
+  comms_[c.tid] = std::string(c.comm);
+  if (c.exec && c.pid == c.tid) { // a new program: the old mappings are gone
+    Process& p = process(c.pid);
+    p.mappings.clear();
+    p.modules.clear();
+    p.dirty = true;
+  }
+}
+
+void SampleUnwinder::on_fork(const TaskRecord& t) {
+  if (auto it = comms_.find(t.ptid); it != comms_.end() && !comms_.count(t.tid))
+    comms_[t.tid] = it->second;
+  if (t.pid == t.ppid) return; // a new thread: same process
+  auto parent = processes_.find(t.ppid);
+  if (parent == processes_.end()) return;
+  Process& child = process(t.pid);
+  child.mappings = parent->second->mappings;
+  child.modules = parent->second->modules;
+  child.dirty = true;
+}
+
+void SampleUnwinder::on_exit(const TaskRecord& t) {
+  // Samples of an exiting process may still follow in time order on another CPU: keep its maps.
+  (void)t;
+}
+
+std::shared_ptr<const ModuleData> SampleUnwinder::data_for(const MmapRecord& m,
+                                                           std::string& path_used, uint64_t& bias) {
+  const std::string name(m.filename);
+  std::vector<uint8_t> want(m.build_id.begin(), m.build_id.end());
+  if (want.empty())
+    if (auto it = recorded_build_ids_.find(name); it != recorded_build_ids_.end())
+      want = it->second;
+  const std::string key = name + "\n" + hex(want);
+  auto& slot = files_[key];
+  if (!slot) {
+    slot = std::make_unique<LoadedFile>();
+    if (name == "[vdso]") {
+      // This process's vDSO, when it is the recorded one (same kernel).
+      ModuleMap self = ModuleMap::for_self();
+      for (Module& sm : self.modules()) {
+        if (!sm.vdso) continue;
+        const ModuleData& d = self.load(sm);
+        if (!d.elf) break;
+        auto id = d.elf->build_id();
+        if (!want.empty() && (!id || !std::equal(id->begin(), id->end(), want.begin(), want.end())))
+          break;
+        slot->data = sm.data;
+        slot->path = "[vdso]";
+        slot->vdso = true;
+        slot->vdso_offset = sm.bias - sm.start;
+        break;
+      }
+    } else {
+      std::vector<std::string> candidates{name};
+      if (want.size() > 1) {
+        std::string dir = buildid_dir(options_.buildid_dir);
+        std::string h = hex(want);
+        if (!dir.empty())
+          candidates.push_back(
+              fmt::format("{}/.build-id/{}/{}/elf", dir, h.substr(0, 2), h.substr(2)));
+      }
+      for (const std::string& path : candidates) {
+        auto elf = ElfFile::open(path);
+        if (!elf) continue;
+        auto id = (*elf)->build_id();
+        if (!want.empty() && (!id || !std::equal(id->begin(), id->end(), want.begin(), want.end())))
+          continue;
+        ModuleMap loader;
+        Module lm;
+        lm.path = path;
+        loader.add(std::move(lm));
+        loader.finish();
+        LoadPolicy policy;
+        const ModuleData& d = loader.load(loader.modules().front(), policy);
+        if (!d.elf) continue;
+        slot->data = loader.modules().front().data;
+        slot->path = path;
+        break;
+      }
+    }
+  }
+  path_used = slot->path;
+  if (!slot->data) return nullptr;
+  if (slot->vdso) {
+    bias = m.start + slot->vdso_offset;
+    return slot->data;
+  }
+  auto b = load_bias(*slot->data->elf, m.start, m.pgoff);
+  if (!b) return nullptr;
+  bias = *b;
+  return slot->data;
+}
+
+void SampleUnwinder::on_mmap(const MmapRecord& m) {
+  if (!m.executable() || m.len == 0 || m.start + m.len < m.start) return;
+  if (m.pid == static_cast<uint32_t>(-1)) return; // the kernel's own mappings
+  Process& p = process(m.pid);
+  const uint64_t end = m.start + m.len;
+  p.carve(m.start, end);
+  p.mappings.push_back({m.start, end, m.pgoff, std::string(m.filename)});
+  std::string path;
+  uint64_t bias = 0;
+  auto data = data_for(m, path, bias);
+  if (!data) {
+    ++stats_.modules_missing;
+    return;
+  }
+  Module mod;
+  mod.path = path;
+  mod.start = m.start;
+  mod.end = end;
+  mod.bias = bias;
+  mod.vdso = path == "[vdso]";
+  mod.data = std::move(data);
+  p.modules.push_back(std::move(mod));
+}
+
+void SampleUnwinder::name_frame(Process& p, StackFrame& f, bool return_address) {
+  // A return address names its call: the instruction before it (the call may be a function's
+  // last, with the next function right after it).
+  const uint64_t lookup = return_address ? f.pc - 1 : f.pc;
+  f.dso_address = lookup;
+  for (const auto& m : p.mappings)
+    if (lookup >= m.start && lookup < m.end) {
+      f.module = m.path;
+      f.dso_address = lookup - m.start + m.pgoff;
+      break;
+    }
+  const Module* mod = p.map.find(lookup);
+  if (!mod || !options_.symbols) return;
+  SymbolName n = symbolizer_.name(p.map, *mod, lookup);
+  if (!n.name.empty()) {
+    f.symbol = std::string(n.name);
+    f.symbol_offset = n.offset;
+  }
+}
+
+void SampleUnwinder::add_user_frames(Process& p, const SampleRecord& s, SampleStack& out) {
+  uint64_t ip = 0, sp = 0, bp = 0, bx = 0;
+  if (!s.reg(perf_reg::kIp, ip) || !s.reg(perf_reg::kSp, sp)) {
+    out.stop = "no user registers";
+    return;
+  }
+  ++stats_.user_samples;
+  RegisterState regs;
+  regs.set(x86_64::RIP, ip);
+  regs.set(x86_64::RSP, sp);
+  if (s.reg(perf_reg::kBp, bp)) regs.set(x86_64::RBP, bp);
+  if (s.reg(perf_reg::kBx, bx)) regs.set(x86_64::RBX, bx);
+  if (p.dirty) {
+    ModuleMap fresh;
+    for (const Module& m : p.modules)
+      fresh.add(m);
+    fresh.finish();
+    p.map = std::move(fresh);
+    if (!p.unwinder) {
+      UnwinderOptions o;
+      o.backend = options_.backend;
+      o.max_depth = options_.max_depth;
+      o.allow_loading = false; // every module comes loaded (data_for), from the right file
+      p.unwinder = std::make_unique<Unwinder>(p.map, o);
+    }
+    p.unwinder->clear_cache();
+    p.dirty = false;
+  }
+  // The stack copy, read where perf stored it: addresses [sp, sp + size) map into the file.
+  std::span<const uint8_t> stack = s.stack_data();
+  LocalMemory memory;
+  if (!stack.empty())
+    memory.add(AddressRange{sp, sp + stack.size()},
+               static_cast<int64_t>(reinterpret_cast<uint64_t>(stack.data()) - sp));
+  std::vector<uint64_t> pcs(options_.max_depth ? options_.max_depth : 1);
+  StopReason why = StopReason::None;
+  size_t n = p.unwinder->backtrace_direct(regs, memory, pcs.data(), pcs.size(), &why, true);
+  for (size_t i = 0; i < n; ++i) {
+    StackFrame f;
+    f.pc = pcs[i];
+    name_frame(p, f, i > 0);
+    out.frames.push_back(std::move(f));
+  }
+  out.stop = std::string(stop_reason_name(why));
+  if (why != StopReason::EndOfStack) ++stats_.stopped_early;
+}
+
+void SampleUnwinder::unwind_sample(const Record& r, const SampleRecord& s, SampleStack& out) {
+  out = SampleStack{};
+  ++stats_.samples;
+  out.pid = s.pid;
+  out.tid = s.tid;
+  out.time = s.time;
+  out.period = (s.attr && (s.attr->sample_type & sample::kPeriod)) ? s.period : 1;
+  if (auto it = comms_.find(s.tid); it != comms_.end())
+    out.comm = it->second;
+  else if (auto pit = comms_.find(s.pid); pit != comms_.end())
+    out.comm = pit->second;
+  else
+    out.comm = fmt::format(":{}", s.tid);
+  // Kernel frames: the callchain's kernel context.
+  if (options_.kernel && r.cpumode() == CpuMode::Kernel) {
+    bool kernel = false;
+    for (size_t i = 0; i < s.callchain_size(); ++i) {
+      const uint64_t pc = s.callchain_at(i);
+      if (pc >= kContextMax) {
+        kernel = pc == kContextKernel;
+        continue;
+      }
+      if (!kernel) continue;
+      StackFrame f;
+      f.pc = f.dso_address = pc;
+      f.module = "[kernel.kallsyms]";
+      if (options_.symbols) {
+        if (!kernel_symbols_loaded_) {
+          kernel_symbols_ = KernelSymbols::load(data_.os_release());
+          kernel_symbols_loaded_ = true;
+        }
+        std::string_view name;
+        if (kernel_symbols_.name(pc, name, f.symbol_offset)) f.symbol = std::string(name);
+      }
+      out.frames.push_back(std::move(f));
+    }
+  }
+  if (s.regs_abi == 0 || s.stack.empty()) {
+    out.stop = r.cpumode() == CpuMode::Kernel ? "kernel thread" : "no user stack in the sample";
+    if (!out.frames.empty()) stats_.frames += out.frames.size();
+    return;
+  }
+  add_user_frames(process(s.pid), s, out);
+  stats_.frames += out.frames.size();
+}
+
+} // namespace ehelf::perf

@@ -1,0 +1,38 @@
+#include "perf/script_output.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace ehelf::perf {
+
+void write_script(std::ostream& out, const SampleStack& s, const ScriptOptions& o) {
+  std::string text = fmt::format("{} {}/{} {}.{:06}: \n", s.comm, s.pid, s.tid, s.time / 1000000000,
+                                 (s.time % 1000000000) / 1000);
+  for (const StackFrame& f : s.frames) {
+    std::string sym = f.symbol.empty() ? "[unknown]" : f.symbol;
+    if (o.offsets && !f.symbol.empty()) sym += fmt::format("+{:#x}", f.symbol_offset);
+    text += fmt::format("\t{:>16x} {} ({})\n", f.dso_address, sym,
+                        f.module.empty() ? "[unknown]" : f.module);
+  }
+  if (o.stop) text += fmt::format("\t(walk ended: {})\n", s.stop);
+  text += "\n";
+  out << text;
+}
+
+void write_json_line(std::ostream& out, const SampleStack& s) {
+  nlohmann::json frames = nlohmann::json::array();
+  for (const StackFrame& f : s.frames)
+    frames.push_back(
+        {{"pc", f.pc}, {"symbol", f.symbol}, {"offset", f.symbol_offset}, {"module", f.module}});
+  nlohmann::json j = {{"comm", s.comm},
+                      {"pid", s.pid},
+                      {"tid", s.tid},
+                      {"time", s.time},
+                      {"period", s.period},
+                      {"stop", s.stop},
+                      {"frames", std::move(frames)}};
+  // Names come from binaries: invalid UTF-8 is replaced rather than thrown on.
+  out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+}
+
+} // namespace ehelf::perf
