@@ -7,7 +7,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   binutils python3 time
   libunwind-dev libdw-dev valgrind strace
-  elfutils gdb
+  elfutils gdb linux-perf
   sqlite3
 )
 missing=()

@@ -6,8 +6,9 @@
 namespace ehelf::perf {
 
 void write_script(std::ostream& out, const SampleStack& s, const ScriptOptions& o) {
-  std::string text = fmt::format("{} {}/{} {}.{:06}: \n", s.comm, s.pid, s.tid, s.time / 1000000000,
-                                 (s.time % 1000000000) / 1000);
+  // perf script's widths: "%s %5d/%-5d %5lu.%06lu: ".
+  std::string text = fmt::format("{} {:>5}/{:<5} {:>5}.{:06}: \n", s.comm, s.pid, s.tid,
+                                 s.time / 1000000000, (s.time % 1000000000) / 1000);
   for (const StackFrame& f : s.frames) {
     std::string sym = f.symbol.empty() ? "[unknown]" : f.symbol;
     if (o.offsets && !f.symbol.empty()) sym += fmt::format("+{:#x}", f.symbol_offset);

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# `ehelf perf` against `perf script` on a real recording: the fixture tests/fixtures/perf_target.c
+# (three threads recursing through qsort callbacks, -O2 -fomit-frame-pointer) is recorded with
+# `perf record -e cpu-clock --call-graph dwarf`, in the file and the pipe layout; every sample's
+# frames (address and file) must equal perf's own unwinding of the same samples (perf script
+# --no-inline), with each backend. Then the other outputs: folded stacks (counts add up to the
+# samples, the recursion's chain is there), the flame graph (well-formed XML, one frame per
+# function), JSON lines (one per sample, same frames as the script output).
+# Usage: test_perf.sh BUILD_DIR SOURCE_DIR
+set -euo pipefail
+BUILD=$(cd "${1:?build dir}" && pwd)
+SRC=$(cd "${2:?source dir}" && pwd)
+EHELF="$BUILD/bin/ehelf"
+TARGET="$BUILD/tests/fixtures/perf_target"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+command -v perf > /dev/null || fail "perf is not installed (scripts/setup.sh installs linux-perf)"
+
+cd "$TMP"
+perf record -q -e cpu-clock -F 1000 --call-graph dwarf -o perf.data "$TARGET" 2> record.log ||
+  { cat record.log; fail "perf record"; }
+perf script -i perf.data --no-inline -F comm,pid,tid,time,ip,sym,dso > perf.txt 2> /dev/null
+[ -s perf.txt ] || fail "perf script printed nothing"
+
+# Frames compared as (address, file); perf and ehelf name some libc addresses by different
+# aliases of one symbol (__qsort_r / __GI___qsort_r), so names are compared for the fixture only.
+compare() { # compare OURS THEIRS LABEL
+  python3 - "$1" "$2" "$3" "$TARGET" << 'PY'
+import re, sys
+ours_path, theirs_path, label, target = sys.argv[1:]
+def parse(path):
+    samples = []
+    for line in open(path):
+        if not line.startswith('\t'):
+            if line.strip():
+                samples.append([line.rstrip('\n'), []])
+            continue
+        m = re.match(r'\t\s*([0-9a-f]+) (\S+) \((.*)\)$', line.rstrip('\n'))
+        if not m:
+            sys.exit(f"{label}: unparsable frame line: {line!r}")
+        samples[-1][1].append((m.group(1), m.group(2), m.group(3)))
+    return samples
+ours, theirs = parse(ours_path), parse(theirs_path)
+if len(ours) != len(theirs):
+    sys.exit(f"{label}: {len(ours)} samples, perf script has {len(theirs)}")
+same = frames = 0
+for (oh, of), (th, tf) in zip(ours, theirs):
+    if oh != th:
+        sys.exit(f"{label}: sample header {oh!r} != perf's {th!r}")
+    frames += len(tf)
+    key = lambda f: (f[0], f[2])
+    if list(map(key, of)) == list(map(key, tf)):
+        same += 1
+    elif same + 5 > len(theirs):  # show a few mismatches only if the check is going to fail
+        print(f"{label}: differs at {oh}:\n  ours: {of[:8]}\n  perf: {tf[:8]}")
+    for o, t in zip(of, tf):
+        if o[2] == target and t[2] == target and o[0] == t[0] and o[1] != t[1]:
+            sys.exit(f"{label}: {o[0]} named {o[1]}, perf says {t[1]}")
+deep = sum(1 for _, tf in theirs if sum(1 for f in tf if f[1] == 'compare') >= 3)
+print(f"{label}: {same}/{len(theirs)} samples with identical frames ({frames} frames in all; "
+      f"{deep} samples at least 3 recursion levels deep)")
+if deep < len(theirs) // 4:
+    sys.exit(f"{label}: the recording has too few deep stacks ({deep}) to test anything")
+if same != len(theirs):
+    sys.exit(f"{label}: {len(theirs) - same} samples differ from perf script")
+PY
+}
+
+# eh_elfs for the fixture and libc, so that the compiled backend runs compiled code.
+export EHELF_CACHE="$TMP/cache"
+mkdir -p "$EHELF_CACHE"
+libc=$(ldd "$TARGET" | awk '/libc\.so\.6/ {print $3}')
+"$EHELF" compile --cache -j2 "$TARGET" "$libc" > compile.log 2>&1 || { cat compile.log; fail "compile"; }
+[ "$(ls "$EHELF_CACHE" | wc -l)" -ge 2 ] || fail "no eh_elf in the cache"
+for backend in auto table compiled interp; do
+  "$EHELF" perf perf.data --backend "$backend" > "ours-$backend.txt" 2> err.txt ||
+    { cat err.txt; fail "ehelf perf --backend $backend"; }
+  compare "ours-$backend.txt" perf.txt "backend $backend" || fail "backend $backend"
+done
+
+# Pipe layout: `perf record -o -` (attributes and build ids as records in the stream).
+perf record -q -e cpu-clock -F 1000 --call-graph dwarf -o - "$TARGET" > pipe.data 2> record.log ||
+  { cat record.log; fail "perf record -o -"; }
+perf script -i pipe.data --no-inline -F comm,pid,tid,time,ip,sym,dso > perf-pipe.txt 2> /dev/null
+"$EHELF" perf pipe.data > ours-pipe.txt || fail "ehelf perf on pipe-mode data"
+compare ours-pipe.txt perf-pipe.txt "pipe mode" || fail "pipe mode"
+
+
+# Folded stacks, flame graph, JSON.
+samples=$(grep -c '^perf_target' perf.txt)
+"$EHELF" perf perf.data -f folded -o folded.txt || fail "ehelf perf -f folded"
+"$EHELF" perf perf.data -f svg -o flame.svg --title "perf_target" || fail "ehelf perf -f svg"
+"$EHELF" perf perf.data -f json > samples.json || fail "ehelf perf -f json"
+python3 - "$samples" ours-auto.txt << 'PY' || fail "folded/svg/json"
+import json, sys, xml.etree.ElementTree as ET
+samples = int(sys.argv[1])
+total = 0
+chains = 0
+for line in open('folded.txt'):
+    stack, count = line.rstrip('\n').rsplit(' ', 1)
+    total += int(count)
+    frames = stack.split(';')
+    if frames[0] != 'perf_target':
+        sys.exit(f"folded: stack does not start with the comm: {stack[:80]}")
+    names = [f.split('.')[0] for f in frames]  # level.isra.0 -> level
+    if any(names[i:i + 3] == ['level', '__qsort_r', 'msort_with_tmp'] for i in range(len(names))) \
+            and 'compare' in names:
+        chains += int(count)
+if total != samples:
+    sys.exit(f"folded: counts add up to {total}, there are {samples} samples")
+if chains < samples // 4:
+    sys.exit(f"folded: only {chains} samples show level -> __qsort_r -> msort_with_tmp")
+svg = ET.parse('flame.svg').getroot()
+ns = '{http://www.w3.org/2000/svg}'
+titles = [t.text for t in svg.iter(ns + 'title')]
+if not any(t and t.startswith('compare ') for t in titles):
+    sys.exit("svg: no frame for compare")
+if not any(t and t.startswith('perf_target ') for t in titles):
+    sys.exit("svg: no frame for the comm")
+lines = open('samples.json').read().splitlines()
+if len(lines) != samples:
+    sys.exit(f"json: {len(lines)} lines for {samples} samples")
+script = open(sys.argv[2]).read().split('\n\n')
+for i, line in enumerate(lines):
+    s = json.loads(line)
+    if s['comm'] != 'perf_target' or not s['frames']:
+        sys.exit(f"json: sample {i}: {line[:120]}")
+    if len(s['frames']) != script[i].count('\n\t') + (1 if script[i].startswith('\t') else 0):
+        sys.exit(f"json: sample {i} has {len(s['frames'])} frames, the script output differs")
+print(f"folded: {total} samples, {chains} through level -> __qsort_r -> compare; svg: {len(titles)} "
+      f"titles; json: {len(lines)} samples")
+PY
+echo "PASS"
