@@ -95,6 +95,8 @@ def main():
         measure(f'ehelf perf --backend {backend} (script layout)',
                 [a.ehelf, 'perf', data, '--backend', backend], check_output=True)
     measure('ehelf perf -f folded', [a.ehelf, 'perf', data, '-f', 'folded'])
+    measure('ehelf perf -f folded -n 1 (no walk: first user frame only)',
+            [a.ehelf, 'perf', data, '-f', 'folded', '-n', '1'])
 
     base = rows[0]['median_s']
     perf_full = rows[1]['median_s']
@@ -120,9 +122,13 @@ def main():
     for r in rows:
         md.append(f"| {r['command']} | {1e3 * r['median_s']:.1f} | {r['us_per_sample']:.1f} | "
                   f"{r['ns_per_frame']:.0f} | {r['median_s'] / perf_full:.3f}x |")
+    walk = rows[-2]['median_s'] - rows[-1]['median_s']
     md += ['', f"perf script's unwinding and symbolization: {1e3 * (perf_full - base):.0f} ms "
            f"({1e9 * (perf_full - base) / frames:.0f} ns per frame) over its run without call "
-           'chains.']
+           f"chains. ehelf's walks, symbols and folding of the frames after the first: "
+           f"{1e3 * walk:.0f} ms ({1e9 * walk / frames:.0f} ns per frame) over its run that "
+           'stops at the first frame; the rest of both is reading the file, /proc/kallsyms '
+           'and the module files.']
     with open(a.md, 'w') as f:
         f.write('\n'.join(md) + '\n')
 
