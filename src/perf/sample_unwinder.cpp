@@ -13,6 +13,7 @@ namespace {
 // Callchain entries at or above this are context markers (PERF_CONTEXT_KERNEL, _USER, ...).
 constexpr uint64_t kContextMax = static_cast<uint64_t>(-4095);
 constexpr uint64_t kContextKernel = static_cast<uint64_t>(-128);
+constexpr uint64_t kContextUser = static_cast<uint64_t>(-512);
 
 std::string hex(std::span<const uint8_t> bytes) {
   std::string s;
@@ -273,6 +274,24 @@ void SampleUnwinder::name_frame(Process& p, StackFrame& f, bool return_address) 
   }
 }
 
+void SampleUnwinder::refresh(Process& p) {
+  if (!p.dirty) return;
+  ModuleMap fresh;
+  for (const Module& m : p.modules)
+    fresh.add(m);
+  fresh.finish();
+  p.map = std::move(fresh);
+  if (!p.unwinder) {
+    UnwinderOptions o;
+    o.backend = options_.backend;
+    o.max_depth = options_.max_depth;
+    o.allow_loading = false; // every module comes loaded (data_for), from the right file
+    p.unwinder = std::make_unique<Unwinder>(p.map, o);
+  }
+  p.unwinder->clear_cache();
+  p.dirty = false;
+}
+
 void SampleUnwinder::add_user_frames(Process& p, const SampleRecord& s, SampleStack& out) {
   uint64_t ip = 0, sp = 0, bp = 0, bx = 0;
   if (!s.reg(perf_reg::kIp, ip) || !s.reg(perf_reg::kSp, sp)) {
@@ -285,22 +304,7 @@ void SampleUnwinder::add_user_frames(Process& p, const SampleRecord& s, SampleSt
   regs.set(x86_64::RSP, sp);
   if (s.reg(perf_reg::kBp, bp)) regs.set(x86_64::RBP, bp);
   if (s.reg(perf_reg::kBx, bx)) regs.set(x86_64::RBX, bx);
-  if (p.dirty) {
-    ModuleMap fresh;
-    for (const Module& m : p.modules)
-      fresh.add(m);
-    fresh.finish();
-    p.map = std::move(fresh);
-    if (!p.unwinder) {
-      UnwinderOptions o;
-      o.backend = options_.backend;
-      o.max_depth = options_.max_depth;
-      o.allow_loading = false; // every module comes loaded (data_for), from the right file
-      p.unwinder = std::make_unique<Unwinder>(p.map, o);
-    }
-    p.unwinder->clear_cache();
-    p.dirty = false;
-  }
+  refresh(p);
   // The stack copy, read where perf stored it: addresses [sp, sp + size) map into the file.
   std::span<const uint8_t> stack = s.stack_data();
   LocalMemory memory;
@@ -358,8 +362,29 @@ void SampleUnwinder::unwind_sample(const Record& r, const SampleRecord& s, Sampl
     }
   }
   if (s.regs_abi == 0 || s.stack.empty()) {
-    out.stop = r.cpumode() == CpuMode::Kernel ? "kernel thread" : "no user stack in the sample";
-    if (!out.frames.empty()) stats_.frames += out.frames.size();
+    // No stack copy: a recording with frame-pointer call chains (perf record -g), or a kernel
+    // thread. The callchain's user part is then the stack, as the kernel walked it.
+    Process& p = process(s.pid);
+    refresh(p);
+    bool user = false, first = true;
+    for (size_t i = 0; i < s.callchain_size() && out.frames.size() < options_.max_depth; ++i) {
+      const uint64_t pc = s.callchain_at(i);
+      if (pc >= kContextMax) {
+        user = pc == kContextUser;
+        continue;
+      }
+      if (!user) continue;
+      StackFrame f;
+      f.pc = pc;
+      name_frame(p, f, !first);
+      f.dso_address = first ? f.dso_address : f.dso_address + 1; // printed as recorded
+      first = false;
+      out.frames.push_back(std::move(f));
+    }
+    out.stop = !first                           ? "frame-pointer call chain (perf record -g)"
+               : r.cpumode() == CpuMode::Kernel ? "kernel thread"
+                                                : "no user stack in the sample";
+    stats_.frames += out.frames.size();
     return;
   }
   add_user_frames(process(s.pid), s, out);

@@ -65,6 +65,8 @@ private:
   void on_exit(const TaskRecord& t);
   void unwind_sample(const Record& r, const SampleRecord& s, SampleStack& out);
   void add_user_frames(Process& p, const SampleRecord& s, SampleStack& out);
+  // Rebuilds the process's module map (and drops its rule cache) after mappings changed.
+  void refresh(Process& p);
   std::shared_ptr<const ModuleData> data_for(const MmapRecord& m, std::string& path_used,
                                              uint64_t& bias);
   void name_frame(Process& p, StackFrame& f, bool return_address);

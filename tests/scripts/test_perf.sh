@@ -3,7 +3,8 @@
 # (three threads recursing through qsort callbacks, -O2 -fomit-frame-pointer) is recorded with
 # `perf record -e cpu-clock --call-graph dwarf`, in the file and the pipe layout; every sample's
 # frames (address and file) must equal perf's own unwinding of the same samples (perf script
-# --no-inline), with each backend. Then the other outputs: folded stacks (counts add up to the
+# --no-inline), with each backend; with -g (no stack copies) the recorded chains are printed
+# as perf does. Then the other outputs: folded stacks (counts add up to the
 # samples, the recursion's chain is there), the flame graph (well-formed XML, one frame per
 # function), JSON lines (one per sample, same frames as the script output).
 # Usage: test_perf.sh BUILD_DIR SOURCE_DIR
@@ -86,6 +87,23 @@ perf script -i pipe.data --no-inline -F comm,pid,tid,time,ip,sym,dso > perf-pipe
 "$EHELF" perf pipe.data > ours-pipe.txt || fail "ehelf perf on pipe-mode data"
 compare ours-pipe.txt perf-pipe.txt "pipe mode" || fail "pipe mode"
 
+
+# Frame-pointer call chains (perf record -g): no stack copies, the callchain's user part is printed
+# as recorded (the walk of -fomit-frame-pointer code goes wrong after a frame or two, for both).
+perf record -q -e cpu-clock -F 1000 -g -o fp.data "$TARGET" 2> record.log ||
+  { cat record.log; fail "perf record -g"; }
+perf script -i fp.data --no-inline -F comm,pid,tid,time,ip,sym,dso > perf-fp.txt 2> /dev/null
+"$EHELF" perf fp.data > ours-fp.txt || fail "ehelf perf on a -g recording"
+python3 - ours-fp.txt perf-fp.txt << 'PY' || fail "frame-pointer call chains"
+import re, sys
+def frames(path):
+    return [[m.group(1) for m in re.finditer(r'\t\s*([0-9a-f]+) ', block)]
+            for block in open(path).read().split('\n\n') if block.strip()]
+ours, theirs = frames(sys.argv[1]), frames(sys.argv[2])
+if ours != theirs:
+    sys.exit(f"-g: {sum(1 for a, b in zip(ours, theirs) if a != b)} of {len(theirs)} samples differ")
+print(f"-g: {len(theirs)} samples, call chains identical to perf script's")
+PY
 
 # Folded stacks, flame graph, JSON.
 samples=$(grep -c '^perf_target' perf.txt)
