@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstring>
 #include <fmt/format.h>
+#include <zstd.h>
 
 #include "support/byte_cursor.hpp"
 
@@ -478,14 +479,18 @@ bool decode_sample(ByteCursor& c, const EventAttr& a, SampleRecord& s, std::stri
 
 } // namespace
 
-Result<std::vector<Record>> PerfData::records() const {
-  std::span<const uint8_t> all = bytes();
-  std::vector<Record> out;
-  uint64_t pos = data_offset_;
-  const uint64_t end = data_offset_ + data_size_;
+Status PerfData::decode_records(std::span<const uint8_t> all, uint64_t pos, const uint64_t end,
+                                std::vector<Record>& out, ZstdStream* zstd,
+                                uint64_t compressed_at) const {
   const EventAttr& first = attrs_.front();
+  // Offsets in errors are the file's; inside decompressed data, the compressed record's.
+  auto fail = [&](uint64_t at, std::string message) -> Status {
+    if (compressed_at == kInFile) return error_at(at, std::move(message));
+    return error_at(compressed_at,
+                    fmt::format("decompressed byte {:#x}: {}", at, std::move(message)));
+  };
   while (pos < end) {
-    if (end - pos < kRecordHeaderSize) return error_at(pos, "truncated record header");
+    if (end - pos < kRecordHeaderSize) return fail(pos, "truncated record header");
     Record r;
     r.offset = pos;
     std::memcpy(&r.type, all.data() + pos, 4);
@@ -493,7 +498,7 @@ Result<std::vector<Record>> PerfData::records() const {
     uint16_t size;
     std::memcpy(&size, all.data() + pos + 6, 2);
     if (size < kRecordHeaderSize || size > end - pos)
-      return error_at(pos, fmt::format("record of {} bytes does not fit (type {})", size, r.type));
+      return fail(pos, fmt::format("record of {} bytes does not fit (type {})", size, r.type));
     std::span<const uint8_t> body = all.subspan(pos + kRecordHeaderSize, size - kRecordHeaderSize);
     ByteCursor c(body, pos + kRecordHeaderSize);
     uint64_t extra = 0;
@@ -502,13 +507,13 @@ Result<std::vector<Record>> PerfData::records() const {
       const EventAttr* a = &first;
       if (attrs_.size() > 1) {
         if (body.size() < 8 * size_t(id_position_ + 1))
-          return error_at(pos, "sample too short to hold its id");
+          return fail(pos, "sample too short to hold its id");
         a = attr_for_id(load_u64(body.data() + 8 * size_t(id_position_)));
-        if (!a) return error_at(pos, "sample id matches no event");
+        if (!a) return fail(pos, "sample id matches no event");
       }
       SampleRecord s;
       std::string why;
-      if (!decode_sample(c, *a, s, why)) return error_at(pos, why);
+      if (!decode_sample(c, *a, s, why)) return fail(pos, why);
       r.time = s.time;
       r.body = s;
     } else if (r.type < record::kHeaderAttr) {
@@ -524,7 +529,7 @@ Result<std::vector<Record>> PerfData::records() const {
       if (a->sample_id_all()) {
         TrailerLayout t = trailer_layout(*a);
         trailer = 8 * t.words;
-        if (trailer > body.size()) return error_at(pos, "record too short for its sample id");
+        if (trailer > body.size()) return fail(pos, "record too short for its sample id");
         if (t.time_word >= 0)
           r.time = load_u64(body.data() + body.size() - trailer + 8 * size_t(t.time_word));
       }
@@ -553,7 +558,7 @@ Result<std::vector<Record>> PerfData::records() const {
         }
         if (c.ok() && c.pos() <= payload) m.filename = read_cstring(c, payload - c.pos());
         if (!c.ok() || c.pos() > payload)
-          return error_at(pos, "mmap record is truncated or its file name is not terminated");
+          return fail(pos, "mmap record is truncated or its file name is not terminated");
         r.body = m;
         break;
       }
@@ -564,7 +569,7 @@ Result<std::vector<Record>> PerfData::records() const {
         cm.exec = (r.misc & kMiscCommExec) != 0;
         if (c.ok() && c.pos() <= payload) cm.comm = read_cstring(c, payload - c.pos());
         if (!c.ok() || c.pos() > payload)
-          return error_at(pos, "comm record is truncated or its name is not terminated");
+          return fail(pos, "comm record is truncated or its name is not terminated");
         r.body = cm;
         break;
       }
@@ -576,7 +581,7 @@ Result<std::vector<Record>> PerfData::records() const {
         t.tid = c.u32();
         t.ptid = c.u32();
         t.time = c.u64();
-        if (!c.ok() || c.pos() > payload) return error_at(pos, "fork/exit record is truncated");
+        if (!c.ok() || c.pos() > payload) return fail(pos, "fork/exit record is truncated");
         if (!r.time) r.time = t.time;
         r.body = t;
         break;
@@ -585,7 +590,7 @@ Result<std::vector<Record>> PerfData::records() const {
         LostRecord l;
         l.id = c.u64();
         l.lost = c.u64();
-        if (!c.ok() || c.pos() > payload) return error_at(pos, "lost record is truncated");
+        if (!c.ok() || c.pos() > payload) return fail(pos, "lost record is truncated");
         r.body = l;
         break;
       }
@@ -611,17 +616,77 @@ Result<std::vector<Record>> PerfData::records() const {
         if (body.size() >= 8) extra = load_u64(body.data());
         break;
       case record::kCompressed:
-        return error_at(pos, "compressed records (perf record -z) are not supported: "
-                             "decompress with `perf inject -i IN -o OUT`");
+        if (!zstd) return fail(pos, "a compressed record inside compressed data");
+        if (Status st = decompress(*zstd, body, pos, out); !st) return st;
+        keep = false;
+        break;
       default:
         break;
       }
     }
-    if (extra > end - pos - size) return error_at(pos, "record payload runs past the end");
+    if (extra > end - pos - size) return fail(pos, "record payload runs past the end");
     if (keep) out.push_back(std::move(r));
     pos += size + extra;
   }
-  return out;
+  return Ok{};
 }
 
+// perf record -z: PERF_RECORD_COMPRESSED records hold one zstd stream of records, cut anywhere
+// (a record may continue in the next compressed record).
+struct PerfData::ZstdStream {
+  ZSTD_DStream* stream = ZSTD_createDStream();
+  std::vector<uint8_t> pending; // decompressed bytes not yet making a whole record
+  uint64_t decoded = 0;         // decompressed bytes before pending[0]
+  ~ZstdStream() { ZSTD_freeDStream(stream); }
+};
+
+Status PerfData::decompress(ZstdStream& z, std::span<const uint8_t> payload, uint64_t at,
+                            std::vector<Record>& out) const {
+  // zstd expands at most ~32768:1; perf's chunks are one ring-buffer read (a few MB at most).
+  constexpr size_t kMaxChunk = 64u << 20;
+  if (!z.stream) return error_at(at, "zstd: cannot create a decompression stream");
+  ZSTD_inBuffer in{payload.data(), payload.size(), 0};
+  size_t produced = 0;
+  for (;;) {
+    const size_t used = z.pending.size();
+    z.pending.resize(used + ZSTD_DStreamOutSize());
+    ZSTD_outBuffer o{z.pending.data() + used, z.pending.size() - used, 0};
+    const size_t rc = ZSTD_decompressStream(z.stream, &o, &in);
+    z.pending.resize(used + o.pos);
+    if (ZSTD_isError(rc)) return error_at(at, fmt::format("zstd: {}", ZSTD_getErrorName(rc)));
+    produced += o.pos;
+    if (produced > kMaxChunk) return error_at(at, "compressed record expands beyond 64 MiB");
+    if (in.pos == in.size && o.pos < o.size) break; // all input read, all output flushed
+  }
+  // The whole records decompressed so far, kept (records point into them); the rest waits.
+  size_t whole = 0;
+  while (z.pending.size() - whole >= kRecordHeaderSize) {
+    uint16_t size;
+    std::memcpy(&size, z.pending.data() + whole + 6, 2);
+    if (size < kRecordHeaderSize)
+      return error_at(
+          at, fmt::format("decompressed byte {:#x}: record of {} bytes", z.decoded + whole, size));
+    if (size > z.pending.size() - whole) break;
+    whole += size;
+  }
+  if (!whole) return Ok{};
+  auto chunk = std::make_unique<std::vector<uint8_t>>(z.pending.begin(),
+                                                      z.pending.begin() + static_cast<long>(whole));
+  z.pending.erase(z.pending.begin(), z.pending.begin() + static_cast<long>(whole));
+  const std::vector<uint8_t>& kept = *decompressed_.emplace_back(std::move(chunk));
+  z.decoded += whole;
+  return decode_records(kept, 0, kept.size(), out, nullptr, at);
+}
+
+Result<std::vector<Record>> PerfData::records() const {
+  std::vector<Record> out;
+  ZstdStream zstd;
+  if (Status s =
+          decode_records(bytes(), data_offset_, data_offset_ + data_size_, out, &zstd, kInFile);
+      !s)
+    return std::move(s).error();
+  if (!zstd.pending.empty())
+    return error_at(data_offset_ + data_size_, "compressed data ends inside a record");
+  return out;
+}
 } // namespace ehelf::perf

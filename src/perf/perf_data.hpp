@@ -152,9 +152,11 @@ public:
   const std::string& os_release() const { return os_release_; }
   const std::string& arch() const { return arch_; }
 
-  // Every record of the data, in file order. Stops at the first malformed one: the error names
-  // the file and its offset. Records that describe the file (pipe mode's attr and build-id
-  // records) have already been applied to attrs() and build_ids() and are not repeated.
+  // Every record of the data, in file order, compressed ones (perf record -z) decompressed.
+  // Stops at the first malformed one: the error names the file and its offset. Records that
+  // describe the file (pipe mode's attr and build-id records) have already been applied to
+  // attrs() and build_ids() and are not repeated. Records point into the file or into
+  // decompressed data this object keeps (each call decompresses anew).
   Result<std::vector<Record>> records() const;
 
   // The attribute a sample's id belongs to (the only one when there is one).
@@ -169,11 +171,21 @@ private:
   Status parse_build_ids(std::span<const uint8_t> bytes, uint64_t offset);
   Status parse_pipe_header_records(); // pipe mode: attr and build-id records before the data
   Error error_at(uint64_t offset, std::string message) const;
+  struct ZstdStream;
+  static constexpr uint64_t kInFile = ~uint64_t(0);
+  // Decodes the records in all[pos, end); `zstd`: where compressed records decompress (null
+  // inside decompressed data); `compressed_at`: kInFile, or the file offset of the compressed
+  // record `all` came from (for errors).
+  Status decode_records(std::span<const uint8_t> all, uint64_t pos, uint64_t end,
+                        std::vector<Record>& out, ZstdStream* zstd, uint64_t compressed_at) const;
+  Status decompress(ZstdStream& z, std::span<const uint8_t> payload, uint64_t at,
+                    std::vector<Record>& out) const;
   std::span<const uint8_t> bytes() const;
 
   std::string name_;
   std::unique_ptr<MappedFile> file_; // open(); from_bytes keeps `owned_`
   std::shared_ptr<std::vector<uint8_t>> owned_;
+  mutable std::vector<std::unique_ptr<std::vector<uint8_t>>> decompressed_;
   bool pipe_ = false;
   uint64_t data_offset_ = 0, data_size_ = 0;
   std::vector<EventAttr> attrs_;

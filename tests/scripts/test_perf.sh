@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `ehelf perf` against `perf script` on a real recording: the fixture tests/fixtures/perf_target.c
 # (three threads recursing through qsort callbacks, -O2 -fomit-frame-pointer) is recorded with
-# `perf record -e cpu-clock --call-graph dwarf`, in the file and the pipe layout; every sample's
+# `perf record -e cpu-clock --call-graph dwarf`, in the file and the pipe layout and compressed
+# (-z); every sample's
 # frames (address and file) must equal perf's own unwinding of the same samples (perf script
 # --no-inline), with each backend; with -g (no stack copies) the recorded chains are printed
 # as perf does. Then the other outputs: folded stacks (counts add up to the
@@ -87,6 +88,13 @@ perf script -i pipe.data --no-inline -F comm,pid,tid,time,ip,sym,dso > perf-pipe
 "$EHELF" perf pipe.data > ours-pipe.txt || fail "ehelf perf on pipe-mode data"
 compare ours-pipe.txt perf-pipe.txt "pipe mode" || fail "pipe mode"
 
+
+# Compressed records (perf record -z: one zstd stream cut into PERF_RECORD_COMPRESSED records).
+perf record -q -z -e cpu-clock -F 1000 --call-graph dwarf -o z.data "$TARGET" 2> record.log ||
+  { cat record.log; fail "perf record -z"; }
+perf script -i z.data --no-inline -F comm,pid,tid,time,ip,sym,dso > perf-z.txt 2> /dev/null
+"$EHELF" perf z.data > ours-z.txt || fail "ehelf perf on compressed data"
+compare ours-z.txt perf-z.txt "perf record -z" || fail "compressed records"
 
 # Frame-pointer call chains (perf record -g): no stack copies, the callchain's user part is printed
 # as recorded (the walk of -fomit-frame-pointer code goes wrong after a frame or two, for both).
