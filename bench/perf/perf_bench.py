@@ -41,7 +41,7 @@ def frames_of(path):
             if line.strip():
                 samples.append([])
             continue
-        m = re.match(r'\t\s*([0-9a-f]+) \S+ \((.*)\)$', line.rstrip('\n'))
+        m = re.match(r'\t\s*([0-9a-f]+) .* \(([^()]*)\)$', line.rstrip('\n'))
         samples[-1].append((m.group(1), m.group(2)))
     return samples
 

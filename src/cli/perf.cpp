@@ -25,6 +25,7 @@ struct Options {
   std::string title;
   size_t max_frames = 512;
   bool no_kernel = false;
+  bool raw = false;
   bool with_pid = false, with_tid = false, period = false, offsets = false, verbose = false;
 };
 
@@ -60,6 +61,7 @@ int run_perf(const Options& o) {
   uo.backend = backend_of(o.backend);
   uo.max_depth = o.max_frames ? o.max_frames : 65536;
   uo.kernel = !o.no_kernel;
+  uo.demangle = !o.raw;
   perf::SampleUnwinder unwinder(*data, uo);
   perf::FoldOptions fo;
   fo.include_pid = o.with_pid;
@@ -119,6 +121,7 @@ void register_perf(CLI::App& app) {
   cmd->add_option("-n,--max-frames", opt->max_frames,
                   "At most this many user frames per sample (default 512, 0: 65536)");
   cmd->add_flag("--no-kernel", opt->no_kernel, "Leave out kernel frames");
+  cmd->add_flag("-r,--raw", opt->raw, "Do not demangle C++ names");
   cmd->add_flag("--pid", opt->with_pid, "folded/svg: one root per process (comm-PID)");
   cmd->add_flag("--tid", opt->with_tid, "folded/svg: one root per thread (comm-PID/TID)");
   cmd->add_flag("--period", opt->period, "folded/svg: weigh samples by their period");

@@ -184,15 +184,6 @@ RegisterState to_register_state(const user_regs_struct& u) {
   return r;
 }
 
-std::string demangle(std::string_view name) {
-  std::string s(name);
-  if (s.size() < 2 || s[0] != '_' || s[1] != 'Z') return s;
-  int status = 0;
-  std::unique_ptr<char, void (*)(void*)> d(
-      abi::__cxa_demangle(s.c_str(), nullptr, nullptr, &status), std::free);
-  return status == 0 && d ? std::string(d.get()) : s;
-}
-
 struct Options {
   int pid = 0;
   std::string backend = "auto";

@@ -269,7 +269,7 @@ void SampleUnwinder::name_frame(Process& p, StackFrame& f, bool return_address) 
   if (!mod || !options_.symbols) return;
   SymbolName n = symbolizer_.name(p.map, *mod, lookup);
   if (!n.name.empty()) {
-    f.symbol = std::string(n.name);
+    f.symbol = options_.demangle ? demangle(n.name, false) : std::string(n.name);
     f.symbol_offset = n.offset;
   }
 }
@@ -306,9 +306,13 @@ void SampleUnwinder::add_user_frames(Process& p, const SampleRecord& s, SampleSt
   if (s.reg(perf_reg::kBx, bx)) regs.set(x86_64::RBX, bx);
   refresh(p);
   // The stack copy, read where perf stored it: addresses [sp, sp + size) map into the file.
+  // Only below the top half of the address space (user stacks are far below it): the fast
+  // walk bounds a CFA (rsp + up to 32 KiB) by the range's end only, which a range ending near
+  // 2^64 would let wrap around to an address outside the copy.
   std::span<const uint8_t> stack = s.stack_data();
   LocalMemory memory;
-  if (!stack.empty())
+  constexpr uint64_t kTop = uint64_t(1) << 63;
+  if (!stack.empty() && sp < kTop && stack.size() <= kTop - sp)
     memory.add(AddressRange{sp, sp + stack.size()},
                static_cast<int64_t>(reinterpret_cast<uint64_t>(stack.data()) - sp));
   std::vector<uint64_t> pcs(options_.max_depth ? options_.max_depth : 1);

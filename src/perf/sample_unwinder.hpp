@@ -29,6 +29,7 @@ struct SampleUnwinderOptions {
   size_t max_depth = 512;
   bool kernel = true;      // kernel frames (from the callchain) above the user frames
   bool symbols = true;     // name frames
+  bool demangle = true;    // C++ names demangled without parameters, as perf prints them
   std::string buildid_dir; // perf's build-id cache; empty: $PERF_BUILDID_DIR, else ~/.debug
 };
 

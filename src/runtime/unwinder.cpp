@@ -315,6 +315,11 @@ namespace ehelf {
 
 namespace {
 
+// The fast walk bounds an rsp-based CFA (rsp + at most 32 KiB: hot_form) by the range's end
+// alone, which is sound only if that sum cannot wrap around: ranges ending above this are left
+// to the general step (no stack is there in practice; a caller's made-up range may be).
+constexpr uint64_t kFastWalkEnd = ~uint64_t(0) - (uint64_t(1) << 16);
+
 // The direct range holding `sp`: the walk's bounds, read at address + delta.
 struct Bounds {
   uint64_t lo = 0, hi = 0; // hi: exclusive end; 0 when sp is in no range
@@ -323,7 +328,7 @@ struct Bounds {
 
 Bounds bounds_for(std::span<const DirectRange> ranges, uint64_t sp) {
   for (const DirectRange& d : ranges)
-    if (sp >= d.begin && sp < d.end && d.end - d.begin >= 16)
+    if (sp >= d.begin && sp < d.end && d.end - d.begin >= 16 && d.end <= kFastWalkEnd)
       return Bounds{d.begin, d.end, d.delta};
   return {};
 }
@@ -440,7 +445,7 @@ size_t Unwinder::backtrace_local(const WalkStart& start, AddressRange stack, uin
   // limit) in a function with little to set up; anything else is walked again by walk_direct.
   const uint64_t lo = stack.begin, hi = stack.end;
   const size_t limit = std::min(max, options_.max_depth);
-  if (limit > 1 && cacheable() && start.sp - lo < hi - lo && hi - lo >= 16) {
+  if (limit > 1 && cacheable() && start.sp - lo < hi - lo && hi - lo >= 16 && hi <= kFastWalkEnd) {
     pcs[0] = start.pc;
     const uint64_t key = RuleCache::key(start.pc, exact_first);
     HotRule* first = cache_.find(key);

@@ -36,9 +36,12 @@ def parse(path):
     for line in open(path):
         if not line.startswith('\t'):
             if line.strip():
-                samples.append([line.rstrip('\n'), []])
+                samples.append([line.rstrip('\n'), [], None])
             continue
-        m = re.match(r'\t\s*([0-9a-f]+) (\S+) \((.*)\)$', line.rstrip('\n'))
+        if line.startswith('\t(walk ended: '):  # ehelf -v
+            samples[-1][2] = line.strip()[len('(walk ended: '):-1]
+            continue
+        m = re.match(r'\t\s*([0-9a-f]+) (.*) \(([^()]*)\)$', line.rstrip('\n'))
         if not m:
             sys.exit(f"{label}: unparsable frame line: {line!r}")
         samples[-1][1].append((m.group(1), m.group(2), m.group(3)))
@@ -46,25 +49,39 @@ def parse(path):
 ours, theirs = parse(ours_path), parse(theirs_path)
 if len(ours) != len(theirs):
     sys.exit(f"{label}: {len(ours)} samples, perf script has {len(theirs)}")
-same = frames = 0
-for (oh, of), (th, tf) in zip(ours, theirs):
+same = frames = longer = no_entry = 0
+for (oh, of, why), (th, tf, _) in zip(ours, theirs):
     if oh != th:
         sys.exit(f"{label}: sample header {oh!r} != perf's {th!r}")
     frames += len(tf)
     key = lambda f: (f[0], f[2])
-    if list(map(key, of)) == list(map(key, tf)):
+    ok, tk = list(map(key, of)), list(map(key, tf))
+    # Where perf's walk fails it prints a last frame at return address 0 (shown as 0 - 1); ehelf
+    # stops there, or walks on (then ours must start with perf's frames).
+    if tk and tk[-1][0] == 'ffffffffffffffff':
+        tk = tk[:-1]
+        if len(ok) > len(tk) and ok[:len(tk)] == tk:
+            longer += 1
+            ok = ok[:len(tk)]
+    if ok == tk:
         same += 1
+    elif why == 'no unwind entry for the pc' and len(ok) < len(tk) and tk[:len(ok)] == ok:
+        # A pc without an FDE in a module that has tables (crtstuff's __do_global_dtors_aux
+        # in libasan, at ASan's exit-time leak check): ehelf follows frame pointers only in
+        # modules without any table (issue 4), so it stops; perf's unwinder guesses on.
+        no_entry += 1
     elif same + 5 > len(theirs):  # show a few mismatches only if the check is going to fail
-        print(f"{label}: differs at {oh}:\n  ours: {of[:8]}\n  perf: {tf[:8]}")
+        print(f"{label}: differs at {oh}:\n  ours: {ok[:8]}\n  perf: {tk[:8]}")
     for o, t in zip(of, tf):
         if o[2] == target and t[2] == target and o[0] == t[0] and o[1] != t[1]:
             sys.exit(f"{label}: {o[0]} named {o[1]}, perf says {t[1]}")
-deep = sum(1 for _, tf in theirs if sum(1 for f in tf if f[1] == 'compare') >= 3)
+deep = sum(1 for _, tf, _ in theirs if sum(1 for f in tf if f[1] == 'compare') >= 3)
 print(f"{label}: {same}/{len(theirs)} samples with identical frames ({frames} frames in all; "
-      f"{deep} samples at least 3 recursion levels deep)")
+      f"{deep} samples at least 3 recursion levels deep; {longer} walks went on where perf's "
+      f"failed; {no_entry} stopped at a pc without an FDE where perf went on)")
 if deep < len(theirs) // 4:
     sys.exit(f"{label}: the recording has too few deep stacks ({deep}) to test anything")
-if same != len(theirs):
+if same + no_entry != len(theirs) or no_entry > len(theirs) // 20:
     sys.exit(f"{label}: {len(theirs) - same} samples differ from perf script")
 PY
 }
@@ -76,7 +93,7 @@ libc=$(ldd "$TARGET" | awk '/libc\.so\.6/ {print $3}')
 "$EHELF" compile --cache -j2 "$TARGET" "$libc" > compile.log 2>&1 || { cat compile.log; fail "compile"; }
 [ "$(ls "$EHELF_CACHE" | wc -l)" -ge 2 ] || fail "no eh_elf in the cache"
 for backend in auto table compiled interp; do
-  "$EHELF" perf perf.data --backend "$backend" > "ours-$backend.txt" 2> err.txt ||
+  "$EHELF" perf perf.data -v --backend "$backend" > "ours-$backend.txt" 2> err.txt ||
     { cat err.txt; fail "ehelf perf --backend $backend"; }
   compare "ours-$backend.txt" perf.txt "backend $backend" || fail "backend $backend"
 done
@@ -85,7 +102,7 @@ done
 perf record -q -e cpu-clock -F 1000 --call-graph dwarf -o - "$TARGET" > pipe.data 2> record.log ||
   { cat record.log; fail "perf record -o -"; }
 perf script -i pipe.data --no-inline -F comm,pid,tid,time,ip,sym,dso > perf-pipe.txt 2> /dev/null
-"$EHELF" perf pipe.data > ours-pipe.txt || fail "ehelf perf on pipe-mode data"
+"$EHELF" perf pipe.data -v > ours-pipe.txt 2> /dev/null || fail "ehelf perf on pipe-mode data"
 compare ours-pipe.txt perf-pipe.txt "pipe mode" || fail "pipe mode"
 
 
@@ -93,7 +110,7 @@ compare ours-pipe.txt perf-pipe.txt "pipe mode" || fail "pipe mode"
 perf record -q -z -e cpu-clock -F 1000 --call-graph dwarf -o z.data "$TARGET" 2> record.log ||
   { cat record.log; fail "perf record -z"; }
 perf script -i z.data --no-inline -F comm,pid,tid,time,ip,sym,dso > perf-z.txt 2> /dev/null
-"$EHELF" perf z.data > ours-z.txt || fail "ehelf perf on compressed data"
+"$EHELF" perf z.data -v > ours-z.txt 2> /dev/null || fail "ehelf perf on compressed data"
 compare ours-z.txt perf-z.txt "perf record -z" || fail "compressed records"
 
 # Frame-pointer call chains (perf record -g): no stack copies, the callchain's user part is printed
@@ -130,13 +147,15 @@ for line in open('folded.txt'):
     if frames[0] != 'perf_target':
         sys.exit(f"folded: stack does not start with the comm: {stack[:80]}")
     names = [f.split('.')[0] for f in frames]  # level.isra.0 -> level
-    if any(names[i:i + 3] == ['level', '__qsort_r', 'msort_with_tmp'] for i in range(len(names))) \
-            and 'compare' in names:
+    # level -> qsort (libc's __qsort_r, or ASan's interceptor in a sanitizer build) -> compare
+    lv = names.index('level') if 'level' in names else len(names)
+    qs = next((i for i in range(lv + 1, len(names)) if 'qsort' in names[i]), len(names))
+    if 'compare' in names[qs + 1:]:
         chains += int(count)
 if total != samples:
     sys.exit(f"folded: counts add up to {total}, there are {samples} samples")
 if chains < samples // 4:
-    sys.exit(f"folded: only {chains} samples show level -> __qsort_r -> msort_with_tmp")
+    sys.exit(f"folded: only {chains} samples show level -> qsort -> compare")
 svg = ET.parse('flame.svg').getroot()
 ns = '{http://www.w3.org/2000/svg}'
 titles = [t.text for t in svg.iter(ns + 'title')]
@@ -152,9 +171,11 @@ for i, line in enumerate(lines):
     s = json.loads(line)
     if s['comm'] != 'perf_target' or not s['frames']:
         sys.exit(f"json: sample {i}: {line[:120]}")
-    if len(s['frames']) != script[i].count('\n\t') + (1 if script[i].startswith('\t') else 0):
+    frame_lines = [l for l in script[i].split('\n') if l.startswith('\t') and
+                   not l.startswith('\t(walk ended')]
+    if len(s['frames']) != len(frame_lines):
         sys.exit(f"json: sample {i} has {len(s['frames'])} frames, the script output differs")
-print(f"folded: {total} samples, {chains} through level -> __qsort_r -> compare; svg: {len(titles)} "
+print(f"folded: {total} samples, {chains} through level -> qsort -> compare; svg: {len(titles)} "
       f"titles; json: {len(lines)} samples")
 PY
 echo "PASS"

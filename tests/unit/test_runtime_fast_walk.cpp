@@ -218,6 +218,44 @@ TEST(FastWalk, GarbageMadeOfRealReturnAddressesStaysInside) {
   }
 }
 
+// A stack copy presented at the very top of the address space (a hostile perf sample's rsp): the
+// CFA rsp + offset wraps around to a small address, which the fast walk's end-only bound would
+// let through. Such ranges go to the general step, whose reads are all checked.
+TEST(FastWalk, StackRangeAtTheTopOfTheAddressSpace) {
+  Walks real;
+  g_walks = &real;
+  int plan[3] = {1, 0, 1};
+  g_plan = plan;
+  g_levels_left = 2;
+  g_walked = false;
+  g_descended_at = -1;
+  level(plan[2]);
+  g_walks = nullptr;
+  ASSERT_GE(real.reference.size(), 4u);
+  Unwinder& u = shared_fast_unwinder();
+  std::vector<uint64_t> buffer(512);
+  for (size_t i = 0; i < buffer.size(); ++i)
+    buffer[i] = real.reference[i % real.reference.size()];
+  const uint64_t top = ~uint64_t(0) - 15; // the range ends 16 bytes below 2^64
+  const uint64_t lo = top - 8 * buffer.size();
+  LocalMemory memory;
+  memory.add(AddressRange{lo, top},
+             static_cast<int64_t>(reinterpret_cast<uint64_t>(buffer.data()) - lo));
+  for (size_t slot = 0; slot < buffer.size(); ++slot)
+    for (uint64_t pc : real.reference) {
+      RegisterState regs;
+      regs.set(x86_64::RIP, pc);
+      regs.set(x86_64::RSP, lo + 8 * slot);
+      regs.set(x86_64::RBP, lo + 8 * ((slot * 7) % buffer.size()));
+      regs.set(x86_64::RBX, 0);
+      uint64_t pcs[32];
+      StopReason why;
+      size_t n = u.backtrace_direct(regs, memory, pcs, 32, &why, false);
+      ASSERT_GE(n, 1u);
+      ASSERT_LE(n, 32u);
+    }
+}
+
 TEST(FastWalk, ClearedCacheAndTinyLimits) {
   Unwinder& u = shared_fast_unwinder();
   RegisterState regs = capture_local();
