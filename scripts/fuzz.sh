@@ -7,6 +7,66 @@ seconds=${1:-30}
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DEHELF_SANITIZE=ON -DEHELF_FUZZ=ON -DEHELF_TESTS=OFF -DEHELF_BENCH=OFF >/dev/null
 cmake --build build-fuzz -j2 --target $(cd fuzz && ls fuzz_*.cpp | sed 's/\.cpp$//') >/dev/null
+# perf.data seeds for fuzz_perf, made here rather than committed: two synthetic ones (file and
+# pipe layout: comm, mmap2, fork, a sample with registers and a stack copy, exit), and when perf
+# can record here, recordings of the recursion fixture in the file, pipe and compressed (-z)
+# layouts (short run, 1 KB stack copies: each well under 200 KB). The fixture stays in place
+# while fuzzing, so that the unwinder finds the files the recordings map.
+perf_dir=$(mktemp -d)
+trap 'rm -rf "$perf_dir"' EXIT
+perf_seeds() { # DIR
+  python3 - "$1" <<'PY'
+import struct, sys
+out = sys.argv[1]
+st = 1 | 2 | 4 | 256 | 32 | 4096 | 8192  # IP TID TIME PERIOD CALLCHAIN REGS_USER STACK_USER
+regs = (1 << 1) | (1 << 6) | (1 << 7) | (1 << 8)  # bx bp sp ip
+attr = struct.pack('<IIQQQQQIIQQQQIiQIHH', 1, 112, 0, 4000, st, 0, (1 << 10) | (1 << 18),
+                   0, 0, 0, 0, 0, regs, 64, 0, 0, 0, 0, 0)
+def rec(t, misc, body): return struct.pack('<IHH', t, misc, 8 + len(body)) + body
+def cstr(s):
+    b = s.encode() + b'\0'
+    return b + b'\0' * (-len(b) % 8)
+def tr(pid, tid, time): return struct.pack('<IIQ', pid, tid, time)
+ip, sp = 0x401010, 0x7ffd0000
+stack = struct.pack('<QQQQ', 0x401100, sp + 16, 0x401200, 0)
+sample = (struct.pack('<QIIQQQQQ', ip, 100, 101, 4, 4000, 2, 2**64 - 512, ip) +
+          struct.pack('<QQQQQ', 2, 0, sp + 8, sp, ip) + struct.pack('<Q', 32) + stack +
+          struct.pack('<Q', 32))
+data = (rec(3, 1 << 13, struct.pack('<II', 100, 100) + cstr('prog') + tr(100, 100, 1)) +
+        rec(10, 2, struct.pack('<IIQQQIIQQII', 100, 100, 0x400000, 0x2000, 0, 8, 1, 1234, 0, 5, 2)
+            + cstr('/nonexistent/prog') + tr(100, 100, 2)) +
+        rec(7, 0, struct.pack('<IIIIQ', 100, 100, 101, 100, 3) + tr(100, 101, 3)) +
+        rec(9, 2, sample) +
+        rec(4, 0, struct.pack('<IIIIQ', 100, 100, 101, 100, 5) + tr(100, 101, 5)))
+host = cstr('seed')
+host = struct.pack('<I', len(host)) + host
+ids_at, attrs_at, data_at = 104, 112, 240
+feat_at = data_at + len(data)
+header = (b'PERFILE2' + struct.pack('<QQQQQQQQ', 104, 128, attrs_at, 128, data_at, len(data), 0, 0)
+          + struct.pack('<QQQQ', 1 << 3, 0, 0, 0))
+f = (header + struct.pack('<Q', 101) + attr + struct.pack('<QQ', ids_at, 8) + data +
+     struct.pack('<QQ', feat_at + 16, len(host)) + host)
+open(out + '/synthetic-file.data', 'wb').write(f)
+p = b'PERFILE2' + struct.pack('<Q', 16) + rec(64, 0, attr + struct.pack('<Q', 101)) + data
+open(out + '/synthetic-pipe.data', 'wb').write(p)
+PY
+  if ! command -v perf > /dev/null; then
+    echo "fuzz: no perf here: synthetic perf.data seeds only"
+    return 0
+  fi
+  [ -x "$perf_dir/recursion" ] || cc -O2 tests/fixtures/recursion.c -o "$perf_dir/recursion"
+  local rec=(perf record -q -e cpu-clock -c 100000 --call-graph dwarf,1024)
+  local run=(sh -c 'exec "$0" 1500 > /dev/null' "$perf_dir/recursion")
+  if "${rec[@]}" -o "$1/recorded-file.data" -- "${run[@]}" > /dev/null 2>&1 &&
+      "${rec[@]}" -o - -- "${run[@]}" > "$1/recorded-pipe.data" 2> /dev/null &&
+      "${rec[@]}" -z -o "$1/recorded-zstd.data" -- "${run[@]}" > /dev/null 2>&1; then
+    find "$1" -name 'recorded-*.data' -size +200k -delete # keep the seeds small
+  else
+    rm -f "$1"/recorded-*.data
+    echo "fuzz: perf cannot record here (perf_event_paranoid?): synthetic perf.data seeds only"
+  fi
+}
+
 for src in fuzz/fuzz_*.cpp; do
   name=$(basename "$src" .cpp)
   seeds="fuzz/corpus/${name#fuzz_}"
@@ -17,6 +77,9 @@ for src in fuzz/fuzz_*.cpp; do
     cc -O2 tests/fixtures/recursion.c -o "$work/recursion" && strip "$work/recursion"
     cc -nostartfiles -static -nostdlib tests/fixtures/cfi_variety.S -o "$work/cfi_variety"
     cc -O2 -g -fno-asynchronous-unwind-tables -c tests/fixtures/recursion.c -o "$work/rec.o"
+  fi
+  if [ "$name" = fuzz_perf ]; then
+    perf_seeds "$work"
   fi
   echo "fuzz: $name for ${seconds}s ($(ls "$work" | wc -l) seeds)"
   if ! build-fuzz/bin/"$name" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \

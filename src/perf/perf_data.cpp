@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstring>
 #include <fmt/format.h>
+#include <unordered_map>
 #include <zstd.h>
 
 #include "support/byte_cursor.hpp"
@@ -157,8 +158,11 @@ Result<PerfData> PerfData::parse(PerfData d) {
     if (d.id_position_ < 0)
       return d.error_at(0, "several events whose samples carry no id: cannot tell them apart");
     for (const EventAttr& a : d.attrs_) {
+      // Without PERF_SAMPLE_IDENTIFIER, the fields after the id in a sample_id trailer place
+      // it from the end (id_position_from_end_): they must agree too, as perf requires.
       const uint64_t mask = sample::kIdentifier | sample::kId | sample::kIp | sample::kTid |
-                            sample::kTime | sample::kAddr;
+                            sample::kTime | sample::kAddr |
+                            ((st & sample::kIdentifier) ? 0 : sample::kCpu | sample::kStreamId);
       if ((a.sample_type & mask) != (st & mask))
         return d.error_at(0, "events with different sample id layouts");
     }
@@ -180,6 +184,9 @@ Status PerfData::parse_file_header() {
     data_size_ = all.size() - kPipeHeaderSize;
     return parse_pipe_header_records();
   }
+  if (header_size >= kFileHeaderSize && all.size() < kFileHeaderSize)
+    return error_at(8, fmt::format("truncated perf.data header: {} bytes, the file has {}",
+                                   header_size, all.size()));
   if (header_size < kFileHeaderSize || header_size > all.size())
     return error_at(8, fmt::format("header size {} is not a perf.data header's", header_size));
   const uint64_t attr_size = c.u64();
@@ -204,6 +211,7 @@ Status PerfData::parse_file_header() {
   if (attr_size < kAttrSizeVer0 + 16 || attrs_size % attr_size != 0)
     return error_at(16, fmt::format("attribute entry size {} does not fit the section size {}",
                                     attr_size, attrs_size));
+  uint64_t ids_total = 0; // perf writes each event's ids apart: never more than the file holds
   for (uint64_t off = attrs_offset; off < attrs_offset + attrs_size; off += attr_size) {
     EventAttr a;
     if (Status s = parse_attr(all.subspan(off, attr_size - 16), off, a); !s) return s;
@@ -213,6 +221,11 @@ Status PerfData::parse_file_header() {
       return error_at(
           off + attr_size - 16,
           fmt::format("id array [{:#x}, +{:#x}) is outside the file", ids_offset, ids_size));
+    ids_total += ids_size;
+    if (ids_total > all.size())
+      return error_at(
+          off + attr_size - 16,
+          fmt::format("id arrays of {:#x} bytes in all: more than the file holds", ids_total));
     for (uint64_t i = 0; i < ids_size; i += 8)
       a.ids.push_back(load_u64(all.data() + ids_offset + i));
     attrs_.push_back(std::move(a));
@@ -298,6 +311,11 @@ Status PerfData::parse_features(uint64_t features_offset, const uint64_t (&bits)
       break;
     case kFeatEventDesc: {
       const uint32_t nr = c.u32(), attr_size = c.u32();
+      // The events by id, once: a description per event times every id would be quadratic.
+      std::unordered_map<uint64_t, std::vector<EventAttr*>> by_id;
+      for (EventAttr& a : attrs_)
+        for (uint64_t id : a.ids)
+          by_id[id].push_back(&a);
       for (uint32_t i = 0; i < nr && c.ok(); ++i) {
         c.skip(attr_size);
         const uint32_t nr_ids = c.u32();
@@ -308,9 +326,9 @@ Status PerfData::parse_features(uint64_t features_offset, const uint64_t (&bits)
           id = c.u64();
         // By id where the ids are known, else by position.
         bool named = false;
-        for (EventAttr& a : attrs_)
-          if (!ids.empty() && std::find(a.ids.begin(), a.ids.end(), ids[0]) != a.ids.end()) {
-            a.name = name;
+        if (auto it = ids.empty() ? by_id.end() : by_id.find(ids[0]); it != by_id.end())
+          for (EventAttr* a : it->second) {
+            a->name = name;
             named = true;
           }
         if (!named && nr == attrs_.size()) attrs_[i].name = name;
