@@ -87,6 +87,7 @@ int run_perf(const Options& o) {
   } else if (o.format == "svg") {
     perf::FlameGraphOptions fg;
     fg.title = o.title.empty() ? "Flame Graph: " + o.input : o.title;
+    if (o.period) fg.count_name = "period"; // the event's unit (ns for cpu-clock)
     perf::write_flamegraph_svg(out, folded, fg);
   }
   out.flush();
