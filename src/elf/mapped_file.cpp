@@ -10,7 +10,8 @@
 namespace ehelf {
 
 Result<std::unique_ptr<MappedFile>> MappedFile::open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below).
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return Error::plain(std::strerror(errno)).in_file(path);
   struct stat st {};
   if (::fstat(fd, &st) != 0) {

@@ -19,6 +19,7 @@ constexpr uint64_t kFileHeaderSize = 104;
 constexpr uint64_t kPipeHeaderSize = 16;
 constexpr uint64_t kAttrSizeVer0 = 64;
 constexpr size_t kRecordHeaderSize = 8;
+constexpr size_t kMaxRecords = size_t(1) << 24; // 16M records, ~3 GB of Record
 
 // Header feature bits.
 constexpr unsigned kFeatBuildId = 2, kFeatHostname = 3, kFeatOsRelease = 4, kFeatArch = 6,
@@ -154,6 +155,9 @@ Result<PerfData> PerfData::parse(PerfData d) {
     d.id_position_from_end_ =
         1 + ((st & sample::kCpu) ? 1 : 0) + ((st & sample::kStreamId) ? 1 : 0);
   }
+  for (size_t i = 0; i < d.attrs_.size(); ++i)
+    for (uint64_t id : d.attrs_[i].ids)
+      d.attr_of_id_.emplace(id, i); // the first event with an id keeps it
   if (d.attrs_.size() > 1) {
     if (d.id_position_ < 0)
       return d.error_at(0, "several events whose samples carry no id: cannot tell them apart");
@@ -400,9 +404,8 @@ Status PerfData::parse_pipe_header_records() {
 
 const EventAttr* PerfData::attr_for_id(uint64_t id) const {
   if (attrs_.size() == 1) return &attrs_.front();
-  for (const EventAttr& a : attrs_)
-    if (std::find(a.ids.begin(), a.ids.end(), id) != a.ids.end()) return &a;
-  return nullptr;
+  auto it = attr_of_id_.find(id);
+  return it == attr_of_id_.end() ? nullptr : &attrs_[it->second];
 }
 
 namespace {
@@ -643,7 +646,12 @@ Status PerfData::decode_records(std::span<const uint8_t> all, uint64_t pos, cons
       }
     }
     if (extra > end - pos - size) return fail(pos, "record payload runs past the end");
-    if (keep) out.push_back(std::move(r));
+    if (keep) {
+      // A Record is ~20 times the smallest record: bounded, whatever the file claims.
+      if (out.size() >= kMaxRecords)
+        return fail(pos, fmt::format("more than {} records: not supported", kMaxRecords));
+      out.push_back(std::move(r));
+    }
     pos += size + extra;
   }
   return Ok{};
@@ -655,6 +663,7 @@ struct PerfData::ZstdStream {
   ZSTD_DStream* stream = ZSTD_createDStream();
   std::vector<uint8_t> pending; // decompressed bytes not yet making a whole record
   uint64_t decoded = 0;         // decompressed bytes before pending[0]
+  uint64_t total = 0;           // decompressed bytes in all
   ~ZstdStream() { ZSTD_freeDStream(stream); }
 };
 
@@ -662,6 +671,7 @@ Status PerfData::decompress(ZstdStream& z, std::span<const uint8_t> payload, uin
                             std::vector<Record>& out) const {
   // zstd expands at most ~32768:1; perf's chunks are one ring-buffer read (a few MB at most).
   constexpr size_t kMaxChunk = 64u << 20;
+  constexpr uint64_t kMaxTotal = uint64_t(2) << 30;
   if (!z.stream) return error_at(at, "zstd: cannot create a decompression stream");
   ZSTD_inBuffer in{payload.data(), payload.size(), 0};
   size_t produced = 0;
@@ -673,7 +683,12 @@ Status PerfData::decompress(ZstdStream& z, std::span<const uint8_t> payload, uin
     z.pending.resize(used + o.pos);
     if (ZSTD_isError(rc)) return error_at(at, fmt::format("zstd: {}", ZSTD_getErrorName(rc)));
     produced += o.pos;
+    z.total += o.pos;
     if (produced > kMaxChunk) return error_at(at, "compressed record expands beyond 64 MiB");
+    // Everything decompressed is kept in memory (records point into it): bounded.
+    if (z.total > kMaxTotal)
+      return error_at(at, "compressed records expand beyond 2 GiB in all: decompress with "
+                          "`perf inject -i IN -o OUT` and read the result");
     if (in.pos == in.size && o.pos < o.size) break; // all input read, all output flushed
   }
   // The whole records decompressed so far, kept (records point into them); the rest waits.
@@ -703,6 +718,7 @@ Result<std::vector<Record>> PerfData::records() const {
           decode_records(bytes(), data_offset_, data_offset_ + data_size_, out, &zstd, kInFile);
       !s)
     return std::move(s).error();
+  // (A zstd frame left open at the end is normal: perf flushes its stream without ending it.)
   if (!zstd.pending.empty())
     return error_at(data_offset_ + data_size_, "compressed data ends inside a record");
   return out;

@@ -15,6 +15,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <variant>
 #include <vector>
 
@@ -152,7 +153,8 @@ public:
   const std::string& os_release() const { return os_release_; }
   const std::string& arch() const { return arch_; }
 
-  // Every record of the data, in file order, compressed ones (perf record -z) decompressed.
+  // Every record of the data (at most 16M), in file order, compressed ones (perf record -z)
+  // decompressed (at most 2 GiB in all).
   // Stops at the first malformed one: the error names the file and its offset. Records that
   // describe the file (pipe mode's attr and build-id records) have already been applied to
   // attrs() and build_ids() and are not repeated. Records point into the file or into
@@ -189,6 +191,7 @@ private:
   bool pipe_ = false;
   uint64_t data_offset_ = 0, data_size_ = 0;
   std::vector<EventAttr> attrs_;
+  std::unordered_map<uint64_t, size_t> attr_of_id_; // sample id -> index in attrs_
   std::vector<BuildIdEntry> build_ids_;
   std::string hostname_, os_release_, arch_;
   // Every attribute has the same sample_type layout up to the id, so a sample's attribute can

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fmt/format.h>
+#include <sys/stat.h>
 
 #include "runtime/memory.hpp"
 
@@ -199,6 +200,9 @@ std::shared_ptr<const ModuleData> SampleUnwinder::data_for(const MmapRecord& m,
               fmt::format("{}/.build-id/{}/{}/elf", dir, h.substr(0, 2), h.substr(2)));
       }
       for (const std::string& path : candidates) {
+        // Regular files only: opening a FIFO a recording names would block forever.
+        struct stat st {};
+        if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
         auto elf = ElfFile::open(path);
         if (!elf) continue;
         auto id = (*elf)->build_id();
