@@ -134,6 +134,20 @@ __attribute__((noinline)) int cmp_b(const void* a, const void* b) {
   return -r;
 }
 
+// Walks at the bottom of a chain of depth plan.size() - 1 (plan[i]: which comparator level i
+// uses), every way.
+Walks walk_chain(const std::vector<int>& plan) {
+  Walks w;
+  g_walks = &w;
+  g_plan = plan.data();
+  g_levels_left = static_cast<int>(plan.size()) - 1;
+  g_walked = false;
+  g_descended_at = -1;
+  level(plan.back());
+  g_walks = nullptr;
+  return w;
+}
+
 TEST(FastWalk, MatchesTheGeneralWalkOnChangingChains) {
   std::mt19937 rng(11);
   for (int round = 0; round < 40; ++round) {
@@ -141,14 +155,7 @@ TEST(FastWalk, MatchesTheGeneralWalkOnChangingChains) {
     std::vector<int> plan(size_t(depth) + 1);
     for (int& p : plan)
       p = int(rng() % 2);
-    Walks w;
-    g_walks = &w;
-    g_plan = plan.data();
-    g_levels_left = depth;
-    g_walked = false;
-    g_descended_at = -1;
-    level(plan[size_t(depth)]);
-    g_walks = nullptr;
+    Walks w = walk_chain(plan);
     expect_same(w, "round " + std::to_string(round) + ", depth " + std::to_string(depth));
     if (HasFailure()) break;
   }
@@ -176,15 +183,7 @@ TEST(FastWalk, HandsAWalkThatNeedsRbxToTheGeneralWalk) {
 
 TEST(FastWalk, GarbageMadeOfRealReturnAddressesStaysInside) {
   // Learn real return addresses (and train the cache and its links) from a real chain.
-  Walks real;
-  g_walks = &real;
-  int plan[4] = {0, 1, 0, 1};
-  g_plan = plan;
-  g_levels_left = 3;
-  g_walked = false;
-  g_descended_at = -1;
-  level(plan[3]);
-  g_walks = nullptr;
+  Walks real = walk_chain({0, 1, 0, 1});
   ASSERT_GE(real.reference.size(), 6u);
   Unwinder& u = shared_fast_unwinder();
   std::vector<uint64_t> buffer(2048);
@@ -222,15 +221,7 @@ TEST(FastWalk, GarbageMadeOfRealReturnAddressesStaysInside) {
 // CFA rsp + offset wraps around to a small address, which the fast walk's end-only bound would
 // let through. Such ranges go to the general step, whose reads are all checked.
 TEST(FastWalk, StackRangeAtTheTopOfTheAddressSpace) {
-  Walks real;
-  g_walks = &real;
-  int plan[3] = {1, 0, 1};
-  g_plan = plan;
-  g_levels_left = 2;
-  g_walked = false;
-  g_descended_at = -1;
-  level(plan[2]);
-  g_walks = nullptr;
+  Walks real = walk_chain({1, 0, 1});
   ASSERT_GE(real.reference.size(), 4u);
   Unwinder& u = shared_fast_unwinder();
   std::vector<uint64_t> buffer(512);
