@@ -93,26 +93,20 @@ SampleUnwinder::SampleUnwinder(const PerfData& data, SampleUnwinderOptions optio
 SampleUnwinder::~SampleUnwinder() = default;
 
 std::vector<const Record*> SampleUnwinder::time_ordered(const std::vector<Record>& records) {
-  std::vector<const Record*> out;
-  out.reserve(records.size());
   // Records without a time (perf's own) carry the time of the record before them.
-  std::vector<uint64_t> times;
-  times.reserve(records.size());
+  std::vector<std::pair<uint64_t, const Record*>> keyed;
+  keyed.reserve(records.size());
   uint64_t last = 0;
   for (const Record& r : records) {
     if (r.time) last = r.time;
-    times.push_back(last);
-    out.push_back(&r);
+    keyed.emplace_back(last, &r);
   }
-  std::vector<size_t> order(records.size());
-  for (size_t i = 0; i < order.size(); ++i)
-    order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return times[a] < times[b]; });
+  std::stable_sort(keyed.begin(), keyed.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<const Record*> sorted;
-  sorted.reserve(order.size());
-  for (size_t i : order)
-    sorted.push_back(out[i]);
+  sorted.reserve(keyed.size());
+  for (const auto& [time, r] : keyed)
+    sorted.push_back(r);
   return sorted;
 }
 
