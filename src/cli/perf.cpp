@@ -29,13 +29,6 @@ struct Options {
   bool with_pid = false, with_tid = false, period = false, offsets = false, verbose = false;
 };
 
-BackendKind backend_of(const std::string& s) {
-  if (s == "compiled") return BackendKind::Compiled;
-  if (s == "table") return BackendKind::Table;
-  if (s == "interp") return BackendKind::Interpreter;
-  return BackendKind::Auto;
-}
-
 int run_perf(const Options& o) {
   auto data = perf::PerfData::open(o.input);
   if (!data) {
@@ -58,7 +51,7 @@ int run_perf(const Options& o) {
   std::ostream& out = o.output.empty() ? std::cout : file;
 
   perf::SampleUnwinderOptions uo;
-  uo.backend = backend_of(o.backend);
+  uo.backend = backend_from_name(o.backend);
   uo.max_depth = o.max_frames ? o.max_frames : 65536;
   uo.kernel = !o.no_kernel;
   uo.demangle = !o.raw;

@@ -194,13 +194,6 @@ struct Options {
   size_t max_frames = 256;
 };
 
-BackendKind parse_backend(const std::string& s) {
-  if (s == "compiled") return BackendKind::Compiled;
-  if (s == "table") return BackendKind::Table;
-  if (s == "interp") return BackendKind::Interpreter;
-  return BackendKind::Auto;
-}
-
 // Appends one thread's frames, as eu-stack prints them.
 void print_thread(std::string& out, const Options& opt, ModuleMap& map, Symbolizer& names,
                   pid_t tid, const std::vector<FrameInfo>& frames, StopReason why) {
@@ -260,7 +253,7 @@ int run_stack(const Options& opt) {
     return 1;
   }
   UnwinderOptions uo;
-  uo.backend = parse_backend(opt.backend);
+  uo.backend = backend_from_name(opt.backend);
   uo.max_depth = opt.max_frames ? opt.max_frames : (size_t(1) << 16);
   uo.policy.compiled = uo.backend == BackendKind::Auto || uo.backend == BackendKind::Compiled;
   uo.policy.compact = uo.backend != BackendKind::Interpreter;

@@ -7,25 +7,44 @@ namespace ehelf {
 
 std::string_view backend_name(BackendKind b) {
   switch (b) {
-  case BackendKind::Auto: return "auto";
-  case BackendKind::Compiled: return "compiled";
-  case BackendKind::Table: return "table";
-  case BackendKind::Interpreter: return "interp";
+  case BackendKind::Auto:
+    return "auto";
+  case BackendKind::Compiled:
+    return "compiled";
+  case BackendKind::Table:
+    return "table";
+  case BackendKind::Interpreter:
+    return "interp";
   }
   return "?";
 }
 
+BackendKind backend_from_name(std::string_view name) {
+  for (BackendKind b : {BackendKind::Compiled, BackendKind::Table, BackendKind::Interpreter})
+    if (name == backend_name(b)) return b;
+  return BackendKind::Auto;
+}
+
 std::string_view stop_reason_name(StopReason r) {
   switch (r) {
-  case StopReason::None: return "none";
-  case StopReason::EndOfStack: return "end of stack";
-  case StopReason::NoModule: return "pc in no known module";
-  case StopReason::NoTable: return "no unwind entry for the pc";
-  case StopReason::BadRead: return "memory read refused";
-  case StopReason::MissingRegister: return "a needed register is unknown";
-  case StopReason::CfaNotGrowing: return "stack pointer did not grow";
-  case StopReason::DepthLimit: return "depth limit";
-  case StopReason::RuleFailed: return "unwind rule failed";
+  case StopReason::None:
+    return "none";
+  case StopReason::EndOfStack:
+    return "end of stack";
+  case StopReason::NoModule:
+    return "pc in no known module";
+  case StopReason::NoTable:
+    return "no unwind entry for the pc";
+  case StopReason::BadRead:
+    return "memory read refused";
+  case StopReason::MissingRegister:
+    return "a needed register is unknown";
+  case StopReason::CfaNotGrowing:
+    return "stack pointer did not grow";
+  case StopReason::DepthLimit:
+    return "depth limit";
+  case StopReason::RuleFailed:
+    return "unwind rule failed";
   }
   return "?";
 }
@@ -173,17 +192,26 @@ StopReason Unwinder::run_compiled(const ModuleData& data, uint64_t svma, Registe
     }
   int rc = data.compiled->unwind_remote(svma, &ctx, deref_through, &mem);
   switch (rc) {
-  case EHELF_OK: break;
-  case EHELF_NEEDS_INTERPRETER: fallback = true; return StopReason::None;
-  case EHELF_NO_ENTRY: return StopReason::NoTable;
-  case EHELF_BAD_READ: return StopReason::BadRead;
-  case EHELF_MISSING_REGISTER: return StopReason::MissingRegister;
-  default: return StopReason::RuleFailed;
+  case EHELF_OK:
+    break;
+  case EHELF_NEEDS_INTERPRETER:
+    fallback = true;
+    return StopReason::None;
+  case EHELF_NO_ENTRY:
+    return StopReason::NoTable;
+  case EHELF_BAD_READ:
+    return StopReason::BadRead;
+  case EHELF_MISSING_REGISTER:
+    return StopReason::MissingRegister;
+  default:
+    return StopReason::RuleFailed;
   }
   signal_frame = (ctx.flags & EHELF_FLAG_SIGNAL_FRAME) != 0;
   for (unsigned s = 0; s < nslots; ++s) {
-    if (ctx.flags & EHELF_VALID(s)) regs.set(kDwarfOfSlot[s], ctx.regs[s]);
-    else regs.clear(kDwarfOfSlot[s]);
+    if (ctx.flags & EHELF_VALID(s))
+      regs.set(kDwarfOfSlot[s], ctx.regs[s]);
+    else
+      regs.clear(kDwarfOfSlot[s]);
   }
   return StopReason::None;
 }
@@ -574,7 +602,8 @@ StopReason Unwinder::general_step(WalkRegs& w, std::span<const DirectRange> rang
   if (w.bp_ok) regs.set(x86_64::RBP, w.bp);
   if (w.bx_ok) regs.set(x86_64::RBX, w.bx);
   LocalMemory mem;
-  for (const DirectRange& d : ranges) mem.add(AddressRange{d.begin, d.end}, d.delta);
+  for (const DirectRange& d : ranges)
+    mem.add(AddressRange{d.begin, d.end}, d.delta);
   FrameInfo info;
   StopReason r = step_with(regs, mem, w.exact, info, cache);
   if (r != StopReason::None) return r;

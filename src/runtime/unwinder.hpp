@@ -20,6 +20,9 @@ namespace ehelf {
 
 enum class BackendKind { Auto, Compiled, Table, Interpreter };
 std::string_view backend_name(BackendKind b);
+// The backend a name (backend_name's, as the CLI's --backend takes them) stands for; Auto for
+// any other.
+BackendKind backend_from_name(std::string_view name);
 
 // Why a walk stopped (or None while it goes on).
 enum class StopReason {
@@ -36,11 +39,11 @@ enum class StopReason {
 std::string_view stop_reason_name(StopReason r);
 
 struct FrameInfo {
-  uint64_t pc = 0;          // the frame's pc (a return address for frames after the first)
+  uint64_t pc = 0; // the frame's pc (a return address for frames after the first)
   uint64_t sp = 0;
   const Module* module = nullptr;
-  bool signal_frame = false;       // this frame's FDE is a signal trampoline ('S')
-  bool via_frame_pointer = false;  // the step to the caller followed rbp: the module has no table
+  bool signal_frame = false;      // this frame's FDE is a signal trampoline ('S')
+  bool via_frame_pointer = false; // the step to the caller followed rbp: the module has no table
   BackendKind backend = BackendKind::Auto; // what unwound this frame
 };
 
@@ -124,9 +127,8 @@ private:
     bool exact; // pc is an interrupted instruction, looked up as is
   };
   // One step() of a direct walk, out of line: the fast walk's function stays small.
-  __attribute__((noinline)) StopReason general_step(WalkRegs& regs,
-                                                    std::span<const DirectRange> ranges,
-                                                    RuleCache* cache);
+  __attribute__((noinline)) StopReason
+  general_step(WalkRegs& regs, std::span<const DirectRange> ranges, RuleCache* cache);
   // The same with step() alone (every register tracked).
   size_t walk_general(RegisterState regs, std::span<const DirectRange> ranges, uint64_t* pcs,
                       size_t limit, StopReason* why, bool exact);
