@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "dwarf/cfi_section.hpp"
+#include "support/byte_cursor.hpp"
 #include "support/result.hpp"
 
 namespace ehelf {
@@ -33,6 +34,11 @@ struct CfaInstruction {
   int64_t operand = 0; // offset/size operand; unsigned operands are stored as their bit pattern
   std::span<const uint8_t> expression;
 };
+
+// Decodes the instruction at c's position into `in` and moves past it. Returns null, or what is
+// wrong (a static string: decoding never allocates, for lookups in signal handlers).
+const char* decode_cfa_instruction(ByteCursor& c, const Cie& cie, const PointerBases& bases,
+                                   CfaInstruction& in);
 
 // Decodes the program of a CIE (fde == nullptr) or an FDE. Errors name the section offset of the
 // bad instruction. `bases` is needed for DW_CFA_set_loc.

@@ -116,9 +116,9 @@ enum : uint8_t {
 
 // How the operands of an opcode are encoded.
 enum class Form : uint8_t {
-  Unknown,    // not an opcode we decode
-  None,       // no operand
-  Addr,       // address_size bytes
+  Unknown, // not an opcode we decode
+  None,    // no operand
+  Addr,    // address_size bytes
   U8,
   S8,
   U16,
@@ -254,14 +254,20 @@ const OpTable& op_table() {
   return table;
 }
 
-Form form_of(uint8_t op) { return op_table().forms[op]; }
+Form form_of(uint8_t op) {
+  return op_table().forms[op];
+}
 
 uint64_t read_sized(ByteCursor& c, unsigned size) {
   switch (size) {
-  case 1: return c.u8();
-  case 2: return c.u16();
-  case 4: return c.u32();
-  default: return c.u64();
+  case 1:
+    return c.u8();
+  case 2:
+    return c.u16();
+  case 4:
+    return c.u32();
+  default:
+    return c.u64();
   }
 }
 
@@ -285,18 +291,41 @@ Status decode_ops(std::span<const uint8_t> bytes, uint32_t base, uint8_t address
     case Form::Unknown:
       return Error::at("", base + op.offset,
                        fmt::format("unknown DWARF expression opcode {:#04x}", op.opcode));
-    case Form::None: break;
-    case Form::Addr: op.a = read_sized(c, address_size); break;
-    case Form::U8: op.a = c.u8(); break;
-    case Form::S8: op.a = static_cast<uint64_t>(int64_t{c.s8()}); break;
-    case Form::U16: op.a = c.u16(); break;
-    case Form::S16: op.a = static_cast<uint64_t>(int64_t{c.s16()}); break;
-    case Form::U32: op.a = c.u32(); break;
-    case Form::S32: op.a = static_cast<uint64_t>(int64_t{c.s32()}); break;
-    case Form::U64: op.a = c.u64(); break;
-    case Form::S64: op.a = static_cast<uint64_t>(c.s64()); break;
-    case Form::Uleb: op.a = c.uleb(); break;
-    case Form::Sleb: op.a = static_cast<uint64_t>(c.sleb()); break;
+    case Form::None:
+      break;
+    case Form::Addr:
+      op.a = read_sized(c, address_size);
+      break;
+    case Form::U8:
+      op.a = c.u8();
+      break;
+    case Form::S8:
+      op.a = static_cast<uint64_t>(int64_t{c.s8()});
+      break;
+    case Form::U16:
+      op.a = c.u16();
+      break;
+    case Form::S16:
+      op.a = static_cast<uint64_t>(int64_t{c.s16()});
+      break;
+    case Form::U32:
+      op.a = c.u32();
+      break;
+    case Form::S32:
+      op.a = static_cast<uint64_t>(int64_t{c.s32()});
+      break;
+    case Form::U64:
+      op.a = c.u64();
+      break;
+    case Form::S64:
+      op.a = static_cast<uint64_t>(c.s64());
+      break;
+    case Form::Uleb:
+      op.a = c.uleb();
+      break;
+    case Form::Sleb:
+      op.a = static_cast<uint64_t>(c.sleb());
+      break;
     case Form::UlebSleb:
       op.a = c.uleb();
       op.b = static_cast<uint64_t>(c.sleb());
@@ -326,8 +355,8 @@ Status decode_ops(std::span<const uint8_t> bytes, uint32_t base, uint8_t address
         return Error::at("", base + op.offset, fmt::format("{} nested too deeply", name));
       // The nested ops are only checked here; to_string decodes them again when printing.
       std::vector<ExprOp> nested;
-      auto st = decode_ops(sub, base + static_cast<uint32_t>(start), address_size, depth + 1,
-                           nested);
+      auto st =
+          decode_ops(sub, base + static_cast<uint32_t>(start), address_size, depth + 1, nested);
       if (!st) return std::move(st).error();
       break;
     }
@@ -336,7 +365,9 @@ Status decode_ops(std::span<const uint8_t> bytes, uint32_t base, uint8_t address
       op.b = c.u8();
       c.skip(op.b);
       break;
-    case Form::Offset: op.a = read_sized(c, kOffsetSize); break;
+    case Form::Offset:
+      op.a = read_sized(c, kOffsetSize);
+      break;
     case Form::OffsetSleb:
       op.a = read_sized(c, kOffsetSize);
       op.b = static_cast<uint64_t>(c.sleb());
@@ -357,19 +388,22 @@ Status decode_ops(std::span<const uint8_t> bytes, uint32_t base, uint8_t address
     auto it = std::lower_bound(ops.begin(), ops.end(), target,
                                [](const ExprOp& o, int64_t t) { return int64_t{o.offset} < t; });
     if (target < 0 || it == ops.end() || int64_t{it->offset} != target)
-      return Error::at("", base + op.offset,
-                       fmt::format("{} target {} is not the start of an op", dw_op_name(op.opcode),
-                                   target < 0 ? fmt::format("-{:#x}", -target)
-                                              : fmt::format("{:#x}", target)));
+      return Error::at(
+          "", base + op.offset,
+          fmt::format("{} target {} is not the start of an op", dw_op_name(op.opcode),
+                      target < 0 ? fmt::format("-{:#x}", -target) : fmt::format("{:#x}", target)));
     op.b = static_cast<uint64_t>(it - ops.begin());
   }
-  for (auto& op : ops) op.offset += base;
+  for (auto& op : ops)
+    op.offset += base;
   out = std::move(ops);
   return Ok{};
 }
 
 // readelf prints with "%#" PRIx64, which gives "0" rather than "0x0" for zero.
-std::string alt_hex(uint64_t v) { return v == 0 ? std::string("0") : fmt::format("{:#x}", v); }
+std::string alt_hex(uint64_t v) {
+  return v == 0 ? std::string("0") : fmt::format("{:#x}", v);
+}
 
 // readelf's regname(), which takes an unsigned int: the table name, else "r" and the number
 // printed as a C int. Truncation included, so the text matches for absurd register numbers too.
@@ -380,12 +414,15 @@ std::string reg_label(uint64_t regno) {
   return fmt::format("r{}", static_cast<int>(r));
 }
 
-int64_t as_signed(uint64_t v) { return static_cast<int64_t>(v); }
+int64_t as_signed(uint64_t v) {
+  return static_cast<int64_t>(v);
+}
 
 // readelf's display_block(): " N byte block: " then each byte in unpadded hex plus a space.
 void append_block(std::string& out, std::span<const uint8_t> block) {
   out += fmt::format(" {} byte block: ", block.size());
-  for (uint8_t b : block) out += fmt::format("{:x} ", b);
+  for (uint8_t b : block)
+    out += fmt::format("{:x} ", b);
 }
 
 // Appends the readelf text of `bytes` (already known to decode). Where readelf gives up on the
@@ -406,7 +443,9 @@ void append_ops(std::string& out, std::span<const uint8_t> bytes, uint8_t addres
       out += fmt::format("{} ({}): {}", name, reg_label(code - OP_breg0), as_signed(op.a));
     } else {
       switch (code) {
-      case OP_addr: out += fmt::format("{}: {:x}", name, op.a); break;
+      case OP_addr:
+        out += fmt::format("{}: {:x}", name, op.a);
+        break;
       case OP_const1u:
       case OP_const2u:
       case OP_const4u:
@@ -416,7 +455,9 @@ void append_ops(std::string& out, std::span<const uint8_t> bytes, uint8_t addres
       case OP_plus_uconst:
       case OP_piece:
       case OP_deref_size:
-      case OP_xderef_size: out += fmt::format("{}: {}", name, op.a); break;
+      case OP_xderef_size:
+        out += fmt::format("{}: {}", name, op.a);
+        break;
       case OP_const1s:
       case OP_const2s:
       case OP_const4s:
@@ -424,19 +465,23 @@ void append_ops(std::string& out, std::span<const uint8_t> bytes, uint8_t addres
       case OP_consts:
       case OP_fbreg:
       case OP_skip:
-      case OP_bra: out += fmt::format("{}: {}", name, as_signed(op.a)); break;
-      case OP_regx: out += fmt::format("{}: {} ({})", name, op.a, reg_label(op.a)); break;
+      case OP_bra:
+        out += fmt::format("{}: {}", name, as_signed(op.a));
+        break;
+      case OP_regx:
+        out += fmt::format("{}: {} ({})", name, op.a, reg_label(op.a));
+        break;
       case OP_bregx:
         out += fmt::format("{}: {} ({}) {}", name, op.a, reg_label(op.a), as_signed(op.b));
         break;
       // readelf reads call2/call4 operands as signed and adds the (zero) CU offset.
       case OP_call2:
-        out += fmt::format("{}: <{}>", name, alt_hex(static_cast<uint64_t>(int64_t{
-                                                 static_cast<int16_t>(op.a)})));
+        out += fmt::format("{}: <{}>", name,
+                           alt_hex(static_cast<uint64_t>(int64_t{static_cast<int16_t>(op.a)})));
         break;
       case OP_call4:
-        out += fmt::format("{}: <{}>", name, alt_hex(static_cast<uint64_t>(int64_t{
-                                                 static_cast<int32_t>(op.a)})));
+        out += fmt::format("{}: <{}>", name,
+                           alt_hex(static_cast<uint64_t>(int64_t{static_cast<int32_t>(op.a)})));
         break;
       case OP_bit_piece:
         out += fmt::format("{}: size: {} offset: {} ", name, op.a, op.b);
@@ -465,24 +510,36 @@ void append_ops(std::string& out, std::span<const uint8_t> bytes, uint8_t addres
         out += fmt::format("{}: {} ({}) <{}>", name, op.a, reg_label(op.a), alt_hex(op.b));
         break;
       case OP_deref_type:
-      case OP_GNU_deref_type: out += fmt::format("{}: {} <{}>", name, op.a, alt_hex(op.b)); break;
+      case OP_GNU_deref_type:
+        out += fmt::format("{}: {} <{}>", name, op.a, alt_hex(op.b));
+        break;
       case OP_convert:
       case OP_GNU_convert:
       case OP_reinterpret:
       case OP_GNU_reinterpret:
       case OP_addrx:
       case OP_GNU_addr_index:
-      case OP_GNU_const_index: out += fmt::format("{} <{}>", name, alt_hex(op.a)); break;
-      case OP_GNU_parameter_ref: out += fmt::format("{}: <{}>", name, alt_hex(op.a)); break;
+      case OP_GNU_const_index:
+        out += fmt::format("{} <{}>", name, alt_hex(op.a));
+        break;
+      case OP_GNU_parameter_ref:
+        out += fmt::format("{}: <{}>", name, alt_hex(op.a));
+        break;
       // In frame info readelf cannot tell the size of a .debug_info offset and stops printing.
       case OP_call_ref:
       case OP_implicit_pointer:
       case OP_GNU_implicit_pointer:
-      case OP_GNU_variable_value: out += fmt::format("({} in frame info)", name); return;
+      case OP_GNU_variable_value:
+        out += fmt::format("({} in frame info)", name);
+        return;
       // readelf 2.40 does not know these DWARF 5 ops and stops printing.
       case OP_constx:
-      case OP_xderef_type: out += fmt::format("(Unknown location op {:#x})", code); return;
-      default: out += name; break;
+      case OP_xderef_type:
+        out += fmt::format("(Unknown location op {:#x})", code);
+        return;
+      default:
+        out += name;
+        break;
       }
     }
     if (next < bytes.size()) out += "; ";
@@ -490,8 +547,12 @@ void append_ops(std::string& out, std::span<const uint8_t> bytes, uint8_t addres
 }
 
 // Wrapping two's-complement helpers: the DWARF stack is modular, and signed overflow in C++ is UB.
-uint64_t shift_left(uint64_t v, uint64_t n) { return n >= 64 ? 0 : v << n; }
-uint64_t shift_right(uint64_t v, uint64_t n) { return n >= 64 ? 0 : v >> n; }
+uint64_t shift_left(uint64_t v, uint64_t n) {
+  return n >= 64 ? 0 : v << n;
+}
+uint64_t shift_right(uint64_t v, uint64_t n) {
+  return n >= 64 ? 0 : v >> n;
+}
 uint64_t shift_right_arith(uint64_t v, uint64_t n) {
   uint64_t fill = (v >> 63) ? ~uint64_t{0} : 0;
   if (n >= 64) return fill;
@@ -536,7 +597,9 @@ private:
 
 } // namespace
 
-std::string_view dw_op_name(uint8_t opcode) { return op_table().names[opcode]; }
+std::string_view dw_op_name(uint8_t opcode) {
+  return op_table().names[opcode];
+}
 
 Result<Expression> Expression::decode(std::span<const uint8_t> bytes, uint8_t address_size) {
   if (address_size != 1 && address_size != 2 && address_size != 4 && address_size != 8)
@@ -560,6 +623,93 @@ std::string Expression::to_string() const {
 Result<uint64_t> Expression::evaluate(const RegisterState& regs, MemoryReader& mem,
                                       std::optional<uint64_t> initial, std::optional<uint64_t> cfa,
                                       const EvalLimits& limits) const {
+  return evaluate_ops(ops_, address_size_, regs, mem, initial, cfa, limits);
+}
+
+bool Expression::decode_fixed(std::span<const uint8_t> bytes, FixedOps& out) {
+  out.count = 0;
+  ByteCursor c(bytes);
+  while (!c.at_end()) {
+    if (out.count == FixedOps::kMaxOps) return false;
+    ExprOp& op = out.ops[out.count];
+    op = ExprOp{};
+    op.offset = static_cast<uint32_t>(c.pos());
+    op.opcode = c.u8();
+    switch (form_of(op.opcode)) {
+    case Form::None:
+      break;
+    case Form::Addr:
+    case Form::U64:
+      op.a = c.u64();
+      break;
+    case Form::U8:
+      op.a = c.u8();
+      break;
+    case Form::S8:
+      op.a = static_cast<uint64_t>(int64_t{c.s8()});
+      break;
+    case Form::U16:
+      op.a = c.u16();
+      break;
+    case Form::S16:
+      op.a = static_cast<uint64_t>(int64_t{c.s16()});
+      break;
+    case Form::U32:
+      op.a = c.u32();
+      break;
+    case Form::S32:
+      op.a = static_cast<uint64_t>(int64_t{c.s32()});
+      break;
+    case Form::S64:
+      op.a = static_cast<uint64_t>(c.s64());
+      break;
+    case Form::Uleb:
+      op.a = c.uleb();
+      break;
+    case Form::Sleb:
+      op.a = static_cast<uint64_t>(c.sleb());
+      break;
+    case Form::UlebSleb:
+      op.a = c.uleb();
+      op.b = static_cast<uint64_t>(c.sleb());
+      break;
+    case Form::UlebUleb:
+      op.a = c.uleb();
+      op.b = c.uleb();
+      break;
+    case Form::U8Uleb:
+      op.a = c.u8();
+      op.b = c.uleb();
+      break;
+    case Form::Branch:
+      op.a = static_cast<uint64_t>(int64_t{c.s16()});
+      break;
+    default:
+      return false; // unknown, blocks, sub-expressions, typed constants: not in CFI rules
+    }
+    if (!c.ok()) return false;
+    ++out.count;
+  }
+  // Branch targets as op indices, as decode() resolves them.
+  for (size_t i = 0; i < out.count; ++i) {
+    ExprOp& op = out.ops[i];
+    if (form_of(op.opcode) != Form::Branch) continue;
+    int64_t target = int64_t{op.offset} + 3 + static_cast<int64_t>(op.a);
+    op.b = out.count; // the end
+    if (target == static_cast<int64_t>(bytes.size())) continue;
+    size_t j = 0;
+    while (j < out.count && int64_t{out.ops[j].offset} != target)
+      ++j;
+    if (j == out.count) return false;
+    op.b = j;
+  }
+  return true;
+}
+
+Result<uint64_t> Expression::evaluate_ops(std::span<const ExprOp> ops_, uint8_t address_size_,
+                                          const RegisterState& regs, MemoryReader& mem,
+                                          std::optional<uint64_t> initial,
+                                          std::optional<uint64_t> cfa, const EvalLimits& limits) {
   EvalStack stack;
   if (initial) {
     if (limits.max_stack == 0)
@@ -747,12 +897,24 @@ Result<uint64_t> Expression::evaluate(const RegisterState& regs, MemoryReader& m
         int64_t s_top = as_signed(top), s_second = as_signed(second);
         uint64_t r = 0;
         switch (code) {
-        case OP_and: r = second & top; break;
-        case OP_or: r = second | top; break;
-        case OP_xor: r = second ^ top; break;
-        case OP_plus: r = second + top; break;
-        case OP_minus: r = second - top; break;
-        case OP_mul: r = second * top; break;
+        case OP_and:
+          r = second & top;
+          break;
+        case OP_or:
+          r = second | top;
+          break;
+        case OP_xor:
+          r = second ^ top;
+          break;
+        case OP_plus:
+          r = second + top;
+          break;
+        case OP_minus:
+          r = second - top;
+          break;
+        case OP_mul:
+          r = second * top;
+          break;
         case OP_div:
           if (top == 0)
             return fail(ErrorKind::Other, [&] { return "DW_OP_div: division by zero"; });
@@ -763,26 +925,48 @@ Result<uint64_t> Expression::evaluate(const RegisterState& regs, MemoryReader& m
           if (top == 0) return fail(ErrorKind::Other, [&] { return "DW_OP_mod: modulo by zero"; });
           r = second % top;
           break;
-        case OP_shl: r = shift_left(second, top); break;
-        case OP_shr: r = shift_right(second, top); break;
-        case OP_shra: r = shift_right_arith(second, top); break;
-        case OP_eq: r = s_second == s_top; break;
-        case OP_ge: r = s_second >= s_top; break;
-        case OP_gt: r = s_second > s_top; break;
-        case OP_le: r = s_second <= s_top; break;
-        case OP_lt: r = s_second < s_top; break;
-        case OP_ne: r = s_second != s_top; break;
-        default: break;
+        case OP_shl:
+          r = shift_left(second, top);
+          break;
+        case OP_shr:
+          r = shift_right(second, top);
+          break;
+        case OP_shra:
+          r = shift_right_arith(second, top);
+          break;
+        case OP_eq:
+          r = s_second == s_top;
+          break;
+        case OP_ge:
+          r = s_second >= s_top;
+          break;
+        case OP_gt:
+          r = s_second > s_top;
+          break;
+        case OP_le:
+          r = s_second <= s_top;
+          break;
+        case OP_lt:
+          r = s_second < s_top;
+          break;
+        case OP_ne:
+          r = s_second != s_top;
+          break;
+        default:
+          break;
         }
         stack.back() = r;
         break;
       }
-      case OP_skip: next = op.b; break;
+      case OP_skip:
+        next = op.b;
+        break;
       case OP_bra:
         if (!need(1)) return underflow(1);
         if (pop() != 0) next = op.b;
         break;
-      case OP_nop: break;
+      case OP_nop:
+        break;
       case OP_call_frame_cfa:
         if (!cfa)
           return fail(ErrorKind::MissingRegister,

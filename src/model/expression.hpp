@@ -65,6 +65,23 @@ public:
                             std::optional<uint64_t> cfa = std::nullopt,
                             const EvalLimits& limits = {}) const;
 
+  // Ops decoded into fixed storage, for evaluating an expression straight from its bytes
+  // without allocating (unwind rows found on demand, in signal handlers).
+  struct FixedOps {
+    static constexpr size_t kMaxOps = 32; // CFI expressions have a handful (the PLT rule: 9)
+    ExprOp ops[kMaxOps];
+    size_t count = 0;
+    std::span<const ExprOp> span() const { return {ops, count}; }
+  };
+  // Decodes into `out`; false for more than kMaxOps ops, malformed bytes, or forms that CFI
+  // expressions never hold (blocks, sub-expressions, typed constants). Never allocates.
+  static bool decode_fixed(std::span<const uint8_t> bytes, FixedOps& out);
+  // evaluate() over decoded ops (from decode_fixed, or ops()).
+  static Result<uint64_t> evaluate_ops(std::span<const ExprOp> ops, uint8_t address_size,
+                                       const RegisterState& regs, MemoryReader& mem,
+                                       std::optional<uint64_t> initial, std::optional<uint64_t> cfa,
+                                       const EvalLimits& limits);
+
 private:
   std::vector<uint8_t> bytes_;
   std::vector<ExprOp> ops_;

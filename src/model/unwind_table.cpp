@@ -28,7 +28,8 @@ const RegisterRule* RowView::rule_for(unsigned column) const {
 
 uint32_t UnwindTable::add_expression(Expression e) {
   uint64_t h = 0;
-  for (uint8_t b : e.bytes()) h = mix(h, b);
+  for (uint8_t b : e.bytes())
+    h = mix(h, b);
   auto [lo, hi] = expr_index_.equal_range(h);
   for (auto it = lo; it != hi; ++it)
     if (expressions_[it->second] == e) return it->second;
@@ -44,10 +45,11 @@ uint32_t UnwindTable::add_function(const FunctionInfo& f) {
 }
 
 uint32_t UnwindTable::intern_row(const CfaRule& cfa, std::span<const ColumnRule> columns) {
-  uint64_t h = mix(mix(mix(0, static_cast<uint64_t>(cfa.kind)), cfa.reg),
-                   static_cast<uint64_t>(cfa.offset));
+  uint64_t h =
+      mix(mix(mix(0, static_cast<uint64_t>(cfa.kind)), cfa.reg), static_cast<uint64_t>(cfa.offset));
   h = mix(h, cfa.expr);
-  for (const auto& c : columns) h = hash_rule(mix(h, c.column), c.rule);
+  for (const auto& c : columns)
+    h = hash_rule(mix(h, c.column), c.rule);
   auto [lo, hi] = row_index_.equal_range(h);
   for (auto it = lo; it != hi; ++it) {
     const RowRecord& r = rows_[it->second];
@@ -117,19 +119,33 @@ size_t UnwindTable::memory_bytes() const {
   return n;
 }
 
-Result<UnwindTable::Step> UnwindTable::evaluate(uint32_t row_index, const RegisterState& regs,
-                                                MemoryReader& mem, uint16_t return_column,
-                                                bool messages) const {
+Result<RowStep> UnwindTable::evaluate(uint32_t row_index, const RegisterState& regs,
+                                      MemoryReader& mem, uint16_t return_column,
+                                      bool messages) const {
+  if (row_index >= rows_.size())
+    return messages ? Error::plain("row index out of range") : Error::quiet(ErrorKind::Other);
+  struct Pool final : RowExpressions {
+    const std::vector<Expression>& pool;
+    explicit Pool(const std::vector<Expression>& p) : pool(p) {}
+    Result<uint64_t> evaluate(uint32_t expr, const RegisterState& regs, MemoryReader& mem,
+                              std::optional<uint64_t> initial, std::optional<uint64_t> cfa,
+                              const EvalLimits& limits) const override {
+      return pool[expr].evaluate(regs, mem, initial, cfa, limits);
+    }
+  } pool(expressions_);
+  return evaluate_row(row(row_index), pool, regs, mem, return_column, messages);
+}
+
+Result<RowStep> evaluate_row(RowView row, const RowExpressions& expressions,
+                             const RegisterState& regs, MemoryReader& mem, uint16_t return_column,
+                             bool messages) {
   // `describe` builds the message only when messages are wanted (it allocates).
   auto fail = [messages](ErrorKind kind, auto&& describe) {
     return messages ? Error::plain(std::string(describe())).with_kind(kind) : Error::quiet(kind);
   };
   EvalLimits limits;
   limits.messages = messages;
-  if (row_index >= rows_.size())
-    return fail(ErrorKind::Other, [] { return "row index out of range"; });
-  RowView row = this->row(row_index);
-  Step step;
+  RowStep step;
   switch (row.cfa.kind) {
   case CfaRule::Kind::RegOffset:
     if (!regs.has(row.cfa.reg))
@@ -138,7 +154,7 @@ Result<UnwindTable::Step> UnwindTable::evaluate(uint32_t row_index, const Regist
     step.cfa = regs.get(row.cfa.reg) + static_cast<uint64_t>(row.cfa.offset);
     break;
   case CfaRule::Kind::Expression: {
-    auto v = expressions_[row.cfa.expr].evaluate(regs, mem, std::nullopt, std::nullopt, limits);
+    auto v = expressions.evaluate(row.cfa.expr, regs, mem, std::nullopt, std::nullopt, limits);
     if (!v) return std::move(v).error();
     step.cfa = *v;
     break;
@@ -183,7 +199,7 @@ Result<UnwindTable::Step> UnwindTable::evaluate(uint32_t row_index, const Regist
       break;
     case RegisterRule::Kind::Expression:
     case RegisterRule::Kind::ValExpression: {
-      auto addr = expressions_[r.expr].evaluate(regs, mem, step.cfa, step.cfa, limits);
+      auto addr = expressions.evaluate(r.expr, regs, mem, step.cfa, step.cfa, limits);
       if (!addr) {
         if (c.column == return_column) return std::move(addr).error();
         step.caller.clear(c.column); // a register we cannot recover: unknown, not fatal
@@ -209,8 +225,10 @@ Result<UnwindTable::Step> UnwindTable::evaluate(uint32_t row_index, const Regist
   // The caller's rip is the return address; its rsp is the CFA (x86_64 psABI) unless a rule says
   // otherwise.
   if (return_column != x86_64::RIP) {
-    if (step.caller.has(return_column)) step.caller.set(x86_64::RIP, step.caller.get(return_column));
-    else step.caller.clear(x86_64::RIP);
+    if (step.caller.has(return_column))
+      step.caller.set(x86_64::RIP, step.caller.get(return_column));
+    else
+      step.caller.clear(x86_64::RIP);
   } else if (!row.rule_for(x86_64::RIP)) {
     step.caller.clear(x86_64::RIP);
   }

@@ -30,13 +30,36 @@ struct RowView {
 struct FunctionInfo {
   uint64_t pc_begin = 0;
   uint64_t pc_end = 0;
-  uint64_t fde_offset = 0;   // offset of the FDE in its section
-  uint64_t lsda = 0;         // 0 if none
-  uint64_t personality = 0;  // 0 if none
+  uint64_t fde_offset = 0;  // offset of the FDE in its section
+  uint64_t lsda = 0;        // 0 if none
+  uint64_t personality = 0; // 0 if none
   uint16_t return_column = x86_64::RIP;
   bool signal_frame = false; // 'S' augmentation: do not subtract 1 from the pc at lookup
   bool from_debug_frame = false;
 };
+
+// One step through a row: the CFA and the caller's registers.
+struct RowStep {
+  uint64_t cfa = 0;
+  RegisterState caller;
+};
+
+// Evaluates a row's expressions by their index: the table's pool, or the bytes of a row found
+// on demand (dwarf/row_lookup.hpp).
+struct RowExpressions {
+  virtual Result<uint64_t> evaluate(uint32_t expr, const RegisterState& regs, MemoryReader& mem,
+                                    std::optional<uint64_t> initial, std::optional<uint64_t> cfa,
+                                    const EvalLimits& limits) const = 0;
+
+protected:
+  ~RowExpressions() = default;
+};
+
+// What a step through `row` gives from the callee's registers `regs` (UnwindTable::evaluate
+// says how). The one definition of applying a row, for the table and for rows found on demand.
+Result<RowStep> evaluate_row(RowView row, const RowExpressions& expressions,
+                             const RegisterState& regs, MemoryReader& mem, uint16_t return_column,
+                             bool messages);
 
 struct TableRange {
   uint64_t begin = 0;
@@ -79,10 +102,7 @@ public:
   // rsp, which becomes the CFA, and rip, which comes from the return-address column's rule.
   // A register whose rule cannot be evaluated (unreadable save slot, failing expression) becomes
   // unknown; only failures for the CFA and the return-address column are fatal.
-  struct Step {
-    uint64_t cfa = 0;
-    RegisterState caller;
-  };
+  using Step = RowStep;
   // `messages` false: errors carry only their kind (Error::quiet) and evaluating never
   // allocates, for unwinding in signal handlers.
   Result<Step> evaluate(uint32_t row_index, const RegisterState& regs, MemoryReader& mem,

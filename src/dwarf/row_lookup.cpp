@@ -1,0 +1,447 @@
+#include "dwarf/row_lookup.hpp"
+
+#include <cstring>
+#include <string_view>
+
+#include "dwarf/cfa_instruction.hpp"
+#include "dwarf/constants.hpp"
+#include "support/byte_cursor.hpp"
+
+namespace ehelf {
+namespace {
+
+// One column's rule (or the CFA's) in 16 bytes, so that the state and its remember stack stay
+// small on a signal handler's stack. Expressions are offsets into the .eh_frame span.
+struct FixedRule {
+  uint8_t kind = 0; // RegisterRule::Kind, or CfaRule::Kind for the CFA
+  bool present = false;
+  uint16_t reg = 0;
+  int32_t offset = 0;
+  uint32_t expr_at = 0, expr_size = 0;
+};
+struct FixedState {
+  FixedRule cfa; // kind: CfaRule::Kind (`present` unused)
+  FixedRule column[FoundRow::kColumns];
+};
+static_assert(sizeof(FixedState) == 16 * (FoundRow::kColumns + 1));
+
+struct ParsedCie {
+  uint64_t code_align = 0;
+  int64_t data_align = 0;
+  uint64_t ra_register = 0;
+  uint8_t fde_encoding = dw::EH_PE_absptr;
+  uint8_t lsda_encoding = dw::EH_PE_omit;
+  bool has_augmentation_data = false;
+  bool signal_frame = false;
+  uint64_t personality = 0;
+  std::span<const uint8_t> instructions;
+  uint64_t instructions_at = 0;
+};
+
+// Opens the entry at `offset`: its length and id; `body` is the entry after the length field.
+bool open_entry(std::span<const uint8_t> section, uint64_t offset, ByteCursor& body, uint64_t& id,
+                uint64_t& id_at) {
+  ByteCursor c(section);
+  c.seek(offset);
+  uint64_t length = c.u32();
+  if (!c.ok() || length == 0 || length >= 0xfffffff0) return false; // no 64-bit .eh_frame
+  if (length > c.remaining() || length < 4) return false;
+  id_at = c.offset();
+  body = ByteCursor(section.subspan(id_at, length), id_at);
+  id = body.u32();
+  return body.ok();
+}
+
+// Encodings whose base a loaded image does not tell us (.text, .got, the function): rare, and
+// refused rather than read wrongly.
+bool base_known(uint8_t encoding) {
+  uint8_t app = encoding & 0x70;
+  return encoding == dw::EH_PE_omit || app == 0 || app == dw::EH_PE_pcrel ||
+         app == dw::EH_PE_aligned;
+}
+
+RowStatus parse_cie(const CfiImage& img, uint64_t offset, const PointerBases& bases,
+                    ParsedCie& cie) {
+  ByteCursor e;
+  uint64_t id = 0, id_at = 0;
+  if (!open_entry(img.eh_frame, offset, e, id, id_at) || id != 0) return RowStatus::Malformed;
+  const uint8_t version = e.u8();
+  if (version != 1 && version != 3) return RowStatus::Malformed;
+  std::string_view aug = e.cstring();
+  if (!e.ok()) return RowStatus::Malformed;
+  if (aug.starts_with("eh")) {
+    e.skip(8);
+    aug.remove_prefix(2);
+  }
+  cie.code_align = e.uleb();
+  cie.data_align = e.sleb();
+  cie.ra_register = version == 1 ? e.u8() : e.uleb();
+  if (!e.ok()) return RowStatus::Malformed;
+  if (!aug.empty() && aug[0] == 'z') {
+    cie.has_augmentation_data = true;
+    const uint64_t size = e.uleb();
+    const uint64_t data_at = e.offset();
+    ByteCursor a(e.bytes(size), data_at);
+    if (!e.ok()) return RowStatus::Malformed;
+    for (char ch : aug.substr(1)) {
+      switch (ch) {
+      case 'L':
+        cie.lsda_encoding = a.u8();
+        break;
+      case 'R':
+        cie.fde_encoding = a.u8();
+        break;
+      case 'S':
+        cie.signal_frame = true;
+        break;
+      case 'B':
+      case 'G':
+        break;
+      case 'P': {
+        const uint8_t enc = a.u8();
+        // Only read to move past it: the personality's value is not part of a row.
+        if (!read_encoded_pointer(a, enc, bases, cie.personality)) return RowStatus::Malformed;
+        break;
+      }
+      default:
+        goto letters_done; // 'z' gave the length: the instructions are still found
+      }
+      if (!a.ok()) return RowStatus::Malformed;
+    }
+  letters_done:
+    if (encoded_pointer_size(cie.fde_encoding) == 0 &&
+        (cie.fde_encoding & 0x0f) != dw::EH_PE_uleb128 &&
+        (cie.fde_encoding & 0x0f) != dw::EH_PE_sleb128)
+      return RowStatus::Malformed;
+  } else if (!aug.empty()) {
+    return RowStatus::Malformed;
+  }
+  if (!base_known(cie.fde_encoding) || !base_known(cie.lsda_encoding)) return RowStatus::TooComplex;
+  cie.instructions_at = e.offset();
+  cie.instructions = e.bytes(e.remaining());
+  return RowStatus::Found;
+}
+
+// Runs CFA programs into a FixedState up to `target`: the rules of DW_CFA_* exactly as
+// CfaInterpreter::execute applies them, on fixed storage.
+class FixedInterpreter {
+public:
+  FixedInterpreter(const CfiImage& img, const ParsedCie& cie, const PointerBases& bases,
+                   uint64_t target)
+      : img_(img), cie_(cie), bases_(bases), target_(target) {
+    state_.cfa.kind = static_cast<uint8_t>(CfaRule::Kind::Undefined);
+  }
+
+  // The CIE's initial instructions (no location moves).
+  RowStatus run_initial() {
+    RowStatus s = run(cie_.instructions, cie_.instructions_at, nullptr);
+    initial_ = state_;
+    return s;
+  }
+  // The FDE's instructions from `loc`, until the row holding the target; [begin, end) is its
+  // extent (end: the FDE's end unless a later advance comes first).
+  RowStatus run_fde(std::span<const uint8_t> program, uint64_t at, uint64_t pc_begin,
+                    uint64_t pc_end, uint64_t& begin, uint64_t& end) {
+    loc_ = pc_begin;
+    end_ = pc_end;
+    RowStatus s = run(program, at, &begin);
+    if (s != RowStatus::Found) return s;
+    if (!stopped_) begin = loc_;
+    end = stopped_ ? stop_end_ : pc_end;
+    return RowStatus::Found;
+  }
+  const FixedState& state() const { return state_; }
+
+private:
+  // `begin` null: the CIE program, where location moves are ignored.
+  RowStatus run(std::span<const uint8_t> program, uint64_t at, uint64_t* begin) {
+    ByteCursor c(program, at);
+    while (!c.at_end()) {
+      if (++steps_ > RowLookup::kMaxInstructions) return RowStatus::TooComplex;
+      CfaInstruction in;
+      // Instruction offsets are section offsets: the cursor's base is the program's position.
+      if (decode_cfa_instruction(c, cie_as_model(), bases_, in)) return RowStatus::Malformed;
+      RowStatus s = apply(in, begin);
+      if (s != RowStatus::Found) return s;
+      if (stopped_) return RowStatus::Found;
+    }
+    return RowStatus::Found;
+  }
+
+  const Cie& cie_as_model() {
+    model_cie_.fde_encoding = cie_.fde_encoding;
+    return model_cie_;
+  }
+
+  RowStatus advance_to(uint64_t next, uint64_t* begin) {
+    if (!begin) return RowStatus::Found;
+    if (next > target_) { // the row [loc_, next) holds the target
+      *begin = loc_;
+      stop_end_ = next < end_ ? next : end_;
+      stopped_ = true;
+      return RowStatus::Found;
+    }
+    loc_ = next;
+    return RowStatus::Found;
+  }
+
+  static bool fits32(int64_t v) { return v >= INT32_MIN && v <= INT32_MAX; }
+
+  RowStatus set(const CfaInstruction& in, RegisterRule::Kind kind, int64_t offset = 0,
+                uint64_t reg = 0) {
+    if (!fits32(offset)) return RowStatus::TooComplex;
+    if (in.reg >= FoundRow::kColumns) return RowStatus::Found; // not a register we track
+    FixedRule& r = state_.column[in.reg];
+    r = FixedRule{static_cast<uint8_t>(kind),   true, static_cast<uint16_t>(reg),
+                  static_cast<int32_t>(offset), 0,    0};
+    if (!in.expression.empty() || kind == RegisterRule::Kind::Expression ||
+        kind == RegisterRule::Kind::ValExpression) {
+      r.expr_at = static_cast<uint32_t>(in.expression.data() - img_.eh_frame.data());
+      r.expr_size = static_cast<uint32_t>(in.expression.size());
+    }
+    return RowStatus::Found;
+  }
+
+  RowStatus apply(const CfaInstruction& in, uint64_t* begin) {
+    constexpr uint64_t kMaxColumn = 1023; // as CfaInterpreter: larger numbers are malformed
+    if (in.reg > kMaxColumn) return RowStatus::Malformed;
+    const int64_t factored = static_cast<int64_t>(static_cast<uint64_t>(in.operand) *
+                                                  static_cast<uint64_t>(cie_.data_align));
+    using K = RegisterRule::Kind;
+    switch (in.opcode) {
+    case dw::CFA_advance_loc:
+    case dw::CFA_advance_loc1:
+    case dw::CFA_advance_loc2:
+    case dw::CFA_advance_loc4:
+    case dw::CFA_MIPS_advance_loc8: {
+      if (!begin) return RowStatus::Found;
+      const uint64_t step = in.delta * cie_.code_align;
+      if (loc_ + step < loc_) return RowStatus::Malformed;
+      return advance_to(loc_ + step, begin);
+    }
+    case dw::CFA_set_loc:
+      if (!begin) return RowStatus::Found;
+      if (in.address < loc_) return RowStatus::Malformed;
+      return advance_to(in.address, begin);
+    case dw::CFA_offset:
+    case dw::CFA_offset_extended:
+    case dw::CFA_offset_extended_sf:
+      return set(in, K::Offset, factored);
+    case dw::CFA_GNU_negative_offset_extended:
+      return set(in, K::Offset, static_cast<int64_t>(0 - static_cast<uint64_t>(factored)));
+    case dw::CFA_val_offset:
+    case dw::CFA_val_offset_sf:
+      return set(in, K::ValOffset, factored);
+    case dw::CFA_restore:
+    case dw::CFA_restore_extended:
+      if (in.reg < FoundRow::kColumns)
+        state_.column[in.reg] = begin ? initial_.column[in.reg] : FixedRule{};
+      return RowStatus::Found;
+    case dw::CFA_undefined:
+      return set(in, K::Undefined);
+    case dw::CFA_same_value:
+      return set(in, K::SameValue);
+    case dw::CFA_register:
+      if (in.reg2 > kMaxColumn) return RowStatus::Malformed;
+      return set(in, K::Register, 0, in.reg2);
+    case dw::CFA_remember_state:
+      if (depth_ == RowLookup::kMaxRemembered) return RowStatus::TooComplex;
+      remembered_[depth_++] = state_;
+      return RowStatus::Found;
+    case dw::CFA_restore_state:
+      if (depth_ == 0) return RowStatus::Malformed;
+      state_ = remembered_[--depth_];
+      return RowStatus::Found;
+    case dw::CFA_def_cfa:
+    case dw::CFA_def_cfa_sf: {
+      const int64_t offset = in.opcode == dw::CFA_def_cfa ? in.operand : factored;
+      if (!fits32(offset)) return RowStatus::TooComplex;
+      state_.cfa = FixedRule{static_cast<uint8_t>(CfaRule::Kind::RegOffset),
+                             true,
+                             static_cast<uint16_t>(in.reg),
+                             static_cast<int32_t>(offset),
+                             0,
+                             0};
+      return RowStatus::Found;
+    }
+    case dw::CFA_def_cfa_register:
+      if (state_.cfa.kind != static_cast<uint8_t>(CfaRule::Kind::RegOffset)) state_.cfa.offset = 0;
+      state_.cfa.kind = static_cast<uint8_t>(CfaRule::Kind::RegOffset);
+      state_.cfa.reg = static_cast<uint16_t>(in.reg);
+      state_.cfa.expr_size = 0;
+      return RowStatus::Found;
+    case dw::CFA_def_cfa_offset:
+    case dw::CFA_def_cfa_offset_sf: {
+      if (state_.cfa.kind == static_cast<uint8_t>(CfaRule::Kind::Expression))
+        return RowStatus::Malformed;
+      const int64_t offset = in.opcode == dw::CFA_def_cfa_offset ? in.operand : factored;
+      if (!fits32(offset)) return RowStatus::TooComplex;
+      state_.cfa.kind = static_cast<uint8_t>(CfaRule::Kind::RegOffset);
+      state_.cfa.offset = static_cast<int32_t>(offset);
+      return RowStatus::Found;
+    }
+    case dw::CFA_def_cfa_expression:
+      state_.cfa = FixedRule{static_cast<uint8_t>(CfaRule::Kind::Expression),
+                             true,
+                             0,
+                             0,
+                             static_cast<uint32_t>(in.expression.data() - img_.eh_frame.data()),
+                             static_cast<uint32_t>(in.expression.size())};
+      return RowStatus::Found;
+    case dw::CFA_expression:
+      return set(in, K::Expression);
+    case dw::CFA_val_expression:
+      return set(in, K::ValExpression);
+    case dw::CFA_GNU_args_size:
+    case dw::CFA_nop:
+    case dw::CFA_GNU_window_save:
+      return RowStatus::Found;
+    default:
+      return RowStatus::Malformed;
+    }
+  }
+
+  const CfiImage& img_;
+  const ParsedCie& cie_;
+  const PointerBases& bases_;
+  const uint64_t target_;
+  Cie model_cie_; // what decode_cfa_instruction reads of a CIE (its FDE pointer encoding)
+  FixedState state_{}, initial_{};
+  FixedState remembered_[RowLookup::kMaxRemembered];
+  unsigned depth_ = 0;
+  uint64_t loc_ = 0, end_ = 0, stop_end_ = 0;
+  uint64_t steps_ = 0;
+  bool stopped_ = false;
+};
+
+} // namespace
+
+bool RowLookup::init(const CfiImage& image) {
+  image_ = image;
+  count_ = 0;
+  ByteCursor c(image.hdr);
+  const uint8_t version = c.u8(), ptr_enc = c.u8(), count_enc = c.u8(), table_enc = c.u8();
+  if (!c.ok() || version != 1) return false;
+  PointerBases bases;
+  bases.section_addr = image.hdr_addr;
+  bases.data_base = image.hdr_addr;
+  uint64_t eh_frame_ptr = 0, count = 0;
+  if (!base_known(ptr_enc) || (ptr_enc & dw::EH_PE_indirect) ||
+      !read_encoded_pointer(c, ptr_enc, bases, eh_frame_ptr))
+    return false;
+  if (eh_frame_ptr != image.eh_frame_addr) return false;
+  if (count_enc == dw::EH_PE_omit || (count_enc & 0x70) != 0 ||
+      !read_encoded_pointer(c, count_enc, bases, count))
+    return false;
+  if (table_enc != (dw::EH_PE_datarel | dw::EH_PE_sdata4)) return false;
+  if (count == 0 || count > c.remaining() / 8) return false;
+  table_offset_ = c.pos();
+  count_ = count;
+  return true;
+}
+
+Result<uint64_t> FoundRow::Expressions::evaluate(uint32_t expr, const RegisterState& regs,
+                                                 MemoryReader& mem, std::optional<uint64_t> initial,
+                                                 std::optional<uint64_t> cfa,
+                                                 const EvalLimits& limits) const {
+  Expression::FixedOps ops;
+  if (expr >= row.expression_count || !Expression::decode_fixed(row.expressions[expr], ops))
+    return limits.messages ? Error::plain("expression cannot be decoded into fixed storage")
+                           : Error::quiet(ErrorKind::Other);
+  return Expression::evaluate_ops(ops.span(), 8, regs, mem, initial, cfa, limits);
+}
+
+RowStatus RowLookup::find(uint64_t svma, FoundRow& out) const {
+  if (!count_) return RowStatus::NoEntry;
+  // The last entry whose initial location is at or below svma. Entries: two signed 32-bit
+  // values relative to the header (datarel sdata4), sorted by location.
+  const uint8_t* table = image_.hdr.data() + table_offset_;
+  auto entry = [&](uint64_t i, unsigned half) {
+    int32_t v;
+    std::memcpy(&v, table + 8 * i + 4 * half, 4);
+    return image_.hdr_addr + static_cast<uint64_t>(int64_t{v});
+  };
+  if (svma < entry(0, 0)) return RowStatus::NoEntry;
+  uint64_t lo = 0, n = count_;
+  while (n > 1) {
+    const uint64_t half = n / 2;
+    if (entry(lo + half, 0) <= svma) lo += half;
+    n -= half;
+  }
+  const uint64_t fde_addr = entry(lo, 1);
+  if (fde_addr - image_.eh_frame_addr >= image_.eh_frame.size()) return RowStatus::Malformed;
+  const uint64_t fde_offset = fde_addr - image_.eh_frame_addr;
+
+  ByteCursor e;
+  uint64_t id = 0, id_at = 0;
+  if (!open_entry(image_.eh_frame, fde_offset, e, id, id_at) || id == 0 || id > id_at)
+    return RowStatus::Malformed;
+  PointerBases bases;
+  bases.section_addr = image_.eh_frame_addr;
+  ParsedCie cie;
+  if (RowStatus s = parse_cie(image_, id_at - id, bases, cie); s != RowStatus::Found) return s;
+  uint64_t pc_begin = 0, pc_range = 0;
+  if (!read_encoded_pointer(e, cie.fde_encoding & 0x7f, bases, pc_begin) ||
+      !read_encoded_pointer(e, cie.fde_encoding & 0x0f, PointerBases{}, pc_range))
+    return RowStatus::Malformed;
+  if (pc_range == 0 || pc_begin == 0 || svma < pc_begin || svma - pc_begin >= pc_range)
+    return RowStatus::NoEntry;
+  uint64_t lsda = 0;
+  if (cie.has_augmentation_data) {
+    const uint64_t size = e.uleb();
+    const uint64_t data_at = e.offset();
+    ByteCursor a(e.bytes(size), data_at);
+    if (!e.ok()) return RowStatus::Malformed;
+    if (cie.lsda_encoding != dw::EH_PE_omit &&
+        !read_encoded_pointer(a, cie.lsda_encoding & 0x7f, bases, lsda))
+      lsda = 0;
+  }
+  const uint64_t program_at = e.offset();
+  std::span<const uint8_t> program = e.bytes(e.remaining());
+  if (cie.ra_register >= FoundRow::kColumns) return RowStatus::TooComplex;
+
+  FixedInterpreter interp(image_, cie, bases, svma);
+  if (RowStatus s = interp.run_initial(); s != RowStatus::Found) return s;
+  uint64_t begin = 0, end = 0;
+  if (RowStatus s = interp.run_fde(program, program_at, pc_begin, pc_begin + pc_range, begin, end);
+      s != RowStatus::Found)
+    return s;
+
+  // The model's form: present columns in order, expressions as spans.
+  const FixedState& st = interp.state();
+  out = FoundRow{};
+  auto expression = [&](const FixedRule& r) {
+    out.expressions[out.expression_count] = image_.eh_frame.subspan(r.expr_at, r.expr_size);
+    return out.expression_count++;
+  };
+  if (st.cfa.kind != static_cast<uint8_t>(CfaRule::Kind::Undefined)) {
+    out.cfa.kind = static_cast<CfaRule::Kind>(st.cfa.kind);
+    out.cfa.reg = st.cfa.reg;
+    out.cfa.offset = st.cfa.offset;
+    if (out.cfa.kind == CfaRule::Kind::Expression) {
+      out.cfa.reg = 0;
+      out.cfa.expr = expression(st.cfa);
+    }
+  }
+  for (unsigned col = 0; col < FoundRow::kColumns; ++col) {
+    const FixedRule& r = st.column[col];
+    if (!r.present) continue;
+    RegisterRule rule{static_cast<RegisterRule::Kind>(r.kind), r.reg, r.offset, kNoExpression};
+    if (rule.kind == RegisterRule::Kind::Expression ||
+        rule.kind == RegisterRule::Kind::ValExpression)
+      rule.expr = expression(r);
+    out.columns[out.count++] = ColumnRule{static_cast<uint16_t>(col), rule};
+  }
+  out.function.pc_begin = pc_begin;
+  out.function.pc_end = pc_begin + pc_range;
+  out.function.fde_offset = fde_offset;
+  out.function.lsda = lsda;
+  out.function.personality = cie.personality;
+  out.function.return_column = static_cast<uint16_t>(cie.ra_register);
+  out.function.signal_frame = cie.signal_frame;
+  out.begin = begin;
+  out.end = end;
+  return RowStatus::Found;
+}
+
+} // namespace ehelf

@@ -1,0 +1,83 @@
+// RowLookup: the unwind row in force at one address, straight from a module's .eh_frame_hdr
+// search table and .eh_frame bytes. The FDE is found by binary search, its CIE and both CFA
+// programs are decoded and run up to the address with fixed-size state (DWARF 5 section 6.4.2;
+// LSB "Exception Frames"). Nothing here allocates, takes a lock or reads outside the spans it
+// is given, so a rule-cache miss can be served inside a signal handler, and a module is never
+// parsed whole just to unwind a few of its pcs.
+//
+// It gives the same rows as the whole-module path (CfaInterpreter into an UnwindTable) for every
+// address its FDEs cover, projected onto the registers the runtime tracks (DWARF 0-16); the test
+// `RowLookup.SameRowsAsTheTable` compares the two on every range of real libraries.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "model/registers.hpp"
+#include "model/unwind_table.hpp"
+
+namespace ehelf {
+
+// Where a module's call-frame bytes are, as SVMAs (the addresses its file links them at).
+struct CfiImage {
+  std::span<const uint8_t> hdr; // .eh_frame_hdr
+  uint64_t hdr_addr = 0;
+  // .eh_frame, or more: reads of an FDE or CIE never go past the span, so the span may run to
+  // the end of the segment that holds the section when its own end is unknown (a loaded image).
+  std::span<const uint8_t> eh_frame;
+  uint64_t eh_frame_addr = 0;
+};
+
+// The row for one address, with its expressions as byte spans into the CfiImage.
+struct FoundRow {
+  static constexpr unsigned kColumns = x86_64::kGeneralRegs;
+  CfaRule cfa;                  // an Expression's `expr` indexes `expressions`
+  ColumnRule columns[kColumns]; // sorted by column, count of them used
+  unsigned count = 0;
+  std::span<const uint8_t> expressions[kColumns + 1];
+  unsigned expression_count = 0;
+  FunctionInfo function;
+  uint64_t begin = 0, end = 0; // the addresses (SVMAs) the row covers
+
+  RowView view() const { return RowView{cfa, {columns, count}}; }
+  // A row's expressions, decoded into fixed storage when evaluated (no allocation).
+  struct Expressions final : RowExpressions {
+    const FoundRow& row;
+    explicit Expressions(const FoundRow& r) : row(r) {}
+    Result<uint64_t> evaluate(uint32_t expr, const RegisterState& regs, MemoryReader& mem,
+                              std::optional<uint64_t> initial, std::optional<uint64_t> cfa,
+                              const EvalLimits& limits) const override;
+  };
+};
+
+enum class RowStatus : uint8_t {
+  Found,
+  NoEntry,    // no FDE covers the address
+  Malformed,  // the entry, its CIE or a program is malformed
+  TooComplex, // beyond the fixed limits (kMaxRemembered, offsets over 32 bits, return column)
+};
+
+class RowLookup {
+public:
+  // remember_state depth, and instructions run per lookup: what fixed state can hold, and a
+  // bound on the time a hostile program can take (real FDEs run tens of instructions).
+  static constexpr unsigned kMaxRemembered = 4;
+  static constexpr unsigned kMaxInstructions = 100000;
+
+  RowLookup() = default;
+  // Checks the header; false when it has no search table this can use (binary search needs
+  // fixed-size entries: GNU ld, gold, lld and mold all write DW_EH_PE_datarel | sdata4).
+  bool init(const CfiImage& image);
+  bool usable() const { return count_ != 0; }
+  size_t fde_count() const { return count_; }
+  const CfiImage& image() const { return image_; }
+
+  RowStatus find(uint64_t svma, FoundRow& out) const;
+
+private:
+  CfiImage image_;
+  uint64_t table_offset_ = 0; // of the search table within hdr
+  uint64_t count_ = 0;
+};
+
+} // namespace ehelf
