@@ -4,8 +4,8 @@
 #include <atomic>
 #include <cerrno>
 #include <cstddef>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <dirent.h>
 #include <endian.h>
@@ -78,13 +78,6 @@ void reuse_data(const ModuleMap& from, ModuleMap& to) {
         m.data = o.data;
         break;
       }
-}
-
-// Loads what later calls read, so that they only read: unwind data and symbol tables.
-void load_everything(ModuleMap& map, MemoryReader* memory) {
-  map.load_all(LoadPolicy{}, memory);
-  for (const Module& m : map.modules())
-    if (m.data && m.data->elf) (void)m.data->elf->symbols();
 }
 
 // ---- unw_backtrace's rule caches -----------------------------------------------------------
@@ -162,32 +155,46 @@ void release_rules(ThreadRules& rules) {
 std::atomic<LocalSpace*> g_local{nullptr};
 std::mutex g_local_mutex;
 
-// The current LocalSpace, built or rebuilt if needed; null if building failed.
-LocalSpace* local_space() {
-  LocalSpace* s = g_local.load(std::memory_order_acquire);
-  if (s && !s->map.stale_for_self()) return s;
-  std::lock_guard<std::mutex> lock(g_local_mutex);
-  s = g_local.load(std::memory_order_acquire);
-  if (s && !s->map.stale_for_self()) return s;
+// A space over this process's modules as dl_iterate_phdr lists them now, each module's rows
+// found on demand in its loaded image (ModuleMap::load_in_memory): no file is opened and no
+// table built, so this costs microseconds. Allocates and lists modules under the loader's lock:
+// never from a signal handler (see unwind_impl.hpp).
+LocalSpace* build_local_space(LocalSpace* previous) {
   try {
     ModuleMap map = ModuleMap::for_self();
-    if (s) reuse_data(s->map, map);
-    load_everything(map, nullptr);
-    // Loading may itself dlopen (compiled eh_elf objects from the cache): list the modules
-    // again until the list is stable, reusing what was loaded.
-    for (int again = 0; again < 3 && map.stale_for_self(); ++again) {
-      ModuleMap next = ModuleMap::for_self();
-      reuse_data(map, next);
-      load_everything(next, nullptr);
-      map = std::move(next);
-    }
+    if (previous) reuse_data(previous->map, map);
+    map.load_in_memory();
     create_rules_key();
+    // The DW_OP table is built on first use (it holds names): now, not in a handler's walk.
+    (void)dw_op_name(0);
     auto* fresh = new LocalSpace(std::move(map));
     g_local.store(fresh, std::memory_order_release);
     return fresh; // the old space is deliberately leaked: see unwind_impl.hpp
   } catch (...) {
-    return s;
+    return previous;
   }
+}
+
+// The current LocalSpace. It is built when the library is loaded (below), so walks, also the
+// first of the process inside a signal handler, only read it; built here only if a walk comes
+// before that (another library's constructor), under a lock.
+LocalSpace* local_space() {
+  if (LocalSpace* s = g_local.load(std::memory_order_acquire)) return s;
+  std::lock_guard<std::mutex> lock(g_local_mutex);
+  if (LocalSpace* s = g_local.load(std::memory_order_acquire)) return s;
+  return build_local_space(nullptr);
+}
+
+// Rebuilds the space if a library was loaded or unloaded since it was built (unw_flush_cache).
+LocalSpace* refresh_local_space() {
+  std::lock_guard<std::mutex> lock(g_local_mutex);
+  LocalSpace* s = g_local.load(std::memory_order_acquire);
+  if (s && !s->map.stale_for_self()) return s;
+  return build_local_space(s);
+}
+
+__attribute__((constructor)) void build_local_space_at_load() {
+  (void)local_space();
 }
 
 // The ranges local unwinding reads directly: the thread's stack and the alternate signal stack.
@@ -216,7 +223,8 @@ public:
 
 SelfMemory local_memory(const Cursor& c) {
   SelfMemory mem;
-  for (uint32_t i = 0; i < c.range_count; ++i) mem.stacks.add(c.ranges[i]);
+  for (uint32_t i = 0; i < c.range_count; ++i)
+    mem.stacks.add(c.ranges[i]);
   return mem;
 }
 
@@ -253,7 +261,8 @@ bool read_small_file(const char* path, std::string& out) {
   out.clear();
   char buf[4096];
   size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
+    out.append(buf, n);
   std::fclose(f);
   return true;
 }
@@ -363,10 +372,9 @@ bool locate_in(ModuleMap& map, uint64_t lookup, MemoryReader* memory, Where& w) 
   return true;
 }
 
-const FunctionInfo* function_at(const Where& w) {
-  if (!w.data || !w.data->has_table()) return nullptr;
-  const TableRange* r = w.data->table->find(w.lookup - w.module->bias);
-  return r ? &w.data->table->function(r->function) : nullptr;
+std::optional<FunctionInfo> function_at(const Where& w) {
+  if (!w.data) return std::nullopt;
+  return w.data->function_at(w.lookup - w.module->bias);
 }
 
 // The frame's module, looked up at pc - 1 for a return address; but when no FDE covers pc - 1
@@ -431,15 +439,21 @@ int name_at(unw_addr_space& as, const Where& w, uint64_t adjust, char* buf, size
 
 int error_of(StopReason r) {
   switch (r) {
-  case StopReason::None: return UNW_ESUCCESS;
+  case StopReason::None:
+    return UNW_ESUCCESS;
   case StopReason::EndOfStack:
-  case StopReason::NoModule: return UNW_ESUCCESS; // handled by the caller: the end
-  case StopReason::NoTable: return UNW_ENOINFO;
+  case StopReason::NoModule:
+    return UNW_ESUCCESS; // handled by the caller: the end
+  case StopReason::NoTable:
+    return UNW_ENOINFO;
   case StopReason::BadRead:
-  case StopReason::CfaNotGrowing: return UNW_EBADFRAME;
-  case StopReason::MissingRegister: return UNW_EBADREG;
+  case StopReason::CfaNotGrowing:
+    return UNW_EBADFRAME;
+  case StopReason::MissingRegister:
+    return UNW_EBADREG;
   case StopReason::DepthLimit:
-  case StopReason::RuleFailed: return UNW_EUNSPEC;
+  case StopReason::RuleFailed:
+    return UNW_EUNSPEC;
   }
   return UNW_EUNSPEC;
 }
@@ -457,7 +471,9 @@ StopReason step_at(Unwinder& u, RegisterState& regs, MemoryReader& mem, bool exa
 
 // Whether a caller's pc is in a known module; a pc in none (not code, or code loaded since the
 // map was made) ends the walk there.
-bool known_pc(const ModuleMap& map, uint64_t pc) { return map.find(pc - 1) || map.find(pc); }
+bool known_pc(const ModuleMap& map, uint64_t pc) {
+  return map.find(pc - 1) || map.find(pc);
+}
 
 // One step of `c` into `regs`, without moving the cursor.
 StopReason step_copy(Cursor& c, RegisterState& regs, FrameInfo& info) {
@@ -478,8 +494,10 @@ StopReason step_copy(Cursor& c, RegisterState& regs, FrameInfo& info) {
 // costs a system call).
 void backtrace_ranges(uint64_t sp, LocalMemory& mem) {
   AddressRange stack = current_thread_stack();
-  if (stack.contains(sp, 8)) mem.add(stack);
-  else local_ranges(mem);
+  if (stack.contains(sp, 8))
+    mem.add(stack);
+  else
+    local_ranges(mem);
 }
 
 bool in_ranges(const LocalMemory& mem, uint64_t sp) {
@@ -555,25 +573,15 @@ int backtrace_in(LocalSpace& s, const WalkStart& caller, void** buffer, int size
   return step_walk(s, regs, mem, buffer, size, unknown_end);
 }
 
-// Whether modules were loaded or unloaded since `s` was built, asked with every signal blocked:
-// dl_iterate_phdr takes the loader's lock, and a handler of ours interrupting this thread while
-// it takes or releases it would deadlock in its own staleness check.
-bool stale_signals_blocked(const LocalSpace& s) {
-  sigset_t all, old;
-  sigfillset(&all);
-  ::pthread_sigmask(SIG_SETMASK, &all, &old);
-  bool stale = s.map.stale_for_self();
-  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  return stale;
-}
-
 } // namespace
 
 constinit unw_addr_space g_local_space_object{.local = true};
 
 LocalSpace::LocalSpace(ModuleMap m)
     : map(std::move(m)), unwinder(map, local_options(BackendKind::Interpreter)),
-      fast(map, fast_options()), general(map, local_options(BackendKind::Auto)) {}
+      fast(map, fast_options()), general(map, local_options(BackendKind::Auto)) {
+  map.set_late_source(&late);
+}
 
 // ---- walking -------------------------------------------------------------------------------
 
@@ -589,7 +597,8 @@ int init_local(unw_cursor_t* cursor, const unw_context_t* context, bool exact) {
   c->exact = exact;
   for (unsigned r = 0; r < x86_64::kGeneralRegs; ++r)
     c->regs.set(r, static_cast<uint64_t>(context->uc_mcontext.gregs[kGregOfDwarf[r]]));
-  for (const DirectRange& r : mem.ranges()) c->ranges[c->range_count++] = AddressRange{r.begin, r.end};
+  for (const DirectRange& r : mem.ranges())
+    c->ranges[c->range_count++] = AddressRange{r.begin, r.end};
   return UNW_ESUCCESS;
 }
 
@@ -642,21 +651,15 @@ int step(Cursor& c) {
   return 1;
 }
 
-// Unlike unw_init_local, no staleness check up front (dl_iterate_phdr takes the loader's lock:
-// a profiler's handler interrupting code that holds it, exception unwinding say, would
-// deadlock); only a list that ends at a pc in no known module, perhaps in a library loaded
-// since, is walked again in a rebuilt space.
+// Reads the space only: no staleness check (dl_iterate_phdr takes the loader's lock, which a
+// profiler's handler may have interrupted), no allocation; a list ends at a pc in no module the
+// space knows (see unwind_impl.hpp).
 int backtrace_from(const WalkStart& caller, void** buffer, int size) {
   if (!buffer || size <= 0) return 0;
   LocalSpace* s = g_local.load(std::memory_order_acquire);
   if (!s && !(s = local_space())) return 0;
   bool unknown_end = false;
-  int n = backtrace_in(*s, caller, buffer, size, unknown_end);
-  if (unknown_end && stale_signals_blocked(*s)) {
-    if (LocalSpace* fresh = local_space(); fresh && fresh != s)
-      n = backtrace_in(*fresh, caller, buffer, size, unknown_end);
-  }
-  return n;
+  return backtrace_in(*s, caller, buffer, size, unknown_end);
 }
 
 // ---- the current frame ---------------------------------------------------------------------
@@ -708,7 +711,7 @@ int is_signal_frame(Cursor& c) {
   try {
     Where w;
     if (!locate(c, w)) return 0;
-    const FunctionInfo* fn = function_at(w);
+    const std::optional<FunctionInfo> fn = function_at(w);
     return fn && fn->signal_frame ? 1 : 0;
   } catch (...) {
     return -UNW_EUNSPEC;
@@ -718,7 +721,7 @@ int is_signal_frame(Cursor& c) {
 namespace {
 // unw_get_proc_info's answer for a located pc.
 int proc_info_at(const Where& w, unw_proc_info_t* info) {
-  const FunctionInfo* fn = function_at(w);
+  const std::optional<FunctionInfo> fn = function_at(w);
   if (!fn) return -UNW_ENOINFO;
   fill_proc_info(w, *fn, info);
   return UNW_ESUCCESS;
@@ -780,8 +783,8 @@ int proc_info_by_ip(unw_addr_space* as, unw_word_t ip, unw_proc_info_t* info, vo
   }
 }
 
-int proc_name_by_ip(unw_addr_space* as, unw_word_t ip, char* buf, size_t size,
-                    unw_word_t* offset, void* arg) {
+int proc_name_by_ip(unw_addr_space* as, unw_word_t ip, char* buf, size_t size, unw_word_t* offset,
+                    void* arg) {
   if (!as) return -UNW_EINVAL;
   try {
     ModuleMap* map = map_for(as, arg);
@@ -810,14 +813,16 @@ void destroy_space(unw_addr_space* as) {
   if (as && !as->local) delete as;
 }
 
-unw_accessors_t* accessors_of(unw_addr_space* as) { return as ? &as->accessors : nullptr; }
+unw_accessors_t* accessors_of(unw_addr_space* as) {
+  return as ? &as->accessors : nullptr;
+}
 
 void flush_cache(unw_addr_space* as) {
   if (!as) return;
   if (as->local) {
     // Rebuilds the map now if a library was loaded or unloaded, so that a program can do it
     // after dlopen, outside the signal handlers it unwinds from.
-    (void)local_space();
+    (void)refresh_local_space();
     return;
   }
   as->maps_text.clear(); // the next unw_init_remote re-reads /proc/PID/maps
@@ -849,18 +854,30 @@ int set_caching_policy(unw_addr_space* as, unw_caching_policy_t policy) {
 
 const char* error_text(int error) {
   switch (error < 0 ? -error : error) {
-  case UNW_ESUCCESS: return "no error";
-  case UNW_EUNSPEC: return "unspecified (general) error";
-  case UNW_ENOMEM: return "out of memory";
-  case UNW_EBADREG: return "bad register number";
-  case UNW_EREADONLYREG: return "attempt to write read-only register";
-  case UNW_ESTOPUNWIND: return "stop unwinding";
-  case UNW_EINVALIDIP: return "invalid IP";
-  case UNW_EBADFRAME: return "bad frame";
-  case UNW_EINVAL: return "unsupported operation or bad value";
-  case UNW_EBADVERSION: return "unwind info has unsupported version";
-  case UNW_ENOINFO: return "no unwind info found";
-  default: return "invalid error code";
+  case UNW_ESUCCESS:
+    return "no error";
+  case UNW_EUNSPEC:
+    return "unspecified (general) error";
+  case UNW_ENOMEM:
+    return "out of memory";
+  case UNW_EBADREG:
+    return "bad register number";
+  case UNW_EREADONLYREG:
+    return "attempt to write read-only register";
+  case UNW_ESTOPUNWIND:
+    return "stop unwinding";
+  case UNW_EINVALIDIP:
+    return "invalid IP";
+  case UNW_EBADFRAME:
+    return "bad frame";
+  case UNW_EINVAL:
+    return "unsupported operation or bad value";
+  case UNW_EBADVERSION:
+    return "unwind info has unsupported version";
+  case UNW_ENOINFO:
+    return "no unwind info found";
+  default:
+    return "invalid error code";
   }
 }
 

@@ -38,6 +38,7 @@
 
 #include "ehelf/libunwind.h"
 #include "model/register_state.hpp"
+#include "runtime/late_modules.hpp"
 #include "runtime/memory.hpp"
 #include "runtime/module_map.hpp"
 #include "runtime/symbolize.hpp"
@@ -63,6 +64,7 @@ namespace ehelf::capi {
 
 struct LocalSpace {
   explicit LocalSpace(ModuleMap m);
+  LateModules late; // libraries loaded after the space was built, found when first met
   ModuleMap map;
   Unwinder unwinder; // cursors: the interpreter, every register
   // unw_backtrace: pcs only. `fast` walks with the calling thread's own rule cache (its internal
@@ -80,10 +82,10 @@ struct Cursor {
   bool exact = false; // regs.rip is an interrupted instruction, not a return address
   bool done = false;  // the walk reached its end
   unw_addr_space* as = nullptr;
-  void* arg = nullptr;           // remote: unw_init_remote's argument
-  LocalSpace* local = nullptr;   // local: the space the walk started with
-  RegisterState regs;            // the current frame
-  uint32_t range_count = 0;      // local: the readable stack ranges
+  void* arg = nullptr;         // remote: unw_init_remote's argument
+  LocalSpace* local = nullptr; // local: the space the walk started with
+  RegisterState regs;          // the current frame
+  uint32_t range_count = 0;    // local: the readable stack ranges
   AddressRange ranges[LocalMemory::kMaxRanges];
 };
 
@@ -104,8 +106,8 @@ int is_signal_frame(Cursor& c);
 int get_proc_info(Cursor& c, unw_proc_info_t* info);
 int get_proc_name(Cursor& c, char* buf, size_t size, unw_word_t* offset);
 int proc_info_by_ip(unw_addr_space* as, unw_word_t ip, unw_proc_info_t* info, void* arg);
-int proc_name_by_ip(unw_addr_space* as, unw_word_t ip, char* buf, size_t size,
-                    unw_word_t* offset, void* arg);
+int proc_name_by_ip(unw_addr_space* as, unw_word_t ip, char* buf, size_t size, unw_word_t* offset,
+                    void* arg);
 
 unw_addr_space* create_space(const unw_accessors_t* accessors, int byteorder);
 void destroy_space(unw_addr_space* as);

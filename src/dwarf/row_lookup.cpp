@@ -316,20 +316,41 @@ private:
 
 } // namespace
 
+namespace {
+// The header up to its FDE count: version, encodings, eh_frame_ptr.
+bool read_hdr_start(ByteCursor& c, uint64_t hdr_addr, PointerBases& bases, uint8_t& count_enc,
+                    uint8_t& table_enc, uint64_t& eh_frame_ptr) {
+  const uint8_t version = c.u8(), ptr_enc = c.u8();
+  count_enc = c.u8();
+  table_enc = c.u8();
+  if (!c.ok() || version != 1) return false;
+  bases.section_addr = hdr_addr;
+  bases.data_base = hdr_addr;
+  return base_known(ptr_enc) && !(ptr_enc & dw::EH_PE_indirect) &&
+         read_encoded_pointer(c, ptr_enc, bases, eh_frame_ptr);
+}
+} // namespace
+
+std::optional<uint64_t> RowLookup::eh_frame_address(std::span<const uint8_t> hdr,
+                                                    uint64_t hdr_addr) {
+  ByteCursor c(hdr);
+  PointerBases bases;
+  uint8_t count_enc = 0, table_enc = 0;
+  uint64_t ptr = 0;
+  if (!read_hdr_start(c, hdr_addr, bases, count_enc, table_enc, ptr)) return std::nullopt;
+  return ptr;
+}
+
 bool RowLookup::init(const CfiImage& image) {
   image_ = image;
   count_ = 0;
   ByteCursor c(image.hdr);
-  const uint8_t version = c.u8(), ptr_enc = c.u8(), count_enc = c.u8(), table_enc = c.u8();
-  if (!c.ok() || version != 1) return false;
   PointerBases bases;
-  bases.section_addr = image.hdr_addr;
-  bases.data_base = image.hdr_addr;
+  uint8_t count_enc = 0, table_enc = 0;
   uint64_t eh_frame_ptr = 0, count = 0;
-  if (!base_known(ptr_enc) || (ptr_enc & dw::EH_PE_indirect) ||
-      !read_encoded_pointer(c, ptr_enc, bases, eh_frame_ptr))
+  if (!read_hdr_start(c, image.hdr_addr, bases, count_enc, table_enc, eh_frame_ptr) ||
+      eh_frame_ptr != image.eh_frame_addr)
     return false;
-  if (eh_frame_ptr != image.eh_frame_addr) return false;
   if (count_enc == dw::EH_PE_omit || (count_enc & 0x70) != 0 ||
       !read_encoded_pointer(c, count_enc, bases, count))
     return false;

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 
 #include "model/registers.hpp"
@@ -68,6 +69,9 @@ public:
   // Checks the header; false when it has no search table this can use (binary search needs
   // fixed-size entries: GNU ld, gold, lld and mold all write DW_EH_PE_datarel | sdata4).
   bool init(const CfiImage& image);
+  // The SVMA of .eh_frame as the header at `hdr_addr` records it (a loaded image's way to find
+  // the section); none if the header is malformed.
+  static std::optional<uint64_t> eh_frame_address(std::span<const uint8_t> hdr, uint64_t hdr_addr);
   bool usable() const { return count_ != 0; }
   size_t fde_count() const { return count_; }
   const CfiImage& image() const { return image_; }

@@ -6,7 +6,9 @@
 namespace ehelf {
 namespace {
 
-bool fits16(int64_t v) { return v >= INT16_MIN && v <= INT16_MAX; }
+bool fits16(int64_t v) {
+  return v >= INT16_MIN && v <= INT16_MAX;
+}
 
 // Projects one register's rule; false if it has no compact form.
 bool project(const RowView& row, unsigned reg, uint8_t& save, int16_t& offset, bool absent_same) {
@@ -16,14 +18,19 @@ bool project(const RowView& row, unsigned reg, uint8_t& save, int16_t& offset, b
     return true;
   }
   switch (r->kind) {
-  case RegisterRule::Kind::SameValue: save = CompactRule::Same; return true;
-  case RegisterRule::Kind::Undefined: save = CompactRule::Unknown; return true;
+  case RegisterRule::Kind::SameValue:
+    save = CompactRule::Same;
+    return true;
+  case RegisterRule::Kind::Undefined:
+    save = CompactRule::Unknown;
+    return true;
   case RegisterRule::Kind::Offset:
     if (!fits16(r->offset)) return false;
     save = CompactRule::AtCfa;
     offset = static_cast<int16_t>(r->offset);
     return true;
-  default: return false;
+  default:
+    return false;
   }
 }
 
@@ -36,9 +43,12 @@ CompactRule compact_rule(RowView row, const FunctionInfo& fn) {
   interpret.kind = CompactRule::Interpret;
   interpret.signal_frame = fn.signal_frame;
   if (row.cfa.kind != CfaRule::Kind::RegOffset || fn.return_column != x86_64::RIP) return interpret;
-  if (row.cfa.reg == x86_64::RSP) out.kind = CompactRule::CfaRsp;
-  else if (row.cfa.reg == x86_64::RBP) out.kind = CompactRule::CfaRbp;
-  else return interpret;
+  if (row.cfa.reg == x86_64::RSP)
+    out.kind = CompactRule::CfaRsp;
+  else if (row.cfa.reg == x86_64::RBP)
+    out.kind = CompactRule::CfaRbp;
+  else
+    return interpret;
   if (row.cfa.offset < INT32_MIN || row.cfa.offset > INT32_MAX) return interpret;
   out.cfa_offset = static_cast<int32_t>(row.cfa.offset);
   // A rule on rsp itself (rare) is beyond the compact form: rsp is always the CFA here.
@@ -64,8 +74,8 @@ CompactTable::CompactTable(const UnwindTable& table) {
   base_ = ranges.front().begin;
   end_ = ranges.back().end;
   if (end_ - base_ > UINT32_MAX) end_ = base_ + UINT32_MAX; // modules above 4 GiB: truncated
-  std::unordered_map<uint64_t, uint16_t> index; // (row, function flags) -> rule
-  rules_.push_back(CompactRule{});              // 0: NoEntry
+  std::unordered_map<uint64_t, uint16_t> index;             // (row, function flags) -> rule
+  rules_.push_back(CompactRule{});                          // 0: NoEntry
   auto intern = [&](const CompactRule& r) -> uint16_t {
     for (size_t i = 0; i < rules_.size(); ++i)
       if (rules_[i] == r) return static_cast<uint16_t>(i);
@@ -79,7 +89,8 @@ CompactTable::CompactTable(const UnwindTable& table) {
     const FunctionInfo& fn = table.function(r.function);
     uint64_t key = (uint64_t(r.row) << 20) | (uint64_t(fn.return_column) << 1) | fn.signal_frame;
     uint16_t rule;
-    if (auto it = index.find(key); it != index.end()) rule = it->second;
+    if (auto it = index.find(key); it != index.end())
+      rule = it->second;
     else {
       rule = intern(compact_rule(table.row(r.row), fn));
       index.emplace(key, rule);
@@ -101,7 +112,8 @@ CompactTable::CompactTable(const UnwindTable& table) {
   size_t ri = 0;
   for (uint64_t p = 0; p < pages; ++p) {
     uint64_t at = p << block_shift_;
-    while (ri < starts_.size() && starts_[ri] < at) ++ri;
+    while (ri < starts_.size() && starts_[ri] < at)
+      ++ri;
     page_first_.push_back(static_cast<uint32_t>(ri));
   }
   starts_.shrink_to_fit();

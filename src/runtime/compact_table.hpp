@@ -71,7 +71,7 @@ public:
 private:
   uint64_t base_ = 0;
   uint64_t end_ = 0;
-  std::vector<uint32_t> starts_;  // relative to base_
+  std::vector<uint32_t> starts_; // relative to base_
   // For each block of [base_, end_], the number of ranges starting before it: a lookup searches
   // only the ranges that start inside the pc's block (ORC's lookup table). Blocks are 256 bytes
   // (ORC's size), halved down to 32 while there are more than two ranges per block on average,

@@ -1,26 +1,91 @@
 #include "runtime/memory.hpp"
 
+#include <algorithm>
 #include <cerrno>
+#include <cstring>
+#include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/ptrace.h>
+#include <sys/resource.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 namespace ehelf {
+
+namespace {
+
+// The mapping of /proc/self/maps holding `sp`, read with plain system calls into a fixed buffer
+// (no stdio, no allocation: async-signal-safe). For the main thread's "[stack]" the range
+// starts where the stack may grow to (RLIMIT_STACK below its end, not below the mapping before
+// it), as pthread_getattr_np reports it, so that deeper calls stay inside the cached range.
+AddressRange mapping_holding(uint64_t sp) {
+  const int fd = ::open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  char buf[4096];
+  uint64_t lo = 0, hi = 0, prev_end = 0;
+  int field = 0;     // 0: lo, 1: hi, 2: the rest of the line
+  char tail[8] = {}; // the line's last characters: its path ends "[stack]"
+  AddressRange found;
+  bool done = false;
+  auto end_line = [&] {
+    if (field == 2 && sp >= lo && sp < hi) {
+      found = AddressRange{lo, hi};
+      if (std::memcmp(tail + 1, "[stack]", 7) == 0) {
+        rlimit rl{};
+        uint64_t room = ::getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
+                            ? uint64_t(rl.rlim_cur)
+                            : uint64_t(8) << 20;
+        uint64_t deepest = hi > room ? hi - room : 0;
+        found.begin = std::min(lo, std::max(deepest, prev_end));
+      }
+      done = true;
+    }
+    prev_end = hi;
+    lo = hi = 0;
+    field = 0;
+    std::memset(tail, 0, sizeof tail);
+  };
+  for (ssize_t n; !done && (n = ::read(fd, buf, sizeof buf)) > 0;) {
+    for (ssize_t i = 0; i < n && !done; ++i) {
+      const char ch = buf[i];
+      if (ch == '\n') {
+        end_line();
+        continue;
+      }
+      std::memmove(tail, tail + 1, sizeof tail - 1);
+      tail[sizeof tail - 1] = ch;
+      if (field == 2) continue;
+      const int digit = ch >= '0' && ch <= '9'   ? ch - '0'
+                        : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+                                                 : -1;
+      if (digit >= 0) {
+        uint64_t& v = field == 0 ? lo : hi;
+        v = v << 4 | uint64_t(digit);
+      } else {
+        field = field == 0 && ch == '-' ? 1 : 2;
+      }
+    }
+  }
+  ::close(fd);
+  return found;
+}
+
+} // namespace
 
 AddressRange current_thread_stack() {
   // Initial-exec: 16 bytes of static TLS, so that reading it never allocates, also in a
   // dlopened library (the general-dynamic model may allocate on a thread's first access).
   __attribute__((tls_model("initial-exec"))) thread_local AddressRange cached;
-  if (cached.end) return cached;
-  pthread_attr_t attr;
-  if (pthread_getattr_np(pthread_self(), &attr) != 0) return {};
-  void* addr = nullptr;
-  size_t size = 0;
-  pthread_attr_getstack(&attr, &addr, &size);
-  pthread_attr_destroy(&attr);
-  cached.begin = reinterpret_cast<uint64_t>(addr);
-  cached.end = cached.begin + size;
-  return cached;
+  const auto sp = reinterpret_cast<uint64_t>(__builtin_frame_address(0));
+  if (cached.end && sp >= cached.begin && sp < cached.end) return cached;
+  // On an alternate signal stack the stack pointer says nothing of the thread's own stack:
+  // keep what an earlier call found (the alternate stack is the caller's to add).
+  stack_t ss{};
+  if (::sigaltstack(nullptr, &ss) == 0 && (ss.ss_flags & SS_ONSTACK) && cached.end) return cached;
+  AddressRange r = mapping_holding(sp);
+  if (r.end) cached = r;
+  return r;
 }
 
 bool ProcessMemory::read(uint64_t addr, void* out, size_t size) {
@@ -41,7 +106,8 @@ bool ProcessMemory::read(uint64_t addr, void* out, size_t size) {
     if (errno != 0) return false;
     for (unsigned b = 0; b < 8; ++b) {
       uint64_t a = at + b;
-      if (a >= addr && a < addr + size) dst[a - addr] = static_cast<uint8_t>(uint64_t(word) >> (8 * b));
+      if (a >= addr && a < addr + size)
+        dst[a - addr] = static_cast<uint8_t>(uint64_t(word) >> (8 * b));
     }
   }
   return true;

@@ -25,8 +25,9 @@ struct AddressRange {
   }
 };
 
-// The calling thread's stack, from pthread_getattr_np (cached per thread after the first call,
-// which may allocate: make it once outside signal handlers).
+// The calling thread's stack: the mapping holding its stack pointer (/proc/self/maps, read with
+// plain system calls; cached per thread, read again when the stack pointer leaves it).
+// Async-signal-safe: a thread's first call may be in a signal handler.
 AddressRange current_thread_stack();
 
 // A range of the unwound address space whose bytes this process can read directly, at
@@ -63,8 +64,10 @@ public:
 
   // memcpy, with the unwinder's usual 8-byte read inlined rather than a call.
   static void copy(void* out, uint64_t from, size_t size) {
-    if (size == 8) std::memcpy(out, reinterpret_cast<const void*>(from), 8);
-    else std::memcpy(out, reinterpret_cast<const void*>(from), size);
+    if (size == 8)
+      std::memcpy(out, reinterpret_cast<const void*>(from), 8);
+    else
+      std::memcpy(out, reinterpret_cast<const void*>(from), size);
   }
 
 private:

@@ -41,6 +41,22 @@ int on_phdr(dl_phdr_info* info, size_t, void* arg) {
     image_hi = std::max(image_hi, lo + p.p_memsz);
     if (lo == vdso) is_vdso = true;
   }
+  // The search table of the loaded image, and the end of the segment that holds it (the end
+  // of .eh_frame is not recorded anywhere a loaded image keeps).
+  uint64_t cfi_hdr = 0, cfi_hdr_size = 0, cfi_segment_end = 0;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& p = info->dlpi_phdr[i];
+    if (p.p_type != PT_GNU_EH_FRAME) continue;
+    for (int j = 0; j < info->dlpi_phnum; ++j) {
+      const ElfW(Phdr)& l = info->dlpi_phdr[j];
+      if (l.p_type == PT_LOAD && p.p_vaddr >= l.p_vaddr &&
+          p.p_vaddr + p.p_memsz <= l.p_vaddr + l.p_filesz) {
+        cfi_hdr = info->dlpi_addr + p.p_vaddr;
+        cfi_hdr_size = p.p_memsz;
+        cfi_segment_end = info->dlpi_addr + l.p_vaddr + l.p_filesz;
+      }
+    }
+  }
   for (int i = 0; i < info->dlpi_phnum; ++i) {
     const ElfW(Phdr)& p = info->dlpi_phdr[i];
     if (p.p_type != PT_LOAD || !(p.p_flags & PF_X)) continue;
@@ -49,6 +65,9 @@ int on_phdr(dl_phdr_info* info, size_t, void* arg) {
     m.bias = info->dlpi_addr;
     m.start = info->dlpi_addr + p.p_vaddr;
     m.end = m.start + p.p_memsz;
+    m.cfi_hdr = cfi_hdr;
+    m.cfi_hdr_size = cfi_hdr_size;
+    m.cfi_segment_end = cfi_segment_end;
     if (is_vdso) {
       m.vdso = true;
       m.path = "[vdso]";
@@ -107,7 +126,8 @@ Result<ModuleMap> ModuleMap::for_process(int pid) {
     if (std::sscanf(line, "%lx-%lx %7s %lx %*s %*s %n", &lo, &hi, perms, &offset, &path_at) < 4)
       continue;
     std::string path = path_at ? std::string(line + path_at) : std::string();
-    while (!path.empty() && (path.back() == '\n' || path.back() == ' ')) path.pop_back();
+    while (!path.empty() && (path.back() == '\n' || path.back() == ' '))
+      path.pop_back();
     if (perms[2] != 'x') continue;
     Module m;
     m.start = lo;
@@ -117,7 +137,7 @@ Result<ModuleMap> ModuleMap::for_process(int pid) {
       m.path = path;
       m.image_addr = lo; // the vDSO image starts at its first (executable) page
       m.image_size = hi - lo;
-      m.bias = lo;       // vDSO SVMAs are offsets from its start (it is linked at 0)
+      m.bias = lo; // vDSO SVMAs are offsets from its start (it is linked at 0)
       map.modules_.push_back(std::move(m));
       continue;
     }
@@ -157,7 +177,8 @@ void ModuleMap::finish() {
     spans_.emplace_back(m.start, m.end);
 }
 
-const ModuleData& ModuleMap::load(const Module& cm, const LoadPolicy& policy, MemoryReader* memory) {
+const ModuleData& ModuleMap::load(const Module& cm, const LoadPolicy& policy,
+                                  MemoryReader* memory) {
   Module& m = const_cast<Module&>(cm);
   if (m.data) return *m.data;
   // Modules sharing a file (several executable segments) share one data object.
@@ -171,7 +192,8 @@ const ModuleData& ModuleMap::load(const Module& cm, const LoadPolicy& policy, Me
   if (m.vdso) {
     data->image.resize(m.image_size);
     bool ok = false;
-    if (memory) ok = memory->read(m.image_addr, data->image.data(), data->image.size());
+    if (memory)
+      ok = memory->read(m.image_addr, data->image.data(), data->image.size());
     else if (m.image_addr == ::getauxval(AT_SYSINFO_EHDR)) {
       std::memcpy(data->image.data(), reinterpret_cast<const void*>(m.image_addr), m.image_size);
       ok = true;
@@ -186,13 +208,28 @@ const ModuleData& ModuleMap::load(const Module& cm, const LoadPolicy& policy, Me
     LoadOptions lo;
     lo.debug_frame = policy.debug_frame;
     lo.separate_debug_file = policy.debug_frame;
+    if (!policy.whole_table) { // rows on demand where the file has a search table
+      const ElfFile& f = **elf;
+      const Section* hdr = f.find_section(".eh_frame_hdr");
+      const Section* eh = f.find_section(".eh_frame");
+      if (hdr && eh && hdr->type != SHT_NOBITS && eh->type != SHT_NOBITS)
+        if (auto h = f.section_data(*hdr), e = f.section_data(*eh); h && e)
+          data->rows.init(CfiImage{*h, hdr->addr, *e, eh->addr});
+    }
+    if (data->has_rows()) {
+      if (policy.symbols) data->elf = std::move(*elf);
+      m.data = data;
+      return *m.data;
+    }
     auto cfi = load_module_cfi(std::move(*elf), lo);
     if (!cfi) {
       data->error = cfi.error().to_string();
     } else {
       auto table = build_unwind_table(*cfi);
-      if (!table) data->error = table.error().to_string();
-      else data->table = std::move(*table);
+      if (!table)
+        data->error = table.error().to_string();
+      else
+        data->table = std::move(*table);
       if (data->table && policy.compact) {
         data->compact = CompactTable(*data->table);
         data->hot.reserve(data->compact.rules());
@@ -215,8 +252,49 @@ const ModuleData& ModuleMap::load(const Module& cm, const LoadPolicy& policy, Me
   return *m.data;
 }
 
+void find_rows_in_memory(const Module& m, ModuleData& data) {
+  if (!m.cfi_hdr || m.cfi_segment_end <= m.cfi_hdr) return;
+  const auto* hdr = reinterpret_cast<const uint8_t*>(m.cfi_hdr);
+  CfiImage img;
+  img.hdr = {hdr, m.cfi_hdr_size};
+  img.hdr_addr = m.cfi_hdr - m.bias;
+  auto eh_frame = RowLookup::eh_frame_address(img.hdr, img.hdr_addr);
+  if (!eh_frame) return;
+  const uint64_t at = *eh_frame + m.bias; // AVMA
+  // Linkers put .eh_frame after .eh_frame_hdr in one segment: anything else is not read.
+  if (at < m.cfi_hdr || at >= m.cfi_segment_end) return;
+  img.eh_frame = {reinterpret_cast<const uint8_t*>(at), m.cfi_segment_end - at};
+  img.eh_frame_addr = *eh_frame;
+  data.rows.init(img);
+}
+
+void ModuleMap::load_in_memory() {
+  for (Module& m : modules_) {
+    if (m.data) continue;
+    for (const Module& other : modules_)
+      if (&other != &m && other.data && other.path == m.path && other.bias == m.bias) {
+        m.data = other.data;
+        break;
+      }
+    if (m.data) continue;
+    auto data = std::make_shared<ModuleData>();
+    find_rows_in_memory(m, *data);
+    if (!data->has_rows()) data->error = "no .eh_frame_hdr search table in memory";
+    m.data = std::move(data);
+  }
+}
+
+std::optional<FunctionInfo> ModuleData::function_at(uint64_t svma) const {
+  if (has_table())
+    if (const TableRange* r = table->find(svma)) return table->function(r->function);
+  FoundRow row;
+  if (has_rows() && rows.find(svma, row) == RowStatus::Found) return row.function;
+  return std::nullopt;
+}
+
 void ModuleMap::load_all(const LoadPolicy& policy, MemoryReader* memory) {
-  for (Module& m : modules_) load(m, policy, memory);
+  for (Module& m : modules_)
+    load(m, policy, memory);
 }
 
 } // namespace ehelf

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "compile/eh_elf_object.hpp"
+#include "dwarf/row_lookup.hpp"
 #include "elf/elf_file.hpp"
 #include "model/memory_reader.hpp"
 #include "model/unwind_table.hpp"
@@ -26,38 +27,66 @@ namespace ehelf {
 
 // What to load for each module.
 struct LoadPolicy {
-  bool compiled = true;     // look for an eh_elf in the cache (cache_path(build_id))
-  bool compact = true;      // build the compact table
-  bool symbols = true;      // keep the ELF for symbol names
-  bool debug_frame = true;  // also read .debug_frame (own or separate debug file)
+  bool compiled = true;    // look for an eh_elf in the cache (cache_path(build_id))
+  bool compact = true;     // build the compact table
+  bool symbols = true;     // keep the ELF for symbol names
+  bool debug_frame = true; // also read .debug_frame (own or separate debug file)
+  // Build the whole UnwindTable (and from it the compact table). Off: a module with an
+  // .eh_frame_hdr search table gets only its RowLookup, and each pc's row is found when first
+  // needed; modules without one are still read whole.
+  bool whole_table = true;
 };
 
 // The unwinding data of one module. Immutable once loaded.
 struct ModuleData {
-  std::vector<uint8_t> image;  // the module's bytes when read from memory (vDSO)
+  std::vector<uint8_t> image; // the module's bytes when read from memory (vDSO)
   std::unique_ptr<ElfFile> elf;
   std::optional<UnwindTable> table;
   CompactTable compact;
   std::vector<HotRule> hot; // hot_form() of each compact rule, what a rule-cache fill copies
   std::unique_ptr<EhElfObject> compiled;
+  // Rows found on demand through the module's .eh_frame_hdr (for modules loaded without their
+  // whole table, and for the pcs a whole table does not hold in memory yet).
+  RowLookup rows;
   std::string error; // why there is no table, if there is none
   bool has_table() const { return table && !table->ranges().empty(); }
+  bool has_rows() const { return rows.usable(); }
+  // Any unwind data: a table or rows on demand.
+  bool has_unwind_data() const { return has_table() || has_rows(); }
+  // The function (FDE) holding `svma`, from the table or found on demand.
+  std::optional<FunctionInfo> function_at(uint64_t svma) const;
 };
 
 struct Module {
-  std::string path;     // file name, or "[vdso]"
-  uint64_t start = 0;   // executable range, actual addresses (AVMA)
+  std::string path;   // file name, or "[vdso]"
+  uint64_t start = 0; // executable range, actual addresses (AVMA)
   uint64_t end = 0;
-  uint64_t bias = 0;    // AVMA - SVMA
+  uint64_t bias = 0; // AVMA - SVMA
   bool vdso = false;
   uint64_t image_addr = 0; // where the whole ELF image is mapped, for modules read from memory
   uint64_t image_size = 0;
+  // This process's modules (for_self): where the loaded image holds its .eh_frame_hdr
+  // (PT_GNU_EH_FRAME) and the end of the segment holding it, as AVMAs (0: none). Rows are
+  // then found in memory, without opening the file (ModuleMap::load_in_memory).
+  uint64_t cfi_hdr = 0, cfi_hdr_size = 0, cfi_segment_end = 0;
   std::shared_ptr<const ModuleData> data;
 };
 
 // The bias (AVMA - SVMA) of a file mapped at `map_start` from `file_offset`: the PT_LOAD segment
 // holding that offset says which SVMA it has. None if no segment holds it.
 std::optional<uint64_t> load_bias(const ElfFile& elf, uint64_t map_start, uint64_t file_offset);
+
+// Modules a map learns of after it was made (LateModules: this process's dlopen'd libraries).
+struct LateModuleSource {
+  virtual const Module* find(uint64_t pc) const = 0;
+
+protected:
+  ~LateModuleSource() = default;
+};
+
+// The RowLookup over `m`'s loaded image (this process: m.cfi_hdr), if it has a usable search
+// table. Allocation-free.
+void find_rows_in_memory(const Module& m, ModuleData& data);
 
 class ModuleMap {
 public:
@@ -73,7 +102,13 @@ public:
   }
   void finish(); // sorts and indexes; call after add() or after changing modules' ranges
 
-  const Module* find(uint64_t pc) const;
+  const Module* find(uint64_t pc) const {
+    if (const Module* m = find_listed(pc)) [[likely]]
+      return m;
+    return late_ ? late_->find(pc) : nullptr;
+  }
+  // Where find() looks for pcs in none of the listed modules (null: nowhere). Not owned.
+  void set_late_source(const LateModuleSource* late) { late_ = late; }
   // Differs between any two maps, and changes with add(), finish() and copies: what was taken
   // from modules() (RuleCache's module memo) holds while the generation does.
   uint64_t generation() const { return generation_.value; }
@@ -85,6 +120,10 @@ public:
   void load_all(const LoadPolicy& policy = {}, MemoryReader* memory = nullptr);
   const ModuleData& load(const Module& m, const LoadPolicy& policy = {},
                          MemoryReader* memory = nullptr);
+  // This process's modules: the data of each is the RowLookup over its loaded image (no file
+  // is opened, nothing is parsed ahead); modules without PT_GNU_EH_FRAME get an empty data
+  // object (frame pointers). A few small allocations per module: call outside signal handlers.
+  void load_in_memory();
 
   // dl_iterate_phdr's load/unload counters when the map was made (in-process maps only).
   uint64_t adds() const { return adds_; }
@@ -93,6 +132,9 @@ public:
   bool stale_for_self() const;
 
 private:
+  const Module* find_listed(uint64_t pc) const;
+
+  const LateModuleSource* late_ = nullptr;
   std::vector<Module> modules_;
   // [start, end) of each module, in order, for find()'s search (built by finish(), dropped by
   // add(): find() searches modules_ meanwhile).
@@ -127,7 +169,7 @@ private:
 };
 
 // Inline: the rule cache's fill calls it for every miss.
-inline const Module* ModuleMap::find(uint64_t pc) const {
+inline const Module* ModuleMap::find_listed(uint64_t pc) const {
   size_t hit = last_hit_.value.load(std::memory_order_relaxed);
   if (const size_t count = spans_.size()) { // == modules_.size(): see add()
     const std::pair<uint64_t, uint64_t>* spans = spans_.data();

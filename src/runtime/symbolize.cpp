@@ -6,6 +6,7 @@
 
 #include <elf.h>
 #include <fmt/format.h>
+#include <sys/auxv.h>
 
 namespace ehelf {
 
@@ -19,11 +20,12 @@ SymbolName symbolize(ModuleMap& map, const Module& m, uint64_t pc) {
 
 SymbolName Symbolizer::name(ModuleMap& map, const Module& m, uint64_t pc) {
   const ModuleData& data = map.load(m);
-  if (const ElfFile* dbg = debug_file(m, data)) {
-    if (const Symbol* s = dbg->symbol_for(pc - m.bias))
-      return SymbolName{s->name, pc - m.bias - s->value};
-  }
-  return symbolize(map, m, pc);
+  const Files& f = files(m, data);
+  for (const ElfFile* elf : {f.debug.get(), data.elf ? data.elf.get() : f.own.get()})
+    if (elf)
+      if (const Symbol* s = elf->symbol_for(pc - m.bias))
+        return SymbolName{s->name, pc - m.bias - s->value};
+  return {};
 }
 
 namespace {
@@ -36,19 +38,33 @@ bool has_symtab(const ElfFile& elf) {
 
 } // namespace
 
-const ElfFile* Symbolizer::debug_file(const Module& m, const ModuleData& data) {
+const Symbolizer::Files& Symbolizer::files(const Module& m, const ModuleData& data) {
   std::lock_guard<std::mutex> lock(mutex_);
-  auto [it, fresh] = debug_.try_emplace(&data);
-  if (fresh) {
-    it->second.module = m.data;
-    if (data.elf && !has_symtab(*data.elf))
-      if (std::string path = data.elf->find_debug_file(); !path.empty())
-        if (auto dbg = ElfFile::open(path)) {
-          (void)(*dbg)->symbols(); // built lazily: now, under the lock, so later lookups only read
-          it->second.elf = std::move(*dbg);
-        }
+  auto [it, fresh] = files_.try_emplace(&data);
+  Files& f = it->second;
+  if (!fresh) return f;
+  f.module = m.data;
+  const ElfFile* elf = data.elf.get();
+  // Data found in memory (this process's modules): the module's own file, or this process's
+  // vDSO image.
+  const bool own_vdso = m.vdso && m.image_addr == ::getauxval(AT_SYSINFO_EHDR);
+  if (!elf && (own_vdso || !m.vdso)) {
+    auto own =
+        own_vdso ? ElfFile::parse(std::span<const uint8_t>(
+                                      reinterpret_cast<const uint8_t*>(m.image_addr), m.image_size),
+                                  "[vdso]")
+                 : ElfFile::open(m.path);
+    if (own) f.own = std::move(*own);
+    elf = f.own.get();
   }
-  return it->second.elf.get();
+  if (elf) (void)elf->symbols(); // built lazily: now, under the lock, so later lookups only read
+  if (elf && !has_symtab(*elf))
+    if (std::string path = elf->find_debug_file(); !path.empty())
+      if (auto dbg = ElfFile::open(path)) {
+        (void)(*dbg)->symbols();
+        f.debug = std::move(*dbg);
+      }
+  return f;
 }
 
 std::string format_symbol(const SymbolName& s) {

@@ -35,15 +35,16 @@ public:
   SymbolName name(ModuleMap& map, const Module& m, uint64_t pc);
 
 private:
-  // The module's separate debug file, when the module has no .symtab and one is installed.
-  const ElfFile* debug_file(const Module& m, const ModuleData& data);
-
-  struct DebugFile {
+  struct Files {
     std::shared_ptr<const ModuleData> module; // keeps the key's object alive (no reuse of it)
-    std::unique_ptr<ElfFile> elf;             // null: none, or not needed
+    std::unique_ptr<ElfFile> own;   // the module's file when its data holds none (in memory)
+    std::unique_ptr<ElfFile> debug; // its separate debug file, when it has no .symtab
   };
+  // The files that name a module's addresses, opened on first use.
+  const Files& files(const Module& m, const ModuleData& data);
+
   std::mutex mutex_;
-  std::map<const ModuleData*, DebugFile> debug_;
+  std::map<const ModuleData*, Files> files_;
 };
 
 // "name+0x1f", or "" when unknown.

@@ -49,6 +49,20 @@ std::string_view stop_reason_name(StopReason r) {
   return "?";
 }
 
+namespace {
+StopReason stop_reason_of(ErrorKind kind) {
+  switch (kind) {
+  case ErrorKind::BadRead:
+    return StopReason::BadRead;
+  case ErrorKind::MissingRegister:
+    return StopReason::MissingRegister;
+  case ErrorKind::Other:
+    break;
+  }
+  return StopReason::RuleFailed;
+}
+} // namespace
+
 StopReason Unwinder::apply_compact(const CompactRule& rule, RegisterState& regs,
                                    MemoryReader& mem) {
   unsigned base_reg = rule.kind == CompactRule::CfaRsp ? x86_64::RSP : x86_64::RBP;
@@ -119,7 +133,7 @@ __attribute__((noinline)) bool Unwinder::fill_hot_module(RuleCache& cache, uint6
     if (!options_.allow_loading) return false;
     data = &map_.load(*mod, options_.policy);
   }
-  if (data->hot.empty()) return false; // no compact table
+  if (data->hot.empty()) return fill_found(*data, lookup - mod->bias, key, slot);
   // Where the module's code and its table overlap (a table may claim more than the module).
   const uint64_t table_lo = mod->bias + data->compact.base();
   const uint64_t lo = std::max(mod->start, table_lo);
@@ -132,6 +146,51 @@ __attribute__((noinline)) bool Unwinder::fill_hot_module(RuleCache& cache, uint6
   h.key = key;
   slot = h;
   return true;
+}
+
+bool Unwinder::fill_found(const ModuleData& data, uint64_t svma, uint64_t key, HotRule& slot) {
+  FoundRow row;
+  if (!data.has_rows() || data.rows.find(svma, row) != RowStatus::Found) return false;
+  HotRule h = hot_form(compact_rule(row.view(), row.function));
+  if (h.op == HotRule::kEmpty) return false;
+  h.key = key;
+  slot = h;
+  return true;
+}
+
+StopReason Unwinder::step_found(const ModuleData& data, uint64_t svma, RegisterState& regs,
+                                MemoryReader& mem, bool& signal_frame, BackendKind& backend,
+                                RuleCache* cache, uint64_t key) {
+  FoundRow row;
+  switch (data.rows.find(svma, row)) {
+  case RowStatus::Found:
+    break;
+  case RowStatus::NoEntry:
+    return StopReason::NoTable;
+  case RowStatus::Malformed:
+  case RowStatus::TooComplex:
+    return StopReason::RuleFailed;
+  }
+  signal_frame = row.function.signal_frame;
+  if (backend != BackendKind::Interpreter) {
+    const CompactRule rule = compact_rule(row.view(), row.function);
+    if (rule.kind == CompactRule::CfaRsp || rule.kind == CompactRule::CfaRbp) {
+      backend = BackendKind::Table;
+      if (cache)
+        if (HotRule h = hot_form(rule); h.op != HotRule::kEmpty) {
+          h.key = key;
+          cache->install(h);
+        }
+      return apply_compact(rule, regs, mem);
+    }
+  }
+  backend = BackendKind::Interpreter;
+  const FoundRow::Expressions expressions(row);
+  auto step = evaluate_row(row.view(), expressions, regs, mem, row.function.return_column,
+                           /*messages=*/false);
+  if (!step) return stop_reason_of(step.error().kind);
+  regs = step->caller;
+  return StopReason::None;
 }
 
 StopReason Unwinder::apply_hot(const HotRule& h, RegisterState& regs, MemoryReader& mem) {
@@ -159,17 +218,7 @@ StopReason Unwinder::interpret(const ModuleData& data, uint64_t svma, RegisterSt
   signal_frame = fn.signal_frame;
   // Without messages: evaluating never allocates, also when it fails (signal handlers).
   auto step = data.table->evaluate(r->row, regs, mem, fn.return_column, /*messages=*/false);
-  if (!step) {
-    switch (step.error().kind) {
-    case ErrorKind::BadRead:
-      return StopReason::BadRead;
-    case ErrorKind::MissingRegister:
-      return StopReason::MissingRegister;
-    case ErrorKind::Other:
-      break;
-    }
-    return StopReason::RuleFailed;
-  }
+  if (!step) return stop_reason_of(step.error().kind);
   regs = step->caller;
   return StopReason::None;
 }
@@ -263,6 +312,12 @@ StopReason Unwinder::step_with(RegisterState& regs, MemoryReader& mem, bool exac
     if (!data) {
       if (!options_.allow_loading) return StopReason::NoTable;
       data = &map_.load(*mod, options_.policy);
+    }
+    if (!data->has_table() && data->has_rows()) { // rows found on demand
+      info.backend = options_.backend;
+      r = step_found(*data, lookup - mod->bias, regs, mem, signal_frame, info.backend, cache,
+                     RuleCache::key(pc, exact_pc));
+      goto done;
     }
     if (!data->has_table()) {
       if (!options_.frame_pointer_fallback) return StopReason::NoTable;

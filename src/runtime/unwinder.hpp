@@ -107,6 +107,14 @@ private:
   // fill_hot for a module not remembered: finds it in the map, loads it if allowed.
   bool fill_hot_module(RuleCache& cache, uint64_t lookup, uint64_t key, HotRule& slot);
   static bool fill_from(const ModuleData& data, uint64_t svma, uint64_t key, HotRule& slot);
+  // fill_hot for a module without a compact table: its row found on demand (RowLookup).
+  static bool fill_found(const ModuleData& data, uint64_t svma, uint64_t key, HotRule& slot);
+  // A step through the row found on demand for `svma`: as a compact rule where one expresses it
+  // (filling `cache`, if given, under `key`), else evaluated (evaluate_row). `backend` in: the
+  // one asked for (Interpreter: always evaluate); out: the one that ran.
+  StopReason step_found(const ModuleData& data, uint64_t svma, RegisterState& regs,
+                        MemoryReader& mem, bool& signal_frame, BackendKind& backend,
+                        RuleCache* cache, uint64_t key);
   static void fill_into(RuleCache& cache, const ModuleData& data, uint64_t svma, uint64_t key);
   StopReason apply_hot(const HotRule& rule, RegisterState& regs, MemoryReader& mem);
   // The walk behind backtrace_direct and backtrace_local: `bp_known`/`bx_known` say whether rbp and
