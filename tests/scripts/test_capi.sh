@@ -90,6 +90,27 @@ else
   echo "SKIP no-alloc check: sanitizers replace malloc"
 fi
 
+# Issue 9's scenario: the first unwind of the process, and of each thread, inside a 10 kHz
+# SIGPROF handler that interrupts malloc/free loops (unw_backtrace, and unw_init_local2 +
+# unw_step; on the thread's stack and on an alternate signal stack). No allocator call may happen
+# in a handler (counted by interposing malloc & co., except under sanitizers, which own the
+# allocator), and no run may crash or hang. EHELF_LONG_TESTS=1: 100 runs of each.
+count=1
+[ $sanitized = 0 ] || count=0
+cc "${CFLAGS[@]}" -DCOUNT_ALLOCATIONS=$count -o "$TMP/first_in_handler" \
+  "$CAPI/first_in_handler.c" $OURS -pthread
+runs=2
+[ "${EHELF_LONG_TESTS:-0}" = 1 ] && runs=100
+for variant in "backtrace 0" "step 0" "backtrace 3" "step 3" "backtrace 2 altstack" \
+               "step 2 altstack"; do
+  for ((i = 0; i < runs; ++i)); do
+    # shellcheck disable=SC2086
+    timeout 30 "$TMP/first_in_handler" $variant > "$TMP/fih.txt" 2>&1 ||
+      { cat "$TMP/fih.txt"; fail "first unwind in a SIGPROF handler ($variant, run $i)"; }
+  done
+  echo "first in handler ($variant, $runs runs): $(cat "$TMP/fih.txt")"
+done
+
 # A library loaded after the first walk is unwound through (the module list is re-read).
 cc -O2 -shared -fPIC -o "$TMP/libdlopen_lib.so" "$CAPI/dlopen_lib.c"
 cc "${CFLAGS[@]}" -o "$TMP/dlopen_ours" "$CAPI/dlopen_user.c" $OURS -ldl

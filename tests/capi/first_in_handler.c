@@ -1,0 +1,173 @@
+/* The profiler scenario of issue 9: nothing of the unwinder is called before the first signal;
+ * a 10 kHz ITIMER_PROF handler unwinds (unw_backtrace, or unw_init_local2 with
+ * UNW_INIT_SIGNAL_FRAME + unw_step to the end) while the threads it interrupts loop on
+ * malloc/free. Every allocator call is counted, and one made while a handler of ours runs fails
+ * the run (malloc is not async-signal-safe: before the fix the first sample built whole tables
+ * inside the handler and corrupted the heap or deadlocked).
+ *
+ *   first_in_handler MODE THREADS [altstack]
+ *     MODE: backtrace | step
+ *     THREADS: worker threads besides main, each taking its first sample in a handler
+ * Prints "first-in-handler: N samples, M frames max, 0 allocator calls in handlers" and exits 0,
+ * or says what went wrong and exits 1. */
+#define _GNU_SOURCE
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+
+#ifndef COUNT_ALLOCATIONS
+#define COUNT_ALLOCATIONS 1 /* 0 under sanitizers, which replace the allocator themselves */
+#endif
+
+extern void* __libc_malloc(size_t);
+extern void* __libc_calloc(size_t, size_t);
+extern void* __libc_realloc(void*, size_t);
+extern void __libc_free(void*);
+extern void* __libc_memalign(size_t, size_t);
+
+static __thread volatile int t_in_handler;
+static atomic_ulong g_bad_calls;
+static void count(void) {
+  if (t_in_handler) atomic_fetch_add(&g_bad_calls, 1);
+}
+#if COUNT_ALLOCATIONS
+void* malloc(size_t n) {
+  count();
+  return __libc_malloc(n);
+}
+void* calloc(size_t n, size_t m) {
+  count();
+  return __libc_calloc(n, m);
+}
+void* realloc(void* p, size_t n) {
+  count();
+  return __libc_realloc(p, n);
+}
+void free(void* p) {
+  if (p) count();
+  __libc_free(p);
+}
+void* memalign(size_t a, size_t n) {
+  count();
+  return __libc_memalign(a, n);
+}
+int posix_memalign(void** out, size_t a, size_t n) {
+  count();
+  *out = __libc_memalign(a, n);
+  return *out ? 0 : 12;
+}
+#else
+static void __attribute__((unused)) unused_count(void) {
+  count();
+}
+#endif
+
+static int g_step_mode;
+static atomic_ulong g_samples;
+static atomic_int g_max_frames;
+static atomic_int g_stop;
+
+static void on_prof(int sig, siginfo_t* info, void* uc) {
+  (void)sig;
+  (void)info;
+  (void)uc;
+  t_in_handler = 1;
+  int frames = 0;
+  if (!g_step_mode) {
+    void* pcs[128];
+    frames = unw_backtrace(pcs, 128);
+  } else {
+    unw_context_t ctx;
+    unw_cursor_t cursor;
+    unw_getcontext(&ctx);
+    if (unw_init_local2(&cursor, &ctx, UNW_INIT_SIGNAL_FRAME) == 0)
+      while (frames < 128 && unw_step(&cursor) > 0)
+        ++frames;
+  }
+  int max = atomic_load(&g_max_frames);
+  while (frames > max && !atomic_compare_exchange_weak(&g_max_frames, &max, frames)) {
+  }
+  atomic_fetch_add(&g_samples, 1);
+  t_in_handler = 0;
+}
+
+static void use_altstack(void) {
+  stack_t ss;
+  ss.ss_size = 64 * 1024;
+  ss.ss_sp = malloc(ss.ss_size);
+  ss.ss_flags = 0;
+  sigaltstack(&ss, NULL);
+}
+
+static int g_altstack;
+
+static void churn(void) {
+  void* keep[64] = {0};
+  unsigned x = 12345;
+  while (!atomic_load(&g_stop)) {
+    for (int i = 0; i < 64; ++i) {
+      x = x * 1103515245u + 12345u;
+      free(keep[i]);
+      keep[i] = malloc(16 + (x >> 20) % 4000);
+    }
+  }
+  for (int i = 0; i < 64; ++i)
+    free(keep[i]);
+}
+
+static void* worker(void* arg) {
+  (void)arg;
+  if (g_altstack) use_altstack();
+  churn();
+  return NULL;
+}
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: first_in_handler backtrace|step THREADS [altstack]\n");
+    return 2;
+  }
+  g_step_mode = strcmp(argv[1], "step") == 0;
+  int threads = atoi(argv[2]);
+  g_altstack = argc > 3 && strcmp(argv[3], "altstack") == 0;
+  if (g_altstack) use_altstack();
+
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = on_prof;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART | (g_altstack ? SA_ONSTACK : 0);
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGPROF, &sa, NULL);
+  struct itimerval it = {{0, 100}, {0, 100}}; /* 10 kHz of CPU time */
+  setitimer(ITIMER_PROF, &it, NULL);
+
+  pthread_t tids[16];
+  if (threads > 16) threads = 16;
+  for (int i = 0; i < threads; ++i)
+    pthread_create(&tids[i], NULL, worker, NULL);
+  struct timespec start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  do {
+    void* p = malloc(100);
+    free(p);
+    clock_gettime(CLOCK_MONOTONIC, &now);
+  } while ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) < 300000000L);
+  atomic_store(&g_stop, 1);
+  for (int i = 0; i < threads; ++i)
+    pthread_join(tids[i], NULL);
+  struct itimerval off = {{0, 0}, {0, 0}};
+  setitimer(ITIMER_PROF, &off, NULL);
+
+  unsigned long bad = atomic_load(&g_bad_calls), samples = atomic_load(&g_samples);
+  printf("first-in-handler: %lu samples, %d frames max, %lu allocator calls in handlers\n", samples,
+         atomic_load(&g_max_frames), bad);
+  if (bad != 0 || samples == 0 || atomic_load(&g_max_frames) < 3) return 1;
+  return 0;
+}
