@@ -1,28 +1,29 @@
 // The machinery behind ehelf's libunwind C API (libunwind.cpp holds the exported functions, each
 // a cast and one call into this).
 //
-// Local address space (this process). One process-wide LocalSpace: a ModuleMap of every loaded
-// module with all its unwind data loaded (ModuleMap::load_all) and Unwinders that never load
-// and share no rule cache. It is built by the first unw_init_local / unw_init_local2 /
-// unw_backtrace, and rebuilt by a later one when dl_iterate_phdr's load/unload counters show a
-// dlopen or dlclose (ModuleMap::stale_for_self): unw_init_local checks every time, unw_backtrace
-// only when its list ends at a pc in no known module (see backtrace_from). Building allocates
-// and takes a mutex, so that first call must not be made from a signal handler. The rule:
+// Local address space (this process). One process-wide LocalSpace: a ModuleMap of the loaded
+// modules, each with its rows found on demand in its loaded image (ModuleMap::load_in_memory:
+// the .eh_frame_hdr search table and .eh_frame in memory, no file opened, no table built), and
+// Unwinders that never load and share no rule cache. It is built when the library is loaded (a
+// constructor: outside any signal handler, in microseconds), so the first unwind of a process
+// or of a thread may be in a signal handler. The rule:
 //
-//   * unw_step, unw_backtrace's walk, unw_get_reg, unw_is_signal_frame and unw_get_proc_info
-//     only read the LocalSpace: no locks, no allocation, safe in signal handlers and from many
-//     threads at once (unw_backtrace writes only to the calling thread's own rule cache, which
-//     its first call in a thread maps with mmap, and the thread's exit unmaps);
-//   * a caller whose pc is in no module the LocalSpace knows (loaded after it was built, JIT
-//     code, or not code at all) ends the walk like the outermost frame: unw_step returns 0;
-//   * the staleness check calls dl_iterate_phdr, which takes the loader's lock briefly; if it
-//     finds the map stale, that call rebuilds it, allocating: a program that unwinds from
-//     signal handlers and loads libraries meanwhile should call
-//     unw_flush_cache(unw_local_addr_space, 0, 0) after dlopen/dlclose, which rebuilds right
-//     away, outside the handlers;
+//   * unw_init_local(2), unw_step, unw_backtrace, unw_get_reg, unw_is_signal_frame and
+//     unw_get_proc_info only read the LocalSpace: no locks, no allocation, no dl_iterate_phdr,
+//     safe in signal handlers and from many threads at once (unw_backtrace writes only to the
+//     calling thread's own rule cache, which its first call in a thread maps with mmap, and the
+//     thread's exit unmaps; a thread's stack bounds come from /proc/self/maps read with plain
+//     system calls);
+//   * a pc in a library loaded after the space was built is found when a walk first meets it
+//     (LateModules: the loader's _r_debug list read with process_vm_readv, no lock, a fixed
+//     number of slots made ahead); a pc in no module (JIT code, not code at all, or a library
+//     met while the loader's list is changing) ends the walk like the outermost frame:
+//     unw_step returns 0;
+//   * unw_flush_cache(unw_local_addr_space, 0, 0) rebuilds the space when libraries were loaded
+//     or unloaded (dl_iterate_phdr: not for signal handlers);
 //   * unw_get_proc_name names as `ehelf stack` and eu-stack do, from a module's separate debug
-//     file too (Symbolizer): its first call for a module may open that file, under a mutex, so
-//     it is not for signal handlers (nor is libunwind's);
+//     file too (Symbolizer): its first call for a module opens files, under a mutex, so it is
+//     not for signal handlers (nor is libunwind's);
 //   * a replaced LocalSpace is never freed: cursors made before the rebuild may still use it
 //     (module data shared with the new map is not duplicated).
 //
