@@ -98,12 +98,27 @@ static void on_prof(int sig, siginfo_t* info, void* uc) {
   t_in_handler = 0;
 }
 
-static void use_altstack(void) {
-  stack_t ss;
+/* Installs an alternate signal stack; returns the previous one, which the thread puts back
+ * before it exits (sanitizers unmap the stack they installed at thread exit). */
+static stack_t use_altstack(void) {
+  stack_t ss, old;
   ss.ss_size = 64 * 1024;
   ss.ss_sp = malloc(ss.ss_size);
   ss.ss_flags = 0;
-  sigaltstack(&ss, NULL);
+  sigaltstack(&ss, &old);
+  return old;
+}
+
+static void restore_altstack(stack_t old) {
+  stack_t mine;
+  if (sigaltstack(NULL, &mine) != 0) return;
+  sigset_t all, saved;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &saved); /* no handler on the stack being taken away */
+  if (old.ss_flags & SS_DISABLE) old.ss_flags = SS_DISABLE;
+  sigaltstack(&old, NULL);
+  pthread_sigmask(SIG_SETMASK, &saved, NULL);
+  free(mine.ss_sp);
 }
 
 static int g_altstack;
@@ -124,8 +139,10 @@ static void churn(void) {
 
 static void* worker(void* arg) {
   (void)arg;
-  if (g_altstack) use_altstack();
+  stack_t old;
+  if (g_altstack) old = use_altstack();
   churn();
+  if (g_altstack) restore_altstack(old);
   return NULL;
 }
 
@@ -137,7 +154,8 @@ int main(int argc, char** argv) {
   g_step_mode = strcmp(argv[1], "step") == 0;
   int threads = atoi(argv[2]);
   g_altstack = argc > 3 && strcmp(argv[3], "altstack") == 0;
-  if (g_altstack) use_altstack();
+  stack_t old_main;
+  if (g_altstack) old_main = use_altstack();
 
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
@@ -164,6 +182,7 @@ int main(int argc, char** argv) {
     pthread_join(tids[i], NULL);
   struct itimerval off = {{0, 0}, {0, 0}};
   setitimer(ITIMER_PROF, &off, NULL);
+  if (g_altstack) restore_altstack(old_main);
 
   unsigned long bad = atomic_load(&g_bad_calls), samples = atomic_load(&g_samples);
   printf("first-in-handler: %lu samples, %d frames max, %lu allocator calls in handlers\n", samples,
