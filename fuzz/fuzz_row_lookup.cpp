@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <span>
@@ -55,8 +56,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   ehelf::PointerBases bases;
   bases.section_addr = kFrameAddr;
-  ehelf::CfiSection s = ehelf::parse_cfi_section(frame, ehelf::CfiFormat::EhFrame, ".eh_frame",
-                                                 bases);
+  ehelf::CfiSection s =
+      ehelf::parse_cfi_section(frame, ehelf::CfiFormat::EhFrame, ".eh_frame", bases);
   // The header: version 1, eh_frame_ptr pcrel|sdata4, count udata4, table datarel|sdata4.
   std::vector<uint8_t> hdr = {1, 0x1b, 0x03, 0x3b};
   put32(hdr, static_cast<int32_t>(kFrameAddr - (kHdrAddr + 4)));
@@ -103,14 +104,30 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   size_t n = 0;
   for (const ehelf::Fde& f : s.fdes) {
     if (++n > 64) break;
-    for (uint64_t pc : {f.pc_begin, f.pc_begin + f.pc_range / 2, f.pc_end() - 1, f.pc_end(),
-                        f.pc_begin - 1}) {
+    for (uint64_t pc :
+         {f.pc_begin, f.pc_begin + f.pc_range / 2, f.pc_end() - 1, f.pc_end(), f.pc_begin - 1}) {
       ehelf::FoundRow got;
       if (lookup.find(pc, got) != ehelf::RowStatus::Found) continue;
       if (got.begin > pc || pc >= got.end) std::abort();
       const ehelf::TableRange* r = table.find(pc);
       if (!r || table.function(r->function).fde_offset != got.function.fde_offset) continue;
-      if (!same(table, table.row(r->row), got)) std::abort();
+      if (!same(table, table.row(r->row), got)) {
+        const ehelf::RowView w = table.row(r->row);
+        std::fprintf(stderr,
+                     "pc %#llx: table cfa kind %d r%u%+lld, %zu columns; lookup cfa kind %d "
+                     "r%u%+lld, %u columns\n",
+                     (unsigned long long)pc, int(w.cfa.kind), unsigned(w.cfa.reg),
+                     (long long)w.cfa.offset, w.columns.size(), int(got.cfa.kind),
+                     unsigned(got.cfa.reg), (long long)got.cfa.offset, got.count);
+        for (const ehelf::ColumnRule& c : w.columns)
+          std::fprintf(stderr, "  table r%u kind %d reg %u off %lld\n", unsigned(c.column),
+                       int(c.rule.kind), unsigned(c.rule.reg), (long long)c.rule.offset);
+        for (unsigned i = 0; i < got.count; ++i)
+          std::fprintf(stderr, "  lookup r%u kind %d reg %u off %lld\n",
+                       unsigned(got.columns[i].column), int(got.columns[i].rule.kind),
+                       unsigned(got.columns[i].rule.reg), (long long)got.columns[i].rule.offset);
+        std::abort();
+      }
     }
   }
   return 0;

@@ -78,6 +78,17 @@ for src in fuzz/fuzz_*.cpp; do
     cc -nostartfiles -static -nostdlib tests/fixtures/cfi_variety.S -o "$work/cfi_variety"
     cc -O2 -g -fno-asynchronous-unwind-tables -c tests/fixtures/recursion.c -o "$work/rec.o"
   fi
+  if [ "$name" = fuzz_row_lookup ]; then
+    # .eh_frame sections of a compiled fixture and of the hand-written CFI one, behind the
+    # selector byte (0: a search table is built for the section's FDEs).
+    cc -O2 tests/fixtures/recursion.c -o "$work/recursion.elf"
+    cc -nostartfiles -static -nostdlib tests/fixtures/cfi_variety.S -o "$work/cfi.elf"
+    for elf in "$work"/*.elf; do
+      objcopy -O binary --only-section=.eh_frame "$elf" "$elf.frame"
+      { printf '\0'; cat "$elf.frame"; } > "${elf%.elf}.seed"
+      rm -f "$elf" "$elf.frame"
+    done
+  fi
   if [ "$name" = fuzz_perf ]; then
     perf_seeds "$work"
   fi

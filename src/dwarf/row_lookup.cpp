@@ -405,6 +405,7 @@ RowStatus RowLookup::find(uint64_t svma, FoundRow& out) const {
   if (!read_encoded_pointer(e, cie.fde_encoding & 0x7f, bases, pc_begin) ||
       !read_encoded_pointer(e, cie.fde_encoding & 0x0f, PointerBases{}, pc_range))
     return RowStatus::Malformed;
+  if (pc_begin + pc_range < pc_begin) return RowStatus::Malformed; // wraps around
   if (pc_range == 0 || pc_begin == 0 || svma < pc_begin || svma - pc_begin >= pc_range)
     return RowStatus::NoEntry;
   uint64_t lsda = 0;
