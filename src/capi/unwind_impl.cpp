@@ -193,8 +193,11 @@ LocalSpace* refresh_local_space() {
   return build_local_space(s);
 }
 
+// At load: the space, and the loading thread's stack bounds (usually the main thread's, whose
+// first walk then reads no /proc file).
 __attribute__((constructor)) void build_local_space_at_load() {
   (void)local_space();
+  (void)current_thread_stack();
 }
 
 // The ranges local unwinding reads directly: the thread's stack and the alternate signal stack.

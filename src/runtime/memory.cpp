@@ -25,13 +25,22 @@ AddressRange mapping_holding(uint64_t sp) {
   char buf[4096];
   uint64_t lo = 0, hi = 0, prev_end = 0;
   int field = 0;     // 0: lo, 1: hi, 2: the rest of the line
-  char tail[8] = {}; // the line's last characters: its path ends "[stack]"
+  char tail[7] = {}; // the line's last characters: its path ends "[stack]"
+  // Appends `len` characters to the tail, keeping the last seven.
+  auto push_tail = [&](const char* p, size_t len) {
+    if (len >= sizeof tail) {
+      std::memcpy(tail, p + len - sizeof tail, sizeof tail);
+    } else {
+      std::memmove(tail, tail + len, sizeof tail - len);
+      std::memcpy(tail + sizeof tail - len, p, len);
+    }
+  };
   AddressRange found;
   bool done = false;
   auto end_line = [&] {
     if (field == 2 && sp >= lo && sp < hi) {
       found = AddressRange{lo, hi};
-      if (std::memcmp(tail + 1, "[stack]", 7) == 0) {
+      if (std::memcmp(tail, "[stack]", 7) == 0) {
         rlimit rl{};
         uint64_t room = ::getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
                             ? uint64_t(rl.rlim_cur)
@@ -47,21 +56,26 @@ AddressRange mapping_holding(uint64_t sp) {
     std::memset(tail, 0, sizeof tail);
   };
   for (ssize_t n; !done && (n = ::read(fd, buf, sizeof buf)) > 0;) {
-    for (ssize_t i = 0; i < n && !done; ++i) {
-      const char ch = buf[i];
-      if (ch == '\n') {
+    const char* p = buf;
+    const char* const end = buf + n;
+    while (p < end && !done) {
+      if (field == 2) { // the rest of the line: only its end matters
+        const auto* nl = static_cast<const char*>(std::memchr(p, '\n', size_t(end - p)));
+        push_tail(p, size_t((nl ? nl : end) - p));
+        if (!nl) break;
         end_line();
+        p = nl + 1;
         continue;
       }
-      std::memmove(tail, tail + 1, sizeof tail - 1);
-      tail[sizeof tail - 1] = ch;
-      if (field == 2) continue;
+      const char ch = *p++;
       const int digit = ch >= '0' && ch <= '9'   ? ch - '0'
                         : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
                                                  : -1;
       if (digit >= 0) {
         uint64_t& v = field == 0 ? lo : hi;
         v = v << 4 | uint64_t(digit);
+      } else if (ch == '\n') {
+        end_line();
       } else {
         field = field == 0 && ch == '-' ? 1 : 2;
       }
