@@ -1,5 +1,6 @@
 #include "dwarf/row_lookup.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <string_view>
 
@@ -39,13 +40,18 @@ struct ParsedCie {
 };
 
 // Opens the entry at `offset`: its length and id; `body` is the entry after the length field.
-bool open_entry(std::span<const uint8_t> section, uint64_t offset, ByteCursor& body, uint64_t& id,
+bool open_entry(const CfiImage& img, uint64_t offset, ByteCursor& body, uint64_t& id,
                 uint64_t& id_at) {
+  const std::span<const uint8_t> section = img.eh_frame;
+  if (offset > section.size() || section.size() - offset < 4 ||
+      !img.ready(section.data() + offset, 4))
+    return false;
   ByteCursor c(section);
   c.seek(offset);
   uint64_t length = c.u32();
   if (!c.ok() || length == 0 || length >= 0xfffffff0) return false; // no 64-bit .eh_frame
   if (length > c.remaining() || length < 4) return false;
+  if (!img.ready(section.data() + offset, 4 + length)) return false;
   id_at = c.offset();
   body = ByteCursor(section.subspan(id_at, length), id_at);
   id = body.u32();
@@ -64,7 +70,7 @@ RowStatus parse_cie(const CfiImage& img, uint64_t offset, const PointerBases& ba
                     ParsedCie& cie) {
   ByteCursor e;
   uint64_t id = 0, id_at = 0;
-  if (!open_entry(img.eh_frame, offset, e, id, id_at) || id != 0) return RowStatus::Malformed;
+  if (!open_entry(img, offset, e, id, id_at) || id != 0) return RowStatus::Malformed;
   const uint8_t version = e.u8();
   if (version != 1 && version != 3) return RowStatus::Malformed;
   std::string_view aug = e.cstring();
@@ -344,6 +350,7 @@ std::optional<uint64_t> RowLookup::eh_frame_address(std::span<const uint8_t> hdr
 bool RowLookup::init(const CfiImage& image) {
   image_ = image;
   count_ = 0;
+  if (!image.ready(image.hdr.data(), std::min<size_t>(image.hdr.size(), 32))) return false;
   ByteCursor c(image.hdr);
   PointerBases bases;
   uint8_t count_enc = 0, table_enc = 0;
@@ -377,12 +384,16 @@ RowStatus RowLookup::find(uint64_t svma, FoundRow& out) const {
   // The last entry whose initial location is at or below svma. Entries: two signed 32-bit
   // values relative to the header (datarel sdata4), sorted by location.
   const uint8_t* table = image_.hdr.data() + table_offset_;
+  bool present = true; // every entry read could be had (CfiImage::fill)
   auto entry = [&](uint64_t i, unsigned half) {
-    int32_t v;
-    std::memcpy(&v, table + 8 * i + 4 * half, 4);
+    int32_t v = 0;
+    if (image_.ready(table + 8 * i + 4 * half, 4))
+      std::memcpy(&v, table + 8 * i + 4 * half, 4);
+    else
+      present = false;
     return image_.hdr_addr + static_cast<uint64_t>(int64_t{v});
   };
-  if (svma < entry(0, 0)) return RowStatus::NoEntry;
+  if (svma < entry(0, 0)) return present ? RowStatus::NoEntry : RowStatus::Malformed;
   uint64_t lo = 0, n = count_;
   while (n > 1) {
     const uint64_t half = n / 2;
@@ -390,12 +401,13 @@ RowStatus RowLookup::find(uint64_t svma, FoundRow& out) const {
     n -= half;
   }
   const uint64_t fde_addr = entry(lo, 1);
+  if (!present) return RowStatus::Malformed;
   if (fde_addr - image_.eh_frame_addr >= image_.eh_frame.size()) return RowStatus::Malformed;
   const uint64_t fde_offset = fde_addr - image_.eh_frame_addr;
 
   ByteCursor e;
   uint64_t id = 0, id_at = 0;
-  if (!open_entry(image_.eh_frame, fde_offset, e, id, id_at) || id == 0 || id > id_at)
+  if (!open_entry(image_, fde_offset, e, id, id_at) || id == 0 || id > id_at)
     return RowStatus::Malformed;
   PointerBases bases;
   bases.section_addr = image_.eh_frame_addr;

@@ -27,6 +27,11 @@ struct CfiImage {
   // the end of the segment that holds the section when its own end is unknown (a loaded image).
   std::span<const uint8_t> eh_frame;
   uint64_t eh_frame_addr = 0;
+  // Bytes filled on demand (a copy of a loaded image made page by page): called before any read
+  // of [p, p + n) inside `hdr` or `eh_frame`; false when they cannot be had. Null: all present.
+  bool (*fill)(const void* context, const uint8_t* p, size_t n) = nullptr;
+  const void* fill_context = nullptr;
+  bool ready(const uint8_t* p, size_t n) const { return !fill || fill(fill_context, p, n); }
 };
 
 // The row for one address, with its expressions as byte spans into the CfiImage.

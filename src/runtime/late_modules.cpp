@@ -1,5 +1,7 @@
 #include "runtime/late_modules.hpp"
 
+#include "runtime/memory.hpp"
+
 #include <cstring>
 #include <ctime>
 #include <elf.h>
@@ -9,13 +11,6 @@
 
 namespace ehelf {
 namespace {
-
-// A read of our own memory that fails instead of faulting (the mapping may be going away).
-bool safe_read(uint64_t addr, void* out, size_t size) {
-  iovec local{out, size};
-  iovec remote{reinterpret_cast<void*>(addr), size};
-  return ::process_vm_readv(::getpid(), &local, 1, &remote, 1, 0) == static_cast<ssize_t>(size);
-}
 
 uint64_t now_ns() {
   timespec ts{};
@@ -29,12 +24,12 @@ bool module_holding(uint64_t base, uint64_t pc, Module& m) {
   Elf64_Ehdr eh;
   // A shared object's ELF header is at its load address (first PT_LOAD at vaddr 0, offset 0);
   // a prelinked one elsewhere is not found (its pcs end walks).
-  if (!safe_read(base, &eh, sizeof eh) || std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+  if (!read_own_memory(base, &eh, sizeof eh) || std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
       eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_phentsize != sizeof(Elf64_Phdr) ||
       eh.e_phnum == 0 || eh.e_phnum > 64)
     return false;
   Elf64_Phdr ph[64];
-  if (!safe_read(base + eh.e_phoff, ph, eh.e_phnum * sizeof(Elf64_Phdr))) return false;
+  if (!read_own_memory(base + eh.e_phoff, ph, eh.e_phnum * sizeof(Elf64_Phdr))) return false;
   bool holds = false;
   for (unsigned i = 0; i < eh.e_phnum; ++i) {
     const Elf64_Phdr& p = ph[i];
@@ -59,9 +54,6 @@ bool module_holding(uint64_t base, uint64_t pc, Module& m) {
       }
     }
   }
-  // The search table itself must be readable now (RowLookup then reads it directly).
-  uint8_t probe;
-  if (m.cfi_hdr && !safe_read(m.cfi_hdr, &probe, 1)) m.cfi_hdr = 0;
   return true;
 }
 
@@ -94,13 +86,13 @@ const Module* LateModules::discover(uint64_t pc) const {
       !last_discovery_ns_.compare_exchange_strong(last, now, std::memory_order_relaxed))
     return nullptr;
   r_debug dbg;
-  if (!safe_read(reinterpret_cast<uint64_t>(&_r_debug), &dbg, sizeof dbg) ||
+  if (!read_own_memory(reinterpret_cast<uint64_t>(&_r_debug), &dbg, sizeof dbg) ||
       dbg.r_state != r_debug::RT_CONSISTENT)
     return nullptr; // being changed: the next walk looks again
   uint64_t at = reinterpret_cast<uint64_t>(dbg.r_map);
   for (unsigned steps = 0; at && steps < 4096; ++steps) {
     link_map lm;
-    if (!safe_read(at, &lm, sizeof lm)) return nullptr;
+    if (!read_own_memory(at, &lm, sizeof lm)) return nullptr;
     at = reinterpret_cast<uint64_t>(lm.l_next);
     Module found;
     if (!module_holding(lm.l_addr, pc, found)) continue;
@@ -117,7 +109,7 @@ const Module* LateModules::discover(uint64_t pc) const {
     size_t len = 0;
     // The name, a byte at a time up to its end (a page boundary may follow it closely).
     for (uint64_t p = reinterpret_cast<uint64_t>(lm.l_name); p && len + 1 < kMaxPath; ++len)
-      if (!safe_read(p + len, &name[len], 1) || name[len] == '\0') break;
+      if (!read_own_memory(p + len, &name[len], 1) || name[len] == '\0') break;
     s.module.path.assign(name, len);
     find_rows_in_memory(s.module, *s.data);
     published_[i].store(true, std::memory_order_release);

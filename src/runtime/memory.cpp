@@ -102,6 +102,12 @@ AddressRange current_thread_stack() {
   return r;
 }
 
+bool read_own_memory(uint64_t addr, void* out, size_t size) {
+  iovec local{out, size};
+  iovec remote{reinterpret_cast<void*>(addr), size};
+  return ::process_vm_readv(::getpid(), &local, 1, &remote, 1, 0) == static_cast<ssize_t>(size);
+}
+
 bool ProcessMemory::read(uint64_t addr, void* out, size_t size) {
   if (!use_peek_) {
     iovec local{out, size};

@@ -30,6 +30,11 @@ struct AddressRange {
 // Async-signal-safe: a thread's first call may be in a signal handler.
 AddressRange current_thread_stack();
 
+// Reads this process's memory with process_vm_readv on itself: a read of memory that is not
+// mapped (a library being unmapped by another thread) fails instead of faulting.
+// Async-signal-safe. False when the read failed or was short.
+bool read_own_memory(uint64_t addr, void* out, size_t size);
+
 // A range of the unwound address space whose bytes this process can read directly, at
 // address + delta (0 for this process's own memory; for a copy of another stack, such as a perf
 // sample's, the copy's address minus the original's).
@@ -66,8 +71,7 @@ public:
   // AddressSanitizer: a walk reads saved registers and return addresses inside instrumented
   // frames, next to their redzones, which is what an unwinder is for (the range check of the
   // caller is this read's guard).
-  __attribute__((no_sanitize("address"))) static void copy(void* out, uint64_t from,
-                                                           size_t size) {
+  __attribute__((no_sanitize("address"))) static void copy(void* out, uint64_t from, size_t size) {
     if (size == 8) {
       uint64_t v;
       __builtin_memcpy(&v, reinterpret_cast<const void*>(from), 8);
@@ -76,7 +80,8 @@ public:
     }
     auto* dst = static_cast<uint8_t*>(out);
     const auto* src = reinterpret_cast<const volatile uint8_t*>(from);
-    for (size_t i = 0; i < size; ++i) dst[i] = src[i];
+    for (size_t i = 0; i < size; ++i)
+      dst[i] = src[i];
   }
 
 private:

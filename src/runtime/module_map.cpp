@@ -6,11 +6,13 @@
 #include <fmt/format.h>
 #include <link.h>
 #include <sys/auxv.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "compile/codegen.hpp"
 #include "compile/compile_module.hpp"
 #include "dwarf/module_cfi.hpp"
+#include "runtime/memory.hpp"
 
 namespace ehelf {
 namespace {
@@ -253,19 +255,92 @@ const ModuleData& ModuleMap::load(const Module& cm, const LoadPolicy& policy,
 }
 
 void find_rows_in_memory(const Module& m, ModuleData& data) {
-  if (!m.cfi_hdr || m.cfi_segment_end <= m.cfi_hdr) return;
-  const auto* hdr = reinterpret_cast<const uint8_t*>(m.cfi_hdr);
-  CfiImage img;
-  img.hdr = {hdr, m.cfi_hdr_size};
-  img.hdr_addr = m.cfi_hdr - m.bias;
-  auto eh_frame = RowLookup::eh_frame_address(img.hdr, img.hdr_addr);
+  if (!m.cfi_hdr || m.cfi_segment_end <= m.cfi_hdr || m.cfi_hdr_size < 4) return;
+  uint8_t start[16] = {}; // the header up to eh_frame_ptr, read without trusting the mapping
+  const size_t n = std::min<uint64_t>(sizeof start, m.cfi_hdr_size);
+  if (!read_own_memory(m.cfi_hdr, start, n)) return;
+  auto eh_frame = RowLookup::eh_frame_address({start, n}, m.cfi_hdr - m.bias);
   if (!eh_frame) return;
   const uint64_t at = *eh_frame + m.bias; // AVMA
   // Linkers put .eh_frame after .eh_frame_hdr in one segment: anything else is not read.
-  if (at < m.cfi_hdr || at >= m.cfi_segment_end) return;
-  img.eh_frame = {reinterpret_cast<const uint8_t*>(at), m.cfi_segment_end - at};
-  img.eh_frame_addr = *eh_frame;
-  data.rows.init(img);
+  if (at < m.cfi_hdr + m.cfi_hdr_size || at >= m.cfi_segment_end) return;
+  data.loaded = ModuleData::LoadedCfi{m.cfi_hdr, m.cfi_hdr_size, at, m.cfi_segment_end, m.bias};
+}
+
+namespace {
+
+// A copy of a loaded module's [.eh_frame_hdr, end of .eh_frame's segment), filled a page at a
+// time with process_vm_readv when a lookup first reads the page (CfiImage::fill): a walk costs
+// the pages it touches, not the whole section, and a page of a library unmapped meanwhile fails
+// to copy instead of faulting. Lives at the head of its own mapping, followed by a bitmap of
+// the pages copied and the copy; never unmapped once published.
+struct LoadedCopy {
+  RowLookup lookup;
+  uint64_t source = 0; // AVMA of the first byte
+  uint64_t size = 0;
+  uint8_t* bytes = nullptr;
+  std::atomic<uint64_t>* copied = nullptr; // bit per page of `bytes`
+
+  static constexpr uint64_t kPage = 4096;
+  static bool fill(const void* context, const uint8_t* p, size_t n) {
+    const auto* c = static_cast<const LoadedCopy*>(context);
+    const uint64_t from = static_cast<uint64_t>(p - c->bytes);
+    if (n == 0) return true;
+    if (from >= c->size || c->size - from < n) return false;
+    for (uint64_t page = from / kPage; page <= (from + n - 1) / kPage; ++page) {
+      std::atomic<uint64_t>& word = c->copied[page / 64];
+      const uint64_t bit = uint64_t(1) << (page % 64);
+      if (word.load(std::memory_order_acquire) & bit) continue;
+      // Two threads may copy one page at once: they write the same bytes.
+      const uint64_t at = page * kPage, len = std::min(kPage, c->size - at);
+      if (!read_own_memory(c->source + at, c->bytes + at, len)) return false;
+      word.fetch_or(bit, std::memory_order_release);
+    }
+    return true;
+  }
+};
+
+} // namespace
+
+const RowLookup* ModuleData::copy_loaded_rows() const {
+  static const RowLookup kNone; // published when no copy can be made: no retry
+  const LoadedCfi& l = loaded;
+  const uint64_t size = l.end - l.hdr;
+  const uint64_t pages = (size + LoadedCopy::kPage - 1) / LoadedCopy::kPage;
+  const uint64_t head = (sizeof(LoadedCopy) + 63) & ~uint64_t(63);
+  const uint64_t bitmap =
+      ((pages + 63) / 64 * 8 + LoadedCopy::kPage - 1) & ~(LoadedCopy::kPage - 1);
+  const uint64_t lead = (head + LoadedCopy::kPage - 1) & ~(LoadedCopy::kPage - 1);
+  const uint64_t total = lead + bitmap + pages * LoadedCopy::kPage;
+  const RowLookup* made = &kNone;
+  void* p = MAP_FAILED;
+  if (size <= kMaxLoadedCopy)
+    p = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+               -1, 0);
+  if (p != MAP_FAILED) {
+    auto* base = static_cast<uint8_t*>(p);
+    auto* copy = new (p) LoadedCopy;
+    copy->source = l.hdr;
+    copy->size = size;
+    copy->copied = reinterpret_cast<std::atomic<uint64_t>*>(base + lead); // zero: none copied
+    copy->bytes = base + lead + bitmap;
+    CfiImage img{{copy->bytes, l.hdr_size},
+                 l.hdr - l.bias,
+                 {copy->bytes + (l.eh_frame - l.hdr), l.end - l.eh_frame},
+                 l.eh_frame - l.bias};
+    img.fill = &LoadedCopy::fill;
+    img.fill_context = copy;
+    if (copy->lookup.init(img))
+      made = &copy->lookup;
+    else
+      ::munmap(p, total);
+  }
+  const RowLookup* expected = nullptr;
+  if (!loaded_rows_.compare_exchange_strong(expected, made, std::memory_order_acq_rel)) {
+    if (made != &kNone) ::munmap(const_cast<RowLookup*>(made), total); // another thread's won
+    made = expected;
+  }
+  return made->usable() ? made : nullptr;
 }
 
 void ModuleMap::load_in_memory() {
@@ -288,7 +363,8 @@ std::optional<FunctionInfo> ModuleData::function_at(uint64_t svma) const {
   if (has_table())
     if (const TableRange* r = table->find(svma)) return table->function(r->function);
   FoundRow row;
-  if (has_rows() && rows.find(svma, row) == RowStatus::Found) return row.function;
+  if (const RowLookup* r = row_lookup(); r && r->find(svma, row) == RowStatus::Found)
+    return row.function;
   return std::nullopt;
 }
 

@@ -45,16 +45,38 @@ struct ModuleData {
   CompactTable compact;
   std::vector<HotRule> hot; // hot_form() of each compact rule, what a rule-cache fill copies
   std::unique_ptr<EhElfObject> compiled;
-  // Rows found on demand through the module's .eh_frame_hdr (for modules loaded without their
-  // whole table, and for the pcs a whole table does not hold in memory yet).
+  // Rows found on demand through the module's .eh_frame_hdr: over the file's sections (`rows`),
+  // or, for this process's modules (`loaded`), over a copy of the loaded image's search table
+  // and .eh_frame, each page copied (process_vm_readv) when a lookup first reads it; the copy
+  // never goes away, so a library unmapped under a walk can make a lookup fail, never fault.
   RowLookup rows;
+  struct LoadedCfi {
+    uint64_t hdr = 0, hdr_size = 0; // AVMAs in this process (0: none)
+    uint64_t eh_frame = 0, end = 0; // .eh_frame to the end of the segment holding it
+    uint64_t bias = 0;
+  } loaded;
+  // The RowLookup to use (null: none). Async-signal-safe and lock-free: the first call for a
+  // loaded module maps and fills the copy (mmap, process_vm_readv), later ones read it.
+  const RowLookup* row_lookup() const {
+    if (rows.usable()) return &rows;
+    if (!loaded.hdr) return nullptr;
+    if (const RowLookup* r = loaded_rows_.load(std::memory_order_acquire))
+      return r->usable() ? r : nullptr;
+    return copy_loaded_rows();
+  }
+  // The largest copy made (a hostile or absurd segment is not copied).
+  static constexpr uint64_t kMaxLoadedCopy = uint64_t(256) << 20;
   std::string error; // why there is no table, if there is none
   bool has_table() const { return table && !table->ranges().empty(); }
-  bool has_rows() const { return rows.usable(); }
+  bool has_rows() const { return rows.usable() || loaded.hdr; }
   // Any unwind data: a table or rows on demand.
   bool has_unwind_data() const { return has_table() || has_rows(); }
   // The function (FDE) holding `svma`, from the table or found on demand.
   std::optional<FunctionInfo> function_at(uint64_t svma) const;
+
+private:
+  const RowLookup* copy_loaded_rows() const;
+  mutable std::atomic<const RowLookup*> loaded_rows_{nullptr};
 };
 
 struct Module {

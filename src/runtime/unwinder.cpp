@@ -150,7 +150,8 @@ __attribute__((noinline)) bool Unwinder::fill_hot_module(RuleCache& cache, uint6
 
 bool Unwinder::fill_found(const ModuleData& data, uint64_t svma, uint64_t key, HotRule& slot) {
   FoundRow row;
-  if (!data.has_rows() || data.rows.find(svma, row) != RowStatus::Found) return false;
+  const RowLookup* rows = data.row_lookup();
+  if (!rows || rows->find(svma, row) != RowStatus::Found) return false;
   HotRule h = hot_form(compact_rule(row.view(), row.function));
   if (h.op == HotRule::kEmpty) return false;
   h.key = key;
@@ -162,7 +163,9 @@ StopReason Unwinder::step_found(const ModuleData& data, uint64_t svma, RegisterS
                                 MemoryReader& mem, bool& signal_frame, BackendKind& backend,
                                 RuleCache* cache, uint64_t key) {
   FoundRow row;
-  switch (data.rows.find(svma, row)) {
+  const RowLookup* rows = data.row_lookup();
+  if (!rows) return StopReason::NoTable;
+  switch (rows->find(svma, row)) {
   case RowStatus::Found:
     break;
   case RowStatus::NoEntry:
