@@ -2,11 +2,14 @@
 // (parse_cfi_section + CfaInterpreter into an UnwindTable, itself checked against readelf -wF).
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
+#include <sys/mman.h>
 #include <vector>
 
 #include "dwarf/module_cfi.hpp"
 #include "dwarf/row_lookup.hpp"
+#include "runtime/module_map.hpp"
 #include "test_support.hpp"
 
 namespace ehelf {
@@ -191,6 +194,89 @@ TEST(RowLookup, CorruptedBytesNeverEscapeTheirSpans) {
     hdr[at] = saved;
   }
   EXPECT_GT(found, 0u);
+}
+
+} // namespace
+} // namespace ehelf
+
+// ---- rows of this process's modules, through the page-by-page copy of their loaded bytes ----
+
+namespace ehelf {
+namespace {
+
+// libc's .eh_frame_hdr .. end of .eh_frame laid out in anonymous memory as a loaded image would
+// hold them (same distances), for a Module whose cfi_* fields point there.
+struct FakeImage {
+  uint8_t* base = nullptr;
+  size_t size = 0;
+  Module module;
+};
+
+FakeImage map_like_loaded(const Loaded& m) {
+  const CfiImage img = m.lookup.image();
+  const uint64_t lo = img.hdr_addr, hi = img.eh_frame_addr + img.eh_frame.size();
+  FakeImage f;
+  f.size = (hi - lo + 4095) & ~size_t(4095);
+  void* p = ::mmap(nullptr, f.size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return f;
+  f.base = static_cast<uint8_t*>(p);
+  std::memcpy(f.base, img.hdr.data(), img.hdr.size());
+  std::memcpy(f.base + (img.eh_frame_addr - lo), img.eh_frame.data(), img.eh_frame.size());
+  f.module.bias = reinterpret_cast<uint64_t>(f.base) - lo;
+  f.module.cfi_hdr = reinterpret_cast<uint64_t>(f.base);
+  f.module.cfi_hdr_size = img.hdr.size();
+  f.module.cfi_segment_end = reinterpret_cast<uint64_t>(f.base) + (hi - lo);
+  return f;
+}
+
+TEST(LoadedRows, SameRowsAsTheFileThroughThePageCopy) {
+  auto m = load(test::libc_path());
+  ASSERT_TRUE(m);
+  FakeImage f = map_like_loaded(*m);
+  ASSERT_TRUE(f.base);
+  ModuleData data;
+  find_rows_in_memory(f.module, data);
+  ASSERT_TRUE(data.has_rows());
+  const RowLookup* rows = data.row_lookup();
+  ASSERT_TRUE(rows);
+  EXPECT_EQ(rows, data.row_lookup()); // made once
+  size_t checked = 0;
+  for (const TableRange& r : m->table.ranges())
+    for (uint64_t pc : {r.begin, r.end - 1}) {
+      FoundRow want, got;
+      ASSERT_EQ(m->lookup.find(pc, want), RowStatus::Found);
+      ASSERT_EQ(rows->find(pc, got), RowStatus::Found) << std::hex << pc;
+      ASSERT_TRUE(same_row(m->table, m->table.row(r.row), got));
+      ASSERT_EQ(want.function.fde_offset, got.function.fde_offset);
+      ++checked;
+    }
+  EXPECT_GT(checked, 1000u);
+  ::munmap(f.base, f.size);
+}
+
+TEST(LoadedRows, AnImageUnmappedUnderALookupFailsWithoutFaulting) {
+  auto m = load(test::libc_path());
+  ASSERT_TRUE(m);
+  FakeImage f = map_like_loaded(*m);
+  ASSERT_TRUE(f.base);
+  ModuleData data;
+  find_rows_in_memory(f.module, data);
+  const RowLookup* rows = data.row_lookup(); // copies the header's first page only
+  ASSERT_TRUE(rows);
+  const TableRange& first = m->table.ranges().front();
+  FoundRow got;
+  ASSERT_EQ(rows->find(first.begin, got), RowStatus::Found);
+  ::munmap(f.base, f.size); // dlclose under the walk
+  // Pages not copied yet cannot be: every lookup ends in a status, none faults.
+  size_t failed = 0;
+  for (const TableRange& r : m->table.ranges()) failed += rows->find(r.begin, got) != RowStatus::Found;
+  EXPECT_GT(failed, 0u);
+  // Unmapped before the first lookup: no rows at all.
+  FakeImage g = map_like_loaded(*m);
+  ModuleData gone;
+  find_rows_in_memory(g.module, gone);
+  ::munmap(g.base, g.size);
+  EXPECT_EQ(gone.row_lookup(), nullptr);
 }
 
 } // namespace
