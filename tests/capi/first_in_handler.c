@@ -5,13 +5,16 @@
  * the run (malloc is not async-signal-safe: before the fix the first sample built whole tables
  * inside the handler and corrupted the heap or deadlocked).
  *
- *   first_in_handler MODE THREADS [altstack]
+ *   first_in_handler MODE THREADS [altstack | dlopen LIB PLUGIN]
  *     MODE: backtrace | step
  *     THREADS: worker threads besides main, each taking its first sample in a handler
+ *     dlopen: the workers run inside LIB's dlopen_lib_call (loaded after start: its frame must
+ *       show in samples), while one more thread loads and unloads PLUGIN in a loop
  * Prints "first-in-handler: N samples, M frames max, 0 allocator calls in handlers" and exits 0,
  * or says what went wrong and exits 1. */
 #define _GNU_SOURCE
 #define UNW_LOCAL_ONLY
+#include <dlfcn.h>
 #include <libunwind.h>
 #include <pthread.h>
 #include <signal.h>
@@ -73,28 +76,41 @@ static int g_step_mode;
 static atomic_ulong g_samples;
 static atomic_int g_max_frames;
 static atomic_int g_stop;
+/* dlopen variant: where LIB's function is, and the samples that went through it. */
+static unsigned long g_lib_lo, g_lib_hi;
+static atomic_ulong g_lib_samples;
+
+static int in_lib(unsigned long pc) {
+  return pc - g_lib_lo < g_lib_hi - g_lib_lo;
+}
 
 static void on_prof(int sig, siginfo_t* info, void* uc) {
   (void)sig;
   (void)info;
   (void)uc;
   t_in_handler = 1;
-  int frames = 0;
+  int frames = 0, lib = 0;
   if (!g_step_mode) {
     void* pcs[128];
     frames = unw_backtrace(pcs, 128);
+    for (int i = 0; i < frames; ++i)
+      lib |= in_lib((unsigned long)pcs[i]);
   } else {
     unw_context_t ctx;
     unw_cursor_t cursor;
     unw_getcontext(&ctx);
     if (unw_init_local2(&cursor, &ctx, UNW_INIT_SIGNAL_FRAME) == 0)
-      while (frames < 128 && unw_step(&cursor) > 0)
+      while (frames < 128 && unw_step(&cursor) > 0) {
+        unw_word_t ip = 0;
         ++frames;
+        if (unw_get_reg(&cursor, UNW_REG_IP, &ip) == 0) lib |= in_lib(ip);
+      }
   }
   int max = atomic_load(&g_max_frames);
   while (frames > max && !atomic_compare_exchange_weak(&g_max_frames, &max, frames)) {
   }
   atomic_fetch_add(&g_samples, 1);
+  if (lib) atomic_fetch_add(&g_lib_samples, 1);
   t_in_handler = 0;
 }
 
@@ -137,23 +153,41 @@ static void churn(void) {
     free(keep[i]);
 }
 
+static void (*g_lib_call)(void (*)(void));
+
 static void* worker(void* arg) {
   (void)arg;
   stack_t old;
   if (g_altstack) old = use_altstack();
-  churn();
+  if (g_lib_call)
+    g_lib_call(churn); /* LIB's frame under the churn */
+  else
+    churn();
   if (g_altstack) restore_altstack(old);
+  return NULL;
+}
+
+static const char* g_plugin;
+
+static void* load_unload(void* arg) {
+  (void)arg;
+  while (!atomic_load(&g_stop)) {
+    void* h = dlopen(g_plugin, RTLD_NOW | RTLD_LOCAL);
+    if (h) dlclose(h);
+  }
   return NULL;
 }
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: first_in_handler backtrace|step THREADS [altstack]\n");
+    fprintf(stderr,
+            "usage: first_in_handler backtrace|step THREADS [altstack | dlopen LIB PLUGIN]\n");
     return 2;
   }
   g_step_mode = strcmp(argv[1], "step") == 0;
   int threads = atoi(argv[2]);
   g_altstack = argc > 3 && strcmp(argv[3], "altstack") == 0;
+  const int with_dlopen = argc > 5 && strcmp(argv[3], "dlopen") == 0;
   stack_t old_main;
   if (g_altstack) old_main = use_altstack();
 
@@ -166,7 +200,19 @@ int main(int argc, char** argv) {
   struct itimerval it = {{0, 100}, {0, 100}}; /* 10 kHz of CPU time */
   setitimer(ITIMER_PROF, &it, NULL);
 
-  pthread_t tids[16];
+  pthread_t tids[16], loader;
+  if (with_dlopen) { /* after the timer started: the library is new to the unwinder */
+    void* lib = dlopen(argv[4], RTLD_NOW);
+    g_lib_call = lib ? (void (*)(void (*)(void)))dlsym(lib, "dlopen_lib_call") : NULL;
+    if (!g_lib_call) {
+      fprintf(stderr, "cannot load %s\n", argv[4]);
+      return 2;
+    }
+    g_lib_lo = (unsigned long)g_lib_call;
+    g_lib_hi = g_lib_lo + 64; /* the call's return address lies in its first bytes */
+    g_plugin = argv[5];
+    pthread_create(&loader, NULL, load_unload, NULL);
+  }
   if (threads > 16) threads = 16;
   for (int i = 0; i < threads; ++i)
     pthread_create(&tids[i], NULL, worker, NULL);
@@ -180,6 +226,7 @@ int main(int argc, char** argv) {
   atomic_store(&g_stop, 1);
   for (int i = 0; i < threads; ++i)
     pthread_join(tids[i], NULL);
+  if (with_dlopen) pthread_join(loader, NULL);
   struct itimerval off = {{0, 0}, {0, 0}};
   setitimer(ITIMER_PROF, &off, NULL);
   if (g_altstack) restore_altstack(old_main);
@@ -187,6 +234,10 @@ int main(int argc, char** argv) {
   unsigned long bad = atomic_load(&g_bad_calls), samples = atomic_load(&g_samples);
   printf("first-in-handler: %lu samples, %d frames max, %lu allocator calls in handlers\n", samples,
          atomic_load(&g_max_frames), bad);
+  if (with_dlopen)
+    printf("first-in-handler: %lu samples through the library loaded after start\n",
+           atomic_load(&g_lib_samples));
   if (bad != 0 || samples == 0 || atomic_load(&g_max_frames) < 3) return 1;
+  if (with_dlopen && threads > 0 && atomic_load(&g_lib_samples) == 0) return 1;
   return 0;
 }

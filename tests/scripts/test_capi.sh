@@ -98,20 +98,23 @@ fi
 count=1
 [ $sanitized = 0 ] || count=0
 cc "${CFLAGS[@]}" -DCOUNT_ALLOCATIONS=$count -o "$TMP/first_in_handler" \
-  "$CAPI/first_in_handler.c" $OURS -pthread
+  "$CAPI/first_in_handler.c" $OURS -pthread -ldl
 runs=2
 [ "${EHELF_LONG_TESTS:-0}" = 1 ] && runs=100
-variants=("backtrace 0" "backtrace 3" "backtrace 2 altstack")
+cc -O2 -shared -fPIC -o "$TMP/libfih_lib.so" "$CAPI/dlopen_lib.c"
+cc -O2 -shared -fPIC -o "$TMP/libfih_plugin.so" "$CAPI/dlopen_lib.c"
+dl="dlopen $TMP/libfih_lib.so $TMP/libfih_plugin.so"
+variants=("backtrace 0" "backtrace 3" "backtrace 2 altstack" "backtrace 2 $dl")
 # unw_step under AddressSanitizer walks instrumented frames of the program itself; the
 # unsanitized build runs these variants.
-[ $sanitized = 1 ] || variants+=("step 0" "step 3" "step 2 altstack")
+[ $sanitized = 1 ] || variants+=("step 0" "step 3" "step 2 altstack" "step 2 $dl")
 for variant in "${variants[@]}"; do
   for ((i = 0; i < runs; ++i)); do
     # shellcheck disable=SC2086
     timeout 30 "$TMP/first_in_handler" $variant > "$TMP/fih.txt" 2>&1 ||
       { cat "$TMP/fih.txt"; fail "first unwind in a SIGPROF handler ($variant, run $i)"; }
   done
-  echo "first in handler ($variant, $runs runs): $(cat "$TMP/fih.txt")"
+  echo "first in handler ($variant, $runs runs): $(tr '\n' ' ' < "$TMP/fih.txt")"
 done
 
 # A library loaded after the first walk is unwound through (the module list is re-read).
