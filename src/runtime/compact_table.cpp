@@ -1,6 +1,8 @@
 #include "runtime/compact_table.hpp"
 
 #include <algorithm>
+#include <cstring>
+#include <functional>
 #include <unordered_map>
 
 namespace ehelf {
@@ -76,12 +78,26 @@ CompactTable::CompactTable(const UnwindTable& table) {
   if (end_ - base_ > UINT32_MAX) end_ = base_ + UINT32_MAX; // modules above 4 GiB: truncated
   std::unordered_map<uint64_t, uint16_t> index;             // (row, function flags) -> rule
   rules_.push_back(CompactRule{});                          // 0: NoEntry
+  CompactRule interpret;
+  interpret.kind = CompactRule::Interpret;
+  rules_.push_back(interpret); // 1: the rule of rows beyond kMaxRules (the interpreter answers)
+  // Rules by their 12 bytes, so that interning a module's rules costs one lookup each.
+  struct RuleHash {
+    size_t operator()(const CompactRule& r) const {
+      uint64_t w[2] = {};
+      std::memcpy(w, &r, sizeof r);
+      return std::hash<uint64_t>{}(w[0] * 0x9e3779b97f4a7c15ULL ^ w[1]);
+    }
+  };
+  std::unordered_map<CompactRule, uint16_t, RuleHash> interned{{rules_[0], 0}, {interpret, 1}};
   auto intern = [&](const CompactRule& r) -> uint16_t {
-    for (size_t i = 0; i < rules_.size(); ++i)
-      if (rules_[i] == r) return static_cast<uint16_t>(i);
-    if (rules_.size() >= UINT16_MAX) return 0; // pathological: beyond 65535 distinct rules
+    if (auto it = interned.find(r); it != interned.end()) return it->second;
+    // Beyond 16-bit rule numbers (a pathological module): the interpreter, never "no entry".
+    if (rules_.size() >= kMaxRules) return 1;
     rules_.push_back(r);
-    return static_cast<uint16_t>(rules_.size() - 1);
+    const auto i = static_cast<uint16_t>(rules_.size() - 1);
+    interned.emplace(r, i);
+    return i;
   };
   uint64_t prev_end = base_;
   for (const TableRange& r : ranges) {

@@ -47,6 +47,10 @@ struct CompactIndex {
 
 class CompactTable {
 public:
+  // Rule numbers are 16 bits (rule_of_): a module with more distinct rules has the rest answered
+  // by the interpreter (rule 1, Interpret), never dropped.
+  static constexpr size_t kMaxRules = UINT16_MAX;
+
   CompactTable() = default;
   explicit CompactTable(const UnwindTable& table);
 

@@ -35,5 +35,39 @@ TEST(CompactTable, AgreesWithTheModelEverywhere) {
   }
 }
 
+// A module with more distinct rules than 16-bit rule numbers hold: the rules past the limit are
+// answered by the interpreter (Interpret), none is lost to "no entry".
+TEST(CompactTable, RulesBeyondTheLimitGoToTheInterpreter) {
+  UnwindTable table;
+  FunctionInfo fn;
+  fn.pc_begin = 0x1000;
+  const size_t rows = CompactTable::kMaxRules + 5000;
+  fn.pc_end = fn.pc_begin + rows;
+  const uint32_t f = table.add_function(fn);
+  const ColumnRule ra{x86_64::RIP, RegisterRule{RegisterRule::Kind::Offset, 0, -8, kNoExpression}};
+  for (size_t i = 0; i < rows; ++i) {
+    const CfaRule cfa{CfaRule::Kind::RegOffset, x86_64::RSP, int64_t(8 + 8 * i), kNoExpression};
+    const uint32_t row = table.intern_row(cfa, {&ra, 1});
+    table.add_range(TableRange{fn.pc_begin + i, fn.pc_begin + i + 1, row, f, 0});
+  }
+  table.finish();
+  ASSERT_EQ(table.row_count(), rows);
+  CompactTable compact(table);
+  EXPECT_EQ(compact.rules(), CompactTable::kMaxRules);
+  size_t exact = 0, interpreted = 0;
+  for (const TableRange& r : table.ranges()) {
+    const CompactRule& got = compact.lookup(r.begin);
+    ASSERT_NE(got.kind, CompactRule::NoEntry) << std::hex << r.begin;
+    if (got.kind == CompactRule::Interpret) {
+      ++interpreted;
+    } else {
+      ASSERT_EQ(got, compact_rule(table.row(r.row), fn));
+      ++exact;
+    }
+  }
+  EXPECT_EQ(exact + interpreted, rows);
+  EXPECT_GE(interpreted, rows - CompactTable::kMaxRules + 2); // NoEntry and Interpret take two
+}
+
 } // namespace
 } // namespace ehelf
