@@ -7,8 +7,13 @@
 // words whose top 16 bits are 0xeeee become real code addresses (a table's range starts, +1 as a
 // return address would be), 0xeeed words become pointers into the stack, so that the fuzzer can
 // build chains the tables accept.
+//
+// Where the fast walk and the general walk (Unwinder::backtrace, step by step, no rule cache)
+// both reach the outermost frame, they must give the same frames (issue 11: one definition of
+// a step).
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -36,15 +41,38 @@ struct World {
     o.allow_loading = false;
     o.max_depth = 256;
     unwinder = new ehelf::Unwinder(map, o);
+    ehelf::UnwinderOptions g = o;
+    g.use_cache = false;
+    g.backend = ehelf::BackendKind::Table;
+    general = new ehelf::Unwinder(map, g);
   }
+  ehelf::Unwinder* general = nullptr;
 };
+
+// The general walk's pcs from `regs` over `memory`, and why it stopped.
+size_t general_walk(World& w, const ehelf::RegisterState& regs, ehelf::LocalMemory memory,
+                    bool exact, uint64_t* pcs, size_t max, ehelf::StopReason& why) {
+  ehelf::FrameInfo frames[256];
+  const size_t n = w.general->backtrace(regs, memory, frames, max < 256 ? max : 256, &why, exact);
+  for (size_t i = 0; i < n; ++i)
+    pcs[i] = frames[i].pc;
+  return n;
+}
+
+void same_or_abort(const uint64_t* fast, size_t nf, ehelf::StopReason wf, const uint64_t* general,
+                   size_t ng, ehelf::StopReason wg) {
+  if (wf != ehelf::StopReason::EndOfStack || wg != ehelf::StopReason::EndOfStack) return;
+  if (nf != ng || std::memcmp(fast, general, nf * sizeof *fast) != 0) std::abort();
+}
 
 World& world() {
   static World w;
   return w;
 }
 
-uint64_t u16(const uint8_t* p) { return uint64_t(p[0]) | uint64_t(p[1]) << 8; }
+uint64_t u16(const uint8_t* p) {
+  return uint64_t(p[0]) | uint64_t(p[1]) << 8;
+}
 
 } // namespace
 
@@ -59,8 +87,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (size_t i = 0; i < words; ++i) {
     uint64_t v;
     std::memcpy(&v, stack.data() + 8 * i, 8);
-    if ((v >> 48) == 0xeeee) v = w.pcs[(v & 0xffffffff) % w.pcs.size()] + ((v >> 32) & 1);
-    else if ((v >> 48) == 0xeeed) v = base + (v & 0xffffffff) % stack.size();
+    if ((v >> 48) == 0xeeee)
+      v = w.pcs[(v & 0xffffffff) % w.pcs.size()] + ((v >> 32) & 1);
+    else if ((v >> 48) == 0xeeed)
+      v = base + (v & 0xffffffff) % stack.size();
     std::memcpy(stack.data() + 8 * i, &v, 8);
   }
   const uint8_t flags = header[7];
@@ -74,8 +104,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const uint64_t lo = reinterpret_cast<uint64_t>(stack.data());
     ehelf::WalkStart start{regs.get(ehelf::x86_64::RIP), lo + sp_off, lo + bp_off,
                            uint64_t(header[6])};
-    w.unwinder->backtrace_local(start, ehelf::AddressRange{lo, lo + stack.size()}, pcs,
-                                1 + header[6], &why, (flags & 8) != 0);
+    const size_t max = 1 + header[6];
+    const size_t n = w.unwinder->backtrace_local(start, ehelf::AddressRange{lo, lo + stack.size()},
+                                                 pcs, max, &why, (flags & 8) != 0);
+    regs.set(ehelf::x86_64::RSP, start.sp);
+    regs.set(ehelf::x86_64::RBP, start.bp);
+    regs.set(ehelf::x86_64::RBX, start.bx);
+    uint64_t other[256];
+    ehelf::StopReason why_general;
+    const size_t m =
+        general_walk(w, regs, ehelf::LocalMemory(ehelf::AddressRange{lo, lo + stack.size()}),
+                     (flags & 8) != 0, other, max, why_general);
+    same_or_abort(pcs, n, why, other, m, why_general);
   } else { // at `base`, read through the range's delta, as a perf sample's copy
     regs.set(ehelf::x86_64::RSP, base + sp_off);
     if (flags & 16) regs.set(ehelf::x86_64::RBP, base + bp_off);
@@ -83,8 +123,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     ehelf::LocalMemory memory;
     memory.add(ehelf::AddressRange{base, base + stack.size()},
                static_cast<int64_t>(reinterpret_cast<uint64_t>(stack.data()) - base));
-    w.unwinder->backtrace_direct(regs, memory, pcs, 256, &why, (flags & 8) != 0,
-                                 (flags & 64) ? &w.own : nullptr);
+    const size_t n = w.unwinder->backtrace_direct(regs, memory, pcs, 256, &why, (flags & 8) != 0,
+                                                  (flags & 64) ? &w.own : nullptr);
+    uint64_t other[256];
+    ehelf::StopReason why_general;
+    const size_t m = general_walk(w, regs, memory, (flags & 8) != 0, other, 256, why_general);
+    same_or_abort(pcs, n, why, other, m, why_general);
   }
   if (flags == 0xff) w.unwinder->clear_cache();
   return 0;
