@@ -257,6 +257,8 @@ int run_stack(const Options& opt) {
   uo.max_depth = opt.max_frames ? opt.max_frames : (size_t(1) << 16);
   uo.policy.compiled = uo.backend == BackendKind::Auto || uo.backend == BackendKind::Compiled;
   uo.policy.compact = uo.backend != BackendKind::Interpreter;
+  // Rows found on demand: a module is never parsed whole to unwind the few pcs of a stack.
+  uo.policy.whole_table = false;
   std::vector<FrameInfo> frames(uo.max_depth);
 
   std::string out;

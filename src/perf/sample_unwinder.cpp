@@ -208,6 +208,7 @@ std::shared_ptr<const ModuleData> SampleUnwinder::data_for(const MmapRecord& m,
         loader.add(std::move(lm));
         loader.finish();
         LoadPolicy policy;
+        policy.whole_table = false; // rows found on demand: only the sampled pcs cost anything
         const ModuleData& d = loader.load(loader.modules().front(), policy);
         if (!d.elf) continue;
         slot->data = loader.modules().front().data;

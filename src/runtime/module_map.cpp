@@ -179,6 +179,18 @@ void ModuleMap::finish() {
     spans_.emplace_back(m.start, m.end);
 }
 
+namespace {
+// The module's eh_elf from the cache, if one was compiled for its build id.
+void load_compiled(const ElfFile& elf, ModuleData& data) {
+  auto id = elf.build_id();
+  std::string hex = elf.build_id_hex();
+  if (!id || hex.empty()) return;
+  std::string path = cache_path(hex, RegisterSet::Minimal);
+  if (::access(path.c_str(), R_OK) == 0)
+    if (auto obj = EhElfObject::load(path, *id)) data.compiled = std::move(*obj);
+}
+} // namespace
+
 const ModuleData& ModuleMap::load(const Module& cm, const LoadPolicy& policy,
                                   MemoryReader* memory) {
   Module& m = const_cast<Module&>(cm);
@@ -219,6 +231,7 @@ const ModuleData& ModuleMap::load(const Module& cm, const LoadPolicy& policy,
           data->rows.init(CfiImage{*h, hdr->addr, *e, eh->addr});
     }
     if (data->has_rows()) {
+      if (policy.compiled) load_compiled(**elf, *data);
       if (policy.symbols) data->elf = std::move(*elf);
       m.data = data;
       return *m.data;
@@ -238,15 +251,7 @@ const ModuleData& ModuleMap::load(const Module& cm, const LoadPolicy& policy,
         for (uint32_t i = 0; i < data->compact.rules(); ++i)
           data->hot.push_back(hot_form(data->compact.rule(i)));
       }
-      if (data->table && policy.compiled) {
-        auto id = cfi->elf->build_id();
-        std::string hex = cfi->elf->build_id_hex();
-        if (id && !hex.empty()) {
-          std::string path = cache_path(hex, RegisterSet::Minimal);
-          if (::access(path.c_str(), R_OK) == 0)
-            if (auto obj = EhElfObject::load(path, *id)) data->compiled = std::move(*obj);
-        }
-      }
+      if (data->table && policy.compiled) load_compiled(*cfi->elf, *data);
       if (policy.symbols) data->elf = std::move(cfi->elf);
     }
   }

@@ -316,13 +316,7 @@ StopReason Unwinder::step_with(RegisterState& regs, MemoryReader& mem, bool exac
       if (!options_.allow_loading) return StopReason::NoTable;
       data = &map_.load(*mod, options_.policy);
     }
-    if (!data->has_table() && data->has_rows()) { // rows found on demand
-      info.backend = options_.backend;
-      r = step_found(*data, lookup - mod->bias, regs, mem, signal_frame, info.backend, cache,
-                     RuleCache::key(pc, exact_pc));
-      goto done;
-    }
-    if (!data->has_table()) {
+    if (!data->has_table() && !data->has_rows()) {
       if (!options_.frame_pointer_fallback) return StopReason::NoTable;
       info.via_frame_pointer = true;
       r = frame_pointer_step(regs, mem);
@@ -338,12 +332,26 @@ StopReason Unwinder::step_with(RegisterState& regs, MemoryReader& mem, bool exac
       r = run_compiled(*data, svma, regs, mem, signal_frame, fallback);
       if (fallback) {
         info.backend = BackendKind::Interpreter;
-        r = interpret(*data, svma, regs, mem, signal_frame);
+        if (data->has_table()) {
+          r = interpret(*data, svma, regs, mem, signal_frame);
+        } else {
+          BackendKind evaluated = BackendKind::Interpreter;
+          r = step_found(*data, svma, regs, mem, signal_frame, evaluated, nullptr, 0);
+        }
       }
       // The cache sits in front of every backend: later visits of this pc take the compact
       // rule (same table, same answer) without calling into the eh_elf.
-      if (cache && r == StopReason::None)
-        fill_into(*cache, *data, svma, RuleCache::key(pc, exact_pc));
+      if (cache && r == StopReason::None) {
+        const uint64_t key = RuleCache::key(pc, exact_pc);
+        HotRule h;
+        if (!data->hot.empty())
+          fill_into(*cache, *data, svma, key);
+        else if (fill_found(*data, svma, key, h))
+          cache->install(h);
+      }
+    } else if (!data->has_table()) { // rows found on demand (Table or Interpreter)
+      r = step_found(*data, svma, regs, mem, signal_frame, info.backend, cache,
+                     RuleCache::key(pc, exact_pc));
     } else if (b == BackendKind::Table) {
       const CompactRule& rule = data->compact.lookup(svma);
       if (rule.kind == CompactRule::NoEntry) {
