@@ -6,14 +6,25 @@ a temporary prefix) and against libunwind (Debian's libunwind-dev), with unw_bac
 unw_step loop, then for each:
   * first call: the in-process time of the process's first unwind (median of RUNS processes);
   * second call: the same walk again (what steady-state costs);
-  * process: the wall time of the whole process that makes that one unwind, and of the same
-    process making none (the library's load-time cost shows there: ehelf builds its module view
-    in a constructor), medians of RUNS runs.
+  * process: the CPU time (user + system) of the whole process that makes that one unwind, and
+    of the same process making none (the library's load-time cost shows there: ehelf builds its
+    module view in a constructor), medians of RUNS runs.
 Writes JSON and Markdown."""
 import argparse, json, os, platform, statistics, subprocess, sys, tempfile, time
 
 def run(cmd, **kw):
     return subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True, **kw).stdout
+
+def cpu_run(cmd, env):
+    """Runs cmd; returns (stdout, CPU seconds of the process: user + system, from wait4). CPU
+    time, unlike wall time, does not count the waits of a shared machine."""
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True)
+    out = p.stdout.read()
+    _, status, ru = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode != 0:
+        raise subprocess.CalledProcessError(p.returncode, cmd)
+    return out, ru.ru_utime + ru.ru_stime
 
 def main():
     ap = argparse.ArgumentParser()
@@ -43,14 +54,12 @@ def main():
     for api, lib, exe in variants:
         firsts, seconds, frames, walls, idle = [], [], [], [], []
         for _ in range(a.runs):
-            t = time.perf_counter()
-            out = run([exe, str(a.depth)], env=env)
-            walls.append(time.perf_counter() - t)
-            t = time.perf_counter()
-            run([exe, '0'], env=env)
-            idle.append(time.perf_counter() - t)
+            out, cpu = cpu_run([exe, str(a.depth)], env)
+            walls.append(cpu)
             n, f, s = out.split()
             frames.append(int(n)); firsts.append(int(f)); seconds.append(int(s))
+        for _ in range(a.runs):
+            idle.append(cpu_run([exe, '0'], env)[1])
         rows.append(dict(api=api, library=lib, frames=statistics.median(frames),
                          first_call_us=statistics.median(firsts) / 1e3,
                          second_call_us=statistics.median(seconds) / 1e3,
@@ -70,7 +79,7 @@ def main():
              f"Command: `bash bench/run_first_call.sh`. ehelf {meta['commit']}. "
              f"Chain of {a.depth} frames, medians of {a.runs} processes each.", '',
              '| walk | library | frames | first call (us) | vs libunwind | second call (us) | '
-             'process with the unwind (ms) | process without (ms) |',
+             'process CPU with the unwind (ms) | process CPU without (ms) |',
              '|---|---|---:|---:|---:|---:|---:|---:|']
     for r in rows:
         lines.append(f"| {r['api']} | {r['library']} | {r['frames']:.0f} | {r['first_call_us']:.1f} | "
