@@ -22,9 +22,13 @@ UNW_API unw_addr_space_t unw_create_addr_space(unw_accessors_t* accessors, int b
   return capi::create_space(accessors, byteorder);
 }
 
-UNW_API void unw_destroy_addr_space(unw_addr_space_t as) { capi::destroy_space(as); }
+UNW_API void unw_destroy_addr_space(unw_addr_space_t as) {
+  capi::destroy_space(as);
+}
 
-UNW_API unw_accessors_t* unw_get_accessors(unw_addr_space_t as) { return capi::accessors_of(as); }
+UNW_API unw_accessors_t* unw_get_accessors(unw_addr_space_t as) {
+  return capi::accessors_of(as);
+}
 
 UNW_API void unw_flush_cache(unw_addr_space_t as, unw_word_t, unw_word_t) {
   capi::flush_cache(as);
@@ -32,6 +36,10 @@ UNW_API void unw_flush_cache(unw_addr_space_t as, unw_word_t, unw_word_t) {
 
 UNW_API int unw_set_caching_policy(unw_addr_space_t as, unw_caching_policy_t policy) {
   return capi::set_caching_policy(as, policy);
+}
+
+UNW_API int ehelf_unw_preload(void) {
+  return capi::preload_local();
 }
 
 UNW_API int unw_set_cache_size(unw_addr_space_t as, size_t, int) {
@@ -52,9 +60,13 @@ UNW_API int unw_init_remote(unw_cursor_t* cursor, unw_addr_space_t as, void* arg
   return capi::init_remote(cursor, as, arg);
 }
 
-UNW_API int unw_step(unw_cursor_t* cursor) { return capi::step(*cursor_of(cursor)); }
+UNW_API int unw_step(unw_cursor_t* cursor) {
+  return capi::step(*cursor_of(cursor));
+}
 
-UNW_API int unw_resume(unw_cursor_t*) { return -UNW_EINVAL; }
+UNW_API int unw_resume(unw_cursor_t*) {
+  return -UNW_EINVAL;
+}
 
 // unw_backtrace is in backtrace.S: it passes its caller's registers to this.
 extern "C" int ehelf_capi_backtrace(void** buffer, int size, const ehelf::WalkStart* caller) {
@@ -71,9 +83,13 @@ UNW_API int unw_set_reg(unw_cursor_t* cursor, unw_regnum_t reg, unw_word_t value
   return capi::set_reg(*cursor_of(cursor), reg, value);
 }
 
-UNW_API int unw_get_fpreg(unw_cursor_t*, unw_regnum_t, unw_fpreg_t*) { return -UNW_EBADREG; }
+UNW_API int unw_get_fpreg(unw_cursor_t*, unw_regnum_t, unw_fpreg_t*) {
+  return -UNW_EBADREG;
+}
 
-UNW_API int unw_set_fpreg(unw_cursor_t*, unw_regnum_t, unw_fpreg_t) { return -UNW_EBADREG; }
+UNW_API int unw_set_fpreg(unw_cursor_t*, unw_regnum_t, unw_fpreg_t) {
+  return -UNW_EBADREG;
+}
 
 UNW_API int unw_get_save_loc(unw_cursor_t* cursor, int reg, unw_save_loc_t* loc) {
   return capi::get_save_loc(*cursor_of(cursor), reg, loc);
@@ -83,7 +99,9 @@ UNW_API int unw_is_signal_frame(unw_cursor_t* cursor) {
   return capi::is_signal_frame(*cursor_of(cursor));
 }
 
-UNW_API int unw_is_fpreg(int) { return 0; }
+UNW_API int unw_is_fpreg(int) {
+  return 0;
+}
 
 UNW_API int unw_get_proc_info(unw_cursor_t* cursor, unw_proc_info_t* info) {
   return capi::get_proc_info(*cursor_of(cursor), info);
@@ -100,9 +118,13 @@ UNW_API int unw_get_proc_name(unw_cursor_t* cursor, char* buf, size_t size, unw_
 
 // ---- names ----
 
-UNW_API const char* unw_regname(unw_regnum_t reg) { return capi::register_name(reg); }
+UNW_API const char* unw_regname(unw_regnum_t reg) {
+  return capi::register_name(reg);
+}
 
-UNW_API const char* unw_strerror(int error) { return capi::error_text(error); }
+UNW_API const char* unw_strerror(int error) {
+  return capi::error_text(error);
+}
 
 // ---- libunwind's link names ----
 

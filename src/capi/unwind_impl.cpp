@@ -159,11 +159,14 @@ std::mutex g_local_mutex;
 // found on demand in its loaded image (ModuleMap::load_in_memory): no file is opened and no
 // table built, so this costs microseconds. Allocates and lists modules under the loader's lock:
 // never from a signal handler (see unwind_impl.hpp).
+// Set by ehelf_unw_preload: spaces are built with whole and compact tables.
+bool g_whole_tables = false;
+
 LocalSpace* build_local_space(LocalSpace* previous) {
   try {
     ModuleMap map = ModuleMap::for_self();
     if (previous) reuse_data(previous->map, map);
-    map.load_in_memory();
+    map.load_in_memory(g_whole_tables);
     create_rules_key();
     // The DW_OP table is built on first use (it holds names): now, not in a handler's walk.
     (void)dw_op_name(0);
@@ -195,6 +198,16 @@ LocalSpace* refresh_local_space() {
 
 // At load: the space, and the loading thread's stack bounds (usually the main thread's, whose
 // first walk then reads no /proc file).
+// ehelf_unw_preload: a space whose modules have whole and compact tables (the modules of the
+// current space do not, unless it was preloaded too: nothing is reused).
+LocalSpace* preload_local_space() {
+  std::lock_guard<std::mutex> lock(g_local_mutex);
+  LocalSpace* s = g_local.load(std::memory_order_acquire);
+  if (s && g_whole_tables && !s->map.stale_for_self()) return s;
+  g_whole_tables = true;
+  return build_local_space(nullptr);
+}
+
 __attribute__((constructor)) void build_local_space_at_load() {
   (void)local_space();
   (void)current_thread_stack();
@@ -830,6 +843,15 @@ void flush_cache(unw_addr_space* as) {
   }
   as->maps_text.clear(); // the next unw_init_remote re-reads /proc/PID/maps
   if (as->unwinder) as->unwinder->clear_cache();
+}
+
+int preload_local() {
+  LocalSpace* s = preload_local_space();
+  return s && s->map.modules().size() &&
+                 std::any_of(s->map.modules().begin(), s->map.modules().end(),
+                             [](const Module& m) { return m.data && m.data->has_table(); })
+             ? UNW_ESUCCESS
+             : -UNW_ENOMEM;
 }
 
 int set_caching_policy(unw_addr_space* as, unw_caching_policy_t policy) {

@@ -21,6 +21,8 @@
 //     unw_step returns 0;
 //   * unw_flush_cache(unw_local_addr_space, 0, 0) rebuilds the space when libraries were loaded
 //     or unloaded (dl_iterate_phdr: not for signal handlers);
+//   * ehelf_unw_preload() rebuilds it with whole and compact tables made from each module's
+//     found rows (accelerators for rule-cache misses; later rebuilds keep making them);
 //   * unw_get_proc_name names as `ehelf stack` and eu-stack do, from a module's separate debug
 //     file too (Symbolizer): its first call for a module opens files, under a mutex, so it is
 //     not for signal handlers (nor is libunwind's);
@@ -114,6 +116,8 @@ unw_addr_space* create_space(const unw_accessors_t* accessors, int byteorder);
 void destroy_space(unw_addr_space* as);
 unw_accessors_t* accessors_of(unw_addr_space* as);
 void flush_cache(unw_addr_space* as);
+// ehelf_unw_preload: the local space rebuilt with whole and compact tables of every module.
+int preload_local();
 int set_caching_policy(unw_addr_space* as, unw_caching_policy_t policy);
 
 const char* error_text(int error);

@@ -106,7 +106,9 @@ UPT_API int _UPT_get_proc_name(unw_addr_space_t as, unw_word_t ip, char* buf, si
   return ehelf::capi::proc_name_by_ip(as, ip, buf, size, offset, upt);
 }
 
-UPT_API int _UPT_resume(unw_addr_space_t, unw_cursor_t*, void*) { return -UNW_EINVAL; }
+UPT_API int _UPT_resume(unw_addr_space_t, unw_cursor_t*, void*) {
+  return -UNW_EINVAL;
+}
 
 __attribute__((visibility("default"))) unw_accessors_t _UPT_accessors = {
     _UPT_find_proc_info, _UPT_put_unwind_info, _UPT_get_dyn_info_list_addr,

@@ -478,4 +478,45 @@ RowStatus RowLookup::find(uint64_t svma, FoundRow& out) const {
   return RowStatus::Found;
 }
 
+UnwindTable RowLookup::whole_table() const {
+  UnwindTable table;
+  const uint8_t* entries = image_.hdr.data() + table_offset_;
+  for (uint64_t i = 0; i < count_; ++i) {
+    int32_t rel = 0;
+    if (!image_.ready(entries + 8 * i, 4)) continue;
+    std::memcpy(&rel, entries + 8 * i, 4);
+    uint64_t pc = image_.hdr_addr + static_cast<uint64_t>(int64_t{rel});
+    FoundRow row;
+    uint32_t function = UINT32_MAX;
+    // Row by row through the FDE: each lookup gives the row's extent, the next starts there.
+    while (find(pc, row) == RowStatus::Found && row.end > pc) {
+      if (function == UINT32_MAX) function = table.add_function(row.function);
+      CfaRule cfa = row.cfa;
+      ColumnRule columns[FoundRow::kColumns];
+      bool ok = true;
+      auto expression = [&](uint32_t index) -> uint32_t {
+        auto e = Expression::decode(row.expressions[index]);
+        if (!e) {
+          ok = false;
+          return kNoExpression;
+        }
+        return table.add_expression(std::move(*e));
+      };
+      if (cfa.kind == CfaRule::Kind::Expression) cfa.expr = expression(cfa.expr);
+      for (unsigned c = 0; c < row.count; ++c) {
+        columns[c] = row.columns[c];
+        if (columns[c].rule.expr != kNoExpression)
+          columns[c].rule.expr = expression(columns[c].rule.expr);
+      }
+      if (!ok) break; // a malformed expression: the table path refuses the FDE there too
+      const uint32_t r = table.intern_row(cfa, {columns, row.count});
+      table.add_range(TableRange{row.begin, row.end, r, function, 0});
+      if (row.end >= row.function.pc_end) break;
+      pc = row.end;
+    }
+  }
+  table.finish();
+  return table;
+}
+
 } // namespace ehelf

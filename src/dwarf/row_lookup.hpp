@@ -83,6 +83,12 @@ public:
 
   RowStatus find(uint64_t svma, FoundRow& out) const;
 
+  // Every row of every FDE the search table lists, as a whole UnwindTable (what the eh_frame
+  // path builds from the section): for accelerators built outside signal handlers from a loaded
+  // image, where there is no section to parse. Allocates. Entries that cannot be read or
+  // interpreted are left out, as find() would answer them.
+  UnwindTable whole_table() const;
+
 private:
   CfiImage image_;
   uint64_t table_offset_ = 0; // of the search table within hdr

@@ -245,12 +245,7 @@ const ModuleData& ModuleMap::load(const Module& cm, const LoadPolicy& policy,
         data->error = table.error().to_string();
       else
         data->table = std::move(*table);
-      if (data->table && policy.compact) {
-        data->compact = CompactTable(*data->table);
-        data->hot.reserve(data->compact.rules());
-        for (uint32_t i = 0; i < data->compact.rules(); ++i)
-          data->hot.push_back(hot_form(data->compact.rule(i)));
-      }
+      if (data->table && policy.compact) add_compact_table(*data);
       if (data->table && policy.compiled) load_compiled(*cfi->elf, *data);
       if (policy.symbols) data->elf = std::move(cfi->elf);
     }
@@ -348,7 +343,14 @@ const RowLookup* ModuleData::copy_loaded_rows() const {
   return made->usable() ? made : nullptr;
 }
 
-void ModuleMap::load_in_memory() {
+void add_compact_table(ModuleData& data) {
+  data.compact = CompactTable(*data.table);
+  data.hot.reserve(data.compact.rules());
+  for (uint32_t i = 0; i < data.compact.rules(); ++i)
+    data.hot.push_back(hot_form(data.compact.rule(i)));
+}
+
+void ModuleMap::load_in_memory(bool whole_tables) {
   for (Module& m : modules_) {
     if (m.data) continue;
     for (const Module& other : modules_)
@@ -360,6 +362,11 @@ void ModuleMap::load_in_memory() {
     auto data = std::make_shared<ModuleData>();
     find_rows_in_memory(m, *data);
     if (!data->has_rows()) data->error = "no .eh_frame_hdr search table in memory";
+    if (whole_tables)
+      if (const RowLookup* rows = data->row_lookup()) {
+        data->table = rows->whole_table();
+        add_compact_table(*data);
+      }
     m.data = std::move(data);
   }
 }

@@ -109,6 +109,8 @@ protected:
 // The RowLookup over `m`'s loaded image (this process: m.cfi_hdr), if it has a usable search
 // table. Allocation-free.
 void find_rows_in_memory(const Module& m, ModuleData& data);
+// The compact table of data.table, and the hot form of each of its rules.
+void add_compact_table(ModuleData& data);
 
 class ModuleMap {
 public:
@@ -145,7 +147,9 @@ public:
   // This process's modules: the data of each is the RowLookup over its loaded image (no file
   // is opened, nothing is parsed ahead); modules without PT_GNU_EH_FRAME get an empty data
   // object (frame pointers). A few small allocations per module: call outside signal handlers.
-  void load_in_memory();
+  // `whole_tables`: also the whole table and the compact table of each, made from the found
+  // rows (RowLookup::whole_table): the accelerators a rule-cache miss then fills from cheaply.
+  void load_in_memory(bool whole_tables = false);
 
   // dl_iterate_phdr's load/unload counters when the map was made (in-process maps only).
   uint64_t adds() const { return adds_; }

@@ -10,6 +10,8 @@
  *     THREADS: worker threads besides main, each taking its first sample in a handler
  *     dlopen: the workers run inside LIB's dlopen_lib_call (loaded after start: its frame must
  *       show in samples), while one more thread loads and unloads PLUGIN in a loop
+ *     preload: ehelf_unw_preload() first (ehelf's accelerators), checked to leave a walk from
+ *       main unchanged
  * Prints "first-in-handler: N samples, M frames max, 0 allocator calls in handlers" and exits 0,
  * or says what went wrong and exits 1. */
 #define _GNU_SOURCE
@@ -180,8 +182,8 @@ static void* load_unload(void* arg) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    fprintf(stderr,
-            "usage: first_in_handler backtrace|step THREADS [altstack | dlopen LIB PLUGIN]\n");
+    fprintf(stderr, "usage: first_in_handler backtrace|step THREADS [altstack | preload | dlopen "
+                    "LIB PLUGIN]\n");
     return 2;
   }
   g_step_mode = strcmp(argv[1], "step") == 0;
@@ -190,6 +192,24 @@ int main(int argc, char** argv) {
   const int with_dlopen = argc > 5 && strcmp(argv[3], "dlopen") == 0;
   stack_t old_main;
   if (g_altstack) old_main = use_altstack();
+  if (argc > 3 && strcmp(argv[3], "preload") == 0) {
+#ifdef EHELF_UNW_PRELOAD
+    void* pcs[2][64];
+    int n[2];
+    for (int k = 0; k < 2; ++k) { /* the same walk before and after */
+      if (k == 1 && ehelf_unw_preload() != 0) {
+        fprintf(stderr, "ehelf_unw_preload failed\n");
+        return 1;
+      }
+      n[k] = unw_backtrace(pcs[k], 64);
+    }
+    /* The callers' frames (the compiler may unroll the loop: the first pc may differ). */
+    if (n[0] < 3 || n[0] != n[1] || memcmp(pcs[0] + 1, pcs[1] + 1, (n[0] - 1) * sizeof pcs[0][0])) {
+      fprintf(stderr, "walks differ after ehelf_unw_preload: %d and %d frames\n", n[0], n[1]);
+      return 1;
+    }
+#endif
+  }
 
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);

@@ -31,7 +31,7 @@ export LD_LIBRARY_PATH="$TMP/prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 # Only libunwind's API is exported.
 extra=$(nm -D --defined-only "$TMP/prefix/lib/libehelf-unwind.so" | awk '{print $3}' |
-        grep -Ev '^(unw_|_ULx86_64_|_Ux86_64_|_UPT_)' || true)
+        grep -Ev '^(unw_|_ULx86_64_|_Ux86_64_|_UPT_|ehelf_unw_)' || true)
 [ -z "$extra" ] || fail "libehelf-unwind exports more than libunwind's API: $extra"
 
 # ---- ours ----
@@ -104,10 +104,10 @@ runs=2
 cc -O2 -shared -fPIC -o "$TMP/libfih_lib.so" "$CAPI/dlopen_lib.c"
 cc -O2 -shared -fPIC -o "$TMP/libfih_plugin.so" "$CAPI/dlopen_lib.c"
 dl="dlopen $TMP/libfih_lib.so $TMP/libfih_plugin.so"
-variants=("backtrace 0" "backtrace 3" "backtrace 2 altstack" "backtrace 2 $dl")
+variants=("backtrace 0" "backtrace 3" "backtrace 2 altstack" "backtrace 2 $dl" "backtrace 2 preload")
 # unw_step under AddressSanitizer walks instrumented frames of the program itself; the
 # unsanitized build runs these variants.
-[ $sanitized = 1 ] || variants+=("step 0" "step 3" "step 2 altstack" "step 2 $dl")
+[ $sanitized = 1 ] || variants+=("step 0" "step 3" "step 2 altstack" "step 2 $dl" "step 2 preload")
 for variant in "${variants[@]}"; do
   for ((i = 0; i < runs; ++i)); do
     # shellcheck disable=SC2086

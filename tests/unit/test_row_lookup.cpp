@@ -281,3 +281,48 @@ TEST(LoadedRows, AnImageUnmappedUnderALookupFailsWithoutFaulting) {
 
 } // namespace
 } // namespace ehelf
+
+namespace ehelf {
+namespace {
+
+// The whole table made from found rows (what a loaded image's accelerator is built from) answers
+// as the table built from the section, at both ends of every range.
+TEST(RowLookup, WholeTableFromRowsEqualsTheSectionsTable) {
+  for (const char* path : {test::libc_path(), "/usr/lib/x86_64-linux-gnu/libstdc++.so.6"}) {
+    SCOPED_TRACE(path);
+    auto m = load(path);
+    ASSERT_TRUE(m);
+    const UnwindTable from_rows = m->lookup.whole_table();
+    const UnwindTable& t = m->table;
+    for (const TableRange& r : t.ranges())
+      for (uint64_t pc : {r.begin, r.end - 1}) {
+        const TableRange* got = from_rows.find(pc);
+        ASSERT_TRUE(got) << std::hex << pc;
+        const RowView a = t.row(r.row), b = from_rows.row(got->row);
+        ASSERT_EQ(a.cfa.kind, b.cfa.kind);
+        ASSERT_EQ(a.cfa.reg, b.cfa.reg);
+        ASSERT_EQ(a.cfa.offset, b.cfa.offset);
+        if (a.cfa.kind == CfaRule::Kind::Expression) {
+          ASSERT_EQ(t.expression(a.cfa.expr).bytes(), from_rows.expression(b.cfa.expr).bytes());
+        }
+        std::vector<ColumnRule> tracked;
+        for (const ColumnRule& c : a.columns)
+          if (c.column < FoundRow::kColumns) tracked.push_back(c);
+        ASSERT_EQ(tracked.size(), b.columns.size()) << std::hex << pc;
+        for (size_t i = 0; i < tracked.size(); ++i) {
+          ASSERT_EQ(tracked[i].column, b.columns[i].column);
+          ASSERT_EQ(tracked[i].rule.kind, b.columns[i].rule.kind);
+          ASSERT_EQ(tracked[i].rule.offset, b.columns[i].rule.offset);
+          if (tracked[i].rule.expr != kNoExpression) {
+            ASSERT_EQ(t.expression(tracked[i].rule.expr).bytes(),
+                      from_rows.expression(b.columns[i].rule.expr).bytes());
+          }
+        }
+        ASSERT_EQ(t.function(r.function).pc_begin, from_rows.function(got->function).pc_begin);
+      }
+    EXPECT_EQ(from_rows.function_count(), t.function_count());
+  }
+}
+
+} // namespace
+} // namespace ehelf

@@ -8,13 +8,16 @@
  * and a program compiled against libunwind's own headers can link with it too.
  *
  * What differs from libunwind (see docs/ or the implementation for details):
- *  - Local unwinding: the first unw_init_local/unw_backtrace of the process (and the first after
- *    a dlopen/dlclose) reads the unwind tables of every loaded module; that call allocates and
- *    must not run in a signal handler (nor must the first walk of each thread, which asks for
- *    the thread's stack bounds). After it, unw_step and unw_backtrace take no locks and do not
- *    allocate: a pc in a module loaded after that call ends the walk (unw_step returns 0).
- *    unw_flush_cache(unw_local_addr_space, 0, 0) after a dlopen/dlclose re-reads the module
- *    list at once, so that signal handlers never have to.
+ *  - Local unwinding is async-signal-safe from the process's first call on: the library builds
+ *    its view of the loaded modules when it is loaded (no table is parsed ahead), and every walk
+ *    (unw_init_local, unw_step, unw_backtrace) finds each frame's row through the module's
+ *    .eh_frame_hdr, taking no lock and allocating nothing; a library dlopen'd later is found
+ *    when a walk first meets it (the loader's list read without its lock); a pc in no module
+ *    ends the walk (unw_step returns 0). unw_flush_cache(unw_local_addr_space, 0, 0) re-reads
+ *    the module list at once (not in signal handlers).
+ *  - ehelf_unw_preload() (an ehelf extension, below) builds compact tables of every loaded
+ *    module ahead, outside signal handlers, so that the walks' rule-cache misses cost tens of
+ *    instructions instead of a search of .eh_frame. Never needed for a correct answer.
  *  - unw_resume, unw_get_fpreg/unw_set_fpreg and the dynamic-unwind-info API are not supported
  *    (they return -UNW_EINVAL / -UNW_EBADREG).
  *  - Remote unwinding needs registers (access_reg) and memory (access_mem) from the accessors;
@@ -211,6 +214,14 @@ unw_accessors_t* unw_get_accessors(unw_addr_space_t as);
 void unw_flush_cache(unw_addr_space_t as, unw_word_t lo, unw_word_t hi);
 int unw_set_caching_policy(unw_addr_space_t as, unw_caching_policy_t policy);
 int unw_set_cache_size(unw_addr_space_t as, size_t size, int flags);
+
+/* ehelf extension: builds the unwind tables and compact tables of every module loaded now, from
+ * their loaded images, and makes local walks use them (a rule-cache miss then costs a table
+ * lookup instead of an .eh_frame search). Libraries loaded later are found as without it.
+ * Allocates and lists modules: call it outside signal handlers, e.g. at program start.
+ * Returns UNW_ESUCCESS, or -UNW_ENOMEM. */
+#define EHELF_UNW_PRELOAD 1
+int ehelf_unw_preload(void);
 
 /* ---- walking ---- */
 /* Captures the caller's registers: unw_init_local's first frame is the caller of this. */
