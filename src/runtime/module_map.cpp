@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "compile/codegen.hpp"
-#include "compile/compile_module.hpp"
+#include "compile/eh_elf_cache.hpp"
 #include "dwarf/module_cfi.hpp"
 
 namespace ehelf {
@@ -199,15 +199,9 @@ const ModuleData& ModuleMap::load(const Module& cm, const LoadPolicy& policy, Me
         for (uint32_t i = 0; i < data->compact.rules(); ++i)
           data->hot.push_back(hot_form(data->compact.rule(i)));
       }
-      if (data->table && policy.compiled) {
-        auto id = cfi->elf->build_id();
-        std::string hex = cfi->elf->build_id_hex();
-        if (id && !hex.empty()) {
-          std::string path = cache_path(hex, RegisterSet::Minimal);
-          if (::access(path.c_str(), R_OK) == 0)
-            if (auto obj = EhElfObject::load(path, *id)) data->compiled = std::move(*obj);
-        }
-      }
+      if (data->table && policy.compiled)
+        if (auto id = cfi->elf->build_id())
+          data->compiled = load_cached_eh_elf(*id, RegisterSet::Minimal);
       if (policy.symbols) data->elf = std::move(cfi->elf);
     }
   }

@@ -7,6 +7,9 @@
 #include <vector>
 
 #include "compile/codegen.hpp"
+#include "compile/compile_module.hpp"
+#include "compile/eh_elf_check.hpp"
+#include "test_support.hpp"
 
 namespace ehelf {
 namespace {
@@ -63,6 +66,33 @@ TEST(CommentSafe, LongNamesAreCut) {
   EXPECT_EQ(safe.size(), 256 * 4 + 3);
   EXPECT_EQ(safe.substr(safe.size() - 3), "...");
   EXPECT_EQ(safe.find("*/"), std::string::npos);
+}
+
+// The check accepts what ehelf's compiler makes with every supported C compiler and flag set (the
+// --verify load goes through it), and refuses the same bytes cut short.
+TEST(EhElfCheck, AcceptsWhatTheCompilerMakes) {
+  std::string dir = ::testing::TempDir();
+  std::vector<std::pair<std::string, std::string>> variants = {
+      {"cc", "-O1"}, {"cc", "-O0"}, {"cc", "-O3"}};
+  if (!test::run_command("command -v clang").empty()) variants.push_back({"clang", "-O1"});
+  for (const auto& [cc, opt] : variants) {
+    for (RegisterSet set : {RegisterSet::Minimal, RegisterSet::CalleeSaved}) {
+      CompileOptions co;
+      co.registers = set;
+      co.toolchain.compiler = cc;
+      co.toolchain.optimization = opt;
+      co.verify = true;
+      std::string out = dir + "/check-" + cc + opt + ".so";
+      auto r = compile_module("/usr/lib/x86_64-linux-gnu/libz.so.1", out, co);
+      ASSERT_TRUE(r) << cc << " " << opt << ": " << r.error().to_string();
+      ASSERT_TRUE(r->verification) << cc << " " << opt;
+      auto bytes = test::read_file(out);
+      EXPECT_TRUE(check_eh_elf_image(bytes)) << cc << " " << opt;
+      for (size_t keep : {size_t(0), size_t(63), bytes.size() / 2, bytes.size() - 1})
+        EXPECT_FALSE(check_eh_elf_image(std::span<const uint8_t>(bytes.data(), keep)))
+            << cc << " " << opt << " cut to " << keep;
+    }
+  }
 }
 
 } // namespace
