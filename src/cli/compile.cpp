@@ -199,10 +199,14 @@ void register_compile(CLI::App& app) {
       t.join();
 
     std::vector<CompileReport> ok;
+    bool too_large = false;
     for (size_t i = 0; i < results.size(); ++i) {
       if (!errors[i].empty()) {
         fmt::print(stderr, "ehelf: {}\n", errors[i]);
-        set_exit_code(1);
+        if (errors[i].find(kTooLargeToCompile) != std::string::npos)
+          too_large = true;
+        else
+          set_exit_code(1);
       } else if (results[i]) {
         ok.push_back(*results[i]);
         if (const auto& v = results[i]->verification) {
@@ -217,6 +221,8 @@ void register_compile(CLI::App& app) {
         }
       }
     }
+    // 3: every file compiled but some were too large (left to the table backend); 1 wins.
+    if (too_large && exit_code() == 0) set_exit_code(3);
     if (opt->json) {
       nlohmann::json j = nlohmann::json::array();
       for (const auto& r : ok)

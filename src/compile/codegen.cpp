@@ -13,6 +13,10 @@ namespace {
 constexpr unsigned kPageShift = 12; // page index granularity: 4 KiB
 constexpr uint32_t kNoEntry = 0;    // body 0 answers EHELF_NO_ENTRY (gaps between FDEs)
 
+Error too_large(const std::string& why) {
+  return Error::plain(fmt::format("{}: {}; the table backend unwinds it", kTooLargeToCompile, why));
+}
+
 int slot_minimal(unsigned r) {
   return context_slot(r, RegisterSet::Minimal);
 }
@@ -216,6 +220,7 @@ Result<std::string> generate_eh_elf_source(const UnwindTable& table, const Codeg
     return Error::plain(fmt::format("the module's code spans {:#x} bytes; eh_elfs support 4 GiB",
                                     stats.pc_high - stats.pc_low));
   const std::string fallback_marker = "EHELF_NEEDS_INTERPRETER";
+  uint64_t body_bytes = 0;
   uint64_t prev_end = stats.pc_low;
   for (const TableRange& r : ranges) {
     const FunctionInfo& fn = table.function(r.function);
@@ -228,6 +233,9 @@ Result<std::string> generate_eh_elf_source(const UnwindTable& table, const Codeg
           body_for(table, table.row(r.row), fn.return_column, fn.signal_frame, options.registers);
       auto [bit, inserted] = body_index.emplace(text, static_cast<uint32_t>(bodies.size()));
       if (inserted) {
+        if (bodies.size() > options.max_bodies)
+          return too_large(fmt::format("more than {} distinct row bodies", options.max_bodies));
+        body_bytes += text.size();
         bodies.push_back(text);
         if (text.find(fallback_marker) != std::string::npos) ++stats.fallback_bodies;
       }
@@ -245,6 +253,15 @@ Result<std::string> generate_eh_elf_source(const UnwindTable& table, const Codeg
     if (merged.empty() || merged.back().body != o.body) merged.push_back(o);
   stats.ranges = merged.size();
   stats.bodies = bodies.size() - 1;
+  // Bytes of C before writing it: about 12 per range (start, body number) and per 4 KiB page in
+  // the table lookup, 40 per range in the tree, plus the bodies and their functions.
+  uint64_t pages = ((stats.pc_high - stats.pc_low) >> kPageShift) + 1;
+  uint64_t estimate =
+      body_bytes + bodies.size() * 100 +
+      (options.lookup == LookupKind::Table ? 12 * (merged.size() + pages) : 40 * merged.size());
+  if (estimate > options.max_source_bytes)
+    return too_large(fmt::format("about {} bytes of C for {} ranges (limit {})", estimate,
+                                 merged.size(), options.max_source_bytes));
 
   std::string c;
   c.reserve(merged.size() * 12 + bodies.size() * 200 + 8192);
@@ -297,7 +314,6 @@ static __attribute__((noinline)) int ehelf_read(const ehelf_context_t* ctx,
     // Page index: for each 4 KiB page of [pc_low, pc_high), the number of ranges that start
     // before the page. Ranges [first[p], first[p+1]) start inside page p; the one before them
     // covers the page's first bytes.
-    uint64_t pages = ((stats.pc_high - stats.pc_low) >> kPageShift) + 1;
     c += fmt::format("static const uint32_t ehelf_page_first[{}] = {{", pages + 1);
     size_t ri = 0;
     for (uint64_t p = 0; p <= pages; ++p) {
@@ -388,6 +404,8 @@ __attribute__((visibility("default"))) int ehelf_unwind_remote(uint64_t pc, ehel
   return ehelf_bodies[ehelf_lookup(pc)](ctx, deref, arg);
 }
 )";
+  if (c.size() > options.max_source_bytes)
+    return too_large(fmt::format("{} bytes of C (limit {})", c.size(), options.max_source_bytes));
   if (stats_out) *stats_out = stats;
   return c;
 }

@@ -27,11 +27,22 @@ enum class RegisterSet { Minimal, CalleeSaved };
 //   Tree:  the paper's design, a binary decision tree of comparisons in the code itself.
 enum class LookupKind { Table, Tree };
 
+// Bounds on what one input can make `compile` generate. Real libraries need at most a few hundred
+// bodies (python3.11: 451, libc: 374) and a few MiB of C (libLLVM-15: see README); a crafted
+// table with 300,000 distinct rows made the C compiler take 686 s and 5.4 GB. Over a bound,
+// generation stops early with an error starting with kTooLargeToCompile, and the module is left
+// to the table backend.
+inline constexpr uint64_t kMaxBodies = 16384;
+inline constexpr uint64_t kMaxSourceBytes = uint64_t(64) << 20;
+inline constexpr std::string_view kTooLargeToCompile = "too large to compile";
+
 struct CodegenOptions {
   RegisterSet registers = RegisterSet::Minimal;
   LookupKind lookup = LookupKind::Table;
   std::span<const uint8_t> build_id; // of the source ELF, embedded in ehelf_eh_elf_info
   std::string source_name;           // for the generated file's comment, through comment_safe
+  uint64_t max_bodies = kMaxBodies;
+  uint64_t max_source_bytes = kMaxSourceBytes;
 };
 
 struct CodegenStats {

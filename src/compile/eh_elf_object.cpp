@@ -10,11 +10,12 @@
 #include <vector>
 
 #include "compile/eh_elf_check.hpp"
+#include "support/read_fully.hpp"
 
 namespace ehelf {
 namespace {
 
-// Larger than any compiled object (libxul's is about 60 MiB); the whole file is read to check it.
+// Far larger than any compiled object (libc's is 260 KiB); the whole file is read to check it.
 constexpr off_t kMaxEhElfBytes = off_t(1) << 30;
 
 Result<std::vector<uint8_t>> read_regular_file(int fd) {
@@ -23,14 +24,7 @@ Result<std::vector<uint8_t>> read_regular_file(int fd) {
   if (!S_ISREG(st.st_mode)) return Error::plain("not a regular file");
   if (st.st_size > kMaxEhElfBytes) return Error::plain("too large for an eh_elf");
   std::vector<uint8_t> bytes(static_cast<size_t>(st.st_size));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::pread(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Error::plain(std::strerror(errno));
-    if (n == 0) return Error::plain("the file shrank while being read");
-    done += static_cast<size_t>(n);
-  }
+  if (auto read = read_fully(fd, bytes); !read) return std::move(read).error();
   return bytes;
 }
 

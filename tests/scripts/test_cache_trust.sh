@@ -8,27 +8,13 @@
 # and is the same as with --backend=table. A privileged (AT_SECURE) process and one without HOME,
 # XDG_CACHE_HOME or EHELF_CACHE use no cache at all.
 # Usage: test_cache_trust.sh BUILD_DIR [SOURCE_DIR]
-set -uo pipefail
-build=$1
-bin="$(cd "$build" && pwd)/bin"
-ehelf="$bin/ehelf"
-work=$(mktemp -d)
-target_pid=
-cleanup() {
-  [ -n "$target_pid" ] && kill "$target_pid" 2>/dev/null
-  chmod -R u+w "$work" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
+source "$(dirname "$0")/common.sh" "$@"
 cache="$work/cache"
 export EHELF_CACHE="$cache"
 mkdir -m 0755 "$cache"
-fail=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fail=1; }
 
 libc=$(readlink -f /usr/lib/x86_64-linux-gnu/libc.so.6)
-id=$(readelf -n "$libc" | sed -n 's/.*Build ID: *\([0-9a-f]*\).*/\1/p' | head -1)
+id=$(build_id "$libc")
 [ -n "$id" ] || { echo "FAIL no build-id in $libc"; exit 1; }
 entry="$cache/$id.minimal.so"
 if ! "$ehelf" compile "$libc" -o "$work/good.so" --keep-source 2>"$work/err"; then

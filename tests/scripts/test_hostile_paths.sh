@@ -5,16 +5,9 @@
 # nm --defined-only) and dynamic section are those of the same library at a plain path, and whose
 # generated source differs from the plain one in the first line only, where the name is escaped.
 # Usage: test_hostile_paths.sh BUILD_DIR [SOURCE_DIR]
-set -uo pipefail
-build=$1
-ehelf="$(cd "$build" && pwd)/bin/ehelf"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+source "$(dirname "$0")/common.sh" "$@"
 lib=/usr/lib/x86_64-linux-gnu/libz.so.1
 [ -f "$lib" ] || lib=$(readlink -f /usr/lib/x86_64-linux-gnu/libm.so.6)
-fail=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fail=1; }
 
 defined() { nm --defined-only "$1" | awk '{print $2, $3}' | sort; }
 dynamic() { nm -D --defined-only "$1" | awk '{print $2, $3}' | sort; }
