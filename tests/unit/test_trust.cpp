@@ -1,14 +1,24 @@
 // Trust and containment (issue 10): names from outside reach generated C only escaped.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <elf.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <string>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <vector>
+#include <zlib.h>
 
 #include "compile/codegen.hpp"
 #include "compile/compile_module.hpp"
 #include "compile/eh_elf_check.hpp"
+#include "elf/elf_file.hpp"
+#include "elf/mapped_file.hpp"
 #include "test_support.hpp"
 
 namespace ehelf {
@@ -93,6 +103,159 @@ TEST(EhElfCheck, AcceptsWhatTheCompilerMakes) {
             << cc << " " << opt << " cut to " << keep;
     }
   }
+}
+
+// zlib stream of `size` zero bytes, compressed 1 MiB at a time.
+std::vector<uint8_t> deflate_zeros(uint64_t size) {
+  std::vector<uint8_t> in(1 << 20), out(size / 512 + 4096);
+  z_stream z{};
+  deflateInit(&z, 9);
+  z.next_out = out.data();
+  z.avail_out = static_cast<uInt>(out.size());
+  for (uint64_t left = size; left > 0 || z.avail_in;) {
+    if (!z.avail_in) {
+      uint64_t n = std::min<uint64_t>(left, in.size());
+      z.next_in = in.data();
+      z.avail_in = static_cast<uInt>(n);
+      left -= n;
+    }
+    deflate(&z, left ? Z_NO_FLUSH : Z_FINISH);
+    if (!left && !z.avail_in) break;
+  }
+  while (deflate(&z, Z_FINISH) == Z_OK) {
+  }
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+// An ELF64 relocatable file whose sections .z1 ... .zN each hold `size` zero bytes, compressed.
+std::vector<uint8_t> elf_with_compressed_sections(int n, uint64_t size) {
+  std::vector<uint8_t> payload = deflate_zeros(size);
+  Elf64_Chdr ch{ELFCOMPRESS_ZLIB, 0, size, 1};
+  std::vector<uint8_t> f(sizeof(Elf64_Ehdr));
+  std::vector<Elf64_Shdr> sh(1);
+  std::string names(1, '\0');
+  for (int i = 1; i <= n; ++i) {
+    Elf64_Shdr s{};
+    s.sh_name = static_cast<uint32_t>(names.size());
+    names += ".z" + std::to_string(i) + '\0';
+    s.sh_type = SHT_PROGBITS;
+    s.sh_flags = SHF_COMPRESSED;
+    s.sh_offset = f.size();
+    s.sh_size = sizeof ch + payload.size();
+    s.sh_addralign = 1;
+    f.insert(f.end(), reinterpret_cast<uint8_t*>(&ch), reinterpret_cast<uint8_t*>(&ch + 1));
+    f.insert(f.end(), payload.begin(), payload.end());
+    sh.push_back(s);
+  }
+  Elf64_Shdr strtab{};
+  strtab.sh_name = static_cast<uint32_t>(names.size());
+  names += std::string(".shstrtab") + '\0';
+  strtab.sh_type = SHT_STRTAB;
+  strtab.sh_offset = f.size();
+  strtab.sh_size = names.size();
+  f.insert(f.end(), names.begin(), names.end());
+  sh.push_back(strtab);
+  while (f.size() % 8)
+    f.push_back(0);
+  Elf64_Ehdr eh{};
+  std::memcpy(eh.e_ident, ELFMAG, SELFMAG);
+  eh.e_ident[EI_CLASS] = ELFCLASS64;
+  eh.e_ident[EI_DATA] = ELFDATA2LSB;
+  eh.e_ident[EI_VERSION] = EV_CURRENT;
+  eh.e_type = ET_REL;
+  eh.e_machine = EM_X86_64;
+  eh.e_version = EV_CURRENT;
+  eh.e_ehsize = sizeof eh;
+  eh.e_shoff = f.size();
+  eh.e_shentsize = sizeof(Elf64_Shdr);
+  eh.e_shnum = static_cast<uint16_t>(sh.size());
+  eh.e_shstrndx = static_cast<uint16_t>(sh.size() - 1);
+  std::memcpy(f.data(), &eh, sizeof eh);
+  for (const Elf64_Shdr& s : sh)
+    f.insert(f.end(), reinterpret_cast<const uint8_t*>(&s),
+             reinterpret_cast<const uint8_t*>(&s + 1));
+  return f;
+}
+
+// A 300 KB file with three sections of 96 MiB each: two decompress, the third would pass the
+// per-file limit (256 MiB) and is refused with an error naming the section (callers add the
+// file's name, as for every section error).
+TEST(DecompressionLimit, CapsBytesPerFileNotOnlyPerSection) {
+  constexpr uint64_t kSection = uint64_t(96) << 20;
+  auto bytes = elf_with_compressed_sections(3, kSection);
+  EXPECT_LT(bytes.size(), 400u << 10);
+  auto elf = ElfFile::parse(bytes, "bomb.o");
+  ASSERT_TRUE(elf) << elf.error().to_string();
+  for (int i = 1; i <= 3; ++i) {
+    const Section* s = (*elf)->find_section(".z" + std::to_string(i));
+    ASSERT_NE(s, nullptr);
+    auto data = (*elf)->section_data(*s);
+    if (i < 3) {
+      ASSERT_TRUE(data) << data.error().to_string();
+      EXPECT_EQ(data->size(), kSection);
+      EXPECT_EQ(std::count(data->begin(), data->end(), 0), static_cast<long>(kSection));
+    } else {
+      ASSERT_FALSE(data);
+      std::string e = data.error().to_string();
+      EXPECT_NE(e.find(".z3"), std::string::npos) << e;
+      EXPECT_NE(e.find("limit of 256 MiB per file"), std::string::npos) << e;
+    }
+  }
+}
+
+std::string copy_of_libc(const std::string& name) {
+  std::string path = ::testing::TempDir() + "/" + name;
+  test::write_file(path, test::read_file(test::libc_path()));
+  return path;
+}
+
+// A file truncated while mapped: reads of the lost pages give zeros instead of SIGBUS, and the
+// mapping says so with an error naming the file.
+TEST(MappedFileGuard, TruncatedWhileMappedReadsZerosAndSaysSo) {
+  std::string path = copy_of_libc("truncated-libc.so");
+  auto f = MappedFile::open(path);
+  ASSERT_TRUE(f) << f.error().to_string();
+  auto bytes = (*f)->bytes();
+  ASSERT_GT(bytes.size(), 1u << 20);
+  EXPECT_TRUE((*f)->check_intact());
+  ASSERT_EQ(::truncate(path.c_str(), 4096), 0);
+  uint64_t nonzero_past_end = 0;
+  for (size_t i = 4096; i < bytes.size(); i += 1024)
+    nonzero_past_end += static_cast<volatile const uint8_t&>(bytes[i]) != 0;
+  EXPECT_EQ(nonzero_past_end, 0u);
+  EXPECT_EQ(bytes[0], 0x7f); // the page that is still in the file
+  EXPECT_TRUE((*f)->truncated());
+  auto st = (*f)->check_intact();
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.error().to_string(),
+            path + ": the file was truncated while being read (it changed on disk)");
+  ::unlink(path.c_str());
+}
+
+// A SIGBUS elsewhere (a mapping the guard does not know) still ends the process: the guard
+// passes it on to the previous handler or the default action.
+TEST(MappedFileGuard, OtherFaultsStillEndTheProcess) {
+  std::string path = copy_of_libc("other-libc.so");
+  ASSERT_TRUE(MappedFile::open(path)); // installs the guard
+  pid_t child = ::fork();
+  if (child == 0) {
+    int fd = ::open(path.c_str(), O_RDONLY);
+    auto* p = static_cast<volatile const uint8_t*>(
+        ::mmap(nullptr, 1 << 20, PROT_READ, MAP_PRIVATE, fd, 0));
+    if (::truncate(path.c_str(), 0) != 0) ::_exit(2);
+    uint8_t v = p[1 << 19];
+    ::_exit(v == 0 ? 0 : 3); // reached only if the fault was swallowed
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  // SIGBUS by default; under ASan its handler reports the fault and exits non-zero.
+  EXPECT_TRUE((WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS) ||
+              (WIFEXITED(status) && WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != 2 &&
+               WEXITSTATUS(status) != 3))
+      << "status " << status;
+  ::unlink(path.c_str());
 }
 
 } // namespace
