@@ -27,12 +27,12 @@ enum class RegisterSet { Minimal, CalleeSaved };
 //   Tree:  the paper's design, a binary decision tree of comparisons in the code itself.
 enum class LookupKind { Table, Tree };
 
-// Bounds on what one input can make `compile` generate. Real libraries need at most a few hundred
-// bodies (python3.11: 451, libc: 374) and a few MiB of C (libLLVM-15: see README); a crafted
-// table with 300,000 distinct rows made the C compiler take 686 s and 5.4 GB. Over a bound,
-// generation stops early with an error starting with kTooLargeToCompile, and the module is left
-// to the table backend.
-inline constexpr uint64_t kMaxBodies = 16384;
+// Bounds on what one input can make `compile` generate. Real libraries need few bodies and little
+// C (libLLVM-15, the largest here: 1,001 bodies, 9.2 MiB of C, cc 5.9 s and 253 MB; libc: 374
+// bodies); a crafted table of 16,000 distinct rows took cc 37 s and 824 MB, one of 300,000 took
+// 686 s and 5.4 GB. Over a bound, generation stops early with an error starting with
+// kTooLargeToCompile, and the module is left to the table backend.
+inline constexpr uint64_t kMaxBodies = 8192;
 inline constexpr uint64_t kMaxSourceBytes = uint64_t(64) << 20;
 inline constexpr std::string_view kTooLargeToCompile = "too large to compile";
 

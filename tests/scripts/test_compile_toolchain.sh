@@ -145,7 +145,7 @@ if cc -shared -nostdlib -Wl,--build-id -o "$work/rows.so" "$work/rows.S"; then
   rc=$?
   ms=$((($(date +%s%N) - start) / 1000000))
   if [ $rc -eq 3 ] && [ "$(wc -l <"$work/err")" -eq 1 ] && [ $ms -lt 15000 ] \
-     && grep -q "rows.so: too large to compile: more than 16384 distinct row bodies; the table backend unwinds it" "$work/err" \
+     && grep -q "rows.so: too large to compile: more than 8192 distinct row bodies; the table backend unwinds it" "$work/err" \
      && [ -z "$(ls -A "$work/out")" ]; then
     ok "20000 distinct rows: refused in $ms ms, rc=3: $(cat "$work/err")"
   else

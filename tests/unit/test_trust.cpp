@@ -6,6 +6,7 @@
 #include <cstring>
 #include <elf.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <signal.h>
 #include <string>
 #include <sys/mman.h>
@@ -17,6 +18,7 @@
 #include "compile/codegen.hpp"
 #include "compile/compile_module.hpp"
 #include "compile/eh_elf_check.hpp"
+#include "dwarf/module_cfi.hpp"
 #include "elf/elf_file.hpp"
 #include "elf/mapped_file.hpp"
 #include "test_support.hpp"
@@ -103,6 +105,39 @@ TEST(EhElfCheck, AcceptsWhatTheCompilerMakes) {
             << cc << " " << opt << " cut to " << keep;
     }
   }
+}
+
+// Each bound on what one input can generate stops generation with kTooLargeToCompile; libz's
+// table is well within the defaults.
+TEST(CodegenBounds, OverABoundIsTooLargeToCompile) {
+  auto module = load_module_cfi("/usr/lib/x86_64-linux-gnu/libz.so.1");
+  ASSERT_TRUE(module) << module.error().to_string();
+  auto table = build_unwind_table(*module);
+  ASSERT_TRUE(table) << table.error().to_string();
+  CodegenStats stats;
+  auto full = generate_eh_elf_source(*table, CodegenOptions{}, &stats);
+  ASSERT_TRUE(full) << full.error().to_string();
+  ASSERT_GT(stats.bodies, 10u);
+  CodegenOptions few_bodies;
+  few_bodies.max_bodies = stats.bodies - 1;
+  auto r = generate_eh_elf_source(*table, few_bodies);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message, fmt::format("too large to compile: more than {} distinct row "
+                                           "bodies; the table backend unwinds it",
+                                           stats.bodies - 1));
+  for (LookupKind lookup : {LookupKind::Table, LookupKind::Tree}) {
+    CodegenOptions small;
+    small.lookup = lookup;
+    small.max_source_bytes = full->size() / 2;
+    r = generate_eh_elf_source(*table, small);
+    ASSERT_FALSE(r);
+    EXPECT_TRUE(r.error().message.starts_with(kTooLargeToCompile)) << r.error().message;
+  }
+  // Exactly at the size generated: accepted (the final check counts the real bytes).
+  CodegenOptions exact;
+  exact.max_source_bytes = full->size();
+  exact.max_bodies = stats.bodies;
+  EXPECT_TRUE(generate_eh_elf_source(*table, exact));
 }
 
 // zlib stream of `size` zero bytes, compressed 1 MiB at a time.
