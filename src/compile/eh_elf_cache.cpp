@@ -1,5 +1,6 @@
 #include "compile/eh_elf_cache.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -36,7 +37,30 @@ const char* absolute_env(const char* name) {
   return v && v[0] == '/' ? v : nullptr;
 }
 
-// Opens the cache directory and checks it; -1 when there is none or it is refused.
+// Why a directory above the cache is not trusted, or an empty string: whoever can write to one
+// could put another directory in the cache's place. Each must be owned by the effective user or
+// root and not writable by group or others, unless sticky (as /tmp: others cannot rename what is
+// not theirs).
+std::string untrusted_ancestor(const std::string& dir) {
+  char* real = ::realpath(dir.c_str(), nullptr);
+  if (!real) return std::strerror(errno);
+  std::string path = real;
+  std::free(real);
+  while (path.size() > 1) {
+    path.resize(std::max<size_t>(path.rfind('/'), 1));
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return std::strerror(errno);
+    if (st.st_uid != ::geteuid() && st.st_uid != 0)
+      return fmt::format("its parent {} is owned by uid {}", path, st.st_uid);
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
+      return fmt::format("its parent {} is writable by group or others (mode {:04o})", path,
+                         st.st_mode & 07777);
+  }
+  return {};
+}
+
+// Opens the cache directory and checks it and the directories above it; -1 when there is none
+// or it is refused.
 int open_cache_directory(const std::string& dir) {
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) {
@@ -45,6 +69,7 @@ int open_cache_directory(const std::string& dir) {
   }
   struct stat st {};
   std::string why = ::fstat(fd, &st) != 0 ? std::strerror(errno) : untrusted_owner_or_mode(st);
+  if (why.empty()) why = untrusted_ancestor(dir);
   if (!why.empty()) {
     report_refusal("the eh_elf cache " + dir, why);
     ::close(fd);
@@ -90,8 +115,10 @@ Result<std::string> prepare_cache_directory() {
   struct stat st {};
   if (::stat(dir->c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     return Error::plain("the cache is not a directory").in_file(*dir);
-  if (std::string why = untrusted_owner_or_mode(st); !why.empty())
-    return Error::plain("the eh_elf cache is " + why + "; the runtime would refuse it")
+  std::string why = untrusted_owner_or_mode(st);
+  if (why.empty()) why = untrusted_ancestor(*dir);
+  if (!why.empty())
+    return Error::plain("cannot use this eh_elf cache (the runtime would refuse it): " + why)
         .in_file(*dir);
   return *dir;
 }

@@ -2,7 +2,8 @@
 //
 // Trust: an entry is loaded into every process that unwinds with the compiled backend, so the
 // cache must be as private as the user's own files. The directory and the entry must be owned by
-// the effective user or root and not writable by group or others; the entry is opened without
+// the effective user or root and not writable by group or others, and so must every directory
+// above it (unless sticky, as /tmp); the entry is opened without
 // following a symbolic link or blocking on a FIFO, must be a regular file, and is checked
 // (check_eh_elf_image) before it is loaded. Anything else is refused with one line on stderr and
 // the module is unwound from its tables.

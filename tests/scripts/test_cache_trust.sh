@@ -114,6 +114,23 @@ fi
 place "$work/good.so"; chmod 0777 "$cache"
 expect_refused "world-writable cache directory" "the eh_elf cache.*writable by group or others"
 chmod 0755 "$cache"
+# A directory above the cache that others may write to (not sticky): refused; sticky (as /tmp):
+# accepted. `ehelf compile --cache` refuses to fill such a cache.
+mkdir -m 0777 "$work/open" && mv "$cache" "$work/open/cache"
+chmod 0777 "$work/open"
+EHELF_CACHE="$work/open/cache" expect_refused "world-writable parent directory" \
+  "its parent $work/open is writable by group or others"
+EHELF_CACHE="$work/open/cache" "$ehelf" compile --cache "$work/good.so" >/dev/null 2>"$work/err"
+rc=$?
+[ $rc -eq 1 ] && grep -q "cannot use this eh_elf cache.*its parent $work/open is writable" "$work/err" \
+  && ok "compile --cache under a world-writable parent: rc=1, $(cat "$work/err")" \
+  || bad "compile --cache under a world-writable parent: rc=$rc $(cat "$work/err")"
+chmod 1777 "$work/open"
+EHELF_CACHE="$work/open/cache" stack --backend=auto
+grep -q "unwound by compiled" "$work/out" && [ ! -s "$work/err" ] \
+  && ok "sticky world-writable parent (as /tmp): cache used" \
+  || bad "sticky parent: $(cat "$work/err")"
+mv "$work/open/cache" "$cache"
 
 # No cache without a safe place for it: no HOME, XDG_CACHE_HOME or EHELF_CACHE (never /tmp), and
 # a relative XDG_CACHE_HOME/HOME is ignored.
