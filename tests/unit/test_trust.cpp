@@ -3,10 +3,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstddef>
 #include <cstring>
 #include <elf.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <functional>
+#include <map>
 #include <signal.h>
 #include <string>
 #include <sys/mman.h>
@@ -104,6 +107,109 @@ TEST(EhElfCheck, AcceptsWhatTheCompilerMakes) {
         EXPECT_FALSE(check_eh_elf_image(std::span<const uint8_t>(bytes.data(), keep)))
             << cc << " " << opt << " cut to " << keep;
     }
+  }
+}
+
+// One byte-level change at a time to a genuine object: each makes the check refuse it, for the
+// reason the change introduces.
+TEST(EhElfCheck, RefusesEachHostileChange) {
+  std::string out = ::testing::TempDir() + "/mutate.so";
+  auto r = compile_module("/usr/lib/x86_64-linux-gnu/libz.so.1", out);
+  ASSERT_TRUE(r) << r.error().to_string();
+  const std::vector<uint8_t> good = test::read_file(out);
+  ASSERT_TRUE(check_eh_elf_image(good));
+  auto elf = ElfFile::parse(good, "mutate.so");
+  ASSERT_TRUE(elf);
+  auto file_offset = [&](uint64_t vaddr) -> size_t {
+    for (const Segment& g : (*elf)->segments())
+      if (g.type == PT_LOAD && vaddr >= g.vaddr && vaddr < g.vaddr + g.filesz)
+        return g.offset + (vaddr - g.vaddr);
+    ADD_FAILURE() << "no segment holds " << vaddr;
+    return 0;
+  };
+  auto phdr_offset = [&](uint32_t type, uint32_t need_flags) -> size_t {
+    Elf64_Ehdr eh;
+    std::memcpy(&eh, good.data(), sizeof eh);
+    for (unsigned i = 0; i < eh.e_phnum; ++i) {
+      Elf64_Phdr p;
+      std::memcpy(&p, good.data() + eh.e_phoff + i * sizeof p, sizeof p);
+      if (p.p_type == type && (p.p_flags & need_flags) == need_flags)
+        return eh.e_phoff + i * sizeof p;
+    }
+    ADD_FAILURE() << "no program header of type " << type;
+    return 0;
+  };
+  std::map<int64_t, std::pair<size_t, uint64_t>> dyn; // tag -> (file offset of entry, value)
+  size_t dyn_at =
+      std::find_if((*elf)->segments().begin(), (*elf)->segments().end(), [](const Segment& g) {
+        return g.type == PT_DYNAMIC;
+      })->offset;
+  for (size_t at = dyn_at;; at += sizeof(Elf64_Dyn)) {
+    Elf64_Dyn d;
+    std::memcpy(&d, good.data() + at, sizeof d);
+    if (d.d_tag == DT_NULL) break;
+    dyn[d.d_tag] = {at, d.d_un.d_val};
+  }
+  ASSERT_TRUE(dyn.count(DT_RELACOUNT) && dyn.count(DT_RELA) && dyn.count(DT_SYMTAB));
+  size_t rela = file_offset(dyn[DT_RELA].second);
+  size_t sym1 = file_offset(dyn[DT_SYMTAB].second) + sizeof(Elf64_Sym);
+  Elf64_Sym first_symbol;
+  std::memcpy(&first_symbol, good.data() + sym1, sizeof first_symbol);
+  size_t name1 = file_offset(dyn[DT_STRTAB].second) + first_symbol.st_name;
+
+  struct Mutation {
+    const char* what;
+    std::function<void(std::vector<uint8_t>&)> apply;
+    const char* reason;
+  };
+  auto put = [](std::vector<uint8_t>& b, size_t at, auto v) { std::memcpy(&b[at], &v, sizeof v); };
+  auto or_flags = [&](size_t phdr, uint32_t f) {
+    return [=](std::vector<uint8_t>& b) {
+      Elf64_Phdr p;
+      std::memcpy(&p, &b[phdr], sizeof p);
+      p.p_flags |= f;
+      put(b, phdr, p);
+    };
+  };
+  auto retag = [&](int64_t from, int64_t to) {
+    return [&, from, to](std::vector<uint8_t>& b) { put(b, dyn[from].first, to); };
+  };
+  const std::vector<Mutation> mutations = {
+      {"executable stack", or_flags(phdr_offset(PT_GNU_STACK, 0), PF_X), "executable stack"},
+      {"writable code", or_flags(phdr_offset(PT_LOAD, PF_X), PF_W), "writable and executable"},
+      {"PT_NOTE becomes PT_INTERP",
+       [&](std::vector<uint8_t>& b) { put(b, phdr_offset(PT_NOTE, 0), uint32_t(PT_INTERP)); },
+       "program header type 0x3"},
+      {"DT_NEEDED", retag(DT_RELACOUNT, DT_NEEDED), "dynamic tag DT_NEEDED"},
+      {"DT_INIT", retag(DT_RELACOUNT, DT_INIT), "dynamic tag DT_INIT"},
+      {"DT_TEXTREL", retag(DT_RELACOUNT, DT_TEXTREL), "dynamic tag DT_TEXTREL"},
+      {"DT_RPATH", retag(DT_RELACOUNT, DT_RPATH), "dynamic tag DT_RPATH"},
+      {"a symbol relocation",
+       [&](std::vector<uint8_t>& b) { put(b, rela + 8, uint64_t(ELF64_R_INFO(1, R_X86_64_64))); },
+       "relocation type 1 against symbol 1"},
+      {"a relocation into code",
+       [&](std::vector<uint8_t>& b) { put(b, rela, uint64_t(first_symbol.st_value)); },
+       "outside the writable segments"},
+      {"a weak symbol",
+       [&](std::vector<uint8_t>& b) {
+         b[sym1 + offsetof(Elf64_Sym, st_info)] =
+             ELF64_ST_INFO(STB_WEAK, ELF64_ST_TYPE(first_symbol.st_info));
+       },
+       "is not defined as ehelf defines it"},
+      {"a symbol named malloc",
+       [&](std::vector<uint8_t>& b) { std::memcpy(&b[name1], "malloc", 7); },
+       "exports symbol malloc"},
+      {"an executable",
+       [&](std::vector<uint8_t>& b) { put(b, offsetof(Elf64_Ehdr, e_type), uint16_t(ET_EXEC)); },
+       "not an x86_64 ELF64 shared object"},
+  };
+  for (const Mutation& m : mutations) {
+    std::vector<uint8_t> bad = good;
+    m.apply(bad);
+    auto st = check_eh_elf_image(bad);
+    ASSERT_FALSE(st) << m.what << " was accepted";
+    EXPECT_NE(st.error().message.find(m.reason), std::string::npos)
+        << m.what << ": " << st.error().message;
   }
 }
 
