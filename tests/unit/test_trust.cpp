@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <elf.h>
 #include <fcntl.h>
@@ -102,6 +103,7 @@ TEST(EhElfCheck, AcceptsWhatTheCompilerMakes) {
       ASSERT_TRUE(r) << cc << " " << opt << ": " << r.error().to_string();
       ASSERT_TRUE(r->verification) << cc << " " << opt;
       auto bytes = test::read_file(out);
+      std::remove(out.c_str());
       EXPECT_TRUE(check_eh_elf_image(bytes)) << cc << " " << opt;
       for (size_t keep : {size_t(0), size_t(63), bytes.size() / 2, bytes.size() - 1})
         EXPECT_FALSE(check_eh_elf_image(std::span<const uint8_t>(bytes.data(), keep)))
@@ -117,6 +119,7 @@ TEST(EhElfCheck, RefusesEachHostileChange) {
   auto r = compile_module("/usr/lib/x86_64-linux-gnu/libz.so.1", out);
   ASSERT_TRUE(r) << r.error().to_string();
   const std::vector<uint8_t> good = test::read_file(out);
+  std::remove(out.c_str());
   ASSERT_TRUE(check_eh_elf_image(good));
   auto elf = ElfFile::parse(good, "mutate.so");
   ASSERT_TRUE(elf);
