@@ -10,6 +10,7 @@
 
 #include "cli/commands.hpp"
 #include "compile/compile_module.hpp"
+#include "compile/eh_elf_cache.hpp"
 #include "elf/elf_file.hpp"
 
 namespace ehelf::cli {
@@ -19,15 +20,6 @@ std::string human(uint64_t bytes) {
   if (bytes >= (1u << 20)) return fmt::format("{:.1f} MiB", bytes / 1048576.0);
   if (bytes >= 1024) return fmt::format("{:.1f} KiB", bytes / 1024.0);
   return fmt::format("{} B", bytes);
-}
-
-bool make_dirs(const std::string& dir) {
-  for (size_t i = 1; i <= dir.size(); ++i)
-    if (i == dir.size() || dir[i] == '/') {
-      std::string part = dir.substr(0, i);
-      if (::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) return false;
-    }
-  return true;
 }
 
 void print_report_table(const std::vector<CompileReport>& reports) {
@@ -86,13 +78,13 @@ nlohmann::json report_json(const CompileReport& r) {
           {"load_ms", r.load_ms},
           {"codegen_ms", r.codegen_ms},
           {"cc_ms", r.cc_ms},
-          {"verification",
-           r.verification ? nlohmann::json{{"checks", r.verification->checks},
-                                            {"agreed", r.verification->agreed},
-                                            {"both_failed", r.verification->both_failed},
-                                            {"fallbacks", r.verification->fallbacks},
-                                            {"mismatches", r.verification->mismatch_count}}
-                          : nlohmann::json()}};
+          {"verification", r.verification
+                               ? nlohmann::json{{"checks", r.verification->checks},
+                                                {"agreed", r.verification->agreed},
+                                                {"both_failed", r.verification->both_failed},
+                                                {"fallbacks", r.verification->fallbacks},
+                                                {"mismatches", r.verification->mismatch_count}}
+                               : nlohmann::json()}};
 }
 
 } // namespace
@@ -116,8 +108,10 @@ void register_compile(CLI::App& app) {
   auto* cmd = app.add_subcommand("compile", "Compile unwind tables into eh_elf shared objects");
   cmd->add_option("files", opt->files, "ELF files")->required()->check(CLI::ExistingFile);
   cmd->add_option("-o,--output", opt->output, "Output .so (one input file only)");
-  cmd->add_flag("--cache", opt->cache,
-                "Write into the cache ($EHELF_CACHE or ~/.cache/ehelf), named by build-id");
+  cmd->add_flag(
+      "--cache", opt->cache,
+      "Write into the cache ($EHELF_CACHE, else $XDG_CACHE_HOME/ehelf, else ~/.cache/ehelf), "
+      "named by build-id");
   cmd->add_option("-j,--jobs", opt->jobs, "Compile this many files in parallel")
       ->check(CLI::Range(1u, 256u));
   cmd->add_option("--registers", opt->registers, "Register set: minimal or callee-saved")
@@ -128,8 +122,9 @@ void register_compile(CLI::App& app) {
   cmd->add_option("--cc", opt->compiler, "C compiler to use (default $EHELF_CC or cc)");
   cmd->add_option("--opt", opt->optimization, "Optimization flag for the C compiler")
       ->check(CLI::IsMember({"-O0", "-O1", "-O2", "-O3", "-Os"}));
-  cmd->add_option("--lookup", opt->lookup,
-                  "Range lookup: table (16-bit starts + page index) or tree (decision tree in code)")
+  cmd->add_option(
+         "--lookup", opt->lookup,
+         "Range lookup: table (16-bit starts + page index) or tree (decision tree in code)")
       ->check(CLI::IsMember({"table", "tree"}));
   cmd->add_flag("--verify", opt->verify,
                 "Check each result against the interpreter at the first and last address of "
@@ -152,10 +147,15 @@ void register_compile(CLI::App& app) {
     co.toolchain.optimization = opt->optimization;
     co.verify = opt->verify;
     co.lookup = opt->lookup == "table" ? LookupKind::Table : LookupKind::Tree;
-    if (opt->cache && !make_dirs(cache_directory())) {
-      fmt::print(stderr, "ehelf: cannot create the cache directory {}\n", cache_directory());
-      set_exit_code(1);
-      return;
+    std::string cache_dir;
+    if (opt->cache) {
+      auto dir = prepare_cache_directory();
+      if (!dir) {
+        fmt::print(stderr, "ehelf: {}\n", dir.error().to_string());
+        set_exit_code(1);
+        return;
+      }
+      cache_dir = *dir;
     }
     std::vector<std::optional<CompileReport>> results(opt->files.size());
     std::vector<std::string> errors(opt->files.size());
@@ -172,13 +172,15 @@ void register_compile(CLI::App& app) {
           if (id.empty()) {
             errors[i] = fmt::format("{}: no build-id, so no cache name; use -o", file);
           } else {
-            out = cache_path(id, co.registers);
+            out = cache_dir + "/" + cache_file_name(id, co.registers);
           }
         }
         if (errors[i].empty()) {
           auto r = compile_module(file, out, co);
-          if (r) results[i] = std::move(*r);
-          else errors[i] = r.error().to_string();
+          if (r)
+            results[i] = std::move(*r);
+          else
+            errors[i] = r.error().to_string();
         }
         size_t d = ++done;
         if (tty) {
@@ -190,15 +192,21 @@ void register_compile(CLI::App& app) {
     };
     std::vector<std::thread> threads;
     unsigned n = std::min<unsigned>(opt->jobs, static_cast<unsigned>(opt->files.size()));
-    for (unsigned t = 1; t < n; ++t) threads.emplace_back(worker);
+    for (unsigned t = 1; t < n; ++t)
+      threads.emplace_back(worker);
     worker();
-    for (auto& t : threads) t.join();
+    for (auto& t : threads)
+      t.join();
 
     std::vector<CompileReport> ok;
+    bool too_large = false;
     for (size_t i = 0; i < results.size(); ++i) {
       if (!errors[i].empty()) {
         fmt::print(stderr, "ehelf: {}\n", errors[i]);
-        set_exit_code(1);
+        if (errors[i].find(kTooLargeToCompile) != std::string::npos)
+          too_large = true;
+        else
+          set_exit_code(1);
       } else if (results[i]) {
         ok.push_back(*results[i]);
         if (const auto& v = results[i]->verification) {
@@ -207,14 +215,18 @@ void register_compile(CLI::App& app) {
                      "{} mismatches\n",
                      opt->files[i], v->checks, v->agreed, v->both_failed, v->fallbacks,
                      v->mismatch_count);
-          for (const auto& m : v->mismatches) fmt::print(stderr, "  mismatch: {}\n", m);
+          for (const auto& m : v->mismatches)
+            fmt::print(stderr, "  mismatch: {}\n", m);
           if (!v->ok()) set_exit_code(1);
         }
       }
     }
+    // 3: every file compiled but some were too large (left to the table backend); 1 wins.
+    if (too_large && exit_code() == 0) set_exit_code(3);
     if (opt->json) {
       nlohmann::json j = nlohmann::json::array();
-      for (const auto& r : ok) j.push_back(report_json(r));
+      for (const auto& r : ok)
+        j.push_back(report_json(r));
       fmt::print("{}\n", j.dump(1));
     } else if (opt->report) {
       print_report_table(ok);

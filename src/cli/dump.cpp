@@ -33,6 +33,7 @@ void register_dump(CLI::App& app) {
         fmt::print(stderr, "ehelf: {}: no .eh_frame or .debug_frame section\n", file);
       if (opt->json) {
         auto j = cfi_to_json(*m);
+        if (auto intact = m->elf->check_intact(); !intact) j = std::move(intact).error();
         if (!j) {
           fmt::print(stderr, "ehelf: {}\n", j.error().to_string());
           set_exit_code(1);
@@ -48,6 +49,9 @@ void register_dump(CLI::App& app) {
       std::string text;
       auto st = render_readelf_frames(*m, separate ? &*separate : nullptr, file, text, stdout);
       std::fwrite(text.data(), 1, text.size(), stdout);
+      // A file truncated meanwhile was read as zeros past its new end: that, not what the zeros
+      // made of the tables, is the error.
+      if (auto intact = m->elf->check_intact(); !intact) st = std::move(intact);
       if (!st) {
         std::fflush(stdout);
         fmt::print(stderr, "ehelf: {}\n", st.error().to_string());

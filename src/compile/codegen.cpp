@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "compile/c_expression.hpp"
+#include "ehelf/eh_elf.h"
 
 namespace ehelf {
 namespace {
@@ -12,11 +13,20 @@ namespace {
 constexpr unsigned kPageShift = 12; // page index granularity: 4 KiB
 constexpr uint32_t kNoEntry = 0;    // body 0 answers EHELF_NO_ENTRY (gaps between FDEs)
 
-int slot_minimal(unsigned r) { return context_slot(r, RegisterSet::Minimal); }
-int slot_callee_saved(unsigned r) { return context_slot(r, RegisterSet::CalleeSaved); }
+Error too_large(const std::string& why) {
+  return Error::plain(fmt::format("{}: {}; the table backend unwinds it", kTooLargeToCompile, why));
+}
+
+int slot_minimal(unsigned r) {
+  return context_slot(r, RegisterSet::Minimal);
+}
+int slot_callee_saved(unsigned r) {
+  return context_slot(r, RegisterSet::CalleeSaved);
+}
 
 std::string signed_literal(int64_t v) {
-  return v < 0 ? fmt::format("(uint64_t)-INT64_C({})", static_cast<uint64_t>(0) - static_cast<uint64_t>(v))
+  return v < 0 ? fmt::format("(uint64_t)-INT64_C({})",
+                             static_cast<uint64_t>(0) - static_cast<uint64_t>(v))
                : fmt::format("UINT64_C({})", v);
 }
 
@@ -45,7 +55,8 @@ std::string body_for(const UnwindTable& table, RowView row, uint16_t return_colu
     s += e->statements + fmt::format("uint64_t cfa = {}; ", e->value);
     break;
   }
-  case CfaRule::Kind::Undefined: return "return ehelf_fail(ctx, EHELF_NEEDS_INTERPRETER);";
+  case CfaRule::Kind::Undefined:
+    return "return ehelf_fail(ctx, EHELF_NEEDS_INTERPRETER);";
   }
 
   // The return-address column's slot: the one read that must succeed.
@@ -59,8 +70,11 @@ std::string body_for(const UnwindTable& table, RowView row, uint16_t return_colu
     const RegisterRule& r = c.rule;
     switch (r.kind) {
     case RegisterRule::Kind::Undefined:
-    case RegisterRule::Kind::Architectural: kept[slot] = 2; break;
-    case RegisterRule::Kind::SameValue: break;
+    case RegisterRule::Kind::Architectural:
+      kept[slot] = 2;
+      break;
+    case RegisterRule::Kind::SameValue:
+      break;
     case RegisterRule::Kind::Offset:
       if (slot == ra_slot) {
         s += fmt::format("uint64_t n{}; READ(cfa + {}, n{}); ", slot, signed_literal(r.offset),
@@ -93,8 +107,10 @@ std::string body_for(const UnwindTable& table, RowView row, uint16_t return_colu
       bool deref = r.kind == RegisterRule::Kind::Expression;
       if (slot == ra_slot) {
         s += e->statements;
-        if (deref) s += fmt::format("uint64_t n{}; READ({}, n{}); ", slot, e->value, slot);
-        else s += fmt::format("uint64_t n{} = {}; ", slot, e->value);
+        if (deref)
+          s += fmt::format("uint64_t n{}; READ({}, n{}); ", slot, e->value, slot);
+        else
+          s += fmt::format("uint64_t n{} = {}; ", slot, e->value);
         kept[slot] = 1;
       } else {
         // As the interpreter: a failing rule for another register makes it unknown. The
@@ -105,8 +121,10 @@ std::string body_for(const UnwindTable& table, RowView row, uint16_t return_colu
           for (size_t at = 0; (at = stmts.find(from, at)) != std::string::npos; at += to.size())
             stmts.replace(at, from.size(), to);
         s += fmt::format("uint64_t n{0} = 0; int u{0} = 1; do {{ {1}", slot, stmts);
-        if (deref) s += fmt::format("READ_OR_BREAK({}, n{}); ", e->value, slot);
-        else s += fmt::format("n{} = {}; ", slot, e->value);
+        if (deref)
+          s += fmt::format("READ_OR_BREAK({}, n{}); ", e->value, slot);
+        else
+          s += fmt::format("n{} = {}; ", slot, e->value);
         s += fmt::format("u{} = 0; }} while (0); ", slot);
         kept[slot] = 3;
       }
@@ -120,8 +138,10 @@ std::string body_for(const UnwindTable& table, RowView row, uint16_t return_colu
   bool rsp_rule = row.rule_for(7) != nullptr;
   std::string commit = "uint32_t f = ctx->flags; ";
   auto store = [&](int slot, int how) {
-    if (how == 1) commit += fmt::format("ctx->regs[{0}] = n{0}; f |= EHELF_VALID({0}); ", slot);
-    else if (how == 2) commit += fmt::format("f &= ~EHELF_VALID({}); ", slot);
+    if (how == 1)
+      commit += fmt::format("ctx->regs[{0}] = n{0}; f |= EHELF_VALID({0}); ", slot);
+    else if (how == 2)
+      commit += fmt::format("f &= ~EHELF_VALID({}); ", slot);
     else if (how == 3)
       commit += fmt::format("ctx->regs[{0}] = n{0}; f = u{0} ? (f & ~EHELF_VALID({0})) : "
                             "(f | EHELF_VALID({0})); ",
@@ -149,21 +169,29 @@ std::string body_for(const UnwindTable& table, RowView row, uint16_t return_colu
 
 } // namespace
 
-int context_slot(unsigned dwarf_reg, RegisterSet set) {
-  int slot = -1;
-  switch (dwarf_reg) {
-  case 16: slot = 0; break; // rip
-  case 7: slot = 1; break;  // rsp
-  case 6: slot = 2; break;  // rbp
-  case 3: slot = 3; break;  // rbx
-  case 12: slot = 4; break;
-  case 13: slot = 5; break;
-  case 14: slot = 6; break;
-  case 15: slot = 7; break;
-  default: return -1;
+std::string comment_safe(std::string_view text) {
+  constexpr size_t kMaxBytes = 256; // of the input shown; the rest becomes "..."
+  std::string out;
+  for (size_t i = 0; i < text.size() && i < kMaxBytes; ++i) {
+    unsigned char ch = static_cast<unsigned char>(text[i]);
+    bool plain = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                 ch == '.' || ch == '_' || ch == '/' || ch == '-';
+    if (plain)
+      out += static_cast<char>(ch);
+    else
+      out += fmt::format("\\x{:02x}", ch);
   }
-  if (set == RegisterSet::Minimal && slot >= 4) return -1;
-  return slot;
+  if (text.size() > kMaxBytes) out += "...";
+  return out;
+}
+
+int context_slot(unsigned dwarf_reg, RegisterSet set) {
+  // DWARF numbers of rip, rsp, rbp, rbx, r12-r15, in slot order (enum ehelf_register).
+  constexpr unsigned kDwarfOfSlot[EHELF_NREGS] = {16, 7, 6, 3, 12, 13, 14, 15};
+  const int nslots = set == RegisterSet::Minimal ? 4 : EHELF_NREGS;
+  for (int slot = 0; slot < nslots; ++slot)
+    if (kDwarfOfSlot[slot] == dwarf_reg) return slot;
+  return -1;
 }
 
 Result<std::string> generate_eh_elf_source(const UnwindTable& table, const CodegenOptions& options,
@@ -192,6 +220,7 @@ Result<std::string> generate_eh_elf_source(const UnwindTable& table, const Codeg
     return Error::plain(fmt::format("the module's code spans {:#x} bytes; eh_elfs support 4 GiB",
                                     stats.pc_high - stats.pc_low));
   const std::string fallback_marker = "EHELF_NEEDS_INTERPRETER";
+  uint64_t body_bytes = 0;
   uint64_t prev_end = stats.pc_low;
   for (const TableRange& r : ranges) {
     const FunctionInfo& fn = table.function(r.function);
@@ -204,6 +233,9 @@ Result<std::string> generate_eh_elf_source(const UnwindTable& table, const Codeg
           body_for(table, table.row(r.row), fn.return_column, fn.signal_frame, options.registers);
       auto [bit, inserted] = body_index.emplace(text, static_cast<uint32_t>(bodies.size()));
       if (inserted) {
+        if (bodies.size() > options.max_bodies)
+          return too_large(fmt::format("more than {} distinct row bodies", options.max_bodies));
+        body_bytes += text.size();
         bodies.push_back(text);
         if (text.find(fallback_marker) != std::string::npos) ++stats.fallback_bodies;
       }
@@ -221,10 +253,19 @@ Result<std::string> generate_eh_elf_source(const UnwindTable& table, const Codeg
     if (merged.empty() || merged.back().body != o.body) merged.push_back(o);
   stats.ranges = merged.size();
   stats.bodies = bodies.size() - 1;
+  // Bytes of C before writing it: about 12 per range (start, body number) and per 4 KiB page in
+  // the table lookup, 40 per range in the tree, plus the bodies and their functions.
+  uint64_t pages = ((stats.pc_high - stats.pc_low) >> kPageShift) + 1;
+  uint64_t estimate =
+      body_bytes + bodies.size() * 100 +
+      (options.lookup == LookupKind::Table ? 12 * (merged.size() + pages) : 40 * merged.size());
+  if (estimate > options.max_source_bytes)
+    return too_large(fmt::format("about {} bytes of C for {} ranges (limit {})", estimate,
+                                 merged.size(), options.max_source_bytes));
 
   std::string c;
   c.reserve(merged.size() * 12 + bodies.size() * 200 + 8192);
-  c += fmt::format("/* eh_elf generated by ehelf from {} */\n", options.source_name);
+  c += fmt::format("/* eh_elf generated by ehelf from {} */\n", comment_safe(options.source_name));
   c += kEhElfAbiHeader;
   c += R"(
 #define R(i) (ctx->regs[i])
@@ -254,47 +295,47 @@ static __attribute__((noinline)) int ehelf_read(const ehelf_context_t* ctx,
   c += fmt::format("#define EHELF_PC_LOW UINT64_C({:#x})\n#define EHELF_PC_HIGH UINT64_C({:#x})\n",
                    stats.pc_low, stats.pc_high);
   if (options.lookup == LookupKind::Table) {
-  // Range starts: the low 16 bits of (start - EHELF_PC_LOW). A lookup only compares starts
-  // within the 4 KiB page of the pc (hence within its 64 KiB block), found through the page
-  // index, so 16 bits are enough: 4 bytes per range with the body number.
-  c += fmt::format("static const uint16_t ehelf_starts[{}] = {{", merged.size() + 1);
-  for (size_t i = 0; i < merged.size(); ++i) {
-    if (i % 16 == 0) c += "\n";
-    c += fmt::format("{},", (merged[i].begin - stats.pc_low) & 0xffff);
-  }
-  c += "0};\n";
-  const char* body_type = bodies.size() <= 0xffff ? "uint16_t" : "uint32_t";
-  c += fmt::format("static const {} ehelf_body_of[{}] = {{", body_type, merged.size() + 1);
-  for (size_t i = 0; i < merged.size(); ++i) {
-    if (i % 32 == 0) c += "\n";
-    c += fmt::format("{},", merged[i].body);
-  }
-  c += "0};\n";
-  // Page index: for each 4 KiB page of [pc_low, pc_high), the number of ranges that start
-  // before the page. Ranges [first[p], first[p+1]) start inside page p; the one before them
-  // covers the page's first bytes.
-  uint64_t pages = ((stats.pc_high - stats.pc_low) >> kPageShift) + 1;
-  c += fmt::format("static const uint32_t ehelf_page_first[{}] = {{", pages + 1);
-  size_t ri = 0;
-  for (uint64_t p = 0; p <= pages; ++p) {
-    uint64_t at = stats.pc_low + (p << kPageShift);
-    while (ri < merged.size() && merged[ri].begin < at) ++ri;
-    if (p % 16 == 0) c += "\n";
-    c += fmt::format("{},", ri);
-  }
-  c += "};\n";
+    // Range starts: the low 16 bits of (start - EHELF_PC_LOW). A lookup only compares starts
+    // within the 4 KiB page of the pc (hence within its 64 KiB block), found through the page
+    // index, so 16 bits are enough: 4 bytes per range with the body number.
+    c += fmt::format("static const uint16_t ehelf_starts[{}] = {{", merged.size() + 1);
+    for (size_t i = 0; i < merged.size(); ++i) {
+      if (i % 16 == 0) c += "\n";
+      c += fmt::format("{},", (merged[i].begin - stats.pc_low) & 0xffff);
+    }
+    c += "0};\n";
+    const char* body_type = bodies.size() <= 0xffff ? "uint16_t" : "uint32_t";
+    c += fmt::format("static const {} ehelf_body_of[{}] = {{", body_type, merged.size() + 1);
+    for (size_t i = 0; i < merged.size(); ++i) {
+      if (i % 32 == 0) c += "\n";
+      c += fmt::format("{},", merged[i].body);
+    }
+    c += "0};\n";
+    // Page index: for each 4 KiB page of [pc_low, pc_high), the number of ranges that start
+    // before the page. Ranges [first[p], first[p+1]) start inside page p; the one before them
+    // covers the page's first bytes.
+    c += fmt::format("static const uint32_t ehelf_page_first[{}] = {{", pages + 1);
+    size_t ri = 0;
+    for (uint64_t p = 0; p <= pages; ++p) {
+      uint64_t at = stats.pc_low + (p << kPageShift);
+      while (ri < merged.size() && merged[ri].begin < at)
+        ++ri;
+      if (p % 16 == 0) c += "\n";
+      c += fmt::format("{},", ri);
+    }
+    c += "};\n";
   }
   c += "const struct ehelf_info ehelf_eh_elf_info __attribute__((visibility(\"default\"))) = {\n";
-  c += fmt::format("  EHELF_ABI_VERSION, {}, {}, {{", options.registers == RegisterSet::Minimal
-                                                          ? "EHELF_REGISTERS_MINIMAL"
-                                                          : "EHELF_REGISTERS_CALLEE_SAVED",
+  c += fmt::format("  EHELF_ABI_VERSION, {}, {}, {{",
+                   options.registers == RegisterSet::Minimal ? "EHELF_REGISTERS_MINIMAL"
+                                                             : "EHELF_REGISTERS_CALLEE_SAVED",
                    std::min<size_t>(options.build_id.size(), 64));
   for (size_t i = 0; i < options.build_id.size() && i < 64; ++i)
     c += fmt::format("{:#04x},", options.build_id[i]);
   c += fmt::format("}},\n  EHELF_PC_LOW, EHELF_PC_HIGH, {}, {}, {}\n}};\n", merged.size(),
                    stats.bodies, stats.fallback_bodies);
   if (options.lookup == LookupKind::Table) {
-  c += fmt::format(R"(
+    c += fmt::format(R"(
 static inline __attribute__((always_inline)) unsigned ehelf_lookup(uint64_t pc) {{
   if (pc < EHELF_PC_LOW || pc >= EHELF_PC_HIGH) return 0;
   uint32_t off = (uint32_t)(pc - EHELF_PC_LOW);
@@ -311,7 +352,7 @@ static inline __attribute__((always_inline)) unsigned ehelf_lookup(uint64_t pc) 
   return ehelf_body_of[lo];
 }}
 )",
-                   kPageShift);
+                     kPageShift);
   } else {
     // A balanced binary tree of comparisons over the range starts; leaves return the body.
     c += "static inline __attribute__((always_inline)) unsigned ehelf_lookup(uint64_t pc) {\n"
@@ -334,8 +375,10 @@ static inline __attribute__((always_inline)) unsigned ehelf_lookup(uint64_t pc) 
         c += "}\n";
       }
     };
-    if (merged.empty()) c += "return 0;";
-    else Emit{merged, stats.pc_low, c}(0, merged.size());
+    if (merged.empty())
+      c += "return 0;";
+    else
+      Emit{merged, stats.pc_low, c}(0, merged.size());
     c += "\n}\n";
   }
   // Each body is a small function shared by both variants; a table of pointers dispatches.
@@ -361,6 +404,8 @@ __attribute__((visibility("default"))) int ehelf_unwind_remote(uint64_t pc, ehel
   return ehelf_bodies[ehelf_lookup(pc)](ctx, deref, arg);
 }
 )";
+  if (c.size() > options.max_source_bytes)
+    return too_large(fmt::format("{} bytes of C (limit {})", c.size(), options.max_source_bytes));
   if (stats_out) *stats_out = stats;
   return c;
 }

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "model/unwind_table.hpp"
 #include "support/result.hpp"
@@ -26,18 +27,29 @@ enum class RegisterSet { Minimal, CalleeSaved };
 //   Tree:  the paper's design, a binary decision tree of comparisons in the code itself.
 enum class LookupKind { Table, Tree };
 
+// Bounds on what one input can make `compile` generate. Real libraries need few bodies and little
+// C (libLLVM-15, the largest here: 1,001 bodies, 9.2 MiB of C, cc 5.9 s and 253 MB; libc: 374
+// bodies); a crafted table of 16,000 distinct rows took cc 37 s and 824 MB, one of 300,000 took
+// 686 s and 5.4 GB. Over a bound, generation stops early with an error starting with
+// kTooLargeToCompile, and the module is left to the table backend.
+inline constexpr uint64_t kMaxBodies = 8192;
+inline constexpr uint64_t kMaxSourceBytes = uint64_t(64) << 20;
+inline constexpr std::string_view kTooLargeToCompile = "too large to compile";
+
 struct CodegenOptions {
   RegisterSet registers = RegisterSet::Minimal;
   LookupKind lookup = LookupKind::Table;
   std::span<const uint8_t> build_id; // of the source ELF, embedded in ehelf_eh_elf_info
-  std::string source_name;           // for the generated file's comment
+  std::string source_name;           // for the generated file's comment, through comment_safe
+  uint64_t max_bodies = kMaxBodies;
+  uint64_t max_source_bytes = kMaxSourceBytes;
 };
 
 struct CodegenStats {
-  uint64_t table_rows = 0;     // distinct rows in the model
-  uint64_t model_ranges = 0;   // ranges in the model
-  uint64_t ranges = 0;         // ranges in the generated lookup table (after merging, with gaps)
-  uint64_t bodies = 0;         // distinct compiled bodies
+  uint64_t table_rows = 0;   // distinct rows in the model
+  uint64_t model_ranges = 0; // ranges in the model
+  uint64_t ranges = 0;       // ranges in the generated lookup table (after merging, with gaps)
+  uint64_t bodies = 0;       // distinct compiled bodies
   uint64_t fallback_bodies = 0;
   uint64_t fallback_ranges = 0; // model ranges whose body answers "needs interpreter"
   uint64_t pc_low = 0;
@@ -47,6 +59,12 @@ struct CodegenStats {
 // The C source of the eh_elf, or an error (e.g. the module spans more than 4 GiB).
 Result<std::string> generate_eh_elf_source(const UnwindTable& table, const CodegenOptions& options,
                                            CodegenStats* stats = nullptr);
+
+// `text` made safe for a C comment: only [A-Za-z0-9._/-] are kept, every other byte becomes the
+// four characters \xNN, and more than 256 bytes are cut to "...". The result cannot close the
+// comment, splice a line (backslash-newline, or the trigraph ??/) or start one: no string from
+// outside changes the structure of generated code.
+std::string comment_safe(std::string_view text);
 
 // Context slot (enum ehelf_register) of a DWARF register for a register set, or -1.
 int context_slot(unsigned dwarf_reg, RegisterSet set);

@@ -1,9 +1,7 @@
 #include "compile/compile_module.hpp"
 
 #include <chrono>
-#include <cstdlib>
 #include <fmt/format.h>
-#include <sys/stat.h>
 
 #include "dwarf/module_cfi.hpp"
 
@@ -21,17 +19,6 @@ uint64_t section_size(const ElfFile& f, const char* name) {
 }
 
 } // namespace
-
-std::string cache_directory() {
-  if (const char* env = std::getenv("EHELF_CACHE"); env && *env) return env;
-  const char* home = std::getenv("HOME");
-  return std::string(home && *home ? home : "/tmp") + "/.cache/ehelf";
-}
-
-std::string cache_path(const std::string& build_id_hex, RegisterSet registers) {
-  return fmt::format("{}/{}.{}.so", cache_directory(), build_id_hex,
-                     registers == RegisterSet::Minimal ? "minimal" : "callee-saved");
-}
 
 Result<CompileReport> compile_module(const std::string& path, const std::string& output,
                                      const CompileOptions& options) {

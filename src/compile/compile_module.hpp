@@ -25,8 +25,8 @@ struct CompileReport {
   std::string source;
   std::string output;
   // Sizes in bytes.
-  uint64_t text_rodata = 0;   // source .text + .rodata ("original program size")
-  uint64_t eh_frame = 0;      // source .eh_frame (+ .debug_frame if that is what was compiled)
+  uint64_t text_rodata = 0; // source .text + .rodata ("original program size")
+  uint64_t eh_frame = 0;    // source .eh_frame (+ .debug_frame if that is what was compiled)
   uint64_t eh_frame_hdr = 0;
   uint64_t eh_elf_text = 0;   // the eh_elf's .text (code: lookup and bodies)
   uint64_t eh_elf_rodata = 0; // the eh_elf's .rodata (range table and page index)
@@ -44,10 +44,5 @@ struct CompileReport {
 // Compiles `path`'s tables into `output`. Files without tables are an error.
 Result<CompileReport> compile_module(const std::string& path, const std::string& output,
                                      const CompileOptions& options = {});
-
-// The cache location for a source with this build-id: $EHELF_CACHE, else ~/.cache/ehelf, then
-// "<build-id>.<minimal|callee-saved>.so".
-std::string cache_directory();
-std::string cache_path(const std::string& build_id_hex, RegisterSet registers);
 
 } // namespace ehelf

@@ -1,4 +1,5 @@
-// EhElfObject: a compiled eh_elf loaded with dlopen, checked against its source's build-id.
+// EhElfObject: a compiled eh_elf, checked (eh_elf_check.hpp) and then loaded with dlopen from the
+// very file descriptor that was checked; its info block is checked against the source's build-id.
 #pragma once
 
 #include <memory>
@@ -12,10 +13,16 @@ namespace ehelf {
 
 class EhElfObject {
 public:
-  // Loads `path`; refuses an ABI version mismatch, and a build-id mismatch when `expected_build_id`
-  // is non-empty.
+  // Loads `path`; refuses anything check_eh_elf_image refuses, an ABI version mismatch, and a
+  // build-id mismatch when `expected_build_id` is non-empty.
   static Result<std::unique_ptr<EhElfObject>> load(const std::string& path,
                                                    std::span<const uint8_t> expected_build_id = {});
+  // The same for an open file (taken over, closed on failure); `name` is for messages. Only a
+  // regular file is read; the object is loaded through /proc/self/fd, so the loaded file is the
+  // checked one, and the descriptor stays open while the object is loaded (the loader knows the
+  // object by that name, which must not come to mean another file).
+  static Result<std::unique_ptr<EhElfObject>> load_fd(int fd, const std::string& name,
+                                                      std::span<const uint8_t> expected_build_id);
   ~EhElfObject();
   EhElfObject(const EhElfObject&) = delete;
   EhElfObject& operator=(const EhElfObject&) = delete;
@@ -29,6 +36,7 @@ public:
 private:
   EhElfObject() = default;
   void* handle_ = nullptr;
+  int fd_ = -1;
   const ehelf_info* info_ = nullptr;
   int (*local_)(uint64_t, ehelf_context_t*) = nullptr;
   int (*remote_)(uint64_t, ehelf_context_t*, ehelf_deref_fn, void*) = nullptr;

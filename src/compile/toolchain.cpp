@@ -1,12 +1,17 @@
 #include "compile/toolchain.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <spawn.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
@@ -16,15 +21,158 @@ extern char** environ;
 namespace ehelf {
 namespace {
 
-bool write_all(int fd, const std::string& data) {
+// A private directory next to the output for the source, the log and the object being built:
+// mkdtemp makes it 0700 under an unpredictable name, so no other user can plant anything in it
+// (a symbolic link at a temporary's name, say). Removed with everything in it on every path.
+class ScratchDir {
+public:
+  explicit ScratchDir(const std::string& output) {
+    std::string tmpl = output.substr(0, output.rfind('/') + 1) + ".ehelf-tmp-XXXXXX";
+    if (::mkdtemp(tmpl.data())) path_ = tmpl;
+  }
+  ~ScratchDir() {
+    if (path_.empty()) return;
+    if (DIR* d = ::opendir(path_.c_str())) {
+      while (dirent* e = ::readdir(d))
+        if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
+          ::unlinkat(::dirfd(d), e->d_name, 0);
+      ::closedir(d);
+    }
+    ::rmdir(path_.c_str());
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  bool ok() const { return !path_.empty(); }
+  std::string operator/(const char* name) const { return path_ + "/" + name; }
+
+private:
+  std::string path_;
+};
+
+bool write_new_file(const std::string& path, const std::string& data) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
   size_t done = 0;
   while (done < data.size()) {
     ssize_t n = ::write(fd, data.data() + done, data.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
+    if (n <= 0) break;
     done += static_cast<size_t>(n);
   }
-  return true;
+  return ::close(fd) == 0 && done == data.size();
+}
+
+// The executable `name` runs as, searched in $PATH when it has no slash (before fork: the child
+// may only make async-signal-safe calls).
+std::string find_executable(const std::string& name) {
+  auto runnable = [](const std::string& p) {
+    struct stat st {};
+    return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
+  };
+  if (name.find('/') != std::string::npos) return runnable(name) ? name : std::string();
+  const char* path = std::getenv("PATH");
+  std::string dirs = path && *path ? path : "/usr/local/bin:/usr/bin:/bin";
+  for (size_t at = 0; at <= dirs.size();) {
+    size_t end = dirs.find(':', at);
+    if (end == std::string::npos) end = dirs.size();
+    std::string candidate = (end > at ? dirs.substr(at, end - at) : ".") + "/" + name;
+    if (runnable(candidate)) return candidate;
+    at = end + 1;
+  }
+  return {};
+}
+
+// In the keeper process (below): the whole process group, the compiler and all it started, dies.
+void kill_own_group(int) {
+  ::kill(0, SIGKILL);
+}
+
+struct Child {
+  const char* exe;
+  char* const* argv;
+  const char* cwd;
+  int log_fd;
+  int null_fd;
+  rlim_t cpu_seconds;
+  rlim_t memory_bytes;
+  pid_t parent;
+};
+
+// Runs in the forked child: only async-signal-safe calls. The child becomes a keeper leading its
+// own process group; it dies with ehelf (PR_SET_PDEATHSIG sends it SIGTERM, on which it kills
+// its group), and runs the compiler under the limits, which the compiler's own children inherit.
+[[noreturn]] void run_keeper(const Child& c) {
+  ::setpgid(0, 0);
+  struct sigaction sa {};
+  sa.sa_handler = kill_own_group;
+  ::sigaction(SIGTERM, &sa, nullptr);
+  sigset_t none;
+  ::sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (::getppid() != c.parent) kill_own_group(0); // ehelf died before prctl
+  pid_t cc = ::fork();
+  if (cc == 0) {
+    sa.sa_handler = SIG_DFL;
+    ::sigaction(SIGTERM, &sa, nullptr);
+    rlimit cpu{c.cpu_seconds, c.cpu_seconds}, mem{c.memory_bytes, c.memory_bytes};
+    if (::setrlimit(RLIMIT_CPU, &cpu) != 0 || ::setrlimit(RLIMIT_AS, &mem) != 0) ::_exit(126);
+    if (::chdir(c.cwd) != 0) ::_exit(126);
+    ::dup2(c.null_fd, 0);
+    ::dup2(c.log_fd, 1);
+    ::dup2(c.log_fd, 2);
+    ::execve(c.exe, c.argv, environ);
+    ::_exit(127);
+  }
+  int status = 0;
+  while (cc > 0 && ::waitpid(cc, &status, 0) < 0)
+    if (errno != EINTR) ::_exit(126);
+  if (cc < 0) ::_exit(126);
+  ::_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+}
+
+// The compiler's exit code (128 + N: killed by signal N), or an error.
+Result<int> run_compiler(const std::string& exe, const std::vector<std::string>& args,
+                         const std::string& cwd, const std::string& log_path,
+                         const ToolchainOptions& options) {
+  int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (log_fd < 0 || null_fd < 0) {
+    int e = errno;
+    if (log_fd >= 0) ::close(log_fd);
+    if (null_fd >= 0) ::close(null_fd);
+    return Error::plain(fmt::format("cannot create {}: {}", log_path, std::strerror(e)));
+  }
+  std::vector<std::string> copy = args;
+  std::vector<char*> argv;
+  for (auto& a : copy)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  Child c{exe.c_str(), argv.data(),         cwd.c_str(),          log_fd,
+          null_fd,     options.cpu_seconds, options.memory_bytes, ::getpid()};
+  pid_t pid = ::fork();
+  if (pid == 0) run_keeper(c);
+  int fork_errno = errno;
+  ::close(log_fd);
+  ::close(null_fd);
+  if (pid < 0)
+    return Error::plain(fmt::format("cannot run {}: {}", exe, std::strerror(fork_errno)));
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return Error::plain(fmt::format("waitpid: {}", std::strerror(errno)));
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::string first_bytes(const std::string& path, size_t n) {
+  std::string s;
+  if (FILE* f = std::fopen(path.c_str(), "r")) {
+    s.resize(n);
+    s.resize(std::fread(s.data(), 1, n, f));
+    std::fclose(f);
+  }
+  for (char& ch : s)
+    if (ch == '\n') ch = ' ';
+  return s;
 }
 
 } // namespace
@@ -33,68 +181,60 @@ Status build_shared_object(const std::string& source, const std::string& output,
                            const ToolchainOptions& options) {
   std::string compiler = options.compiler;
   if (compiler.empty()) {
-    const char* env = std::getenv("EHELF_CC");
+    const char* env = ::secure_getenv("EHELF_CC");
     compiler = env && *env ? env : "cc";
   }
-  std::string tmp_so = output + fmt::format(".tmp{}", ::getpid());
-  std::string c_path = options.keep_source ? output + ".c" : tmp_so + ".c";
-  std::string log_path = tmp_so + ".log";
-  int fd = ::open(c_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Error::plain(fmt::format("cannot write {}: {}", c_path, std::strerror(errno)));
-  bool ok = write_all(fd, source);
-  ::close(fd);
-  if (!ok) return Error::plain(fmt::format("cannot write {}", c_path));
+  // The flag is one argument, never parsed by a shell; still, only these reach the compiler.
+  static constexpr const char* kLevels[] = {"-O0", "-O1", "-O2", "-O3", "-Os"};
+  if (std::none_of(std::begin(kLevels), std::end(kLevels),
+                   [&](const char* l) { return options.optimization == l; }))
+    return Error::plain(fmt::format("unknown optimization flag {}", options.optimization));
+  std::string exe = find_executable(compiler);
+  if (exe.empty()) return Error::plain(fmt::format("cannot find the C compiler {}", compiler));
+  ScratchDir scratch(output);
+  if (!scratch.ok())
+    return Error::plain(fmt::format("cannot create a temporary directory next to {}: {}", output,
+                                    std::strerror(errno)));
+  std::string c_path = scratch / "eh_elf.c", so_path = scratch / "eh_elf.so";
+  if (!write_new_file(c_path, source))
+    return Error::plain(fmt::format("cannot write {}: {}", c_path, std::strerror(errno)));
 
   // No libc: the generated code calls nothing. -fno-jump-tables is not wanted: the body switch
-  // is meant to become a jump table.
-  std::vector<std::string> args = {compiler,        options.optimization, "-fPIC",
-                                   "-shared",       "-nostdlib",          "-fvisibility=hidden",
-                                   "-fno-plt",      "-w",                 "-Wl,-z,noexecstack",
-                                   "-Wl,--hash-style=gnu", "-Wl,-O1",     "-o",
-                                   tmp_so,          "-x",                 "c",
-                                   c_path};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                   0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  pid_t pid;
-  int rc = posix_spawnp(&pid, compiler.c_str(), &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  auto cleanup = [&] {
-    if (!options.keep_source) ::unlink(c_path.c_str());
-    ::unlink(log_path.c_str());
-  };
-  if (rc != 0) {
-    cleanup();
-    return Error::plain(fmt::format("cannot run {}: {}", compiler, std::strerror(rc)));
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    std::string log;
-    if (FILE* f = std::fopen(log_path.c_str(), "r")) {
-      char buf[512];
-      size_t n = std::fread(buf, 1, sizeof buf - 1, f);
-      log.assign(buf, n);
-      std::fclose(f);
-    }
-    for (char& ch : log)
-      if (ch == '\n') ch = ' ';
-    cleanup();
-    ::unlink(tmp_so.c_str());
-    return Error::plain(fmt::format("{} failed: {}", compiler, log));
-  }
-  cleanup();
-  if (::rename(tmp_so.c_str(), output.c_str()) != 0) {
-    int e = errno;
-    ::unlink(tmp_so.c_str());
-    return Error::plain(fmt::format("cannot create {}: {}", output, std::strerror(e)));
-  }
+  // is meant to become a jump table. Relative names, run in the scratch directory: the object
+  // does not depend on where it was built.
+  std::vector<std::string> args = {compiler,
+                                   options.optimization,
+                                   "-fPIC",
+                                   "-shared",
+                                   "-nostdlib",
+                                   "-fvisibility=hidden",
+                                   "-fno-plt",
+                                   "-w",
+                                   "-Wl,-z,noexecstack",
+                                   "-Wl,--hash-style=gnu",
+                                   "-Wl,-O1",
+                                   "-o",
+                                   "eh_elf.so",
+                                   "-x",
+                                   "c",
+                                   "eh_elf.c"};
+  std::string log_path = scratch / "cc.log";
+  auto status = run_compiler(exe, args, scratch / "", log_path, options);
+  if (!status) return std::move(status).error();
+  if (*status == 128 + SIGXCPU || *status == 128 + SIGKILL)
+    return Error::plain(fmt::format("{} was stopped by its limit of {} s of CPU time", compiler,
+                                    options.cpu_seconds));
+  if (*status != 0)
+    return Error::plain(fmt::format("{} failed: {}", compiler, first_bytes(log_path, 511)));
+  // Whatever the umask: an object writable by group or others would be refused by the runtime.
+  struct stat st {};
+  if (::stat(so_path.c_str(), &st) != 0 || ::chmod(so_path.c_str(), st.st_mode & 0755) != 0)
+    return Error::plain(fmt::format("{} made no {}", compiler, so_path));
+  if (options.keep_source && ::rename(c_path.c_str(), (output + ".c").c_str()) != 0)
+    return Error::plain(fmt::format("cannot create {}.c: {}", output, std::strerror(errno)));
+  // Atomic: a reader sees the old object or the new one, never a partial one.
+  if (::rename(so_path.c_str(), output.c_str()) != 0)
+    return Error::plain(fmt::format("cannot create {}: {}", output, std::strerror(errno)));
   return Ok{};
 }
 

@@ -1,6 +1,7 @@
 // Building a shared object from generated C with the system compiler.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "support/result.hpp"
@@ -8,15 +9,22 @@
 namespace ehelf {
 
 struct ToolchainOptions {
-  std::string compiler;           // default: $EHELF_CC, else "cc"
+  std::string compiler; // default: $EHELF_CC, else "cc"
   // -O1: the bodies are straight-line code; -O2 made them no faster to run but twice as slow to
   // compile (libc: 1.2 s against 2.5 s).
   std::string optimization = "-O1";
-  bool keep_source = false;       // leave OUT.c next to OUT.so (for inspection)
+  bool keep_source = false; // leave OUT.c next to OUT.so (for inspection)
+  // Limits of the C compiler and of everything it starts (setrlimit RLIMIT_CPU and RLIMIT_AS).
+  // The largest bounded input (kMaxBodies, kMaxSourceBytes in codegen.hpp) needs far less.
+  unsigned cpu_seconds = 300;
+  uint64_t memory_bytes = uint64_t(4) << 30;
 };
 
-// Compiles `source` into the shared object `output` (written atomically: a temporary then a
-// rename). Errors carry the compiler's first lines of diagnostics.
+// Compiles `source` into the shared object `output`. The compiler runs in a private scratch
+// directory next to `output` (mkdtemp: no predictable names, removed on every path), in its own
+// process group that dies with ehelf (PR_SET_PDEATHSIG), under the limits above; the object is
+// made unwritable by group and others and renamed into place atomically, so a reader sees the old
+// object or the new one, never a partial one. Errors carry the compiler's first diagnostics.
 Status build_shared_object(const std::string& source, const std::string& output,
                            const ToolchainOptions& options = {});
 

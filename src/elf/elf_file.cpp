@@ -13,8 +13,10 @@
 namespace ehelf {
 namespace {
 
-// Decompressed sections larger than this are refused: a hostile header can claim any size.
-constexpr uint64_t kMaxDecompressedSize = uint64_t(1) << 30;
+// Decompressed bytes held per file, all sections together: a hostile header can claim any size,
+// and a small file can hold many sections that each expand 1000-fold (four of them once made
+// ehelf hold 2.1 GB for a 137 KB file). Real .debug_frame sections are a few MiB.
+constexpr uint64_t kMaxDecompressedPerFile = uint64_t(256) << 20;
 
 bool file_exists(const std::string& p) {
   struct stat st {};
@@ -29,7 +31,9 @@ std::string dir_of(const std::string& path) {
 
 } // namespace
 
-bool Section::compressed() const { return (flags & SHF_COMPRESSED) != 0; }
+bool Section::compressed() const {
+  return (flags & SHF_COMPRESSED) != 0;
+}
 
 Result<std::unique_ptr<ElfFile>> ElfFile::open(const std::string& path) {
   auto mapped = MappedFile::open(path);
@@ -63,12 +67,12 @@ Status ElfFile::parse_headers() {
   uint16_t machine = c.u16();
   if (machine != EM_X86_64)
     return Error::plain(fmt::format("ELF machine {} is not x86_64", machine));
-  c.u32();                    // e_version
-  c.u64();                    // e_entry
+  c.u32(); // e_version
+  c.u64(); // e_entry
   uint64_t phoff = c.u64();
   uint64_t shoff = c.u64();
-  c.u32();                    // e_flags
-  c.u16();                    // e_ehsize
+  c.u32(); // e_flags
+  c.u16(); // e_ehsize
   uint16_t phentsize = c.u16();
   uint16_t phnum = c.u16();
   uint16_t shentsize = c.u16();
@@ -174,8 +178,11 @@ Result<std::span<const uint8_t>> ElfFile::section_data(const Section& s) const {
   uint64_t ch_size = c.u64();
   c.u64(); // addralign
   if (!c.ok()) return Error::at(sec, 0, "truncated compression header");
-  if (ch_size > kMaxDecompressedSize)
-    return Error::at(sec, 0, fmt::format("claimed decompressed size {:#x} is too large", ch_size));
+  if (ch_size > kMaxDecompressedPerFile - decompressed_bytes_)
+    return Error::at(sec, 0,
+                     fmt::format("decompressing {:#x} more bytes would pass the limit of {} MiB "
+                                 "per file ({:#x} already)",
+                                 ch_size, kMaxDecompressedPerFile >> 20, decompressed_bytes_));
   auto payload = raw.subspan(c.pos());
   // A hostile header can claim any size: refuse sizes the payload cannot expand to before
   // allocating (deflate expands at most 1032:1; zstd's densest blocks about 32768:1).
@@ -188,9 +195,9 @@ Result<std::span<const uint8_t>> ElfFile::section_data(const Section& s) const {
   if (ch_type == 2 /* ELFCOMPRESS_ZSTD */) {
     unsigned long long frame = ZSTD_getFrameContentSize(payload.data(), payload.size());
     if (frame != ZSTD_CONTENTSIZE_UNKNOWN && frame != ch_size)
-      return Error::at(sec, c.pos(),
-                       fmt::format("zstd frame holds {:#x} bytes, the header claims {:#x}",
-                                   frame, ch_size));
+      return Error::at(
+          sec, c.pos(),
+          fmt::format("zstd frame holds {:#x} bytes, the header claims {:#x}", frame, ch_size));
   }
   std::vector<uint8_t> out(ch_size);
   if (ch_type == ELFCOMPRESS_ZLIB) {
@@ -207,6 +214,7 @@ Result<std::span<const uint8_t>> ElfFile::section_data(const Section& s) const {
   } else {
     return Error::at(sec, 0, fmt::format("unknown compression type {}", ch_type));
   }
+  decompressed_bytes_ += ch_size;
   decompressed_.push_back(std::move(out));
   decompressed_index_.emplace_back(s.index, decompressed_.size() - 1);
   return std::span<const uint8_t>(decompressed_.back());
@@ -235,19 +243,31 @@ Result<std::span<const uint8_t>> ElfFile::relocated_section_data(const Section& 
       unsigned size = 0;
       bool pcrel = false;
       switch (type) {
-      case R_X86_64_64: size = 8; break;
-      case R_X86_64_PC32: size = 4; pcrel = true; break;
+      case R_X86_64_64:
+        size = 8;
+        break;
+      case R_X86_64_PC32:
+        size = 4;
+        pcrel = true;
+        break;
       case R_X86_64_32:
-      case R_X86_64_32S: size = 4; break;
-      case R_X86_64_PC64: size = 8; pcrel = true; break;
-      default: continue; // readelf leaves other types unapplied too
+      case R_X86_64_32S:
+        size = 4;
+        break;
+      case R_X86_64_PC64:
+        size = 8;
+        pcrel = true;
+        break;
+      default:
+        continue; // readelf leaves other types unapplied too
       }
       ByteCursor sym(*symtab);
       sym.seek(sym_index * sizeof(Elf64_Sym) + offsetof(Elf64_Sym, st_value));
       uint64_t value = sym.u64();
       if (!sym.ok() || where > out.size() || out.size() - where < size) continue;
       if (!rela) {
-        if (size == 8) std::memcpy(&addend, out.data() + where, 8);
+        if (size == 8)
+          std::memcpy(&addend, out.data() + where, 8);
         else {
           int32_t a32;
           std::memcpy(&a32, out.data() + where, 4);
@@ -297,7 +317,8 @@ std::optional<std::span<const uint8_t>> ElfFile::build_id() const {
 std::string ElfFile::build_id_hex() const {
   std::string out;
   if (auto id = build_id())
-    for (uint8_t b : *id) out += fmt::format("{:02x}", b);
+    for (uint8_t b : *id)
+      out += fmt::format("{:02x}", b);
   return out;
 }
 

@@ -63,6 +63,9 @@ public:
 
   const std::string& name() const { return name_; }
   std::span<const uint8_t> bytes() const { return bytes_; }
+  // Ok, or the one-line error naming the file if it was truncated while mapped (reads past the
+  // new end gave zeros; see MappedFile).
+  Status check_intact() const { return mapping_ ? mapping_->check_intact() : Status(Ok{}); }
   uint16_t type() const { return e_type_; } // ET_EXEC, ET_DYN, ...
   const std::vector<Section>& sections() const { return sections_; }
   const std::vector<Segment>& segments() const { return segments_; }
@@ -105,7 +108,8 @@ private:
   std::vector<Segment> segments_;
   mutable std::deque<std::vector<uint8_t>> decompressed_;
   mutable std::vector<std::pair<uint32_t, size_t>> decompressed_index_; // section -> slot
-  mutable std::vector<std::pair<uint32_t, size_t>> relocated_index_;    // section -> slot
+  mutable uint64_t decompressed_bytes_ = 0; // bounded by a per-file limit (elf_file.cpp)
+  mutable std::vector<std::pair<uint32_t, size_t>> relocated_index_; // section -> slot
   mutable std::vector<Symbol> symbols_;
   mutable bool symbols_loaded_ = false;
 };

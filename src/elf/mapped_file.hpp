@@ -1,10 +1,19 @@
-// MappedFile: a read-only memory mapping of a whole file.
+// MappedFile: a read-only memory mapping of a whole file, guarded against truncation.
+//
+// Design: a file truncated while mapped (by another process, or a package upgrade rewriting it
+// in place) makes reads of its lost pages fault with SIGBUS. Every mapping is registered in a
+// fixed table that a SIGBUS handler (installed once, chaining to any previous handler for other
+// addresses) consults: a fault inside a registered mapping replaces the lost page with a page of
+// zeros and marks the mapping truncated, so the read completes and the owner reports the file as
+// changed (one error naming it) instead of the process dying. When the table is full, the file is
+// read into memory instead, where nothing can fault.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "support/result.hpp"
 
@@ -19,11 +28,17 @@ public:
 
   std::span<const uint8_t> bytes() const { return {data_, size_}; }
   const std::string& path() const { return path_; }
+  // True once a read found part of the file gone (the bytes read there were zeros).
+  bool truncated() const;
+  // Ok, or the one-line error naming the file if it was truncated while mapped.
+  Status check_intact() const;
 
 private:
   MappedFile() = default;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
+  int slot_ = -1;             // in the guard table, or -1 (a copy, or nothing mapped)
+  std::vector<uint8_t> copy_; // the file's bytes when the guard table was full
   std::string path_;
 };
 

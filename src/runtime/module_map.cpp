@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "compile/codegen.hpp"
-#include "compile/compile_module.hpp"
+#include "compile/eh_elf_cache.hpp"
 #include "dwarf/module_cfi.hpp"
 #include "runtime/memory.hpp"
 
@@ -182,12 +182,7 @@ void ModuleMap::finish() {
 namespace {
 // The module's eh_elf from the cache, if one was compiled for its build id.
 void load_compiled(const ElfFile& elf, ModuleData& data) {
-  auto id = elf.build_id();
-  std::string hex = elf.build_id_hex();
-  if (!id || hex.empty()) return;
-  std::string path = cache_path(hex, RegisterSet::Minimal);
-  if (::access(path.c_str(), R_OK) == 0)
-    if (auto obj = EhElfObject::load(path, *id)) data.compiled = std::move(*obj);
+  if (auto id = elf.build_id()) data.compiled = load_cached_eh_elf(*id, RegisterSet::Minimal);
 }
 } // namespace
 

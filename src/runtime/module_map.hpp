@@ -27,7 +27,7 @@ namespace ehelf {
 
 // What to load for each module.
 struct LoadPolicy {
-  bool compiled = true;    // look for an eh_elf in the cache (cache_path(build_id))
+  bool compiled = true;    // look for an eh_elf in the cache (load_cached_eh_elf(build_id))
   bool compact = true;     // build the compact table
   bool symbols = true;     // keep the ELF for symbol names
   bool debug_frame = true; // also read .debug_frame (own or separate debug file)

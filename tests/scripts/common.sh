@@ -1,0 +1,14 @@
+# Shared by the script tests that source it: $ehelf from the build directory ($1), a scratch
+# $work removed on exit (background jobs killed first), ok/bad lines counted into $fail, build_id.
+# Usage, first thing in a test: source "$(dirname "$0")/common.sh" "$@"
+set -uo pipefail
+build=$1
+ehelf="$(cd "$build" && pwd)/bin/ehelf"
+work=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
+fail=0
+ok() { echo "ok   $*"; }
+bad() { echo "FAIL $*"; fail=1; }
+build_id() { # the GNU build-id of an ELF file, in hex
+  readelf -n "$1" 2>/dev/null | sed -n 's/.*Build ID: *\([0-9a-f]*\).*/\1/p' | head -1
+}
