@@ -78,6 +78,19 @@ for src in fuzz/fuzz_*.cpp; do
     cc -nostartfiles -static -nostdlib tests/fixtures/cfi_variety.S -o "$work/cfi_variety"
     cc -O2 -g -fno-asynchronous-unwind-tables -c tests/fixtures/recursion.c -o "$work/rec.o"
   fi
+  if [ "$name" = fuzz_eh_elf_check ]; then
+    # eh_elfs as ehelf compiles them (the release build's CLI, if built; else the fuzz build has
+    # no CLI and the target starts from nothing).
+    cc -O2 tests/fixtures/recursion.c -o "$work/recursion.elf"
+    for cli in build/bin/ehelf build-asan/bin/ehelf; do
+      [ -x "$cli" ] || continue
+      "$cli" compile "$work/recursion.elf" -o "$work/recursion.so" > /dev/null 2>&1 &&
+        "$cli" compile --registers callee-saved "$work/recursion.elf" -o "$work/rec-cs.so" \
+          > /dev/null 2>&1
+      break
+    done
+    rm -f "$work/recursion.elf"
+  fi
   if [ "$name" = fuzz_row_lookup ]; then
     # .eh_frame sections of a compiled fixture and of the hand-written CFI one, behind the
     # selector byte (0: a search table is built for the section's FDEs).
