@@ -271,6 +271,63 @@ uint64_t read_sized(ByteCursor& c, unsigned size) {
   }
 }
 
+// Reads the operands of forms made of fixed-size and LEB128 fields into op.a / op.b; false for
+// the forms whose decoding needs more (branches, blocks, sub-expressions, typed constants,
+// offsets, unknown opcodes), which each decoder handles itself.
+bool read_plain_operands(ByteCursor& c, Form form, uint8_t address_size, ExprOp& op) {
+  switch (form) {
+  case Form::None:
+    return true;
+  case Form::Addr:
+    op.a = read_sized(c, address_size);
+    return true;
+  case Form::U8:
+    op.a = c.u8();
+    return true;
+  case Form::S8:
+    op.a = static_cast<uint64_t>(int64_t{c.s8()});
+    return true;
+  case Form::U16:
+    op.a = c.u16();
+    return true;
+  case Form::S16:
+    op.a = static_cast<uint64_t>(int64_t{c.s16()});
+    return true;
+  case Form::U32:
+    op.a = c.u32();
+    return true;
+  case Form::S32:
+    op.a = static_cast<uint64_t>(int64_t{c.s32()});
+    return true;
+  case Form::U64:
+    op.a = c.u64();
+    return true;
+  case Form::S64:
+    op.a = static_cast<uint64_t>(c.s64());
+    return true;
+  case Form::Uleb:
+    op.a = c.uleb();
+    return true;
+  case Form::Sleb:
+    op.a = static_cast<uint64_t>(c.sleb());
+    return true;
+  case Form::UlebSleb:
+    op.a = c.uleb();
+    op.b = static_cast<uint64_t>(c.sleb());
+    return true;
+  case Form::UlebUleb:
+    op.a = c.uleb();
+    op.b = c.uleb();
+    return true;
+  case Form::U8Uleb:
+    op.a = c.u8();
+    op.b = c.uleb();
+    return true;
+  default:
+    return false;
+  }
+}
+
 // Decodes `bytes` (which start `base` bytes into the outermost expression) into ops with offsets
 // relative to the outermost expression, and checks nested sub-expressions the same way.
 Status decode_ops(std::span<const uint8_t> bytes, uint32_t base, uint8_t address_size, int depth,
@@ -291,52 +348,8 @@ Status decode_ops(std::span<const uint8_t> bytes, uint32_t base, uint8_t address
     case Form::Unknown:
       return Error::at("", base + op.offset,
                        fmt::format("unknown DWARF expression opcode {:#04x}", op.opcode));
-    case Form::None:
-      break;
-    case Form::Addr:
-      op.a = read_sized(c, address_size);
-      break;
-    case Form::U8:
-      op.a = c.u8();
-      break;
-    case Form::S8:
-      op.a = static_cast<uint64_t>(int64_t{c.s8()});
-      break;
-    case Form::U16:
-      op.a = c.u16();
-      break;
-    case Form::S16:
-      op.a = static_cast<uint64_t>(int64_t{c.s16()});
-      break;
-    case Form::U32:
-      op.a = c.u32();
-      break;
-    case Form::S32:
-      op.a = static_cast<uint64_t>(int64_t{c.s32()});
-      break;
-    case Form::U64:
-      op.a = c.u64();
-      break;
-    case Form::S64:
-      op.a = static_cast<uint64_t>(c.s64());
-      break;
-    case Form::Uleb:
-      op.a = c.uleb();
-      break;
-    case Form::Sleb:
-      op.a = static_cast<uint64_t>(c.sleb());
-      break;
-    case Form::UlebSleb:
-      op.a = c.uleb();
-      op.b = static_cast<uint64_t>(c.sleb());
-      break;
-    case Form::UlebUleb:
-      op.a = c.uleb();
-      op.b = c.uleb();
-      break;
-    case Form::U8Uleb:
-      op.a = c.u8();
-      op.b = c.uleb();
+    default:
+      if (!read_plain_operands(c, form, address_size, op)) return truncated();
       break;
     case Form::Branch:
       op.a = static_cast<uint64_t>(int64_t{c.s16()});
@@ -635,57 +648,14 @@ bool Expression::decode_fixed(std::span<const uint8_t> bytes, FixedOps& out) {
     op = ExprOp{};
     op.offset = static_cast<uint32_t>(c.pos());
     op.opcode = c.u8();
-    switch (form_of(op.opcode)) {
-    case Form::None:
-      break;
-    case Form::Addr:
-    case Form::U64:
-      op.a = c.u64();
-      break;
-    case Form::U8:
-      op.a = c.u8();
-      break;
-    case Form::S8:
-      op.a = static_cast<uint64_t>(int64_t{c.s8()});
-      break;
-    case Form::U16:
-      op.a = c.u16();
-      break;
-    case Form::S16:
-      op.a = static_cast<uint64_t>(int64_t{c.s16()});
-      break;
-    case Form::U32:
-      op.a = c.u32();
-      break;
-    case Form::S32:
-      op.a = static_cast<uint64_t>(int64_t{c.s32()});
-      break;
-    case Form::S64:
-      op.a = static_cast<uint64_t>(c.s64());
-      break;
-    case Form::Uleb:
-      op.a = c.uleb();
-      break;
-    case Form::Sleb:
-      op.a = static_cast<uint64_t>(c.sleb());
-      break;
-    case Form::UlebSleb:
-      op.a = c.uleb();
-      op.b = static_cast<uint64_t>(c.sleb());
-      break;
-    case Form::UlebUleb:
-      op.a = c.uleb();
-      op.b = c.uleb();
-      break;
-    case Form::U8Uleb:
-      op.a = c.u8();
-      op.b = c.uleb();
-      break;
+    const Form form = form_of(op.opcode);
+    switch (form) {
     case Form::Branch:
       op.a = static_cast<uint64_t>(int64_t{c.s16()});
       break;
     default:
-      return false; // unknown, blocks, sub-expressions, typed constants: not in CFI rules
+      // Blocks, sub-expressions, typed constants and unknown opcodes: not in CFI rules.
+      if (!read_plain_operands(c, form, 8, op)) return false;
     }
     if (!c.ok()) return false;
     ++out.count;
