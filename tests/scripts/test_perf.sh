@@ -56,7 +56,7 @@ if sorted(h for h, _, _ in ours) != sorted(h for h, _, _ in theirs):
     sys.exit(f"{label}: sample headers differ from perf's, e.g. {extra}")
 ours = sorted(ours, key=lambda s: s[0])
 theirs = sorted(theirs, key=lambda s: s[0])
-same = frames = longer = no_entry = 0
+same = frames = longer = no_entry = ip_only = 0
 for (oh, of, why), (th, tf, _) in zip(ours, theirs):
     frames += len(tf)
     key = lambda f: (f[0], f[2])
@@ -70,6 +70,12 @@ for (oh, of, why), (th, tf, _) in zip(ours, theirs):
             ok = ok[:len(tk)]
     if ok == tk:
         same += 1
+    elif (all(f[1] == '[kernel.kallsyms]' for f in tk) and len(ok) == len(tk) + 1 and
+          ok[:len(tk)] == tk and ok[-1][1] != '[kernel.kallsyms]'):
+        # perf printed no user frame at all where the sample has user registers (seen about
+        # once in four runs under ASan, at libasan's pcs near the end of the recording); ehelf
+        # prints the sampled user pc. Counted, at most 2% of the samples.
+        ip_only += 1
     elif why == 'no unwind entry for the pc' and len(ok) < len(tk) and tk[:len(ok)] == ok:
         # A pc without an FDE in a module that has tables (crtstuff's __do_global_dtors_aux
         # in libasan, at ASan's exit-time leak check): ehelf follows frame pointers only in
@@ -83,10 +89,12 @@ for (oh, of, why), (th, tf, _) in zip(ours, theirs):
 deep = sum(1 for _, tf, _ in theirs if sum(1 for f in tf if f[1] == 'compare') >= 3)
 print(f"{label}: {same}/{len(theirs)} samples with identical frames ({frames} frames in all; "
       f"{deep} samples at least 3 recursion levels deep; {longer} walks went on where perf's "
-      f"failed; {no_entry} stopped at a pc without an FDE where perf went on)")
+      f"failed; {no_entry} stopped at a pc without an FDE where perf went on; {ip_only} with the "
+      f"sampled user pc where perf printed no user frame)")
 if deep < len(theirs) // 4:
     sys.exit(f"{label}: the recording has too few deep stacks ({deep}) to test anything")
-if same + no_entry != len(theirs) or no_entry > len(theirs) // 20:
+if (same + no_entry + ip_only != len(theirs) or no_entry > len(theirs) // 20 or
+        ip_only > len(theirs) // 50):
     sys.exit(f"{label}: {len(theirs) - same} samples differ from perf script")
 PY
 }
