@@ -9,6 +9,7 @@ PACKAGES=(
   libunwind-dev libdw-dev valgrind strace
   elfutils gdb linux-perf
   sqlite3
+  libzydis-dev
 )
 missing=()
 for p in "${PACKAGES[@]}"; do
