@@ -10,7 +10,7 @@
 
 #include "cli/commands.hpp"
 #include "compile/compile_module.hpp"
-#include "compile/eh_elf_cache.hpp"
+#include "eh_elf/eh_elf_cache.hpp"
 #include "elf/elf_file.hpp"
 
 namespace ehelf::cli {

@@ -39,19 +39,18 @@ int synthetic_deref(uint64_t addr, uint64_t* value, void*) {
   return 0;
 }
 
-constexpr unsigned kDwarfOfSlot[EHELF_NREGS] = {16, 7, 6, 3, 12, 13, 14, 15};
-
 } // namespace
 
 DifferentialResult check_eh_elf(const UnwindTable& table, const EhElfObject& object,
                                 RegisterSet registers) {
   DifferentialResult result;
-  const unsigned nslots = registers == RegisterSet::Minimal ? 4 : 8;
+  const unsigned nslots = slot_count(registers);
   // A stack buffer for the local variant, filled with the same synthetic words.
   constexpr size_t kStackWords = 1 << 16;
   std::vector<uint64_t> stack(kStackWords);
   uint64_t stack_lo = reinterpret_cast<uint64_t>(stack.data());
-  for (size_t i = 0; i < kStackWords; ++i) stack[i] = word_at(stack_lo + 8 * i);
+  for (size_t i = 0; i < kStackWords; ++i)
+    stack[i] = word_at(stack_lo + 8 * i);
   uint64_t stack_hi = stack_lo + 8 * kStackWords;
 
   auto note = [&](std::string what) {
@@ -76,7 +75,7 @@ DifferentialResult check_eh_elf(const UnwindTable& table, const EhElfObject& obj
         regs.set(x86_64::RIP, pc);
         ehelf_context_t ctx{};
         for (unsigned slot = 0; slot < nslots; ++slot) {
-          ctx.regs[slot] = regs.get(kDwarfOfSlot[slot]);
+          ctx.regs[slot] = regs.get(kDwarfRegisterOfSlot[slot]);
           ctx.flags |= EHELF_VALID(slot);
         }
         ctx.stack_lo = stack_lo;
@@ -92,10 +91,12 @@ DifferentialResult check_eh_elf(const UnwindTable& table, const EhElfObject& obj
           continue;
         }
         if (rc != EHELF_OK) {
-          if (step) note(fmt::format("pc {:#x} ({}): eh_elf failed with {} but the interpreter "
-                                     "succeeded",
-                                     pc, variant, rc));
-          else ++result.both_failed;
+          if (step)
+            note(fmt::format("pc {:#x} ({}): eh_elf failed with {} but the interpreter "
+                             "succeeded",
+                             pc, variant, rc));
+          else
+            ++result.both_failed;
           if (std::memcmp(ctx.regs, before.regs, sizeof ctx.regs) != 0)
             note(fmt::format("pc {:#x} ({}): eh_elf changed registers on failure", pc, variant));
           continue;
@@ -108,16 +109,14 @@ DifferentialResult check_eh_elf(const UnwindTable& table, const EhElfObject& obj
         bool same = true;
         std::string diff;
         for (unsigned slot = 0; slot < nslots; ++slot) {
-          unsigned reg = kDwarfOfSlot[slot];
+          unsigned reg = kDwarfRegisterOfSlot[slot];
           bool v_compiled = (ctx.flags >> slot) & 1u;
           bool v_interp = step->caller.has(reg);
-          if (v_compiled != v_interp ||
-              (v_compiled && ctx.regs[slot] != step->caller.get(reg))) {
+          if (v_compiled != v_interp || (v_compiled && ctx.regs[slot] != step->caller.get(reg))) {
             same = false;
             diff += fmt::format(" {}: eh_elf {}{:#x} interpreter {}{:#x};",
                                 x86_64::register_name(reg), v_compiled ? "" : "unknown ",
-                                ctx.regs[slot], v_interp ? "" : "unknown ",
-                                step->caller.get(reg));
+                                ctx.regs[slot], v_interp ? "" : "unknown ", step->caller.get(reg));
           }
         }
         bool signal = (ctx.flags & EHELF_FLAG_SIGNAL_FRAME) != 0;
@@ -125,8 +124,10 @@ DifferentialResult check_eh_elf(const UnwindTable& table, const EhElfObject& obj
           same = false;
           diff += " signal-frame flag differs;";
         }
-        if (same) ++result.agreed;
-        else note(fmt::format("pc {:#x} ({}):{}", pc, variant, diff));
+        if (same)
+          ++result.agreed;
+        else
+          note(fmt::format("pc {:#x} ({}):{}", pc, variant, diff));
       }
     }
   }

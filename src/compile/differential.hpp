@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "compile/codegen.hpp"
-#include "compile/eh_elf_object.hpp"
+#include "eh_elf/eh_elf_object.hpp"
 #include "model/unwind_table.hpp"
 
 namespace ehelf {

@@ -9,9 +9,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "compile/codegen.hpp"
-#include "compile/eh_elf_cache.hpp"
 #include "dwarf/module_cfi.hpp"
+#include "eh_elf/eh_elf_cache.hpp"
 #include "runtime/memory.hpp"
 
 namespace ehelf {

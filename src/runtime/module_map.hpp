@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "compile/eh_elf_object.hpp"
+#include "eh_elf/eh_elf_object.hpp"
 #include "dwarf/row_lookup.hpp"
 #include "elf/elf_file.hpp"
 #include "model/memory_reader.hpp"

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "eh_elf/register_slots.hpp"
+
 namespace ehelf {
 
 std::string_view backend_name(BackendKind b) {
@@ -230,18 +232,12 @@ namespace {
 int deref_through(uint64_t addr, uint64_t* value, void* arg) {
   return static_cast<MemoryReader*>(arg)->read_u64(addr, *value) ? 0 : 1;
 }
-constexpr unsigned kDwarfOfSlot[EHELF_NREGS] = {16, 7, 6, 3, 12, 13, 14, 15};
 } // namespace
 
 StopReason Unwinder::run_compiled(const ModuleData& data, uint64_t svma, RegisterState& regs,
                                   MemoryReader& mem, bool& signal_frame, bool& fallback) {
-  ehelf_context_t ctx{};
-  unsigned nslots = data.compiled->info().register_set == EHELF_REGISTERS_MINIMAL ? 4 : 8;
-  for (unsigned s = 0; s < nslots; ++s)
-    if (regs.has(kDwarfOfSlot[s])) {
-      ctx.regs[s] = regs.get(kDwarfOfSlot[s]);
-      ctx.flags |= EHELF_VALID(s);
-    }
+  const RegisterSet set = register_set_of(data.compiled->info());
+  ehelf_context_t ctx = to_context(regs, set);
   int rc = data.compiled->unwind_remote(svma, &ctx, deref_through, &mem);
   switch (rc) {
   case EHELF_OK:
@@ -259,12 +255,7 @@ StopReason Unwinder::run_compiled(const ModuleData& data, uint64_t svma, Registe
     return StopReason::RuleFailed;
   }
   signal_frame = (ctx.flags & EHELF_FLAG_SIGNAL_FRAME) != 0;
-  for (unsigned s = 0; s < nslots; ++s) {
-    if (ctx.flags & EHELF_VALID(s))
-      regs.set(kDwarfOfSlot[s], ctx.regs[s]);
-    else
-      regs.clear(kDwarfOfSlot[s]);
-  }
+  from_context(ctx, set, regs);
   return StopReason::None;
 }
 
