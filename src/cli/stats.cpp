@@ -16,7 +16,7 @@
 #include <thread>
 
 #include "cli/commands.hpp"
-#include "report/cfi_stats.hpp"
+#include "report/cfi_stats_text.hpp"
 
 namespace ehelf::cli {
 namespace {
