@@ -94,6 +94,9 @@ int run_perf(const Options& o) {
                "ehelf: {} samples ({} with a user stack), {} frames, {} walks ended before the "
                "outermost frame, {} mapped files not usable here\n",
                st.samples, st.user_samples, st.frames, st.stopped_early, st.modules_missing);
+  if (o.verbose)
+    if (std::string slow = slow_steps_summary(unwinder.slow_steps()); !slow.empty())
+      fmt::print(stderr, "ehelf: {}\n", slow);
   return 0;
 }
 

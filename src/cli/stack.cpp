@@ -309,6 +309,9 @@ int run_stack(const Options& opt) {
     Symbolizer names;
     for (const Walk& w : walks)
       print_thread(out, opt, *map, names, w.tid, w.frames, w.why);
+    if (opt.verbose)
+      if (std::string slow = slow_steps_summary(unwinder.slow_steps()); !slow.empty())
+        fmt::format_to(std::back_inserter(out), "    {}\n", slow);
   }
   std::fwrite(out.data(), 1, out.size(), stdout);
   std::fflush(stdout);

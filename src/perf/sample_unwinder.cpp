@@ -110,6 +110,17 @@ std::vector<const Record*> SampleUnwinder::time_ordered(const std::vector<Record
   return sorted;
 }
 
+SlowSteps SampleUnwinder::slow_steps() const {
+  SlowSteps sum{};
+  for (const auto& [pid, p] : processes_)
+    if (p && p->unwinder) {
+      const SlowSteps s = p->unwinder->slow_steps();
+      for (unsigned i = 0; i < kNotExpressibleCount; ++i)
+        sum[i] += s[i];
+    }
+  return sum;
+}
+
 SampleUnwinder::Process& SampleUnwinder::process(uint32_t pid) {
   auto& p = processes_[pid];
   if (!p) p = std::make_unique<Process>();

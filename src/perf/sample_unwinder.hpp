@@ -51,6 +51,8 @@ public:
   // sample.
   bool feed(const Record& r, SampleStack& out);
   const UnwindStats& stats() const { return stats_; }
+  // Steps that ran the interpreter, by why (Unwinder::slow_steps), over every process.
+  SlowSteps slow_steps() const;
 
   // Records sorted by time (stable: records without a time keep their place relative to the
   // others), as perf orders them before processing.

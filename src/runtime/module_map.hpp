@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "eh_elf/eh_elf_object.hpp"
 #include "dwarf/row_lookup.hpp"
+#include "eh_elf/eh_elf_object.hpp"
 #include "elf/elf_file.hpp"
 #include "model/memory_reader.hpp"
 #include "model/unwind_table.hpp"

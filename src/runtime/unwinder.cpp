@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "eh_elf/register_slots.hpp"
 
 namespace ehelf {
@@ -27,28 +29,20 @@ BackendKind backend_from_name(std::string_view name) {
   return BackendKind::Auto;
 }
 
-std::string_view stop_reason_name(StopReason r) {
-  switch (r) {
-  case StopReason::None:
-    return "none";
-  case StopReason::EndOfStack:
-    return "end of stack";
-  case StopReason::NoModule:
-    return "pc in no known module";
-  case StopReason::NoTable:
-    return "no unwind entry for the pc";
-  case StopReason::BadRead:
-    return "memory read refused";
-  case StopReason::MissingRegister:
-    return "a needed register is unknown";
-  case StopReason::CfaNotGrowing:
-    return "stack pointer did not grow";
-  case StopReason::DepthLimit:
-    return "depth limit";
-  case StopReason::RuleFailed:
-    return "unwind rule failed";
+std::string slow_steps_summary(const SlowSteps& steps) {
+  uint64_t total = 0;
+  std::string parts;
+  for (unsigned i = 0; i < kNotExpressibleCount; ++i) {
+    if (!steps[i]) continue;
+    total += steps[i];
+    const auto why = NotExpressible(i);
+    parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ",
+                         why == NotExpressible::None ? std::string_view("compiled code asked")
+                                                     : not_expressible_name(why),
+                         steps[i]);
   }
-  return "?";
+  if (!total) return {};
+  return fmt::format("{} step{} ran the interpreter: {}", total, total == 1 ? "" : "s", parts);
 }
 
 namespace {
@@ -64,38 +58,6 @@ StopReason stop_reason_of(ErrorKind kind) {
   return StopReason::RuleFailed;
 }
 } // namespace
-
-StopReason Unwinder::apply_compact(const CompactRule& rule, RegisterState& regs,
-                                   MemoryReader& mem) {
-  unsigned base_reg = rule.kind == CompactRule::CfaRsp ? x86_64::RSP : x86_64::RBP;
-  if (!regs.has(base_reg)) return StopReason::MissingRegister;
-  uint64_t cfa = regs.get(base_reg) + static_cast<uint64_t>(int64_t(rule.cfa_offset));
-  uint64_t rip = 0, rbp = regs.get(x86_64::RBP), rbx = regs.get(x86_64::RBX);
-  if (rule.rip != CompactRule::AtCfa) {
-    regs.clear(x86_64::RIP);
-  } else {
-    if (!mem.read_u64(cfa + static_cast<uint64_t>(int64_t(rule.rip_offset)), rip))
-      return StopReason::BadRead;
-  }
-  // A saved rbp or rbx that cannot be read becomes unknown, as in the interpreter and the
-  // compiled code: the walk needs only the CFA and the return address, and a register saved
-  // below the stack pointer (an epilogue after its pops) is outside a sample's stack copy.
-  const bool rbp_read = rule.rbp == CompactRule::AtCfa &&
-                        mem.read_u64(cfa + static_cast<uint64_t>(int64_t(rule.rbp_offset)), rbp);
-  const bool rbx_read = rule.rbx == CompactRule::AtCfa &&
-                        mem.read_u64(cfa + static_cast<uint64_t>(int64_t(rule.rbx_offset)), rbx);
-  if (rule.rip == CompactRule::AtCfa) regs.set(x86_64::RIP, rip);
-  if (rbp_read)
-    regs.set(x86_64::RBP, rbp);
-  else if (rule.rbp != CompactRule::Same)
-    regs.clear(x86_64::RBP);
-  if (rbx_read)
-    regs.set(x86_64::RBX, rbx);
-  else if (rule.rbx != CompactRule::Same)
-    regs.clear(x86_64::RBX);
-  regs.set(x86_64::RSP, cfa);
-  return StopReason::None;
-}
 
 inline __attribute__((always_inline)) bool
 Unwinder::fill_from(const ModuleData& data, uint64_t svma, uint64_t key, HotRule& slot) {
@@ -154,7 +116,7 @@ bool Unwinder::fill_found(const ModuleData& data, uint64_t svma, uint64_t key, H
   FoundRow row;
   const RowLookup* rows = data.row_lookup();
   if (!rows || rows->find(svma, row) != RowStatus::Found) return false;
-  HotRule h = hot_form(compact_rule(row.view(), row.function));
+  HotRule h = hot_form(to_unwind_rule(row.view(), row.function));
   if (h.op == HotRule::kEmpty) return false;
   h.key = key;
   slot = h;
@@ -178,17 +140,19 @@ StopReason Unwinder::step_found(const ModuleData& data, uint64_t svma, RegisterS
   }
   signal_frame = row.function.signal_frame;
   if (backend != BackendKind::Interpreter) {
-    const CompactRule rule = compact_rule(row.view(), row.function);
-    if (rule.kind == CompactRule::CfaRsp || rule.kind == CompactRule::CfaRbp) {
+    const UnwindRule rule = to_unwind_rule(row.view(), row.function);
+    if (rule.kind == UnwindRule::CfaRsp || rule.kind == UnwindRule::CfaRbp) {
       backend = BackendKind::Table;
       if (cache)
         if (HotRule h = hot_form(rule); h.op != HotRule::kEmpty) {
           h.key = key;
           cache->install(h);
         }
-      return apply_compact(rule, regs, mem);
+      return apply_rule(rule, regs, mem);
     }
   }
+  if (backend != BackendKind::Interpreter)
+    count_slow(to_unwind_rule(row.view(), row.function).interpret_reason());
   backend = BackendKind::Interpreter;
   const FoundRow::Expressions expressions(row);
   auto step = evaluate_row(row.view(), expressions, regs, mem, row.function.return_column,
@@ -203,16 +167,7 @@ StopReason Unwinder::apply_hot(const HotRule& h, RegisterState& regs, MemoryRead
     regs.clear(x86_64::RIP);
     return StopReason::None; // step() reports the end of the stack
   }
-  CompactRule rule;
-  rule.kind = (h.op & HotRule::kRbpBased) ? CompactRule::CfaRbp : CompactRule::CfaRsp;
-  rule.cfa_offset = h.cfa_offset;
-  rule.rip = CompactRule::AtCfa;
-  rule.rip_offset = -8;
-  rule.rbp = (h.op & HotRule::kRbpSaved) ? CompactRule::AtCfa : CompactRule::Same;
-  rule.rbp_offset = static_cast<int16_t>(8 * h.rbp_offset8);
-  rule.rbx = (h.op & HotRule::kRbxSaved) ? CompactRule::AtCfa : CompactRule::Same;
-  rule.rbx_offset = static_cast<int16_t>(8 * h.rbx_offset8());
-  return apply_compact(rule, regs, mem);
+  return apply_rule(unwind_rule_of(h), regs, mem);
 }
 
 StopReason Unwinder::interpret(const ModuleData& data, uint64_t svma, RegisterState& regs,
@@ -260,14 +215,8 @@ StopReason Unwinder::run_compiled(const ModuleData& data, uint64_t svma, Registe
 }
 
 StopReason Unwinder::frame_pointer_step(RegisterState& regs, MemoryReader& mem) {
-  // Code compiled with frame pointers: [rbp] = caller's rbp, [rbp+8] = return address.
   if (!regs.has(x86_64::RBP)) return StopReason::NoTable;
-  uint64_t rbp = regs.get(x86_64::RBP), caller_rbp = 0, rip = 0;
-  if (!mem.read_u64(rbp, caller_rbp) || !mem.read_u64(rbp + 8, rip)) return StopReason::BadRead;
-  regs.set(x86_64::RSP, rbp + 16);
-  regs.set(x86_64::RBP, caller_rbp);
-  regs.set(x86_64::RIP, rip);
-  return StopReason::None;
+  return apply_rule(kFramePointerRule, regs, mem);
 }
 
 StopReason Unwinder::step(RegisterState& regs, MemoryReader& mem, bool exact_pc, FrameInfo& info) {
@@ -323,6 +272,7 @@ StopReason Unwinder::step_with(RegisterState& regs, MemoryReader& mem, bool exac
       r = run_compiled(*data, svma, regs, mem, signal_frame, fallback);
       if (fallback) {
         info.backend = BackendKind::Interpreter;
+        count_slow(NotExpressible::None);
         if (data->has_table()) {
           r = interpret(*data, svma, regs, mem, signal_frame);
         } else {
@@ -344,8 +294,8 @@ StopReason Unwinder::step_with(RegisterState& regs, MemoryReader& mem, bool exac
       r = step_found(*data, svma, regs, mem, signal_frame, info.backend, cache,
                      RuleCache::key(pc, exact_pc));
     } else if (b == BackendKind::Table) {
-      const CompactRule& rule = data->compact.lookup(svma);
-      if (rule.kind == CompactRule::NoEntry) {
+      const UnwindRule& rule = data->compact.lookup(svma);
+      if (rule.kind == UnwindRule::NoEntry) {
         // The compact table may not have been built (LoadPolicy.compact off): ask the model.
         if (data->compact.ranges() == 0) {
           info.backend = BackendKind::Interpreter;
@@ -353,13 +303,14 @@ StopReason Unwinder::step_with(RegisterState& regs, MemoryReader& mem, bool exac
         } else {
           r = StopReason::NoTable;
         }
-      } else if (rule.kind == CompactRule::Interpret) {
+      } else if (rule.kind == UnwindRule::Interpret) {
         info.backend = BackendKind::Interpreter;
+        count_slow(rule.interpret_reason());
         r = interpret(*data, svma, regs, mem, signal_frame);
       } else {
         if (cache) fill_into(*cache, *data, svma, RuleCache::key(pc, exact_pc));
         signal_frame = rule.signal_frame;
-        r = apply_compact(rule, regs, mem);
+        r = apply_rule(rule, regs, mem);
       }
     } else {
       r = interpret(*data, svma, regs, mem, signal_frame);

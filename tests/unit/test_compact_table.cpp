@@ -18,17 +18,17 @@ TEST(CompactTable, AgreesWithTheModelEverywhere) {
     size_t interpret = 0;
     uint64_t prev_end = 0;
     for (const TableRange& r : table->ranges()) {
-      CompactRule want = compact_rule(table->row(r.row), table->function(r.function));
-      interpret += want.kind == CompactRule::Interpret;
+      UnwindRule want = to_unwind_rule(table->row(r.row), table->function(r.function));
+      interpret += want.kind == UnwindRule::Interpret;
       for (uint64_t pc : {r.begin, r.begin + (r.end - r.begin) / 2, r.end - 1})
         ASSERT_EQ(compact.lookup(pc), want) << path << " pc " << std::hex << pc;
       if (prev_end && r.begin > prev_end) {
-        EXPECT_EQ(compact.lookup(prev_end).kind, CompactRule::NoEntry) << std::hex << prev_end;
+        EXPECT_EQ(compact.lookup(prev_end).kind, UnwindRule::NoEntry) << std::hex << prev_end;
       }
       prev_end = r.end;
     }
-    EXPECT_EQ(compact.lookup(table->ranges().front().begin - 1).kind, CompactRule::NoEntry);
-    EXPECT_EQ(compact.lookup(prev_end).kind, CompactRule::NoEntry);
+    EXPECT_EQ(compact.lookup(table->ranges().front().begin - 1).kind, UnwindRule::NoEntry);
+    EXPECT_EQ(compact.lookup(prev_end).kind, UnwindRule::NoEntry);
     // Almost every row of a compiler-generated library has the compact form.
     EXPECT_LT(interpret, table->ranges().size() / 100) << path;
     RecordProperty("compact_bytes", std::to_string(compact.memory_bytes()));
@@ -56,12 +56,12 @@ TEST(CompactTable, RulesBeyondTheLimitGoToTheInterpreter) {
   EXPECT_EQ(compact.rules(), CompactTable::kMaxRules);
   size_t exact = 0, interpreted = 0;
   for (const TableRange& r : table.ranges()) {
-    const CompactRule& got = compact.lookup(r.begin);
-    ASSERT_NE(got.kind, CompactRule::NoEntry) << std::hex << r.begin;
-    if (got.kind == CompactRule::Interpret) {
+    const UnwindRule& got = compact.lookup(r.begin);
+    ASSERT_NE(got.kind, UnwindRule::NoEntry) << std::hex << r.begin;
+    if (got.kind == UnwindRule::Interpret) {
       ++interpreted;
     } else {
-      ASSERT_EQ(got, compact_rule(table.row(r.row), fn));
+      ASSERT_EQ(got, to_unwind_rule(table.row(r.row), fn));
       ++exact;
     }
   }
