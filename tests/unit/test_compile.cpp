@@ -136,14 +136,15 @@ TEST_P(CompileLibrary, VerifiesAndDescribesItself) {
   auto r = compile_module(path, out, options);
   ASSERT_TRUE(r) << r.error().to_string();
 
-  // The differential check: every range, first and last address, local and remote.
+  // The differential check: every range, three states (first and last address, and the last
+  // address near the top of the stack), local and remote.
   ASSERT_TRUE(r->verification);
   const DifferentialResult& v = *r->verification;
   EXPECT_EQ(v.mismatch_count, 0u) << join(v.mismatches);
-  EXPECT_EQ(v.checks, 4 * r->codegen.model_ranges);
+  EXPECT_EQ(v.checks, 6 * r->codegen.model_ranges);
   EXPECT_EQ(v.agreed + v.both_failed + v.fallbacks + v.mismatch_count, v.checks);
   EXPECT_GT(v.agreed, 200u);
-  EXPECT_GE(v.agreed, v.checks * 3 / 4) << "agreed " << v.agreed << " of " << v.checks;
+  EXPECT_GE(v.agreed, v.checks / 2) << "agreed " << v.agreed << " of " << v.checks;
   EXPECT_LE(v.fallbacks, v.checks / 100) << "more than 1% of rows need the interpreter";
 
   // The report.
