@@ -27,7 +27,9 @@ std::vector<BackendCheck> check_runtime_backends(const UnwindTable& table,
   rules.step = [&compact](uint64_t pc, const TableRange&, RegisterState& regs, MemoryReader& mem,
                           const SyntheticStack&, bool& signal_frame) {
     const UnwindRule& rule = compact.lookup(pc);
-    if (rule.kind == UnwindRule::Interpret) return BackendAnswer::NotApplicable;
+    // Beyond the table's 4 GiB the runtime asks the interpreter (Unwinder::step_with).
+    if (rule.kind == UnwindRule::Interpret || !compact.covers(pc))
+      return BackendAnswer::NotApplicable;
     if (rule.kind == UnwindRule::NoEntry) return BackendAnswer::Failed;
     signal_frame = rule.signal_frame;
     return answer_of(apply_rule(rule, regs, mem));
@@ -38,7 +40,7 @@ std::vector<BackendCheck> check_runtime_backends(const UnwindTable& table,
   hot.step = [&compact](uint64_t pc, const TableRange&, RegisterState& regs, MemoryReader& mem,
                         const SyntheticStack&, bool& signal_frame) {
     const HotRule h = hot_form(compact.lookup(pc));
-    if (h.op == HotRule::kEmpty) return BackendAnswer::NotApplicable;
+    if (h.op == HotRule::kEmpty || !compact.covers(pc)) return BackendAnswer::NotApplicable;
     signal_frame = false; // hot forms never stand for signal frames
     if (h.op & HotRule::kEnd) {
       regs.clear(x86_64::RIP);

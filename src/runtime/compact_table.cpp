@@ -35,8 +35,9 @@ CompactTable::CompactTable(const UnwindTable& table) {
     return i;
   };
   uint64_t prev_end = base_;
-  for (const TableRange& r : ranges) {
-    if (r.end > end_) break;
+  for (TableRange r : ranges) {
+    if (r.begin >= end_) break;
+    r.end = std::min(r.end, end_); // a range crossing the 4 GiB limit is cut there
     const FunctionInfo& fn = table.function(r.function);
     uint64_t key = (uint64_t(r.row) << 20) | (uint64_t(fn.return_column) << 1) | fn.signal_frame;
     uint16_t rule;
@@ -55,6 +56,10 @@ CompactTable::CompactTable(const UnwindTable& table) {
       rule_of_.push_back(rule);
     }
     prev_end = r.end;
+  }
+  if (starts_.empty()) { // nothing below the limit: an empty table
+    end_ = base_;
+    return;
   }
   while (block_shift_ > 5 && starts_.size() > 2 * (((end_ - base_) >> block_shift_) + 1))
     --block_shift_;

@@ -36,7 +36,9 @@ public:
   const UnwindRule& lookup(uint64_t svma) const { return rules_[rule_index(svma)]; }
   // The index of that rule (0: NoEntry), for data kept per rule (RuleCache's hot forms).
   uint32_t rule_index(uint64_t svma) const;
-  // SVMAs [base(), end()) are in the table; index() looks up offsets from base().
+  // SVMAs [base(), end()) are in the table (at most 4 GiB: a module's tables beyond that are
+  // not covered, and the interpreter answers there); index() looks up offsets from base().
+  bool covers(uint64_t svma) const { return svma - base_ < end_ - base_; }
   uint64_t base() const { return base_; }
   uint64_t end() const { return end_; }
   CompactIndex index() const {

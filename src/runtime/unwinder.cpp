@@ -296,8 +296,9 @@ StopReason Unwinder::step_with(RegisterState& regs, MemoryReader& mem, bool exac
     } else if (b == BackendKind::Table) {
       const UnwindRule& rule = data->compact.lookup(svma);
       if (rule.kind == UnwindRule::NoEntry) {
-        // The compact table may not have been built (LoadPolicy.compact off): ask the model.
-        if (data->compact.ranges() == 0) {
+        // The compact table may not have been built (LoadPolicy.compact off), or may end before
+        // the module's tables (beyond 4 GiB): ask the model.
+        if (data->compact.ranges() == 0 || !data->compact.covers(svma)) {
           info.backend = BackendKind::Interpreter;
           r = interpret(*data, svma, regs, mem, signal_frame);
         } else {
