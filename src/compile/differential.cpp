@@ -1,5 +1,7 @@
 #include "compile/differential.hpp"
 
+#include <fmt/format.h>
+
 #include "eh_elf/eh_elf_backend.hpp"
 
 namespace ehelf {
@@ -17,6 +19,15 @@ DifferentialResult check_eh_elf(const UnwindTable& table, const EhElfObject& obj
       if (result.mismatches.size() < 20) result.mismatches.push_back(c.backend + ": " + m);
   }
   return result;
+}
+
+std::string describe(const DifferentialResult& r) {
+  std::string out = fmt::format("{} checks, {} agree, {} both refuse, {} need the interpreter, {} "
+                                "mismatches",
+                                r.checks, r.agreed, r.both_failed, r.fallbacks, r.mismatch_count);
+  for (const std::string& m : r.mismatches)
+    out += "\n  mismatch: " + m;
+  return out;
 }
 
 } // namespace ehelf

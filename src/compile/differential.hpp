@@ -23,4 +23,8 @@ struct DifferentialResult {
 
 DifferentialResult check_eh_elf(const UnwindTable& table, const EhElfObject& object);
 
+// "N checks, N agree, N both refuse, N need the interpreter, N mismatches", then the first
+// mismatches, each on its own line.
+std::string describe(const DifferentialResult& r);
+
 } // namespace ehelf
