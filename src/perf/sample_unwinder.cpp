@@ -213,16 +213,11 @@ std::shared_ptr<const ModuleData> SampleUnwinder::data_for(const MmapRecord& m,
         auto id = (*elf)->build_id();
         if (!want.empty() && (!id || !std::equal(id->begin(), id->end(), want.begin(), want.end())))
           continue;
-        ModuleMap loader;
-        Module lm;
-        lm.path = path;
-        loader.add(std::move(lm));
-        loader.finish();
         LoadPolicy policy;
         policy.whole_table = false; // rows found on demand: only the sampled pcs cost anything
-        const ModuleData& d = loader.load(loader.modules().front(), policy);
-        if (!d.elf) continue;
-        slot->data = loader.modules().front().data;
+        auto d = load_module(path, policy);
+        if (!d->elf) continue;
+        slot->data = std::move(d);
         slot->path = path;
         break;
       }
