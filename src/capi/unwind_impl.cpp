@@ -395,7 +395,7 @@ std::optional<FunctionInfo> function_at(const Where& w) {
 
 // The frame's module, looked up at pc - 1 for a return address; but when no FDE covers pc - 1
 // and one covers pc, at pc: a function "returned" to at its entry (makecontext makes
-// __start_context the return address of a coroutine's first function), as the step does.
+// __start_context the return address of a coroutine's first function), as Unwinder::step does.
 bool locate(Cursor& c, Where& w) {
   if (!c.regs.has(x86_64::RIP)) return false;
   uint64_t pc = c.regs.get(x86_64::RIP);
@@ -474,17 +474,6 @@ int error_of(StopReason r) {
   return UNW_EUNSPEC;
 }
 
-// Unwinder::step, retrying a return address that has no FDE before it at the address itself
-// (see locate()).
-StopReason step_at(Unwinder& u, RegisterState& regs, MemoryReader& mem, bool exact,
-                   FrameInfo& info) {
-  RegisterState start = regs;
-  StopReason r = u.step(regs, mem, exact, info);
-  if (r != StopReason::NoTable || exact) return r;
-  regs = start;
-  return u.step(regs, mem, true, info);
-}
-
 // Whether a caller's pc is in a known module; a pc in none (not code, or code loaded since the
 // map was made) ends the walk there.
 bool known_pc(const ModuleMap& map, uint64_t pc) {
@@ -495,12 +484,12 @@ bool known_pc(const ModuleMap& map, uint64_t pc) {
 StopReason step_copy(Cursor& c, RegisterState& regs, FrameInfo& info) {
   if (!c.remote) {
     SelfMemory mem = local_memory(c);
-    return step_at(c.local->unwinder, regs, mem, c.exact, info);
+    return c.local->unwinder.step(regs, mem, c.exact, info);
   }
   AccessorMemory mem(c.as, c.arg);
   Where w;
   locate(c, w); // loads the module's data through the accessors if needed
-  return step_at(*c.as->unwinder, regs, mem, c.exact, info);
+  return c.as->unwinder->step(regs, mem, c.exact, info);
 }
 
 // ---- unw_backtrace ------------------------------------------------------------------------
@@ -563,7 +552,7 @@ int step_walk(LocalSpace& s, RegisterState regs, SelfMemory& mem, void** buffer,
         break;
       }
       buffer[n++] = reinterpret_cast<void*>(regs.get(x86_64::RIP));
-      if (step_at(s.general, regs, mem, exact, info) != StopReason::None) break;
+      if (s.general.step(regs, mem, exact, info) != StopReason::None) break;
       exact = info.signal_frame;
     }
   } catch (...) { // only error paths allocate (their messages)

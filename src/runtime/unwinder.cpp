@@ -225,6 +225,18 @@ StopReason Unwinder::step(RegisterState& regs, MemoryReader& mem, bool exact_pc,
 
 StopReason Unwinder::step_with(RegisterState& regs, MemoryReader& mem, bool exact_pc,
                                FrameInfo& info, RuleCache* cache) {
+  const RegisterState start = regs;
+  const StopReason r = step_once(regs, mem, exact_pc, info, cache);
+  if (r != StopReason::NoTable || exact_pc) return r;
+  // A return address with no unwind entry before it, but one at the address itself: a function
+  // "returned" to at its entry (makecontext makes __start_context the return address of a
+  // coroutine's first function). Unwound from its entry, as libunwind does.
+  regs = start;
+  return step_once(regs, mem, /*exact_pc=*/true, info, cache);
+}
+
+StopReason Unwinder::step_once(RegisterState& regs, MemoryReader& mem, bool exact_pc,
+                               FrameInfo& info, RuleCache* cache) {
   if (!regs.has(x86_64::RIP)) return StopReason::EndOfStack;
   if (!regs.has(x86_64::RSP)) return StopReason::MissingRegister;
   uint64_t pc = regs.get(x86_64::RIP);
