@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <dirent.h>
 #include <endian.h>
 #include <mutex>
 #include <new>
@@ -271,85 +270,23 @@ private:
 
 // ---- finding the remote process ------------------------------------------------------------
 
-bool read_small_file(const char* path, std::string& out) {
-  FILE* f = std::fopen(path, "r");
-  if (!f) return false;
-  out.clear();
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
-    out.append(buf, n);
-  std::fclose(f);
-  return true;
-}
-
-bool is_number(const char* s) {
-  if (!*s) return false;
-  for (; *s; ++s)
-    if (*s < '0' || *s > '9') return false;
-  return true;
-}
-
-// True if a thread of process `pid` is traced by a thread of this process.
-bool traced_by_us(const std::string& pid) {
-  std::string dir = "/proc/" + pid + "/task";
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) return false;
-  bool found = false;
-  while (dirent* e = ::readdir(d)) {
-    if (!is_number(e->d_name)) continue;
-    std::string status;
-    if (!read_small_file((dir + "/" + e->d_name + "/status").c_str(), status)) continue;
-    size_t at = status.find("TracerPid:");
-    if (at == std::string::npos) continue;
-    long tracer = std::strtol(status.c_str() + at + 10, nullptr, 10);
-    if (tracer <= 0) continue;
-    std::string ours = "/proc/self/task/" + std::to_string(tracer);
-    if (::access(ours.c_str(), F_OK) == 0) {
-      found = true;
-      break;
-    }
-  }
-  ::closedir(d);
-  return found;
-}
-
 // The process the accessors read: ehelf's _UPT_ handle names it; otherwise the one process this
 // process traces whose memory at the stack pointer and pc is what access_mem returns.
 pid_t find_pid(unw_addr_space* as, void* arg, const RegisterState& regs) {
   pid_t pid = 0;
   if (upt_pid(as->accessors, arg, pid)) return pid;
   AccessorMemory through(as, arg);
-  uint64_t probes[2] = {regs.get(x86_64::RSP), regs.get(x86_64::RIP)};
+  const uint64_t probes[2] = {regs.get(x86_64::RSP), regs.get(x86_64::RIP)};
   uint64_t expected[2] = {};
   for (int i = 0; i < 2; ++i)
     if (!through.read_u64(probes[i], expected[i])) return 0;
-  DIR* d = ::opendir("/proc");
-  if (!d) return 0;
-  pid_t match = 0;
-  int matches = 0;
-  while (dirent* e = ::readdir(d)) {
-    if (!is_number(e->d_name) || !traced_by_us(e->d_name)) continue;
-    pid_t candidate = static_cast<pid_t>(std::strtol(e->d_name, nullptr, 10));
-    ProcessMemory mem(candidate);
-    bool same = true;
-    for (int i = 0; i < 2 && same; ++i) {
-      uint64_t v = 0;
-      same = mem.read_u64(probes[i], v) && v == expected[i];
-    }
-    if (same) {
-      match = candidate;
-      ++matches;
-    }
-  }
-  ::closedir(d);
-  return matches == 1 ? match : 0;
+  return find_traced_process(probes, expected);
 }
 
 // Makes `as` describe process `pid`, rebuilding its map if the process's mappings changed.
 bool ensure_remote_map(unw_addr_space* as, pid_t pid) {
   std::string maps;
-  if (!read_small_file(("/proc/" + std::to_string(pid) + "/maps").c_str(), maps)) return false;
+  if (!read_proc_file("/proc/" + std::to_string(pid) + "/maps", maps)) return false;
   if (as->map && as->pid == pid && as->maps_text == maps) return true;
   auto built = ModuleMap::for_process(pid);
   if (!built) return false;
