@@ -5,7 +5,9 @@ namespace {
 int g_exit_code = 0;
 }
 
-int exit_code() { return g_exit_code; }
+int exit_code() {
+  return g_exit_code;
+}
 void set_exit_code(int code) {
   if (code > g_exit_code) g_exit_code = code;
 }

@@ -33,6 +33,9 @@ void register_compile(CLI::App& app) {
   };
   auto opt = std::make_shared<Options>();
   auto* cmd = app.add_subcommand("compile", "Compile unwind tables into eh_elf shared objects");
+  cmd->footer("Examples:\n  ehelf compile /usr/lib/x86_64-linux-gnu/libc.so.6 -o libc.eh_elf.so "
+              "--report --verify\n"
+              "  ehelf compile --cache --jobs 2 ./prog /usr/lib/x86_64-linux-gnu/libc.so.6");
   cmd->add_option("files", opt->files, "ELF files")->required()->check(CLI::ExistingFile);
   cmd->add_option("-o,--output", opt->output, "Output .so (one input file only)");
   cmd->add_flag(

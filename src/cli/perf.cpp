@@ -106,6 +106,9 @@ void register_perf(CLI::App& app) {
   auto opt = std::make_shared<Options>();
   auto* cmd = app.add_subcommand(
       "perf", "Unwind the samples of `perf record --call-graph dwarf` and print their stacks");
+  cmd->footer("Examples:\n  perf record -e cpu-clock --call-graph dwarf -o perf.data -- ./prog\n"
+              "  ehelf perf -i perf.data > out.txt       # perf script's layout\n"
+              "  ehelf perf -f svg -o flame.svg perf.data");
   cmd->add_option("file", opt->input, "perf.data file (default: perf.data)");
   cmd->add_option("-i,--input", opt->input, "perf.data file, as perf's -i");
   cmd->add_option("-f,--format", opt->format,

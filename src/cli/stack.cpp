@@ -324,6 +324,8 @@ void register_stack(CLI::App& app) {
   auto opt = std::make_shared<Options>();
   auto* cmd = app.add_subcommand(
       "stack", "Print the stack of every thread of a running process, as eu-stack -p does");
+  cmd->footer("Examples:\n  ehelf stack -p $(pidof myserver)\n  ehelf stack -p 1234 -m -o -v   # "
+              "modules, offsets, why each walk stopped");
   cmd->add_option("-p,--pid", opt->pid, "Process to attach to (ptrace)")->required();
   cmd->add_option("--backend", opt->backend,
                   "Unwinding backend: auto (compiled eh_elf if cached, else table), compiled, "

@@ -85,6 +85,9 @@ void register_stats(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "stats", "Statistics on the call-frame instructions of ELF files (the paper's Tables 3 "
                "and 4): rule kinds, supported share, opcodes, expressions, rows per FDE");
+  cmd->footer(
+      "Examples:\n  ehelf stats /usr/lib/x86_64-linux-gnu      # the paper's Tables 3 and 4\n"
+      "  ehelf stats --json /usr/bin/gdb");
   cmd->add_option("paths", opt->paths, "ELF files or directories (walked recursively)")
       ->required()
       ->check(CLI::ExistingPath);
@@ -139,6 +142,16 @@ void register_stats(CLI::App& app) {
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
+    // Nothing to count is not a result: say why, and fail (as for an unreadable file).
+    if (total.files_with_cfi == 0) {
+      fmt::print(stderr,
+                 "ehelf: no ELF64 x86_64 file with call-frame tables among {} file{} ({} not ELF, "
+                 "{} 32-bit, {} other architectures, {} without .eh_frame or .debug_frame)\n",
+                 files.size(), files.size() == 1 ? "" : "s", total.files_not_elf, total.files_elf32,
+                 total.files_other_arch, total.files_scanned);
+      set_exit_code(1);
+      return;
+    }
     StatsReport report;
     report.top = opt->top;
     report.seconds = seconds;

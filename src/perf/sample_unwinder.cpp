@@ -333,6 +333,21 @@ void SampleUnwinder::add_user_frames(Process& p, const SampleRecord& s, SampleSt
   if (why != StopReason::EndOfStack) ++stats_.stopped_early;
 }
 
+StackFrame SampleUnwinder::kernel_frame(uint64_t pc) {
+  StackFrame f;
+  f.pc = f.dso_address = pc;
+  f.module = "[kernel.kallsyms]";
+  if (options_.symbols) {
+    if (!kernel_symbols_loaded_) { // /proc/kallsyms only once a kernel frame is printed
+      kernel_symbols_ = KernelSymbols::load(data_.os_release());
+      kernel_symbols_loaded_ = true;
+    }
+    std::string_view name;
+    if (kernel_symbols_.name(pc, name, f.symbol_offset)) f.symbol = std::string(name);
+  }
+  return f;
+}
+
 void SampleUnwinder::unwind_sample(const Record& r, const SampleRecord& s, SampleStack& out) {
   out = SampleStack{};
   ++stats_.samples;
@@ -356,18 +371,7 @@ void SampleUnwinder::unwind_sample(const Record& r, const SampleRecord& s, Sampl
         continue;
       }
       if (!kernel) continue;
-      StackFrame f;
-      f.pc = f.dso_address = pc;
-      f.module = "[kernel.kallsyms]";
-      if (options_.symbols) {
-        if (!kernel_symbols_loaded_) {
-          kernel_symbols_ = KernelSymbols::load(data_.os_release());
-          kernel_symbols_loaded_ = true;
-        }
-        std::string_view name;
-        if (kernel_symbols_.name(pc, name, f.symbol_offset)) f.symbol = std::string(name);
-      }
-      out.frames.push_back(std::move(f));
+      out.frames.push_back(kernel_frame(pc));
     }
   }
   if (s.regs_abi == 0 || s.stack.empty()) {
@@ -390,9 +394,25 @@ void SampleUnwinder::unwind_sample(const Record& r, const SampleRecord& s, Sampl
       first = false;
       out.frames.push_back(std::move(f));
     }
-    out.stop = !first                           ? "frame-pointer call chain (perf record -g)"
-               : r.cpumode() == CpuMode::Kernel ? "kernel thread"
-                                                : "no user stack in the sample";
+    // Without a call chain (perf record without -g or --call-graph), the sampled ip is the
+    // stack, as perf script prints it.
+    const bool has_ip = s.attr && (s.attr->sample_type & sample::kIp);
+    if (first && out.frames.empty() && has_ip && r.cpumode() == CpuMode::User) {
+      StackFrame f;
+      f.pc = s.ip;
+      name_frame(p, f, false);
+      out.frames.push_back(std::move(f));
+      out.stop = "sampled ip only (no call chain recorded)";
+      out.ip_only = true;
+    } else if (has_ip && out.frames.empty() && r.cpumode() == CpuMode::Kernel && options_.kernel) {
+      out.frames.push_back(kernel_frame(s.ip));
+      out.stop = "sampled ip only (no call chain recorded)";
+      out.ip_only = true;
+    } else {
+      out.stop = !first                           ? "frame-pointer call chain (perf record -g)"
+                 : r.cpumode() == CpuMode::Kernel ? "kernel thread"
+                                                  : "no user stack in the sample";
+    }
     stats_.frames += out.frames.size();
     return;
   }

@@ -62,6 +62,8 @@ private:
   struct Process;
   struct LoadedFile;
   Process& process(uint32_t pid);
+  // A kernel frame at `pc`, named from the kernel's symbols (read on first use).
+  StackFrame kernel_frame(uint64_t pc);
   void on_mmap(const MmapRecord& m);
   void on_comm(const CommRecord& c);
   void on_fork(const TaskRecord& t);

@@ -143,13 +143,34 @@ if ours != theirs and sorted(ours) != sorted(theirs):  # equal timestamps: eithe
 print(f"-g: {len(theirs)} samples, call chains identical to perf script's")
 PY
 
+# No call graph at all (perf record without -g): each sample is its sampled ip, as perf prints it.
+perf record -q -e cpu-clock -F 1000 -o ip.data "$TARGET" 2> record.log ||
+  { cat record.log; fail "perf record (no call graph)"; }
+perf script -i ip.data --no-inline -F comm,pid,tid,time,ip,sym,dso > perf-ip.txt 2> /dev/null
+"$EHELF" perf ip.data > ours-ip.txt || fail "ehelf perf on a recording without call graph"
+"$EHELF" perf ip.data -f folded > ours-ip.folded || fail "ehelf perf -f folded without call graph"
+python3 - ours-ip.txt perf-ip.txt ours-ip.folded << 'PY' || fail "recording without call graph"
+import re, sys
+# perf script prints such a sample on one line: "comm pid/tid time: ip sym (dso)".
+ours, theirs = (open(p).read().splitlines() for p in sys.argv[1:3])
+if not theirs or len(ours) != len(theirs):
+    sys.exit(f"no call graph: {len(ours)} lines, perf script printed {len(theirs)}")
+if sorted(ours) != sorted(theirs):  # equal timestamps: either order
+    diff = [(a, b) for a, b in zip(sorted(ours), sorted(theirs)) if a != b]
+    sys.exit(f"no call graph: {len(diff)} of {len(theirs)} lines differ, first: {diff[0]}")
+folded = [l.rsplit(' ', 1) for l in open(sys.argv[3]).read().splitlines()]
+if sum(int(n) for _, n in folded) != len(theirs) or not any(';' in k for k, _ in folded):
+    sys.exit(f"no call graph: folded stacks are not 'comm;function count': {folded[:3]}")
+print(f"no call graph: {len(theirs)} samples, lines identical to perf script's")
+PY
+
 # Folded stacks, flame graph, JSON.
 samples=$(grep -c '^perf_target' perf.txt)
 "$EHELF" perf perf.data -f folded -o folded.txt || fail "ehelf perf -f folded"
 "$EHELF" perf perf.data -f svg -o flame.svg --title "perf_target" || fail "ehelf perf -f svg"
 "$EHELF" perf perf.data -f json > samples.json || fail "ehelf perf -f json"
 python3 - "$samples" ours-auto.txt << 'PY' || fail "folded/svg/json"
-import json, sys, xml.etree.ElementTree as ET
+import json, re, sys, xml.etree.ElementTree as ET
 samples = int(sys.argv[1])
 total = 0
 chains = 0
@@ -186,6 +207,9 @@ for i, line in enumerate(lines):
         sys.exit(f"json: sample {i}: {line[:120]}")
     frame_lines = [l for l in script[i].split('\n') if l.startswith('\t') and
                    not l.startswith('\t(walk ended')]
+    for f in s['frames']:
+        if not isinstance(f['pc'], str) or not re.fullmatch(r'0x[0-9a-f]+', f['pc']):
+            sys.exit(f"json: sample {i}: pc {f['pc']!r} is not a hex string")
     if len(s['frames']) != len(frame_lines):
         sys.exit(f"json: sample {i} has {len(s['frames'])} frames, the script output differs")
 print(f"folded: {total} samples, {chains} through level -> qsort -> compare; svg: {len(titles)} "
