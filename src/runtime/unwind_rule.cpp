@@ -121,32 +121,4 @@ UnwindRule to_unwind_rule(RowView row, const FunctionInfo& fn) {
   return out;
 }
 
-StopReason apply_rule(const UnwindRule& rule, RegisterState& regs, MemoryReader& mem) {
-  const unsigned base_reg = rule.kind == UnwindRule::CfaRsp ? x86_64::RSP : x86_64::RBP;
-  if (!regs.has(base_reg)) return StopReason::MissingRegister;
-  const uint64_t cfa = regs.get(base_reg) + static_cast<uint64_t>(int64_t(rule.cfa_offset));
-  uint64_t rip = 0, rbp = regs.get(x86_64::RBP), rbx = regs.get(x86_64::RBX);
-  if (rule.rip == UnwindRule::AtCfa &&
-      !mem.read_u64(cfa + static_cast<uint64_t>(int64_t(rule.rip_offset)), rip))
-    return StopReason::BadRead;
-  const bool rbp_read = rule.rbp == UnwindRule::AtCfa &&
-                        mem.read_u64(cfa + static_cast<uint64_t>(int64_t(rule.rbp_offset)), rbp);
-  const bool rbx_read = rule.rbx == UnwindRule::AtCfa &&
-                        mem.read_u64(cfa + static_cast<uint64_t>(int64_t(rule.rbx_offset)), rbx);
-  if (rule.rip == UnwindRule::AtCfa)
-    regs.set(x86_64::RIP, rip);
-  else
-    regs.clear(x86_64::RIP);
-  if (rbp_read)
-    regs.set(x86_64::RBP, rbp);
-  else if (rule.rbp != UnwindRule::Same)
-    regs.clear(x86_64::RBP);
-  if (rbx_read)
-    regs.set(x86_64::RBX, rbx);
-  else if (rule.rbx != UnwindRule::Same)
-    regs.clear(x86_64::RBX);
-  regs.set(x86_64::RSP, cfa);
-  return StopReason::None;
-}
-
 } // namespace ehelf

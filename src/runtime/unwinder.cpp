@@ -188,13 +188,12 @@ StopReason Unwinder::step(RegisterState& regs, MemoryReader& mem, bool exact_pc,
 
 StopReason Unwinder::step_with(RegisterState& regs, MemoryReader& mem, bool exact_pc,
                                FrameInfo& info, RuleCache* cache) {
-  const RegisterState start = regs;
   const StopReason r = step_once(regs, mem, exact_pc, info, cache);
   if (r != StopReason::NoTable || exact_pc) return r;
   // A return address with no unwind entry before it, but one at the address itself: a function
   // "returned" to at its entry (makecontext makes __start_context the return address of a
-  // coroutine's first function). Unwound from its entry, as libunwind does.
-  regs = start;
+  // coroutine's first function). Unwound from its entry, as gdb does. (NoTable is decided
+  // before any rule runs: `regs` are still the frame's own.)
   return step_once(regs, mem, /*exact_pc=*/true, info, cache);
 }
 
