@@ -303,6 +303,13 @@ struct Decoder::State {
 Decoder::Decoder() : state_(std::make_unique<State>()) {
   ZydisDecoderInit(&state_->decoder, kMode, ZYDIS_STACK_WIDTH_64);
   ZydisFormatterInit(&state_->formatter, ZYDIS_FORMATTER_STYLE_ATT);
+  // objdump's look: lower-case hex, no zero padding ("call 0x401020", "-0x8(%rbp)", "$0x28").
+  ZydisFormatter* f = &state_->formatter;
+  ZydisFormatterSetProperty(f, ZYDIS_FORMATTER_PROP_HEX_UPPERCASE, ZYAN_FALSE);
+  for (ZydisFormatterProperty p :
+       {ZYDIS_FORMATTER_PROP_ADDR_PADDING_ABSOLUTE, ZYDIS_FORMATTER_PROP_ADDR_PADDING_RELATIVE,
+        ZYDIS_FORMATTER_PROP_DISP_PADDING, ZYDIS_FORMATTER_PROP_IMM_PADDING})
+    ZydisFormatterSetProperty(f, p, ZYDIS_PADDING_DISABLED);
 }
 
 Decoder::~Decoder() = default;

@@ -228,9 +228,10 @@ TEST(X86Decode, FormatsAttSyntax) {
   EXPECT_EQ(text("push_rbx"), "push %rbx");
   EXPECT_EQ(text("mov_rsp_rbp"), "mov %rsp, %rbp");
   EXPECT_EQ(text("sub_rsp"), "sub $0x28, %rsp");
-  EXPECT_EQ(text("store_rbp_slot"), "mov %rbx, -0x08(%rbp)");
+  EXPECT_EQ(text("push_drap"), "push -0x8(%r10)");
+  EXPECT_EQ(text("store_rbp_slot"), "mov %rbx, -0x8(%rbp)");
   char target[32];
-  std::snprintf(target, sizeof target, "call 0x%016llX",
+  std::snprintf(target, sizeof target, "call 0x%llx",
                 static_cast<unsigned long long>(reinterpret_cast<uint64_t>(x86_target)));
   EXPECT_EQ(text("call_direct"), target);
   const uint8_t bad[] = {0x06};
