@@ -102,6 +102,15 @@ run_target() { # NAME
       rm -f "$elf" "$elf.frame"
     done
   fi
+  if [ "$name" = fuzz_x86_decode ]; then
+    # Machine code: the .text of a compiled fixture and of the hand-written CFI one.
+    cc -O2 tests/fixtures/recursion.c -o "$work/recursion.elf"
+    cc -nostartfiles -static -nostdlib tests/fixtures/cfi_variety.S -o "$work/cfi.elf"
+    for elf in "$work"/*.elf; do
+      objcopy -O binary --only-section=.text "$elf" "${elf%.elf}.text"
+      rm -f "$elf"
+    done
+  fi
   if [ "$name" = fuzz_perf ]; then
     perf_seeds "$work"
   fi
