@@ -51,17 +51,4 @@ HotRule hot_form(const UnwindRule& rule) {
   return h;
 }
 
-UnwindRule unwind_rule_of(const HotRule& h) {
-  UnwindRule rule;
-  rule.kind = (h.op & HotRule::kRbpBased) ? UnwindRule::CfaRbp : UnwindRule::CfaRsp;
-  rule.cfa_offset = h.cfa_offset;
-  rule.rip = UnwindRule::AtCfa;
-  rule.rip_offset = -8;
-  rule.rbp = (h.op & HotRule::kRbpSaved) ? UnwindRule::AtCfa : UnwindRule::Same;
-  rule.rbp_offset = static_cast<int16_t>(8 * h.rbp_offset8);
-  rule.rbx = (h.op & HotRule::kRbxSaved) ? UnwindRule::AtCfa : UnwindRule::Same;
-  rule.rbx_offset = static_cast<int16_t>(8 * h.rbx_offset8());
-  return rule;
-}
-
 } // namespace ehelf
