@@ -117,6 +117,46 @@ perf record -q -e cpu-clock -F 1000 --call-graph dwarf -o - "$TARGET" > pipe.dat
 perf script -i pipe.data --no-inline -F comm,pid,tid,time,ip,sym,dso > perf-pipe.txt 2> /dev/null
 "$EHELF" perf pipe.data -v > ours-pipe.txt 2> /dev/null || fail "ehelf perf on pipe-mode data"
 compare ours-pipe.txt perf-pipe.txt "pipe mode" || fail "pipe mode"
+# Read from a pipe, as `perf record -o - ... | ehelf perf` (no file named, or "-").
+"$EHELF" perf -v < <(cat pipe.data) > ours-stdin.txt 2> /dev/null || fail "ehelf perf from a pipe"
+cat pipe.data | "$EHELF" perf - -v > ours-dash.txt 2> /dev/null || fail "ehelf perf - from a pipe"
+cmp -s ours-stdin.txt ours-pipe.txt && cmp -s ours-dash.txt ours-pipe.txt ||
+  fail "ehelf perf from standard input differs from the same data read from a file"
+echo "stdin: a pipe read with no file named and with '-' gives the file's output"
+
+# Damaged recordings are read up to the damage, as perf does, with one line saying where and
+# why: the first 60% of a recording (truncated), and one whose header sizes perf never wrote
+# (killed with -9: data size 0, the end missing). Every sample printed is one of the whole
+# recording's, and at least as many as perf script salvages.
+python3 - perf.data << 'PY'
+import struct, sys
+b = open(sys.argv[1], 'rb').read()
+open('truncated.data', 'wb').write(b[:len(b) * 6 // 10])
+off, size = struct.unpack_from('<QQ', b, 40)
+k = bytearray(b[:off + size * 9 // 10]); struct.pack_into('<Q', k, 48, 0)
+open('killed.data', 'wb').write(k)
+PY
+"$EHELF" perf perf.data > ours-whole.txt 2> /dev/null || fail "ehelf perf perf.data"
+for damaged in truncated killed; do
+  "$EHELF" perf $damaged.data > ours-$damaged.txt 2> $damaged.err || fail "$damaged: exit $?"
+  want=$([ $damaged = truncated ] && echo "ends inside its data section" || echo "data size field is 0")
+  [ "$(wc -l < $damaged.err)" = 1 ] && grep -q "$damaged.data: offset 0x[0-9a-f]*: .*$want.* samples read before it" $damaged.err ||
+    { cat $damaged.err; fail "$damaged: not one line naming the file, the offset and why"; }
+  perf script -i $damaged.data --no-inline -F comm,pid,tid,time,ip,sym,dso > perf-$damaged.txt 2> /dev/null || true
+  python3 - ours-$damaged.txt ours-whole.txt perf-$damaged.txt $damaged << 'PY' || fail "$damaged recording"
+import sys
+def blocks(p): return [b for b in open(p).read().split('\n\n') if b.strip()]
+ours, whole, label = blocks(sys.argv[1]), set(blocks(sys.argv[2])), sys.argv[4]
+theirs = sum(1 for l in open(sys.argv[3]) if l.strip() and not l.startswith('\t'))
+extra = [b for b in ours if b not in whole]
+if not ours or extra:
+    sys.exit(f"{label}: {len(ours)} samples, {len(extra)} not in the whole recording's output")
+if len(ours) < theirs:
+    sys.exit(f"{label}: {len(ours)} samples salvaged, perf script salvages {theirs}")
+print(f"{label}: {len(ours)} samples read up to the damage (perf script: {theirs}), each as in "
+      "the whole recording")
+PY
+done
 
 
 # Compressed records (perf record -z: one zstd stream cut into PERF_RECORD_COMPRESSED records).

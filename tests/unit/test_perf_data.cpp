@@ -588,6 +588,7 @@ constexpr const char* kName = "hostile.data";
 struct Outcome {
   bool parsed = false, decoded = false;
   std::string error;
+  std::string damage; // the header's damage note (a truncated or unfinished recording)
   size_t records = 0, samples = 0;
 };
 
@@ -608,6 +609,10 @@ Outcome survive(std::span<const uint8_t> input, bool compressed = false) {
     return o;
   }
   o.parsed = true;
+  if (const auto& d = data->header_damage()) {
+    EXPECT_TRUE(good_error(*d));
+    o.damage = d->to_string();
+  }
   auto records = data->records();
   if (!records) {
     EXPECT_TRUE(good_error(records.error()));
@@ -680,6 +685,23 @@ void expect_error(std::span<const uint8_t> bytes, uint64_t offset, std::string_v
   ASSERT_FALSE(o.decoded) << "no error; expected one at " << offset << " with " << words;
   EXPECT_NE(o.error.find(fmt::format("offset {:#x}: ", offset)), std::string::npos) << o.error;
   EXPECT_NE(o.error.find(words), std::string::npos) << o.error;
+}
+
+// No error, but damage at `offset` whose note has `words`: the data is read up to it, and the
+// records before it are all there.
+void expect_damage(std::span<const uint8_t> bytes, uint64_t offset, std::string_view words) {
+  Outcome o = survive(bytes);
+  ASSERT_TRUE(o.parsed) << o.error;
+  EXPECT_NE(o.damage.find(fmt::format("offset {:#x}: ", offset)), std::string::npos) << o.damage;
+  EXPECT_NE(o.damage.find(words), std::string::npos) << o.damage;
+  auto data = PerfData::from_bytes(std::vector<uint8_t>(bytes.begin(), bytes.end()), kName);
+  ASSERT_TRUE(data);
+  std::optional<Error> damage;
+  auto records = data->records(&damage);
+  ASSERT_TRUE(records);
+  if (damage) {
+    EXPECT_TRUE(good_error(*damage));
+  }
 }
 
 std::vector<uint8_t> with_u16(std::vector<uint8_t> b, size_t at, uint16_t v) {
@@ -880,10 +902,22 @@ TEST(PerfData, OpenReadsAFile) {
     out.write(reinterpret_cast<const char*>(b.bytes.data()),
               static_cast<std::streamsize>(b.bytes.size()));
   }
+  // Read up to the cut, which the damage note names (file, offset, why); the records before
+  // it are all there.
   auto cut = PerfData::open(path);
-  ASSERT_FALSE(cut);
-  EXPECT_EQ(cut.error().to_string().rfind(path + ": offset 0x28: ", 0), 0u)
-      << cut.error().to_string();
+  ASSERT_TRUE(cut) << cut.error().to_string();
+  ASSERT_TRUE(cut->header_damage());
+  EXPECT_EQ(cut->header_damage()->to_string().rfind(
+                fmt::format("{}: offset {:#x}: the file ends inside its data section", path,
+                            b.bytes.size()),
+                0),
+            0u)
+      << cut->header_damage()->to_string();
+  std::optional<Error> damage;
+  auto salvaged = cut->records(&damage);
+  ASSERT_TRUE(salvaged);
+  EXPECT_EQ(salvaged->size(), 7u);
+  ASSERT_TRUE(damage);
   auto missing = PerfData::open(path + ".missing");
   ASSERT_FALSE(missing);
   EXPECT_NE(missing.error().to_string().find(path + ".missing"), std::string::npos);
@@ -1214,8 +1248,9 @@ TEST(PerfDataHostile, EveryTruncation) {
       decoded += o.decoded;
       // The file layout's sections are all needed; in the pipe layout a cut at a record's end
       // is a shorter recording.
+      // A cut inside the data section is read up to the cut, and says so.
       if (b.data_offset != 16) {
-        EXPECT_FALSE(o.parsed) << n;
+        EXPECT_TRUE(!o.parsed || !o.damage.empty()) << n;
       }
     }
     if (b.data_offset == 16) { // every record's end
@@ -1305,7 +1340,8 @@ TEST(PerfDataHostile, FileSections) {
   // The data section outside the file.
   expect_error(with_u64(b.bytes, 40, b.bytes.size() + 1), 40, "data section");
   expect_error(with_u64(b.bytes, 40, ~uint64_t(0)), 40, "data section");
-  expect_error(with_u64(b.bytes, 48, ~uint64_t(0) - 8), 40, "data section");
+  expect_damage(with_u64(b.bytes, 48, ~uint64_t(0) - 8), b.bytes.size(),
+                "ends inside its data section");
   // The attribute section.
   expect_error(with_u64(b.bytes, 24, ~uint64_t(0) - 7), 24, "attribute section");
   expect_error(with_u64(b.bytes, 32, b.bytes.size()), 24, "attribute section");
@@ -1368,8 +1404,12 @@ TEST(PerfDataHostile, RecordSizes) {
       const uint64_t end = pipe ? b.bytes.size() : b.features_offset;
       if (end - at < 0xffff)
         expect_error(with_u16(b.bytes, at + 6, uint16_t(end - at + 8)), at, "does not fit");
-      expect_error(std::span<const uint8_t>(b.bytes).first(at + 4), pipe ? at : 40,
-                   pipe ? "truncated record header" : "data section");
+      if (pipe)
+        expect_error(std::span<const uint8_t>(b.bytes).first(at + 4), at,
+                     "truncated record header");
+      else // read up to the cut
+        expect_damage(std::span<const uint8_t>(b.bytes).first(at + 4), at + 4,
+                      "ends inside its data section");
     }
   }
   // The file layout's data section ending inside a record, or inside a record header (no
