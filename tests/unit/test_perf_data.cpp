@@ -9,6 +9,10 @@
 // successful parse returns.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <chrono>
+
 #include <fmt/format.h>
 #include <sys/stat.h>
 #include <zstd.h>
@@ -1674,6 +1678,53 @@ TEST(PerfDataHostile, ManyIdsStayBounded) {
   Outcome o = survive(b);
   EXPECT_FALSE(o.parsed);
   EXPECT_NE(o.error.find("id array"), std::string::npos) << o.error;
+}
+
+// Resident memory of this process, in bytes.
+uint64_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  uint64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+// Shapes that once blew up time and memory: tens of thousands of mappings in one process
+// (carving them was quadratic) and thousands of forks of a process with thousands of mappings
+// (each fork copied them all, names included). Work must stay O(n log n) and memory O(file):
+// the limits are generous (ASan builds are slow), far below what the old code took.
+TEST(PerfDataHostile, ManyMappingsAndForksStayCheap) {
+  const TestAttr a = dwarf_attr();
+  for (const auto& [mappings, forks] : {std::pair{40000, 0}, std::pair{4000, 4000}}) {
+    std::vector<std::vector<uint8_t>> r;
+    for (int i = 0; i < mappings; ++i) {
+      TestMmap m;
+      m.pid = m.tid = 100;
+      m.start = 0x10000000 + 0x2000 * uint64_t(i);
+      m.len = 0x1000;
+      m.filename = fmt::format("/nonexistent/ehelf-test/library-with-a-long-name-{}.so", i);
+      r.push_back(mmap2(a, m, {100, 100, 1, 101}));
+    }
+    for (int i = 0; i < forks; ++i)
+      r.push_back(task(record::kFork, a, 1000 + i, 100, 1000 + i, 100, {100, 100, 2, 101}));
+    Built b = file_layout({a}, r, {});
+    const uint64_t before = resident_bytes();
+    const auto start = std::chrono::steady_clock::now();
+    auto d = PerfData::from_bytes(b.bytes, kName);
+    ASSERT_TRUE(d) << d.error().to_string();
+    auto records = d->records();
+    ASSERT_TRUE(records);
+    SampleUnwinder u(*d, {});
+    SampleStack st;
+    for (const Record& rec : *records)
+      u.feed(rec, st);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const uint64_t grown = resident_bytes() - std::min(before, resident_bytes());
+    EXPECT_LT(seconds, 20.0) << mappings << " mappings, " << forks << " forks";
+    EXPECT_LT(grown, uint64_t(400) << 20)
+        << mappings << " mappings, " << forks << " forks: " << (grown >> 20) << " MiB";
+    EXPECT_EQ(u.stats().modules_missing, uint64_t(mappings));
+  }
 }
 
 TEST(PerfDataHostile, MappedFifo) {
