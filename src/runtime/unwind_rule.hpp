@@ -107,7 +107,8 @@ UnwindRule to_unwind_rule(RowView row, const FunctionInfo& fn);
 // Applies a CfaRsp or CfaRbp rule: `regs` become the caller's. MissingRegister when the CFA's
 // register is unknown, BadRead when the return address cannot be read; `regs` are then
 // unchanged. Inline: every table step runs it.
-inline StopReason apply_rule(const UnwindRule& rule, RegisterState& regs, MemoryReader& mem) {
+inline __attribute__((always_inline)) StopReason
+apply_rule(const UnwindRule& rule, RegisterState& regs, MemoryReader& mem) {
   const unsigned base_reg = rule.kind == UnwindRule::CfaRsp ? x86_64::RSP : x86_64::RBP;
   if (!regs.has(base_reg)) return StopReason::MissingRegister;
   const uint64_t cfa = regs.get(base_reg) + static_cast<uint64_t>(int64_t(rule.cfa_offset));

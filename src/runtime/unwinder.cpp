@@ -188,21 +188,11 @@ StopReason Unwinder::step(RegisterState& regs, MemoryReader& mem, bool exact_pc,
 
 StopReason Unwinder::step_with(RegisterState& regs, MemoryReader& mem, bool exact_pc,
                                FrameInfo& info, RuleCache* cache) {
-  const StopReason r = step_once(regs, mem, exact_pc, info, cache);
-  if (r != StopReason::NoTable || exact_pc) return r;
-  // A return address with no unwind entry before it, but one at the address itself: a function
-  // "returned" to at its entry (makecontext makes __start_context the return address of a
-  // coroutine's first function). Unwound from its entry, as gdb does. (NoTable is decided
-  // before any rule runs: `regs` are still the frame's own.)
-  return step_once(regs, mem, /*exact_pc=*/true, info, cache);
-}
-
-StopReason Unwinder::step_once(RegisterState& regs, MemoryReader& mem, bool exact_pc,
-                               FrameInfo& info, RuleCache* cache) {
   if (!regs.has(x86_64::RIP)) return StopReason::EndOfStack;
   if (!regs.has(x86_64::RSP)) return StopReason::MissingRegister;
   uint64_t pc = regs.get(x86_64::RIP);
   uint64_t sp = regs.get(x86_64::RSP);
+retry:
   info = FrameInfo{};
   info.pc = pc;
   info.sp = sp;
@@ -227,11 +217,17 @@ StopReason Unwinder::step_once(RegisterState& regs, MemoryReader& mem, bool exac
     if (!mod) return StopReason::NoModule;
     const ModuleData* data = mod->data.get();
     if (!data) {
-      if (!options_.allow_loading) return StopReason::NoTable;
+      if (!options_.allow_loading) {
+        r = StopReason::NoTable;
+        goto done;
+      }
       data = &map_.load(*mod, options_.policy);
     }
     if (!data->has_table() && !data->has_rows()) {
-      if (!options_.frame_pointer_fallback) return StopReason::NoTable;
+      if (!options_.frame_pointer_fallback) {
+        r = StopReason::NoTable;
+        goto done;
+      }
       info.via_frame_pointer = true;
       r = frame_pointer_step(regs, mem);
       goto done;
@@ -292,6 +288,14 @@ StopReason Unwinder::step_once(RegisterState& regs, MemoryReader& mem, bool exac
     }
   }
 done:
+  // A return address with no unwind entry before it, but one at the address itself: a function
+  // "returned" to at its entry (makecontext makes __start_context the return address of a
+  // coroutine's first function). Unwound from its entry, as gdb does. (NoTable is decided before
+  // any rule runs: `regs` are still the frame's own.)
+  if (r == StopReason::NoTable && !exact_pc) [[unlikely]] {
+    exact_pc = true;
+    goto retry;
+  }
   info.signal_frame = signal_frame;
   if (r != StopReason::None) return r;
   if (!regs.has(x86_64::RIP) || regs.get(x86_64::RIP) == 0) return StopReason::EndOfStack;

@@ -145,11 +145,9 @@ private:
   size_t walk_general(RegisterState regs, std::span<const DirectRange> ranges, uint64_t* pcs,
                       size_t limit, StopReason* why, bool exact);
   // step() with the given rule cache (null: none).
-  // step() with an explicit cache (null: none); a return address without an entry before it is
-  // retried at the address itself.
+  // step() with an explicit cache (null: none); a return address without an unwind entry
+  // before it is retried at the address itself (makecontext).
   StopReason step_with(RegisterState& regs, MemoryReader& mem, bool exact_pc, FrameInfo& info,
-                       RuleCache* cache);
-  StopReason step_once(RegisterState& regs, MemoryReader& mem, bool exact_pc, FrameInfo& info,
                        RuleCache* cache);
   bool cacheable() const {
     return options_.use_cache &&
