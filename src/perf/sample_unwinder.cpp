@@ -340,14 +340,26 @@ void SampleUnwinder::add_user_frames(Process& p, const SampleRecord& s, SampleSt
   std::vector<uint64_t> pcs(options_.max_depth ? options_.max_depth : 1);
   StopReason why = StopReason::None;
   size_t n = p.unwinder->backtrace_direct(regs, memory, pcs.data(), pcs.size(), &why, true);
+  // The first pc is the sampled one, and so is each pc under a signal frame (the interrupted
+  // instruction, which the walk looks up as is): those are named and printed at the pc itself,
+  // as perf does; the others are return addresses, named by their call (pc - 1).
+  bool exact = true;
   for (size_t i = 0; i < n; ++i) {
     StackFrame f;
     f.pc = pcs[i];
-    name_frame(p, f, i > 0);
+    name_frame(p, f, !exact);
+    exact = in_signal_trampoline(p, exact ? pcs[i] : pcs[i] - 1);
     out.frames.push_back(std::move(f));
   }
   out.stop = std::string(stop_reason_name(why));
   if (why != StopReason::EndOfStack) ++stats_.stopped_early;
+}
+
+bool SampleUnwinder::in_signal_trampoline(Process& p, uint64_t lookup) {
+  const Module* mod = p.map.find(lookup);
+  if (!mod || !mod->data) return false;
+  const auto fn = mod->data->function_at(lookup - mod->bias);
+  return fn && fn->signal_frame;
 }
 
 StackFrame SampleUnwinder::kernel_frame(uint64_t pc) {

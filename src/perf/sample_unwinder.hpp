@@ -62,6 +62,9 @@ private:
   struct Process;
   struct LoadedFile;
   Process& process(uint32_t pid);
+  // Whether `lookup` is in a signal trampoline's FDE ('S' augmentation: __restore_rt): the pc
+  // under it is then the interrupted instruction.
+  static bool in_signal_trampoline(Process& p, uint64_t lookup);
   // A kernel frame at `pc`, named from the kernel's symbols (read on first use).
   StackFrame kernel_frame(uint64_t pc);
   void on_mmap(const MmapRecord& m);

@@ -183,6 +183,40 @@ if ours != theirs and sorted(ours) != sorted(theirs):  # equal timestamps: eithe
 print(f"-g: {len(theirs)} samples, call chains identical to perf script's")
 PY
 
+# Signal frames: in a process that spends a quarter of its time in a SIGPROF handler, the frame
+# under the signal trampoline is the interrupted instruction, printed at its own address (not
+# pc - 1) as perf prints it.
+SIGNALS="$BUILD/tests/fixtures/perf_signals"
+perf record -q -e cpu-clock -F 1000 --call-graph dwarf -o sig.data "$SIGNALS" 2> record.log ||
+  { cat record.log; fail "perf record (signals)"; }
+perf script -i sig.data --no-inline -F comm,pid,tid,time,ip,sym,dso > perf-sig.txt 2> /dev/null
+"$EHELF" perf sig.data > ours-sig.txt || fail "ehelf perf on the signal recording"
+python3 - ours-sig.txt perf-sig.txt << 'PY' || fail "signal frames"
+import re, sys
+def samples(path):
+    """header -> sorted list of stacks, each a tuple of (address, dso) frames."""
+    out = {}
+    for block in open(path).read().split('\n\n'):
+        lines = [l for l in block.split('\n') if l.strip()]
+        if lines:
+            frames = tuple(re.match(r'\t\s*([0-9a-f]+) (.*) \((.*)\)$', l).group(1, 3)
+                           for l in lines[1:])
+            out.setdefault(lines[0].strip(), []).append(frames)
+    return {h: sorted(v) for h, v in out.items()}
+ours, theirs = samples(sys.argv[1]), samples(sys.argv[2])
+in_handler = sum(1 for b in open(sys.argv[2]).read().split('\n\n') if 'handler_work' in b)
+same = sum(1 for h, v in theirs.items() if ours.get(h) == v)
+print(f"signals: {same} of {len(theirs)} samples with identical frames as perf script, "
+      f"{in_handler} of them in the signal handler")
+if in_handler < 20:
+    sys.exit(f"signals: only {in_handler} samples in the handler: nothing tested")
+if same < len(theirs) * 98 // 100:
+    bad = [h for h, v in theirs.items() if ours.get(h) != v][:2]
+    for h in bad:
+        print(f"  {h}\n  ours: {ours.get(h)}\n  perf: {theirs[h]}")
+    sys.exit(f"signals: {len(theirs) - same} samples differ from perf script")
+PY
+
 # No call graph at all (perf record without -g): each sample is its sampled ip, as perf prints it.
 perf record -q -e cpu-clock -F 1000 -o ip.data "$TARGET" 2> record.log ||
   { cat record.log; fail "perf record (no call graph)"; }
