@@ -358,34 +358,123 @@ const std::vector<Symbol>& ElfFile::symbols() const {
     uint64_t value = c.u64();
     uint64_t size = c.u64();
     uint8_t type = ELF64_ST_TYPE(info);
+    uint8_t bind = ELF64_ST_BIND(info);
     if (shndx == SHN_UNDEF || value == 0) continue;
     if (type != STT_FUNC && type != STT_NOTYPE && type != STT_GNU_IFUNC) continue;
     ByteCursor n(*strs);
     n.seek(name);
     auto nm = n.cstring();
     if (!n.ok() || nm.empty()) continue;
-    symbols_.push_back(Symbol{nm, value, size, type});
+    symbols_.push_back(Symbol{nm, value, size, type, bind});
   }
-  std::sort(symbols_.begin(), symbols_.end(), [](const Symbol& a, const Symbol& b) {
-    if (a.value != b.value) return a.value < b.value;
-    return a.size > b.size; // prefer the sized symbol at equal addresses
-  });
+  // Aliases keep the table's order (the choice among them depends on it).
+  std::stable_sort(symbols_.begin(), symbols_.end(),
+                   [](const Symbol& a, const Symbol& b) { return a.value < b.value; });
   return symbols_;
 }
 
-const Symbol* ElfFile::symbol_for(uint64_t addr) const {
+namespace {
+
+size_t leading_underscores(std::string_view name) {
+  size_t n = 0;
+  while (n < name.size() && name[n] == '_')
+    ++n;
+  return n;
+}
+
+int binding_rank(const Symbol& s) {
+  return s.bind == STB_GLOBAL ? 3 : s.bind == STB_WEAK ? 2 : s.bind == STB_LOCAL ? 1 : 0;
+}
+
+// True if libdwfl keeps `a` over a later `b` (same address).
+bool libdwfl_prefers(const Symbol& a, const Symbol& b) {
+  if ((a.size > 0) != (b.size > 0)) return a.size > 0;
+  return binding_rank(a) >= binding_rank(b);
+}
+
+// True if perf's choose_best_symbol keeps `a` over a later `b` (same address).
+bool perf_prefers(const Symbol& a, const Symbol& b) {
+  if ((a.size > 0) != (b.size > 0)) return a.size > 0;
+  if ((a.bind == STB_WEAK) != (b.bind == STB_WEAK)) return b.bind == STB_WEAK;
+  if ((a.bind == STB_GLOBAL) != (b.bind == STB_GLOBAL)) return a.bind == STB_GLOBAL;
+  const size_t ua = leading_underscores(a.name), ub = leading_underscores(b.name);
+  if (ua != ub) return ua < ub;
+  if (a.name.size() != b.name.size()) return a.name.size() > b.name.size();
+  return true; // the first one
+}
+
+} // namespace
+
+const Symbol* ElfFile::symbol_for(uint64_t addr, AliasChoice choice) const {
   const auto& syms = symbols();
   auto it = std::upper_bound(syms.begin(), syms.end(), addr,
                              [](uint64_t a, const Symbol& s) { return a < s.value; });
-  while (it != syms.begin()) {
-    --it;
-    if (it->size == 0 || addr < it->value + it->size) return &*it;
-    if (it->value + it->size <= addr) {
-      // keep looking only among symbols at the same address
-      if (it == syms.begin() || std::prev(it)->value != it->value) break;
+  if (it == syms.begin()) return nullptr;
+  // The aliases at the nearest address at or below addr: [group, it).
+  const uint64_t at = std::prev(it)->value;
+  auto group = std::prev(it);
+  while (group != syms.begin() && std::prev(group)->value == at)
+    --group;
+  const Symbol* best = nullptr;
+  for (auto s = group; s != it; ++s) {
+    const bool holds = s->size == 0 || addr < s->value + s->size;
+    if (!holds) continue;
+    if (!best) {
+      best = &*s;
+    } else if (choice == AliasChoice::Perf ? !perf_prefers(*best, *s)
+                                           : !libdwfl_prefers(*best, *s)) {
+      best = &*s;
     }
   }
-  return nullptr;
+  return best;
+}
+
+const Symbol* ElfFile::plt_symbol_for(uint64_t addr) const {
+  if (!plt_loaded_) {
+    plt_loaded_ = true;
+    const Section *rela = nullptr, *plt = nullptr, *plt_sec = nullptr;
+    for (const Section& sec : sections_) {
+      if (sec.name == ".rela.plt" && sec.type == SHT_RELA) rela = &sec;
+      if (sec.name == ".plt" && sec.type == SHT_PROGBITS) plt = &sec;
+      if (sec.name == ".plt.sec" && sec.type == SHT_PROGBITS) plt_sec = &sec;
+    }
+    constexpr uint64_t kEntry = 16; // x86_64 PLT entries (lazy and IBT alike)
+    const Section* entries = plt_sec ? plt_sec : plt;
+    if (rela && entries && rela->link < sections_.size()) {
+      const Section& dynsym = sections_[rela->link];
+      auto relocs = section_data(*rela);
+      auto syms = section_data(dynsym);
+      std::span<const uint8_t> strs;
+      if (dynsym.link < sections_.size())
+        if (auto d = section_data(sections_[dynsym.link])) strs = *d;
+      // .plt starts with the resolver's entry; .plt.sec has only the functions'.
+      const uint64_t first = entries->addr + (plt_sec ? 0 : kEntry);
+      if (relocs && syms && !strs.empty()) {
+        ByteCursor c(*relocs);
+        for (uint64_t i = 0; c.remaining() >= sizeof(Elf64_Rela); ++i) {
+          c.u64(); // r_offset
+          const uint64_t info = c.u64();
+          c.u64(); // r_addend
+          const uint64_t at = first + i * kEntry;
+          if (at + kEntry > entries->addr + entries->size) break;
+          ByteCursor sym(*syms);
+          sym.seek(ELF64_R_SYM(info) * sizeof(Elf64_Sym));
+          const uint32_t name = sym.u32();
+          ByteCursor n(strs);
+          n.seek(name);
+          const std::string_view nm = n.cstring();
+          if (!sym.ok() || !n.ok() || nm.empty()) continue;
+          const std::string& owned = plt_names_.emplace_back(std::string(nm) + "@plt");
+          plt_symbols_.push_back(Symbol{owned, at, kEntry, STT_FUNC, STB_LOCAL});
+        }
+      }
+    }
+  }
+  auto it = std::upper_bound(plt_symbols_.begin(), plt_symbols_.end(), addr,
+                             [](uint64_t a, const Symbol& s) { return a < s.value; });
+  if (it == plt_symbols_.begin()) return nullptr;
+  --it;
+  return addr < it->value + it->size ? &*it : nullptr;
 }
 
 std::string ElfFile::find_debug_file(const std::string& debug_root) const {

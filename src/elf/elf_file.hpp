@@ -47,6 +47,18 @@ struct Symbol {
   uint64_t value = 0;
   uint64_t size = 0;
   uint8_t type = 0; // STT_*
+  uint8_t bind = 0; // STB_*
+};
+
+// Which of several symbols at one address (aliases) names it.
+enum class AliasChoice {
+  // libdwfl's (eu-stack's): a sized one, then the strongest binding (global, weak, local),
+  // then the first in the table, so that `ehelf stack` names frames as eu-stack does.
+  Libdwfl,
+  // perf's choose_best_symbol: a sized one, then not weak, then global, then fewer leading
+  // underscores, then the longest name, then the first in the table (`__GI___qsort_r` over
+  // `__qsort_r` and `qsort_r`; `__libc_start_main@@GLIBC_2.34` over `__libc_start_main_impl`).
+  Perf,
 };
 
 struct DebugLink {
@@ -87,10 +99,17 @@ public:
   std::string build_id_hex() const; // empty if none
   std::optional<DebugLink> debug_link() const;
 
-  // .symtab if present, else .dynsym; FUNC and NOTYPE symbols with a value, sorted by address.
+  // .symtab if present, else .dynsym; FUNC and NOTYPE symbols with a value, sorted by address
+  // (aliases in the table's order).
   const std::vector<Symbol>& symbols() const;
-  // The symbol containing addr (or the nearest below it when sizes are 0).
-  const Symbol* symbol_for(uint64_t addr) const;
+  // The symbol containing addr (or the nearest below it when sizes are 0), among aliases the
+  // one `choice` prefers.
+  const Symbol* symbol_for(uint64_t addr, AliasChoice choice = AliasChoice::Libdwfl) const;
+
+  // The PLT entry holding addr, named as perf synthesizes it ("memmove@plt": the entry's
+  // relocation's symbol), or null. Entries come from .rela.plt, in .plt.sec when the file has
+  // one (IBT), else in .plt after its first entry.
+  const Symbol* plt_symbol_for(uint64_t addr) const;
 
   // Separate debug file: /usr/lib/debug/.build-id/xx/rest.debug, then .gnu_debuglink places.
   // `debug_root` defaults to /usr/lib/debug. Returns an empty string if none exists.
@@ -112,6 +131,9 @@ private:
   mutable std::vector<std::pair<uint32_t, size_t>> relocated_index_; // section -> slot
   mutable std::vector<Symbol> symbols_;
   mutable bool symbols_loaded_ = false;
+  mutable std::vector<Symbol> plt_symbols_; // by address; names in plt_names_
+  mutable std::deque<std::string> plt_names_;
+  mutable bool plt_loaded_ = false;
 };
 
 } // namespace ehelf

@@ -85,7 +85,7 @@ private:
   std::map<uint32_t, std::string> comms_;                          // by tid
   std::map<std::string, std::vector<uint8_t>> recorded_build_ids_; // by file name
   std::map<std::string, std::unique_ptr<LoadedFile>> files_;       // by path + build id
-  Symbolizer symbolizer_;
+  Symbolizer symbolizer_{AliasChoice::Perf};                       // perf's names for aliases
   KernelSymbols kernel_symbols_;
   bool kernel_symbols_loaded_ = false;
   UnwindStats stats_;

@@ -21,9 +21,14 @@ SymbolName symbolize(ModuleMap& map, const Module& m, uint64_t pc) {
 SymbolName Symbolizer::name(ModuleMap& map, const Module& m, uint64_t pc) {
   const ModuleData& data = map.load(m);
   const Files& f = files(m, data);
+  // perf names PLT entries after their relocations' symbols ("memmove@plt").
+  if (aliases_ == AliasChoice::Perf)
+    if (const ElfFile* elf = data.elf ? data.elf.get() : f.own.get())
+      if (const Symbol* s = elf->plt_symbol_for(pc - m.bias))
+        return SymbolName{s->name, pc - m.bias - s->value};
   for (const ElfFile* elf : {f.debug.get(), data.elf ? data.elf.get() : f.own.get()})
     if (elf)
-      if (const Symbol* s = elf->symbol_for(pc - m.bias))
+      if (const Symbol* s = elf->symbol_for(pc - m.bias, aliases_))
         return SymbolName{s->name, pc - m.bias - s->value};
   return {};
 }

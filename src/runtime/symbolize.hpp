@@ -32,6 +32,8 @@ SymbolName symbolize(ModuleMap& map, const Module& m, uint64_t pc);
 // loading module data through the map is the caller's concern). Not async-signal-safe.
 class Symbolizer {
 public:
+  // `aliases`: which of several symbols at one address names it (Perf for `ehelf perf`).
+  explicit Symbolizer(AliasChoice aliases = AliasChoice::Libdwfl) : aliases_(aliases) {}
   SymbolName name(ModuleMap& map, const Module& m, uint64_t pc);
 
 private:
@@ -43,6 +45,7 @@ private:
   // The files that name a module's addresses, opened on first use.
   const Files& files(const Module& m, const ModuleData& data);
 
+  AliasChoice aliases_;
   std::mutex mutex_;
   std::map<const ModuleData*, Files> files_;
 };

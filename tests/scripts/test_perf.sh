@@ -110,6 +110,33 @@ for backend in auto table compiled interp; do
     { cat err.txt; fail "ehelf perf --backend $backend"; }
   compare "ours-$backend.txt" perf.txt "backend $backend" || fail "backend $backend"
 done
+# Names as perf picks them, in every module (perf's choice among aliases, @plt entries): at
+# least 99.9% of the frames at the same address in the same sample carry perf's name
+# (scripts/compare-perf-names.sh does the same on perl, python3, xz and sqlite3).
+python3 - ours-auto.txt perf.txt << 'PY' || fail "names"
+import re, sys
+def samples(path):
+    out = {}
+    for block in open(path).read().split('\n\n'):
+        lines = [l for l in block.split('\n') if l.strip() and not l.startswith('\t(walk')]
+        if lines:
+            out.setdefault(lines[0].strip(), []).append(
+                [re.match(r'\t\s*([0-9a-f]+) (.*) \((.*)\)$', l).groups() for l in lines[1:]])
+    return out
+ours, theirs = samples(sys.argv[1]), samples(sys.argv[2])
+same = total = 0
+differ = []
+for h, stacks in theirs.items():
+    for t, o in zip(stacks, ours.get(h, [])):
+        for (ta, tn, td), (oa, on, od) in zip(t, o):
+            if (ta, td) == (oa, od):
+                total += 1
+                same += tn == on
+                if tn != on: differ.append(f"{td}+{ta}: ehelf {on!r}, perf {tn!r}")
+print(f"names: {same} of {total} frames at the same address carry perf's name")
+if total < 1000 or same * 1000 < total * 999:
+    sys.exit("names: " + "; ".join(sorted(set(differ))[:5]))
+PY
 
 # Pipe layout: `perf record -o -` (attributes and build ids as records in the stream).
 perf record -q -e cpu-clock -F 1000 --call-graph dwarf -o - "$TARGET" > pipe.data 2> record.log ||

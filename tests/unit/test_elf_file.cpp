@@ -25,6 +25,38 @@ TEST(ElfFile, LibcSectionsBuildIdAndSymbols) {
   EXPECT_EQ((*elf)->symbol_for(s->value + 1)->value, s->value);
 }
 
+// PLT entries named as perf and objdump name them ("getenv@plt"), in a .plt.sec file (IBT:
+// libsqlite3) and a plain .plt one (the fixture, built without IBT): every label objdump prints
+// in the PLT sections, at its first and last byte.
+TEST(ElfFile, PltEntriesAreNamedAsObjdumpNamesThem) {
+  for (const std::string& path :
+       {std::string("/usr/lib/x86_64-linux-gnu/libsqlite3.so.0"), std::string("/usr/bin/ls"),
+        std::string(EHELF_FIXTURE_DIR) + "/recursion"}) {
+    if (::access(path.c_str(), R_OK) != 0) continue;
+    SCOPED_TRACE(path);
+    auto elf = ElfFile::open(path);
+    ASSERT_TRUE(elf) << elf.error().to_string();
+    const std::string out =
+        test::run_command("objdump -d -j .plt -j .plt.sec " + path + " 2>/dev/null");
+    size_t labels = 0;
+    for (size_t at = out.find("@plt>:\n"); at != std::string::npos;
+         at = out.find("@plt>:\n", at + 1)) {
+      const size_t line = out.rfind('\n', at) + 1;
+      const uint64_t addr = std::stoull(out.substr(line, 16), nullptr, 16);
+      const size_t open = out.find('<', line);
+      const std::string name = out.substr(open + 1, at + 4 - open - 1);
+      for (uint64_t pc : {addr, addr + 15}) {
+        const Symbol* s = (*elf)->plt_symbol_for(pc);
+        ASSERT_NE(s, nullptr) << std::hex << pc << " " << name;
+        EXPECT_EQ(s->name, name) << std::hex << pc;
+      }
+      ++labels;
+    }
+    EXPECT_GT(labels, 0u);
+    EXPECT_EQ((*elf)->plt_symbol_for(0), nullptr);
+  }
+}
+
 TEST(ElfFile, CompressedDebugFrameMatchesUncompressed) {
   std::string dir = ::testing::TempDir();
   std::string plain = dir + "/ehelf_plain", packed = dir + "/ehelf_packed";
