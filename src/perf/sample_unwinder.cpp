@@ -388,6 +388,8 @@ void SampleUnwinder::unwind_sample(const Record& r, const SampleRecord& s, Sampl
     out.comm = it->second;
   else if (auto pit = comms_.find(s.pid); pit != comms_.end())
     out.comm = pit->second;
+  else if (s.pid == 0)
+    out.comm = "swapper"; // the idle task, as perf names it (it has no COMM record)
   else
     out.comm = fmt::format(":{}", s.tid);
   // Kernel frames: the callchain's kernel context.
