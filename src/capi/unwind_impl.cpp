@@ -350,15 +350,25 @@ bool locate(Cursor& c, Where& w) {
   return found;
 }
 
-void fill_proc_info(const Where& w, const FunctionInfo& fn, unw_proc_info_t* info) {
+// `memory`: the process's memory (null: this process), for an indirect personality pointer.
+void fill_proc_info(const Where& w, const FunctionInfo& fn, unw_proc_info_t* info,
+                    MemoryReader* memory) {
   std::memset(info, 0, sizeof *info);
   uint64_t bias = w.module->bias;
   info->start_ip = fn.pc_begin + bias;
   info->end_ip = fn.pc_end + bias;
   info->lsda = fn.lsda ? fn.lsda + bias : 0;
-  // The personality as decoded from the file (an indirect pointer is read from the file, where a
-  // relocated one may be 0): a link-time address, moved by the module's bias.
-  info->handler = fn.personality ? fn.personality + bias : 0;
+  // The personality routine, as libunwind gives it: read from the process where the CIE points
+  // to it indirectly (C++: DW.ref.__gxx_personality_v0, which the loader relocates; the file
+  // holds 0 there), else the file's link-time address moved by the module's bias.
+  uint64_t routine = 0;
+  if (fn.personality_slot) {
+    const uint64_t slot = fn.personality_slot + bias;
+    const bool read =
+        memory ? memory->read_u64(slot, routine) : read_own_memory(slot, &routine, sizeof routine);
+    if (!read) routine = 0;
+  }
+  info->handler = routine ? routine : fn.personality ? fn.personality + bias : 0;
   info->flags = fn.from_debug_frame ? UNW_PI_FLAG_DEBUG_FRAME : 0;
   info->format = UNW_INFO_FORMAT_TABLE;
 }
@@ -662,10 +672,10 @@ int is_signal_frame(Cursor& c) {
 
 namespace {
 // unw_get_proc_info's answer for a located pc.
-int proc_info_at(const Where& w, unw_proc_info_t* info) {
+int proc_info_at(const Where& w, unw_proc_info_t* info, MemoryReader* memory) {
   const std::optional<FunctionInfo> fn = function_at(w);
   if (!fn) return -UNW_ENOINFO;
-  fill_proc_info(w, *fn, info);
+  fill_proc_info(w, *fn, info, memory);
   return UNW_ESUCCESS;
 }
 } // namespace
@@ -675,7 +685,8 @@ int get_proc_info(Cursor& c, unw_proc_info_t* info) {
   try {
     Where w;
     if (!locate(c, w)) return -UNW_ENOINFO;
-    return proc_info_at(w, info);
+    AccessorMemory remote(c.as, c.arg);
+    return proc_info_at(w, info, c.remote ? &remote : nullptr);
   } catch (...) {
     return -UNW_EUNSPEC;
   }
@@ -719,7 +730,7 @@ int proc_info_by_ip(unw_addr_space* as, unw_word_t ip, unw_proc_info_t* info, vo
     AccessorMemory mem(as, arg);
     Where w;
     if (!locate_in(*map, ip, as->local ? nullptr : &mem, w)) return -UNW_ENOINFO;
-    return proc_info_at(w, info);
+    return proc_info_at(w, info, as->local ? nullptr : &mem);
   } catch (...) {
     return -UNW_ENOMEM;
   }

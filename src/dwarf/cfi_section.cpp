@@ -48,7 +48,8 @@ private:
       }
       s_.entries.push_back({CfiEntry::Kind::Terminator, 0, start});
       // Zero bytes that follow a terminator are padding (readelf skips them the same way).
-      while (!c.at_end() && c.data()[c.pos()] == 0) c.skip(1);
+      while (!c.at_end() && c.data()[c.pos()] == 0)
+        c.skip(1);
       return -1;
     }
     if (length == 0xffffffff) {
@@ -142,17 +143,32 @@ private:
       ByteCursor a(cie.augmentation_data, aug_start);
       for (char ch : aug.substr(1)) {
         switch (ch) {
-        case 'L': cie.lsda_encoding = a.u8(); break;
-        case 'R': cie.fde_encoding = a.u8(); break;
-        case 'S': cie.signal_frame = true; break;
-        case 'B': cie.bkey = true; break;
-        case 'G': cie.mte_tagged = true; break;
+        case 'L':
+          cie.lsda_encoding = a.u8();
+          break;
+        case 'R':
+          cie.fde_encoding = a.u8();
+          break;
+        case 'S':
+          cie.signal_frame = true;
+          break;
+        case 'B':
+          cie.bkey = true;
+          break;
+        case 'G':
+          cie.mte_tagged = true;
+          break;
         case 'P': {
           cie.personality_encoding = a.u8();
           PointerBases b = bases_;
+          if (cie.personality_encoding & dw::EH_PE_indirect) { // where the pointer is, too
+            ByteCursor slot = a;
+            read_encoded_pointer(slot, cie.personality_encoding & ~dw::EH_PE_indirect, b,
+                                 cie.personality_slot);
+          }
           if (!read_encoded_pointer(a, cie.personality_encoding, b, cie.personality)) {
-            fail(a.offset(), fmt::format("bad personality pointer (encoding {:#x})",
-                                         cie.personality_encoding));
+            fail(a.offset(),
+                 fmt::format("bad personality pointer (encoding {:#x})", cie.personality_encoding));
             return -1;
           }
           break;
@@ -251,8 +267,7 @@ private:
     fde.instructions_offset = e.offset();
     fde.instructions = e.bytes(e.remaining());
     s_.fdes.push_back(fde);
-    s_.entries.push_back(
-        {CfiEntry::Kind::Fde, static_cast<uint32_t>(s_.fdes.size() - 1), start});
+    s_.entries.push_back({CfiEntry::Kind::Fde, static_cast<uint32_t>(s_.fdes.size() - 1), start});
   }
 
   CfiSection& s_;

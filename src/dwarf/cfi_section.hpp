@@ -33,10 +33,11 @@ struct Cie {
   uint8_t fde_encoding = 0;     // 'R' (DW_EH_PE_absptr if absent)
   uint8_t lsda_encoding = 0xff; // 'L' (DW_EH_PE_omit if absent)
   uint8_t personality_encoding = 0xff;
-  uint64_t personality = 0;     // 'P'
-  bool signal_frame = false;    // 'S'
-  bool mte_tagged = false;      // 'G' (AArch64 MTE; recognised, no effect)
-  bool bkey = false;            // 'B' (AArch64 pointer auth; recognised, no effect)
+  uint64_t personality = 0;      // 'P'
+  uint64_t personality_slot = 0; // where an indirect personality pointer is (0: direct)
+  bool signal_frame = false;     // 'S'
+  bool mte_tagged = false;       // 'G' (AArch64 MTE; recognised, no effect)
+  bool bkey = false;             // 'B' (AArch64 pointer auth; recognised, no effect)
   std::span<const uint8_t> instructions;
   uint64_t instructions_offset = 0;
   uint64_t end_offset = 0; // one past the entry

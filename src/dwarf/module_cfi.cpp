@@ -37,7 +37,8 @@ Status build_from(const CfiSection& section, const PointerBases& bases, bool rel
   // Visit FDEs in address order so the table's ranges arrive sorted (finish() then skips its
   // sort); a stable sort keeps section order among FDEs that start at the same address.
   std::vector<uint32_t> order(section.fdes.size());
-  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  for (uint32_t i = 0; i < order.size(); ++i)
+    order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
     return section.fdes[a].pc_begin < section.fdes[b].pc_begin;
   });
@@ -55,6 +56,7 @@ Status build_from(const CfiSection& section, const PointerBases& bases, bool rel
     info.fde_offset = fde.offset;
     info.lsda = fde.has_lsda ? fde.lsda : 0;
     info.personality = cie.personality;
+    info.personality_slot = cie.personality_slot;
     info.return_column = static_cast<uint16_t>(cie.ra_register);
     info.signal_frame = cie.signal_frame;
     info.from_debug_frame = section.format == CfiFormat::DebugFrame;
@@ -91,8 +93,8 @@ Result<ModuleCfi> load_module_cfi(std::unique_ptr<ElfFile> elf, const LoadOption
   ModuleCfi m;
   m.elf = std::move(elf);
   const ElfFile& f = *m.elf;
-  auto parse = [&](const ElfFile& file, const Section& s, CfiFormat fmt, PointerBases& bases)
-      -> Result<CfiSection> {
+  auto parse = [&](const ElfFile& file, const Section& s, CfiFormat fmt,
+                   PointerBases& bases) -> Result<CfiSection> {
     auto data = file.relocated_section_data(s);
     if (!data) return std::move(data).error().in_file(file.name());
     bases = bases_for(file, s);
@@ -105,7 +107,8 @@ Result<ModuleCfi> load_module_cfi(std::unique_ptr<ElfFile> elf, const LoadOption
       m.eh_frame = std::move(*r);
       if (const Section* h = f.find_section(".eh_frame_hdr"); h && h->type != SHT_NOBITS) {
         auto data = f.section_data(*h);
-        if (!data) m.eh_frame_hdr_error = std::move(data).error();
+        if (!data)
+          m.eh_frame_hdr_error = std::move(data).error();
         else if (auto hdr = parse_eh_frame_hdr(*data, h->addr); !hdr)
           m.eh_frame_hdr_error = std::move(hdr).error().in_file(f.name());
         else {
@@ -131,7 +134,8 @@ Result<ModuleCfi> load_module_cfi(std::unique_ptr<ElfFile> elf, const LoadOption
             m.debug_elf = std::move(*dbg);
             m.debug_frame = std::move(*r);
             // The bases' indirect reader must point at the ElfFile that owns the section.
-            m.debug_frame_bases = bases_for(*m.debug_elf, *m.debug_elf->find_section(".debug_frame"));
+            m.debug_frame_bases =
+                bases_for(*m.debug_elf, *m.debug_elf->find_section(".debug_frame"));
           }
         }
     }

@@ -34,7 +34,8 @@ struct ParsedCie {
   uint8_t lsda_encoding = dw::EH_PE_omit;
   bool has_augmentation_data = false;
   bool signal_frame = false;
-  uint64_t personality = 0;
+  uint64_t personality = 0;      // direct personality pointers
+  uint64_t personality_slot = 0; // where an indirect one is
   std::span<const uint8_t> instructions;
   uint64_t instructions_at = 0;
 };
@@ -105,8 +106,11 @@ RowStatus parse_cie(const CfiImage& img, uint64_t offset, const PointerBases& ba
         break;
       case 'P': {
         const uint8_t enc = a.u8();
-        // Only read to move past it: the personality's value is not part of a row.
-        if (!read_encoded_pointer(a, enc, bases, cie.personality)) return RowStatus::Malformed;
+        // Indirect (C++): where the pointer is; the routine's address is read from the process.
+        uint64_t value = 0;
+        if (!read_encoded_pointer(a, enc & ~dw::EH_PE_indirect, bases, value))
+          return RowStatus::Malformed;
+        (enc & dw::EH_PE_indirect ? cie.personality_slot : cie.personality) = value;
         break;
       }
       default:
@@ -471,6 +475,7 @@ RowStatus RowLookup::find(uint64_t svma, FoundRow& out) const {
   out.function.fde_offset = fde_offset;
   out.function.lsda = lsda;
   out.function.personality = cie.personality;
+  out.function.personality_slot = cie.personality_slot;
   out.function.return_column = static_cast<uint16_t>(cie.ra_register);
   out.function.signal_frame = cie.signal_frame;
   out.begin = begin;

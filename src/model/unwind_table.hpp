@@ -32,7 +32,11 @@ struct FunctionInfo {
   uint64_t pc_end = 0;
   uint64_t fde_offset = 0;  // offset of the FDE in its section
   uint64_t lsda = 0;        // 0 if none
-  uint64_t personality = 0; // 0 if none
+  uint64_t personality = 0; // 0 if none (or not known from the file: see personality_slot)
+  // The SVMA of the pointer holding the personality when the CIE encodes it indirectly
+  // (DW_EH_PE_indirect, as C++ does through DW.ref.__gxx_personality_v0): the loader relocates
+  // that pointer, so a process reads the routine's address there. 0 when direct.
+  uint64_t personality_slot = 0;
   uint16_t return_column = x86_64::RIP;
   bool signal_frame = false; // 'S' augmentation: do not subtract 1 from the pc at lookup
   bool from_debug_frame = false;

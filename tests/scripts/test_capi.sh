@@ -157,6 +157,20 @@ cc "${CFLAGS[@]}" -o "$TMP/local_real" "$CAPI/libunwind_user.c" -lunwind -pthrea
 "$TMP/local_real" > "$TMP/local_real.txt" || fail "local walk (libunwind) exited with $?"
 python3 "$CAPI/compare_walks.py" "$TMP/local_real.txt" "$TMP/local_ours.txt" "$TMP/local_real"
 
+# unw_get_proc_info on C++ frames (handler: the personality routine, read through the CIE's
+# indirect pointer), against libunwind's answers.
+c++ -O2 -g -Wall -Werror $([ $sanitized = 1 ] && echo -fsanitize=address,undefined) \
+  -o "$TMP/proc_info_ours" "$CAPI/proc_info_cxx.cpp" $OURS -ldl
+c++ -O2 -g -Wall -Werror $([ $sanitized = 1 ] && echo -fsanitize=address,undefined) \
+  -o "$TMP/proc_info_real" "$CAPI/proc_info_cxx.cpp" -lunwind -ldl
+"$TMP/proc_info_ours" > "$TMP/proc_info_ours.txt" || fail "proc_info_cxx (ours) exited with $?"
+"$TMP/proc_info_real" > "$TMP/proc_info_real.txt" || fail "proc_info_cxx (libunwind) exited with $?"
+grep -q "FRAME with_try lsda=1 handler=__gxx_personality_v0" "$TMP/proc_info_real.txt" ||
+  fail "libunwind itself does not give the personality: $(cat "$TMP/proc_info_real.txt")"
+diff "$TMP/proc_info_real.txt" "$TMP/proc_info_ours.txt" ||
+  fail "unw_get_proc_info on C++ frames differs from libunwind's"
+echo "unw_get_proc_info: lsda and handler (the personality routine) as libunwind gives them"
+
 # Binary compatibility: compiled with libunwind's headers, linked with ours.
 cc "${CFLAGS[@]}" -c -o "$TMP/local_binary.o" "$CAPI/libunwind_user.c"
 cc "${CFLAGS[@]}" -o "$TMP/local_binary" "$TMP/local_binary.o" -L"$TMP/prefix/lib" -lehelf-unwind \
