@@ -16,6 +16,7 @@ void register_commands(CLI::App& app) {
   register_compile(app);
   register_stack(app);
   register_perf(app);
+  register_check(app);
 }
 
 } // namespace ehelf::cli

@@ -16,5 +16,6 @@ void register_stats(CLI::App& app);
 void register_compile(CLI::App& app);
 void register_stack(CLI::App& app);
 void register_perf(CLI::App& app);
+void register_check(CLI::App& app);
 
 } // namespace ehelf::cli
