@@ -46,7 +46,8 @@ void register_check(CLI::App& app) {
     }
     auto result = check::run_check(o);
     if (!result) {
-      fmt::print(stderr, "ehelf: check: {}\n", result.error().to_string());
+      const Error& e = result.error();
+      fmt::print(stderr, "ehelf: check: {}\n", e.file.empty() ? e.message : e.to_string());
       set_exit_code(2);
       return;
     }
