@@ -71,18 +71,6 @@ std::string describe(const CheckResult& r) {
   return out;
 }
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/ehelf_check_test_XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
 CheckResult run(std::vector<std::string> argv, uint64_t max_steps = 0) {
   CheckOptions o;
   o.argv = std::move(argv);
@@ -156,7 +144,7 @@ TEST(Check, CorrectAssemblyGivesNoReport) {
 // A C program through libc (signals on the stack and on an alternate stack, a thread, longjmp,
 // the vDSO) by gcc and clang at several levels: nothing but gcc's DRAP epilogue rows.
 TEST(Check, CProgramsThroughLibc) {
-  TempDir dir;
+  test::TempDir dir;
   const std::string source = std::string(EHELF_SOURCE_DIR) + "/tests/fixtures/check_libc.c";
   struct Build {
     const char* cc;
@@ -192,7 +180,7 @@ TEST(Check, CProgramsThroughLibc) {
 // from rsp). The only row flagged is libgcc's eh_return epilogue, which describes the landing
 // frame one instruction before rsp moves there (`mov %rcx,%rsp`).
 TEST(Check, CxxExceptionsAcrossFrames) {
-  TempDir dir;
+  test::TempDir dir;
   const std::string program = (dir.path / "exceptions").string();
   const std::string source = std::string(EHELF_SOURCE_DIR) + "/tests/fixtures/exceptions.cpp";
   ASSERT_EQ(std::system(("g++ -O2 " + source + " -o " + program).c_str()), 0);
