@@ -81,6 +81,8 @@ nlohmann::json to_json(const CheckResult& result) {
                     {"signals", s.signals},
                     {"no_row", s.no_row},
                     {"jump_rows", s.jump_rows},
+                    {"blocks", s.blocks},
+                    {"block_mismatches", s.block_mismatches},
                     {"unchecked_signal_steps", s.unchecked_signal_steps},
                     {"seconds", s.seconds},
                     {"instructions_per_second", rate(s)},

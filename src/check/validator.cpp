@@ -55,6 +55,71 @@ std::string offset_text(int64_t v) {
   return fmt::format("{:+d}", v);
 }
 
+// A straight-line run of instructions executed at once, up to a breakpoint: the register
+// values before each, as far as the x86 layer's effects determine them from the run's start.
+struct Block {
+  struct Step {
+    RegisterState before;
+    x86::Instruction insn;
+  };
+  std::vector<Step> steps;
+  RegisterState end;   // before the instruction at the breakpoint
+  uint64_t end_pc = 0; // where the breakpoint is
+  long saved_word = 0; // the code word the breakpoint replaced
+  bool active = false;
+};
+
+constexpr size_t kMaxBlock = 256;
+
+// The registers after `insn` from those before, as far as its ops determine them (a register
+// loaded from memory or written otherwise becomes unknown). False when the run cannot go on
+// through it: rsp unknown after it, or a save whose register or address is unknown.
+bool simulate(const x86::Instruction& insn, const RegisterState& before, RegisterState& after) {
+  after = before;
+  bool defined[x86_64::kGeneralRegs] = {};
+  for (unsigned k = 0; k < insn.op_count; ++k) {
+    const x86::StackOp& op = insn.ops[k];
+    const uint16_t reg = dwarf_number(op.reg), base = dwarf_number(op.base);
+    switch (op.kind) {
+    case x86::StackOp::Kind::rsp_add:
+    case x86::StackOp::Kind::rsp_align:
+      if (!after.has(x86_64::RSP)) return false;
+      after.set(x86_64::RSP, op.kind == x86::StackOp::Kind::rsp_add
+                                 ? after.get(x86_64::RSP) + uint64_t(int64_t(op.disp))
+                                 : after.get(x86_64::RSP) & ~(uint64_t(op.disp) - 1));
+      defined[x86_64::RSP] = true;
+      break;
+    case x86::StackOp::Kind::copy:
+      if (after.has(base))
+        after.set(reg, after.get(base) + uint64_t(int64_t(op.disp)));
+      else
+        after.clear(reg);
+      defined[reg] = true;
+      break;
+    case x86::StackOp::Kind::store:
+      // ShadowStack::track_saves reads the stored register and a non-rsp base as they were
+      // before the instruction, rsp as the ops move it.
+      if (op.reg != x86::Reg::none && !before.has(reg)) return false;
+      if (base != x86_64::RSP && !before.has(base)) return false;
+      if (!after.has(x86_64::RSP)) return false;
+      break;
+    case x86::StackOp::Kind::push_memory:
+      break;
+    case x86::StackOp::Kind::load:
+    case x86::StackOp::Kind::unmodelled:
+      after.clear(reg);
+      defined[reg] = true;
+      break;
+    }
+  }
+  for (unsigned r = 0; r < x86::kGprCount; ++r) {
+    const uint16_t d = dwarf_number(x86::Reg(r));
+    if (insn.writes_reg(x86::Reg(r)) && !defined[d]) after.clear(d);
+  }
+  after.set(x86_64::RIP, before.get(x86_64::RIP) + insn.length);
+  return after.has(x86_64::RSP);
+}
+
 class Checker {
 public:
   explicit Checker(const CheckOptions& options) : options_(options) {}
@@ -69,12 +134,18 @@ private:
     user_regs_struct before{};
     bool decoded = false;  // the stepped instruction (a copy: the pc cache is cleared when
     x86::Instruction insn; // libraries come and go)
+    Block block;           // the straight-line run in progress, if active
   };
 
   Status start();
   const PcInfo& info_for(uint64_t pc);
   void refresh_modules();
-  void check(pid_t tid, Thread& t, const user_regs_struct& u, const PcInfo& info);
+  void check(pid_t tid, Thread& t, const RegisterState& regs, const PcInfo& info);
+  void at_instruction(pid_t tid, Thread& t, const user_regs_struct& now);
+  bool checks_statically(const PcInfo& info, const RegisterState& regs) const;
+  bool plan_block(pid_t tid, Thread& t, const user_regs_struct& now);
+  void commit_block(pid_t tid, Thread& t, size_t count);
+  void block_stopped(pid_t tid, Thread& t, int sig);
   void report(pid_t tid, const PcInfo& info, uint64_t pc, RowView row, std::string column,
               std::string expected, std::string table);
   void step(pid_t tid, Thread& t, int signal);
@@ -173,11 +244,10 @@ void Checker::report(pid_t tid, const PcInfo& info, uint64_t pc, RowView row, st
 }
 
 // Compares the row at the thread's pc with its innermost shadow frame.
-void Checker::check(pid_t tid, Thread& t, const user_regs_struct& u, const PcInfo& info) {
+void Checker::check(pid_t tid, Thread& t, const RegisterState& regs, const PcInfo& info) {
   const ShadowFrame& f = t.stack.frames().back();
-  const uint64_t pc = u.rip;
+  const uint64_t pc = regs.get(x86_64::RIP);
   const UnwindTable& table = *info.data->table;
-  RegisterState regs = to_register_state(u);
   ++result_.summary.checked;
   checked_pcs_.insert(pc);
   modules_.insert(info.data);
@@ -224,7 +294,8 @@ void Checker::check(pid_t tid, Thread& t, const user_regs_struct& u, const PcInf
     const RowStep* s = evaluate();
     if (!s || s->cfa != expected_cfa) {
       report(tid, info, pc, row, "CFA",
-             fmt::format("{:#x} (rsp{})", expected_cfa, offset_text(int64_t(expected_cfa - u.rsp))),
+             fmt::format("{:#x} (rsp{})", expected_cfa,
+                         offset_text(int64_t(expected_cfa - regs.get(x86_64::RSP)))),
              s ? fmt::format("{} = {:#x}", cfa_rule_text(row.cfa), s->cfa)
                : cfa_rule_text(row.cfa) + " (cannot be evaluated)");
       return;
@@ -300,6 +371,12 @@ bool Checker::handler_entered(const Thread& t, const user_regs_struct& after, ui
 void Checker::after_step(pid_t tid, Thread& t) {
   user_regs_struct now;
   if (::ptrace(PTRACE_GETREGS, tid, nullptr, &now) != 0) return;
+  if (t.stepping && !t.injected && now.rip == t.before.rip && now.rsp == t.before.rsp) {
+    // One more iteration of a rep-prefixed instruction (a step stops after each): still the
+    // same instruction, checked once, as a run to a breakpoint sees it.
+    step(tid, t, 0);
+    return;
+  }
   if (t.stepping) {
     RegisterState before = to_register_state(t.before), after = to_register_state(now);
     uint64_t restorer = 0;
@@ -314,11 +391,17 @@ void Checker::after_step(pid_t tid, Thread& t) {
       result_.summary.resyncs += resynced;
     }
   }
+  at_instruction(tid, t, now);
+}
+
+// The thread is stopped before the instruction at now.rip: check it, then run on.
+void Checker::at_instruction(pid_t tid, Thread& t, const user_regs_struct& now) {
+  if (!options_.single_step && plan_block(tid, t, now)) return;
   ++result_.summary.steps;
   const PcInfo& info = info_for(now.rip);
   if (t.stack.mode() == Mode::altstack) ++result_.summary.unchecked_signal_steps;
   if (t.stack.checkable() && info.checked && info.data && info.data->table)
-    check(tid, t, now, info);
+    check(tid, t, to_register_state(now), info);
   t.before = now;
   t.decoded = info.decoded;
   t.insn = info.insn;
@@ -326,8 +409,133 @@ void Checker::after_step(pid_t tid, Thread& t) {
   step(tid, t, 0);
 }
 
+// Whether check() can judge the instruction from `regs` alone (no memory, no unknown register).
+bool Checker::checks_statically(const PcInfo& info, const RegisterState& regs) const {
+  if (!info.checked || !info.data || !info.data->table || !info.range) return true;
+  RowView row = info.data->table->row(info.range->row);
+  const RegisterRule* ra = row.rule_for(kRa);
+  if (ra && ra->kind == RegisterRule::Kind::Register) return true;
+  if (row.cfa.kind != CfaRule::Kind::RegOffset || !regs.has(row.cfa.reg)) return false;
+  if (ra && ra->kind != RegisterRule::Kind::Undefined &&
+      !(ra->kind == RegisterRule::Kind::Offset && ra->offset == -8))
+    return false;
+  for (uint16_t reg : kCalleeSaved) {
+    const RegisterRule* rule = row.rule_for(reg);
+    if (!rule || rule->kind == RegisterRule::Kind::SameValue) {
+      if (!regs.has(reg)) return false;
+    } else if (rule->kind != RegisterRule::Kind::Offset &&
+               rule->kind != RegisterRule::Kind::Undefined) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Past the single-step loop: from here to the next branch, system call or instruction the x86
+// layer cannot follow, the registers each instruction needs are known from the current ones, so
+// the run goes on to a breakpoint there and its instructions are checked as if stepped. Only
+// with one thread (a breakpoint in shared code would stop the others).
+bool Checker::plan_block(pid_t tid, Thread& t, const user_regs_struct& now) {
+  if (threads_.size() != 1 || t.stack.mode() == Mode::altstack) return false;
+  uint64_t budget = kMaxBlock;
+  if (options_.max_steps)
+    budget = std::min<uint64_t>(budget, options_.max_steps -
+                                            std::min(options_.max_steps, result_.summary.steps));
+  Block& b = t.block;
+  b.steps.clear();
+  RegisterState regs = to_register_state(now);
+  while (b.steps.size() < budget) {
+    const uint64_t pc = regs.get(x86_64::RIP);
+    if (!map_->find(pc)) break; // info_for would read the maps again
+    const PcInfo& info = info_for(pc);
+    if (!info.decoded || info.insn.flow != x86::Flow::next) break;
+    if (!checks_statically(info, regs)) break;
+    RegisterState after;
+    if (!simulate(info.insn, regs, after)) break;
+    b.steps.push_back({regs, info.insn});
+    regs = after;
+  }
+  if (b.steps.size() < 2) return false;
+  b.end = regs;
+  b.end_pc = regs.get(x86_64::RIP);
+  errno = 0;
+  b.saved_word = ::ptrace(PTRACE_PEEKTEXT, tid, reinterpret_cast<void*>(b.end_pc), nullptr);
+  if (errno != 0) return false;
+  long trap = (b.saved_word & ~0xffL) | 0xcc;
+  if (::ptrace(PTRACE_POKETEXT, tid, reinterpret_cast<void*>(b.end_pc),
+               reinterpret_cast<void*>(trap)) != 0)
+    return false;
+  if (::ptrace(PTRACE_CONT, tid, nullptr, nullptr) != 0) {
+    ::ptrace(PTRACE_POKETEXT, tid, reinterpret_cast<void*>(b.end_pc),
+             reinterpret_cast<void*>(b.saved_word));
+    return false;
+  }
+  b.active = true;
+  t.stepping = false;
+  ++result_.summary.blocks;
+  return true;
+}
+
+// The first `count` instructions of the thread's block ran: check and account for each, as the
+// single-step loop would have.
+void Checker::commit_block(pid_t tid, Thread& t, size_t count) {
+  const Block& b = t.block;
+  for (size_t i = 0; i < count; ++i) {
+    const Block::Step& st = b.steps[i];
+    ++result_.summary.steps;
+    const PcInfo& info = info_for(st.before.get(x86_64::RIP));
+    if (t.stack.checkable() && info.checked && info.data && info.data->table)
+      check(tid, t, st.before, info);
+    const RegisterState& after = i + 1 < b.steps.size() ? b.steps[i + 1].before : b.end;
+    size_t frames = t.stack.frames().size();
+    result_.summary.resyncs += t.stack.executed(st.insn, st.before, after);
+    if (t.stack.frames().size() > frames) ++result_.summary.calls;
+  }
+}
+
+// The thread stopped while running a block: at its breakpoint, or earlier by a signal.
+void Checker::block_stopped(pid_t tid, Thread& t, int sig) {
+  Block& b = t.block;
+  b.active = false;
+  ::ptrace(PTRACE_POKETEXT, tid, reinterpret_cast<void*>(b.end_pc),
+           reinterpret_cast<void*>(b.saved_word));
+  user_regs_struct now;
+  if (::ptrace(PTRACE_GETREGS, tid, nullptr, &now) != 0) return;
+  if (sig == SIGTRAP && now.rip == b.end_pc + 1) {
+    now.rip = b.end_pc;
+    ::ptrace(PTRACE_SETREGS, tid, nullptr, &now);
+    RegisterState actual = to_register_state(now);
+    for (unsigned r = 0; r < x86_64::kGeneralRegs; ++r)
+      if (b.end.has(r) && b.end.get(r) != actual.get(r)) {
+        ++result_.summary.block_mismatches;
+        break;
+      }
+    commit_block(tid, t, b.steps.size());
+    at_instruction(tid, t, now);
+    return;
+  }
+  // A signal before the end: the instructions before the pc ran; the one at the pc did not.
+  size_t ran = 0;
+  while (ran < b.steps.size() && b.steps[ran].before.get(x86_64::RIP) != now.rip)
+    ++ran;
+  if (ran == b.steps.size() && now.rip != b.end_pc) {
+    ++result_.summary.block_mismatches; // nowhere in the block: nothing is trusted
+    ran = 0;
+  }
+  commit_block(tid, t, ran);
+  const PcInfo& info = info_for(now.rip);
+  ++result_.summary.steps;
+  if (t.stack.checkable() && info.checked && info.data && info.data->table)
+    check(tid, t, to_register_state(now), info);
+  t.before = now;
+  t.decoded = info.decoded;
+  t.insn = info.insn;
+  t.stepping = true;
+  step(tid, t, sig == SIGTRAP ? 0 : sig);
+}
+
 Status Checker::start() {
-  auto program = TracedProgram::start(options_.argv);
+  auto program = TracedProgram::start(options_.argv, !options_.randomize);
   if (!program) return std::move(program).error();
   program_.emplace(std::move(*program));
   pid_ = program_->pid();
@@ -408,6 +616,10 @@ Result<CheckResult> Checker::run() {
     if (event != 0) { // clone (the new thread reports its own stop) or another event
       step(tid, t, 0);
       t.injected = false;
+      continue;
+    }
+    if (t.block.active) {
+      block_stopped(tid, t, sig);
       continue;
     }
     if (t.fresh) { // a new thread's first stop (SIGSTOP): its first instruction comes next

@@ -29,6 +29,13 @@ struct CheckOptions {
   std::string from_symbol;
   std::vector<std::string> only; // modules to check (path or file name); empty: all
   uint64_t max_steps = 0;        // stop (and kill the program) after this many; 0: no limit
+  // Step every instruction. Otherwise straight-line runs whose registers the x86 layer can
+  // follow go to a breakpoint at once and are checked from their starting state: the same
+  // checks and reports, fewer stops.
+  bool single_step = false;
+  // Keep the program's address-space randomisation (by default it runs without, as under gdb,
+  // so that two runs execute the same instructions).
+  bool randomize = false;
 };
 
 // One inconsistency between a row and the execution, reported once per (module, address,
@@ -57,6 +64,8 @@ struct CheckSummary {
   uint64_t signals = 0;            // signal handlers entered
   uint64_t no_row = 0;             // instructions of checked frames that no row covers
   uint64_t jump_rows = 0;          // instructions whose row keeps the return address in a register
+  uint64_t blocks = 0;             // straight-line runs executed to a breakpoint
+  uint64_t block_mismatches = 0;   // runs that ended with registers other than the simulated ones
   uint64_t unchecked_signal_steps = 0; // steps in handlers on an alternate stack (not checked)
   double seconds = 0;
   bool step_limit = false;    // stopped at max_steps

@@ -33,6 +33,12 @@ void register_check(CLI::App& app) {
                   "Check only this module (path or file name; repeatable); others still run");
   cmd->add_option("--max-steps", opt->check.max_steps,
                   "Stop after this many instructions (the program is killed; 0: no limit)");
+  cmd->add_flag("--single-step", opt->check.single_step,
+                "Stop at every instruction (by default straight-line runs the x86 layer can "
+                "follow go to a breakpoint and are checked from their starting state)");
+  cmd->add_flag("--randomize", opt->check.randomize,
+                "Keep the program's address-space randomisation (by default it runs without, as "
+                "under gdb, so that runs repeat)");
   cmd->add_flag("--json", opt->json, "Print the result as JSON");
   cmd->add_option("command", opt->check.argv, "The program and its arguments (after --)")
       ->required();

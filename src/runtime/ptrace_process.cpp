@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <iterator>
+#include <sys/personality.h>
 #include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -154,7 +155,8 @@ std::string ProcessAttachment::attach(pid_t tid) {
   }
 }
 
-Result<TracedProgram> TracedProgram::start(const std::vector<std::string>& argv) {
+Result<TracedProgram> TracedProgram::start(const std::vector<std::string>& argv,
+                                           bool same_addresses) {
   if (argv.empty()) return Error::plain("no program to run");
   std::vector<char*> args;
   for (const std::string& a : argv)
@@ -174,6 +176,10 @@ Result<TracedProgram> TracedProgram::start(const std::vector<std::string>& argv)
   if (pid == 0) {
     ::close(report[0]);
     ::ptrace(PTRACE_TRACEME, 0, nullptr, nullptr);
+    if (same_addresses) {
+      int persona = ::personality(0xffffffff);
+      if (persona != -1) ::personality(static_cast<unsigned long>(persona) | ADDR_NO_RANDOMIZE);
+    }
     ::execvp(args[0], args.data());
     int err = errno;
     (void)!::write(report[1], &err, sizeof err);

@@ -76,7 +76,10 @@ private:
 // dies with the tracer) set. The destructor kills it if it still runs.
 class TracedProgram {
 public:
-  static Result<TracedProgram> start(const std::vector<std::string>& argv);
+  // `same_addresses`: without address-space randomisation (personality ADDR_NO_RANDOMIZE, as
+  // gdb runs programs), so that runs repeat exactly.
+  static Result<TracedProgram> start(const std::vector<std::string>& argv,
+                                     bool same_addresses = false);
   TracedProgram(TracedProgram&& o) noexcept : pid_(o.pid_) { o.pid_ = 0; }
   TracedProgram& operator=(TracedProgram&&) = delete;
   ~TracedProgram();

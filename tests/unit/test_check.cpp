@@ -71,10 +71,11 @@ std::string describe(const CheckResult& r) {
   return out;
 }
 
-CheckResult run(std::vector<std::string> argv, uint64_t max_steps = 0) {
+CheckResult run(std::vector<std::string> argv, uint64_t max_steps = 0, bool single_step = false) {
   CheckOptions o;
   o.argv = std::move(argv);
   o.max_steps = max_steps;
+  o.single_step = single_step;
   auto r = run_check(o);
   EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().to_string());
   return r.ok() ? std::move(*r) : CheckResult{};
@@ -236,4 +237,48 @@ TEST(Check, FromEntry) {
   EXPECT_TRUE(r->inconsistencies.empty()) << describe(*r);
   EXPECT_GT(r->summary.checked, 20000u); // ld.so relocating libc
   EXPECT_GT(r->summary.calls, 100u);
+}
+
+// Running straight-line code to a breakpoint and checking it from its starting state gives
+// what stepping every instruction gives: the same reports, the same instructions checked.
+TEST(Check, BlockRunsMatchSingleStepping) {
+  test::TempDir dir;
+  std::vector<std::string> programs;
+  for (const char* name :
+       {"check_pop_adjust", "check_save_offset", "check_late_advance", "check_cfa_register",
+        "check_restore_state", "check_missing_save", "check_correct"})
+    programs.push_back(fixture(name));
+  const std::string exceptions = (dir.path / "exceptions").string();
+  ASSERT_EQ(std::system(("g++ -O0 " + std::string(EHELF_SOURCE_DIR) +
+                         "/tests/fixtures/exceptions.cpp -o " + exceptions)
+                            .c_str()),
+            0);
+  programs.push_back(exceptions);
+  const std::string threaded = (dir.path / "libc_prog").string();
+  ASSERT_EQ(std::system(("gcc -O0 -pthread " + std::string(EHELF_SOURCE_DIR) +
+                         "/tests/fixtures/check_libc.c -o " + threaded)
+                            .c_str()),
+            0);
+  programs.push_back(threaded);
+  for (const std::string& program : programs) {
+    SCOPED_TRACE(program);
+    CheckResult blocks = run({program});
+    CheckResult steps = run({program}, 0, /*single_step=*/true);
+    auto key = [](const CheckResult& r) {
+      std::vector<std::string> out;
+      for (const Inconsistency& i : r.inconsistencies)
+        out.push_back(i.module + " " + std::to_string(i.address) + " " + i.column + " " +
+                      i.expected + " " + i.table + " " + i.row + " " + i.instruction);
+      return out;
+    };
+    EXPECT_EQ(key(blocks), key(steps)) << describe(blocks) << "--\n" << describe(steps);
+    EXPECT_EQ(blocks.summary.block_mismatches, 0u);
+    EXPECT_GT(blocks.summary.blocks, 0u);
+    EXPECT_EQ(steps.summary.blocks, 0u);
+    if (program == threaded) continue; // two threads: the futex paths depend on timing
+    EXPECT_EQ(blocks.summary.steps, steps.summary.steps);
+    EXPECT_EQ(blocks.summary.checked, steps.summary.checked);
+    EXPECT_EQ(blocks.summary.calls, steps.summary.calls);
+    EXPECT_EQ(blocks.summary.resyncs, steps.summary.resyncs);
+  }
 }
