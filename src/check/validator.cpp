@@ -1,6 +1,7 @@
 // check::run_check: the single-step loop, the per-pc cache and the comparison with the rows.
 #include "check/validator.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -448,10 +449,28 @@ bool Checker::plan_block(pid_t tid, Thread& t, const user_regs_struct& now) {
     const uint64_t pc = regs.get(x86_64::RIP);
     if (!map_->find(pc)) break; // info_for would read the maps again
     const PcInfo& info = info_for(pc);
-    if (!info.decoded || info.insn.flow != x86::Flow::next) break;
+    if (!info.decoded) break;
+    // On through direct calls and jumps (where they go is in the instruction; a call's frame
+    // takes the callee-saved registers' values at entry, so those must be known).
+    const x86::Flow flow = info.insn.flow;
+    bool known_callee_saved = true;
+    for (uint16_t r : kCalleeSaved)
+      known_callee_saved &= regs.has(r);
+    if (flow != x86::Flow::next && flow != x86::Flow::jump &&
+        !(flow == x86::Flow::call && known_callee_saved))
+      break;
     if (!checks_statically(info, regs)) break;
     RegisterState after;
     if (!simulate(info.insn, regs, after)) break;
+    if (flow == x86::Flow::jump || flow == x86::Flow::call)
+      after.set(x86_64::RIP, info.insn.target);
+    if (flow == x86::Flow::call) after.set(x86_64::RSP, after.get(x86_64::RSP) - 8);
+    // Each address at most once, and never the breakpoint's: the run is one straight path.
+    const uint64_t next = after.get(x86_64::RIP);
+    if (next == pc || std::any_of(b.steps.begin(), b.steps.end(), [&](const Block::Step& st) {
+          return st.before.get(x86_64::RIP) == next;
+        }))
+      break;
     b.steps.push_back({regs, info.insn});
     regs = after;
   }
