@@ -440,8 +440,9 @@ bool Checker::plan_block(pid_t tid, Thread& t, const user_regs_struct& now) {
   if (threads_.size() != 1 || t.stack.mode() == Mode::altstack) return false;
   uint64_t budget = kMaxBlock;
   if (options_.max_steps)
-    budget = std::min<uint64_t>(budget, options_.max_steps -
-                                            std::min(options_.max_steps, result_.summary.steps));
+    // Leave the last step of the budget to the instruction at the breakpoint.
+    budget = std::min<uint64_t>(
+        budget, options_.max_steps - std::min(options_.max_steps, result_.summary.steps + 1));
   Block& b = t.block;
   b.steps.clear();
   RegisterState regs = to_register_state(now);
@@ -633,6 +634,10 @@ Result<CheckResult> Checker::run() {
       continue;
     }
     if (event != 0) { // clone (the new thread reports its own stop) or another event
+      unsigned long child = 0;
+      if (event == PTRACE_EVENT_CLONE && ::ptrace(PTRACE_GETEVENTMSG, tid, nullptr, &child) == 0 &&
+          threads_.try_emplace(pid_t(child)).second)
+        ++result_.summary.threads; // known now: no run to a breakpoint while it exists
       step(tid, t, 0);
       t.injected = false;
       continue;
