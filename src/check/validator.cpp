@@ -1,4 +1,5 @@
-// check::run_check: the single-step loop, the per-pc cache and the comparison with the rows.
+// check::run_check: the stepping loop (single steps and straight-line runs to a breakpoint),
+// the per-pc cache and the comparison with the rows.
 #include "check/validator.hpp"
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <unordered_set>
 
 #include "check/shadow_stack.hpp"
+#include "check/straight_line.hpp"
 #include "model/registers.hpp"
 #include "report/table_json.hpp"
 #include "runtime/memory.hpp"
@@ -54,71 +56,6 @@ std::string row_text(RowView row) {
 
 std::string offset_text(int64_t v) {
   return fmt::format("{:+d}", v);
-}
-
-// A straight-line run of instructions executed at once, up to a breakpoint: the register
-// values before each, as far as the x86 layer's effects determine them from the run's start.
-struct Block {
-  struct Step {
-    RegisterState before;
-    x86::Instruction insn;
-  };
-  std::vector<Step> steps;
-  RegisterState end;   // before the instruction at the breakpoint
-  uint64_t end_pc = 0; // where the breakpoint is
-  long saved_word = 0; // the code word the breakpoint replaced
-  bool active = false;
-};
-
-constexpr size_t kMaxBlock = 256;
-
-// The registers after `insn` from those before, as far as its ops determine them (a register
-// loaded from memory or written otherwise becomes unknown). False when the run cannot go on
-// through it: rsp unknown after it, or a save whose register or address is unknown.
-bool simulate(const x86::Instruction& insn, const RegisterState& before, RegisterState& after) {
-  after = before;
-  bool defined[x86_64::kGeneralRegs] = {};
-  for (unsigned k = 0; k < insn.op_count; ++k) {
-    const x86::StackOp& op = insn.ops[k];
-    const uint16_t reg = dwarf_number(op.reg), base = dwarf_number(op.base);
-    switch (op.kind) {
-    case x86::StackOp::Kind::rsp_add:
-    case x86::StackOp::Kind::rsp_align:
-      if (!after.has(x86_64::RSP)) return false;
-      after.set(x86_64::RSP, op.kind == x86::StackOp::Kind::rsp_add
-                                 ? after.get(x86_64::RSP) + uint64_t(int64_t(op.disp))
-                                 : after.get(x86_64::RSP) & ~(uint64_t(op.disp) - 1));
-      defined[x86_64::RSP] = true;
-      break;
-    case x86::StackOp::Kind::copy:
-      if (after.has(base))
-        after.set(reg, after.get(base) + uint64_t(int64_t(op.disp)));
-      else
-        after.clear(reg);
-      defined[reg] = true;
-      break;
-    case x86::StackOp::Kind::store:
-      // ShadowStack::track_saves reads the stored register and a non-rsp base as they were
-      // before the instruction, rsp as the ops move it.
-      if (op.reg != x86::Reg::none && !before.has(reg)) return false;
-      if (base != x86_64::RSP && !before.has(base)) return false;
-      if (!after.has(x86_64::RSP)) return false;
-      break;
-    case x86::StackOp::Kind::push_memory:
-      break;
-    case x86::StackOp::Kind::load:
-    case x86::StackOp::Kind::unmodelled:
-      after.clear(reg);
-      defined[reg] = true;
-      break;
-    }
-  }
-  for (unsigned r = 0; r < x86::kGprCount; ++r) {
-    const uint16_t d = dwarf_number(x86::Reg(r));
-    if (insn.writes_reg(x86::Reg(r)) && !defined[d]) after.clear(d);
-  }
-  after.set(x86_64::RIP, before.get(x86_64::RIP) + insn.length);
-  return after.has(x86_64::RSP);
 }
 
 class Checker {
