@@ -80,6 +80,7 @@ private:
   void refresh_modules();
   void check(pid_t tid, Thread& t, const RegisterState& regs, const PcInfo& info);
   void at_instruction(pid_t tid, Thread& t, const user_regs_struct& now);
+  void step_from(pid_t tid, Thread& t, const user_regs_struct& now, int signal);
   bool checks_statically(const PcInfo& info, const RegisterState& regs) const;
   bool plan_block(pid_t tid, Thread& t, const user_regs_struct& now);
   void commit_block(pid_t tid, Thread& t, size_t count);
@@ -335,6 +336,11 @@ void Checker::after_step(pid_t tid, Thread& t) {
 // The thread is stopped before the instruction at now.rip: check it, then run on.
 void Checker::at_instruction(pid_t tid, Thread& t, const user_regs_struct& now) {
   if (!options_.single_step && plan_block(tid, t, now)) return;
+  step_from(tid, t, now, 0);
+}
+
+// Checks the instruction at now.rip and single-steps it (delivering `signal`, if not 0).
+void Checker::step_from(pid_t tid, Thread& t, const user_regs_struct& now, int signal) {
   ++result_.summary.steps;
   const PcInfo& info = info_for(now.rip);
   if (t.stack.mode() == Mode::altstack) ++result_.summary.unchecked_signal_steps;
@@ -344,7 +350,7 @@ void Checker::at_instruction(pid_t tid, Thread& t, const user_regs_struct& now) 
   t.decoded = info.decoded;
   t.insn = info.insn;
   t.stepping = true;
-  step(tid, t, 0);
+  step(tid, t, signal);
 }
 
 // Whether check() can judge the instruction from `regs` alone (no memory, no unknown register).
@@ -480,15 +486,7 @@ void Checker::block_stopped(pid_t tid, Thread& t, int sig) {
     ran = 0;
   }
   commit_block(tid, t, ran);
-  const PcInfo& info = info_for(now.rip);
-  ++result_.summary.steps;
-  if (t.stack.checkable() && info.checked && info.data && info.data->table)
-    check(tid, t, to_register_state(now), info);
-  t.before = now;
-  t.decoded = info.decoded;
-  t.insn = info.insn;
-  t.stepping = true;
-  step(tid, t, sig == SIGTRAP ? 0 : sig);
+  step_from(tid, t, now, sig == SIGTRAP ? 0 : sig);
 }
 
 Status Checker::start() {
