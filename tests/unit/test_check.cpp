@@ -282,3 +282,24 @@ TEST(Check, BlockRunsMatchSingleStepping) {
     EXPECT_EQ(blocks.summary.resyncs, steps.summary.resyncs);
   }
 }
+
+// Timer signals land anywhere, in the middle of straight-line runs too: the instructions before
+// the signal's pc are checked, the handler is a frame, nothing is reported.
+TEST(Check, SignalsDuringRuns) {
+  test::TempDir dir;
+  const std::string program = (dir.path / "alarm").string();
+  ASSERT_EQ(std::system(("gcc -O1 " + std::string(EHELF_SOURCE_DIR) +
+                         "/tests/fixtures/check_alarm.c -o " + program)
+                            .c_str()),
+            0);
+  for (bool single_step : {false, true}) {
+    SCOPED_TRACE(single_step);
+    CheckResult r = run({program}, 0, single_step);
+    EXPECT_TRUE(r.inconsistencies.empty()) << describe(r);
+    EXPECT_GE(r.summary.signals, 20u);
+    EXPECT_EQ(r.summary.block_mismatches, 0u);
+    if (!single_step) {
+      EXPECT_GT(r.summary.blocks, 100u);
+    }
+  }
+}
