@@ -12,6 +12,10 @@ namespace {
 // kernel's signal frame (with the largest xsave area) and alignment fit well within this.
 constexpr uint64_t kSameStackReach = 64 * 1024;
 constexpr uint64_t kRtSigreturn = 15; // x86_64 system call number
+// rsp this far below the innermost frame's return-address slot is another stack (swapcontext,
+// a coroutine switch): the frames cannot describe the code that runs there. No function's own
+// frame is this large in practice; one that is only goes unchecked.
+constexpr uint64_t kStackSwitch = uint64_t(1) << 20;
 
 int callee_saved_index(uint16_t dwarf) {
   for (unsigned i = 0; i < kCalleeSaved.size(); ++i)
@@ -146,7 +150,14 @@ unsigned ShadowStack::executed(const x86::Instruction& insn, const RegisterState
       after.get(x86_64::RSP) == before.get(x86_64::RSP) - 8)
     push_call(after, before.get(x86_64::RIP) + insn.length);
   if (insn.flow == Flow::syscall && mode_ == Mode::sigreturn) mode_ = after_sigreturn_;
-  return drop_dead_frames(before, after, insn.flow == Flow::ret, is_branch(insn.flow));
+  unsigned irregular =
+      drop_dead_frames(before, after, insn.flow == Flow::ret, is_branch(insn.flow));
+  const uint64_t rsp = after.get(x86_64::RSP);
+  if (!frames_.empty() && rsp < frames_.back().slot && frames_.back().slot - rsp > kStackSwitch) {
+    irregular += unsigned(frames_.size());
+    frames_.clear(); // checks resume with the next call
+  }
+  return irregular;
 }
 
 unsigned ShadowStack::executed_unknown(const RegisterState& after) {

@@ -54,6 +54,15 @@ std::string row_text(RowView row) {
   return out;
 }
 
+// A row whose return address is in a register, or saved at or above the CFA, describes where
+// a jump goes rather than a frame entered by a call (a call leaves it below the CFA): glibc's
+// __longjmp, setcontext and swapcontext describe their target context this way. Nothing to
+// compare it with.
+bool describes_jump_target(const RegisterRule* ra) {
+  return ra && (ra->kind == RegisterRule::Kind::Register ||
+                (ra->kind == RegisterRule::Kind::Offset && ra->offset >= 0));
+}
+
 std::string offset_text(int64_t v) {
   return fmt::format("{:+d}", v);
 }
@@ -202,9 +211,7 @@ void Checker::check(pid_t tid, Thread& t, const RegisterState& regs, const PcInf
   functions_.emplace(info.data, info.range->function);
   RowView row = table.row(info.range->row);
   const RegisterRule* ra = row.rule_for(kRa);
-  if (ra && ra->kind == RegisterRule::Kind::Register) {
-    // The return address in a register: the row describes where a jump goes, not a frame
-    // entered by a call (glibc's __longjmp describes its target this way). Nothing to compare.
+  if (describes_jump_target(ra)) {
     ++result_.summary.jump_rows;
     return;
   }
@@ -358,7 +365,7 @@ bool Checker::checks_statically(const PcInfo& info, const RegisterState& regs) c
   if (!info.checked || !info.data || !info.data->table || !info.range) return true;
   RowView row = info.data->table->row(info.range->row);
   const RegisterRule* ra = row.rule_for(kRa);
-  if (ra && ra->kind == RegisterRule::Kind::Register) return true;
+  if (describes_jump_target(ra)) return true;
   if (row.cfa.kind != CfaRule::Kind::RegOffset || !regs.has(row.cfa.reg)) return false;
   if (ra && ra->kind != RegisterRule::Kind::Undefined &&
       !(ra->kind == RegisterRule::Kind::Offset && ra->offset == -8))

@@ -63,7 +63,7 @@ struct CheckSummary {
   uint64_t resyncs = 0;            // shadow stacks resynchronised from rsp (longjmp, exceptions)
   uint64_t signals = 0;            // signal handlers entered
   uint64_t no_row = 0;             // instructions of checked frames that no row covers
-  uint64_t jump_rows = 0;          // instructions whose row keeps the return address in a register
+  uint64_t jump_rows = 0;          // instructions whose row describes a jump's target (not checked)
   uint64_t blocks = 0;             // straight-line runs executed to a breakpoint
   uint64_t block_mismatches = 0;   // runs that ended with registers other than the simulated ones
   uint64_t unchecked_signal_steps = 0; // steps in handlers on an alternate stack (not checked)

@@ -303,3 +303,19 @@ TEST(Check, SignalsDuringRuns) {
     }
   }
 }
+
+// Coroutines on their own stacks (swapcontext): frames are dropped when rsp leaves for another
+// stack, and setcontext's rows (which describe the target context) are not taken for frames.
+TEST(Check, ContextSwitches) {
+  test::TempDir dir;
+  const std::string program = (dir.path / "context").string();
+  ASSERT_EQ(std::system(("gcc -O2 " + std::string(EHELF_SOURCE_DIR) +
+                         "/tests/fixtures/check_context.c -o " + program)
+                            .c_str()),
+            0);
+  CheckResult r = run({program});
+  EXPECT_TRUE(r.inconsistencies.empty()) << describe(r);
+  EXPECT_GE(r.summary.resyncs, 4u);
+  EXPECT_GT(r.summary.jump_rows, 0u);
+  EXPECT_GT(r.summary.checked, 3000u);
+}
