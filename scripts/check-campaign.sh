@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The paper's validation experiment: csmith programs compiled by gcc and clang at -O0
 # -fomit-frame-pointer, -O1, -O2, -O3 and -Os, each run under `ehelf check --only PROGRAM` (the
-# compiler's own tables; libc is tested in tests/unit/test_check.cpp). Programs that run longer
-# than 2 s natively (or fail) are skipped; runs stop after 5,000,000 instructions. Every program with an inconsistency is
-# kept in OUT/failures/ with its source, binary, report and the command that reproduces it; a
-# summary by compiler, setup and column ends the run (also OUT/summary.txt).
+# compiler's own tables; libc is tested in tests/unit/test_check.cpp). Programs that fail or run
+# longer than 2 s natively are skipped; checks stop after 5,000,000 instructions. Every program
+# with an inconsistency is kept in OUT/failures/ with its source, binary, report and the command
+# that reproduces it; a summary by compiler, setup and column ends the run (OUT/summary.txt).
 # Usage: scripts/check-campaign.sh N [OUT] [FIRST_SEED]     (scripts/setup.sh installs csmith)
 set -uo pipefail
 count=${1:?number of programs}
