@@ -23,7 +23,8 @@ results="$out/results.tsv" # seed, setup, status, checked, inconsistencies, colu
 : > "$results"
 for ((i = 0; i < count; i++, seed++)); do
   src="$work/p$seed.c"
-  csmith --seed "$seed" > "$src" 2> /dev/null || continue
+  # csmith writes platform.info where it runs: in the scratch directory.
+  (cd "$work" && csmith --seed "$seed" > "$src" 2> /dev/null) || continue
   for setup in "${setups[@]}"; do
     bin="$work/p$seed"
     # shellcheck disable=SC2086
