@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "compile/eh_elf_object.hpp"
+#include "eh_elf/eh_elf_object.hpp"
 #include "dwarf/module_cfi.hpp"
 
 using namespace ehelf;

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <span>
 
-#include "compile/eh_elf_check.hpp"
+#include "eh_elf/eh_elf_check.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)ehelf::check_eh_elf_image(std::span<const uint8_t>(data, size));

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "model/expression.hpp"
+#include "report/expression_text.hpp"
 
 namespace {
 
@@ -46,7 +47,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto expr = ehelf::Expression::decode(std::span<const uint8_t>(data, size), address_size);
   if (!expr.ok()) return 0;
 
-  std::string text = expr->to_string();
+  std::string text = ehelf::expression_text(*expr);
   if (!expr->ops().empty() && text.empty()) __builtin_trap();
   for (const ehelf::ExprOp& op : expr->ops()) {
     if (op.offset >= size) __builtin_trap();

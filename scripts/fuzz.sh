@@ -67,9 +67,9 @@ PY
   fi
 }
 
-for src in fuzz/fuzz_*.cpp; do
-  name=$(basename "$src" .cpp)
-  seeds="fuzz/corpus/${name#fuzz_}"
+# One target: seeds, then the run. Two targets run at a time (the machine's two cores).
+run_target() { # NAME
+  local name=$1 seeds="fuzz/corpus/${1#fuzz_}" work
   work=$(mktemp -d)
   [ -d "$seeds" ] && cp -r "$seeds"/. "$work"/
   if [ "$name" = fuzz_elf ]; then
@@ -119,8 +119,25 @@ for src in fuzz/fuzz_*.cpp; do
       -print_final_stats=0 "$work" >"$work.log" 2>&1; then
     tail -40 "$work.log"
     echo "fuzz: $name FAILED" >&2
-    exit 1
+    return 1
   fi
   grep -E "^#[0-9]+ *DONE" "$work.log" | tail -1 || true
   rm -rf "$work" "$work.log"
+}
+
+failed=0
+running=0
+for src in fuzz/fuzz_*.cpp; do
+  run_target "$(basename "$src" .cpp)" &
+  running=$((running + 1))
+  if [ "$running" -ge 2 ]; then
+    wait -n || failed=1
+    running=$((running - 1))
+  fi
 done
+while [ "$running" -gt 0 ]; do
+  wait -n || failed=1
+  running=$((running - 1))
+done
+[ "$failed" -eq 0 ] || { echo "fuzz: a target failed (see above)" >&2; exit 1; }
+

@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <dirent.h>
 #include <endian.h>
 #include <mutex>
 #include <new>
@@ -271,85 +270,23 @@ private:
 
 // ---- finding the remote process ------------------------------------------------------------
 
-bool read_small_file(const char* path, std::string& out) {
-  FILE* f = std::fopen(path, "r");
-  if (!f) return false;
-  out.clear();
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
-    out.append(buf, n);
-  std::fclose(f);
-  return true;
-}
-
-bool is_number(const char* s) {
-  if (!*s) return false;
-  for (; *s; ++s)
-    if (*s < '0' || *s > '9') return false;
-  return true;
-}
-
-// True if a thread of process `pid` is traced by a thread of this process.
-bool traced_by_us(const std::string& pid) {
-  std::string dir = "/proc/" + pid + "/task";
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) return false;
-  bool found = false;
-  while (dirent* e = ::readdir(d)) {
-    if (!is_number(e->d_name)) continue;
-    std::string status;
-    if (!read_small_file((dir + "/" + e->d_name + "/status").c_str(), status)) continue;
-    size_t at = status.find("TracerPid:");
-    if (at == std::string::npos) continue;
-    long tracer = std::strtol(status.c_str() + at + 10, nullptr, 10);
-    if (tracer <= 0) continue;
-    std::string ours = "/proc/self/task/" + std::to_string(tracer);
-    if (::access(ours.c_str(), F_OK) == 0) {
-      found = true;
-      break;
-    }
-  }
-  ::closedir(d);
-  return found;
-}
-
 // The process the accessors read: ehelf's _UPT_ handle names it; otherwise the one process this
 // process traces whose memory at the stack pointer and pc is what access_mem returns.
 pid_t find_pid(unw_addr_space* as, void* arg, const RegisterState& regs) {
   pid_t pid = 0;
   if (upt_pid(as->accessors, arg, pid)) return pid;
   AccessorMemory through(as, arg);
-  uint64_t probes[2] = {regs.get(x86_64::RSP), regs.get(x86_64::RIP)};
+  const uint64_t probes[2] = {regs.get(x86_64::RSP), regs.get(x86_64::RIP)};
   uint64_t expected[2] = {};
   for (int i = 0; i < 2; ++i)
     if (!through.read_u64(probes[i], expected[i])) return 0;
-  DIR* d = ::opendir("/proc");
-  if (!d) return 0;
-  pid_t match = 0;
-  int matches = 0;
-  while (dirent* e = ::readdir(d)) {
-    if (!is_number(e->d_name) || !traced_by_us(e->d_name)) continue;
-    pid_t candidate = static_cast<pid_t>(std::strtol(e->d_name, nullptr, 10));
-    ProcessMemory mem(candidate);
-    bool same = true;
-    for (int i = 0; i < 2 && same; ++i) {
-      uint64_t v = 0;
-      same = mem.read_u64(probes[i], v) && v == expected[i];
-    }
-    if (same) {
-      match = candidate;
-      ++matches;
-    }
-  }
-  ::closedir(d);
-  return matches == 1 ? match : 0;
+  return find_traced_process(probes, expected);
 }
 
 // Makes `as` describe process `pid`, rebuilding its map if the process's mappings changed.
 bool ensure_remote_map(unw_addr_space* as, pid_t pid) {
   std::string maps;
-  if (!read_small_file(("/proc/" + std::to_string(pid) + "/maps").c_str(), maps)) return false;
+  if (!read_proc_file("/proc/" + std::to_string(pid) + "/maps", maps)) return false;
   if (as->map && as->pid == pid && as->maps_text == maps) return true;
   auto built = ModuleMap::for_process(pid);
   if (!built) return false;
@@ -395,7 +332,7 @@ std::optional<FunctionInfo> function_at(const Where& w) {
 
 // The frame's module, looked up at pc - 1 for a return address; but when no FDE covers pc - 1
 // and one covers pc, at pc: a function "returned" to at its entry (makecontext makes
-// __start_context the return address of a coroutine's first function), as the step does.
+// __start_context the return address of a coroutine's first function), as Unwinder::step does.
 bool locate(Cursor& c, Where& w) {
   if (!c.regs.has(x86_64::RIP)) return false;
   uint64_t pc = c.regs.get(x86_64::RIP);
@@ -474,17 +411,6 @@ int error_of(StopReason r) {
   return UNW_EUNSPEC;
 }
 
-// Unwinder::step, retrying a return address that has no FDE before it at the address itself
-// (see locate()).
-StopReason step_at(Unwinder& u, RegisterState& regs, MemoryReader& mem, bool exact,
-                   FrameInfo& info) {
-  RegisterState start = regs;
-  StopReason r = u.step(regs, mem, exact, info);
-  if (r != StopReason::NoTable || exact) return r;
-  regs = start;
-  return u.step(regs, mem, true, info);
-}
-
 // Whether a caller's pc is in a known module; a pc in none (not code, or code loaded since the
 // map was made) ends the walk there.
 bool known_pc(const ModuleMap& map, uint64_t pc) {
@@ -495,12 +421,12 @@ bool known_pc(const ModuleMap& map, uint64_t pc) {
 StopReason step_copy(Cursor& c, RegisterState& regs, FrameInfo& info) {
   if (!c.remote) {
     SelfMemory mem = local_memory(c);
-    return step_at(c.local->unwinder, regs, mem, c.exact, info);
+    return c.local->unwinder.step(regs, mem, c.exact, info);
   }
   AccessorMemory mem(c.as, c.arg);
   Where w;
   locate(c, w); // loads the module's data through the accessors if needed
-  return step_at(*c.as->unwinder, regs, mem, c.exact, info);
+  return c.as->unwinder->step(regs, mem, c.exact, info);
 }
 
 // ---- unw_backtrace ------------------------------------------------------------------------
@@ -563,7 +489,7 @@ int step_walk(LocalSpace& s, RegisterState regs, SelfMemory& mem, void** buffer,
         break;
       }
       buffer[n++] = reinterpret_cast<void*>(regs.get(x86_64::RIP));
-      if (step_at(s.general, regs, mem, exact, info) != StopReason::None) break;
+      if (s.general.step(regs, mem, exact, info) != StopReason::None) break;
       exact = info.signal_frame;
     }
   } catch (...) { // only error paths allocate (their messages)

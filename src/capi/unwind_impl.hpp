@@ -42,6 +42,7 @@
 #include "ehelf/libunwind.h"
 #include "model/register_state.hpp"
 #include "runtime/late_modules.hpp"
+#include "runtime/process_probe.hpp"
 #include "runtime/memory.hpp"
 #include "runtime/module_map.hpp"
 #include "runtime/symbolize.hpp"

@@ -5,7 +5,9 @@ namespace {
 int g_exit_code = 0;
 }
 
-int exit_code() { return g_exit_code; }
+int exit_code() {
+  return g_exit_code;
+}
 void set_exit_code(int code) {
   if (code > g_exit_code) g_exit_code = code;
 }
@@ -17,6 +19,7 @@ void register_commands(CLI::App& app) {
   register_stack(app);
   register_perf(app);
   register_check(app);
+  register_verify(app);
 }
 
 } // namespace ehelf::cli

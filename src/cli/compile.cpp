@@ -1,93 +1,20 @@
 // `ehelf compile`: unwind tables -> eh_elf shared objects (see include/ehelf/eh_elf.h).
-#include <atomic>
 #include <cstdio>
 #include <fmt/format.h>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
-#include <thread>
 #include <unistd.h>
 
 #include "cli/commands.hpp"
 #include "compile/compile_module.hpp"
-#include "compile/eh_elf_cache.hpp"
+#include "compile/compile_report.hpp"
+#include "eh_elf/eh_elf_cache.hpp"
 #include "elf/elf_file.hpp"
+#include "support/progress.hpp"
+#include "support/worker_pool.hpp"
 
 namespace ehelf::cli {
-namespace {
-
-std::string human(uint64_t bytes) {
-  if (bytes >= (1u << 20)) return fmt::format("{:.1f} MiB", bytes / 1048576.0);
-  if (bytes >= 1024) return fmt::format("{:.1f} KiB", bytes / 1024.0);
-  return fmt::format("{} B", bytes);
-}
-
-void print_report_table(const std::vector<CompileReport>& reports) {
-  // The paper's Table 2 columns, plus .eh_frame_hdr, the split of the eh_elf, rows and time.
-  fmt::print("{:<28} {:>11} {:>11} {:>11} {:>11} {:>11} {:>8} {:>7} {:>7} {:>7} {:>8} {:>8}\n",
-             "file", ".text+.rodata", ".eh_frame", ".eh_fr_hdr", "eh_elf code", "eh_elf data",
-             "% orig", "growth", "ranges", "bodies", "fallback", "time ms");
-  CompileReport total;
-  for (const auto& r : reports) {
-    std::string name = r.source.substr(r.source.rfind('/') + 1);
-    double pct = r.text_rodata ? 100.0 * (r.eh_elf_text + r.eh_elf_rodata) / r.text_rodata : 0;
-    fmt::print("{:<28} {:>13} {:>11} {:>11} {:>11} {:>11} {:>8.2f} {:>7.2f} {:>7} {:>7} {:>8} "
-               "{:>8.0f}\n",
-               name.substr(0, 28), human(r.text_rodata), human(r.eh_frame), human(r.eh_frame_hdr),
-               human(r.eh_elf_text), human(r.eh_elf_rodata), pct, r.growth(), r.codegen.ranges,
-               r.codegen.bodies, r.codegen.fallback_ranges, r.total_ms());
-    total.text_rodata += r.text_rodata;
-    total.eh_frame += r.eh_frame;
-    total.eh_frame_hdr += r.eh_frame_hdr;
-    total.eh_elf_text += r.eh_elf_text;
-    total.eh_elf_rodata += r.eh_elf_rodata;
-    total.codegen.ranges += r.codegen.ranges;
-    total.codegen.bodies += r.codegen.bodies;
-    total.codegen.fallback_ranges += r.codegen.fallback_ranges;
-    total.load_ms += r.total_ms();
-  }
-  if (reports.size() > 1) {
-    double pct = total.text_rodata
-                     ? 100.0 * (total.eh_elf_text + total.eh_elf_rodata) / total.text_rodata
-                     : 0;
-    fmt::print("{:<28} {:>13} {:>11} {:>11} {:>11} {:>11} {:>8.2f} {:>7.2f} {:>7} {:>7} {:>8} "
-               "{:>8.0f}\n",
-               "total", human(total.text_rodata), human(total.eh_frame), human(total.eh_frame_hdr),
-               human(total.eh_elf_text), human(total.eh_elf_rodata), pct, total.growth(),
-               total.codegen.ranges, total.codegen.bodies, total.codegen.fallback_ranges,
-               total.load_ms);
-  }
-}
-
-nlohmann::json report_json(const CompileReport& r) {
-  return {{"source", r.source},
-          {"output", r.output},
-          {"text_rodata_bytes", r.text_rodata},
-          {"eh_frame_bytes", r.eh_frame},
-          {"eh_frame_hdr_bytes", r.eh_frame_hdr},
-          {"eh_elf_text_bytes", r.eh_elf_text},
-          {"eh_elf_rodata_bytes", r.eh_elf_rodata},
-          {"eh_elf_file_bytes", r.eh_elf_file},
-          {"growth", r.growth()},
-          {"model_rows", r.codegen.table_rows},
-          {"model_ranges", r.codegen.model_ranges},
-          {"ranges", r.codegen.ranges},
-          {"bodies", r.codegen.bodies},
-          {"fallback_bodies", r.codegen.fallback_bodies},
-          {"fallback_ranges", r.codegen.fallback_ranges},
-          {"load_ms", r.load_ms},
-          {"codegen_ms", r.codegen_ms},
-          {"cc_ms", r.cc_ms},
-          {"verification", r.verification
-                               ? nlohmann::json{{"checks", r.verification->checks},
-                                                {"agreed", r.verification->agreed},
-                                                {"both_failed", r.verification->both_failed},
-                                                {"fallbacks", r.verification->fallbacks},
-                                                {"mismatches", r.verification->mismatch_count}}
-                               : nlohmann::json()}};
-}
-
-} // namespace
+namespace {} // namespace
 
 void register_compile(CLI::App& app) {
   struct Options {
@@ -106,6 +33,9 @@ void register_compile(CLI::App& app) {
   };
   auto opt = std::make_shared<Options>();
   auto* cmd = app.add_subcommand("compile", "Compile unwind tables into eh_elf shared objects");
+  cmd->footer("Examples:\n  ehelf compile /usr/lib/x86_64-linux-gnu/libc.so.6 -o libc.eh_elf.so "
+              "--report --verify\n"
+              "  ehelf compile --cache --jobs 2 ./prog /usr/lib/x86_64-linux-gnu/libc.so.6");
   cmd->add_option("files", opt->files, "ELF files")->required()->check(CLI::ExistingFile);
   cmd->add_option("-o,--output", opt->output, "Output .so (one input file only)");
   cmd->add_flag(
@@ -159,44 +89,31 @@ void register_compile(CLI::App& app) {
     }
     std::vector<std::optional<CompileReport>> results(opt->files.size());
     std::vector<std::string> errors(opt->files.size());
-    std::atomic<size_t> next{0}, done{0};
-    std::mutex progress_lock;
-    bool tty = ::isatty(2) && opt->files.size() > 1;
-    auto worker = [&] {
-      for (size_t i; (i = next++) < opt->files.size();) {
-        const std::string& file = opt->files[i];
-        std::string out = opt->output;
-        if (opt->cache) {
-          auto elf = ElfFile::open(file);
-          std::string id = elf ? (*elf)->build_id_hex() : std::string();
-          if (id.empty()) {
-            errors[i] = fmt::format("{}: no build-id, so no cache name; use -o", file);
-          } else {
+    const bool tty = ::isatty(2) && opt->files.size() > 1;
+    parallel_for(
+        opt->files.size(), opt->jobs,
+        [&](unsigned, size_t i) {
+          const std::string& file = opt->files[i];
+          std::string out = opt->output;
+          if (opt->cache) {
+            auto elf = ElfFile::open(file);
+            std::string id = elf ? (*elf)->build_id_hex() : std::string();
+            if (id.empty()) {
+              errors[i] = fmt::format("{}: no build-id, so no cache name; use -o", file);
+              return;
+            }
             out = cache_dir + "/" + cache_file_name(id, co.registers);
           }
-        }
-        if (errors[i].empty()) {
           auto r = compile_module(file, out, co);
           if (r)
             results[i] = std::move(*r);
           else
             errors[i] = r.error().to_string();
-        }
-        size_t d = ++done;
-        if (tty) {
-          std::lock_guard<std::mutex> g(progress_lock);
-          fmt::print(stderr, "\r[{}/{}] {:<60.60}", d, opt->files.size(), file);
-          if (d == opt->files.size()) fmt::print(stderr, "\r{:80}\r", "");
-        }
-      }
-    };
-    std::vector<std::thread> threads;
-    unsigned n = std::min<unsigned>(opt->jobs, static_cast<unsigned>(opt->files.size()));
-    for (unsigned t = 1; t < n; ++t)
-      threads.emplace_back(worker);
-    worker();
-    for (auto& t : threads)
-      t.join();
+        },
+        tty ? [](size_t done, size_t total) {
+          print_progress_bar("ehelf compile", done, total, "files");
+          if (done == total) clear_progress_bar();
+        } : std::function<void(size_t, size_t)>());
 
     std::vector<CompileReport> ok;
     bool too_large = false;
@@ -210,13 +127,7 @@ void register_compile(CLI::App& app) {
       } else if (results[i]) {
         ok.push_back(*results[i]);
         if (const auto& v = results[i]->verification) {
-          fmt::print(stderr,
-                     "{}: verify: {} checks, {} agree, {} both refuse, {} need the interpreter, "
-                     "{} mismatches\n",
-                     opt->files[i], v->checks, v->agreed, v->both_failed, v->fallbacks,
-                     v->mismatch_count);
-          for (const auto& m : v->mismatches)
-            fmt::print(stderr, "  mismatch: {}\n", m);
+          fmt::print(stderr, "{}: verify: {}\n", opt->files[i], describe(*v));
           if (!v->ok()) set_exit_code(1);
         }
       }
@@ -229,7 +140,8 @@ void register_compile(CLI::App& app) {
         j.push_back(report_json(r));
       fmt::print("{}\n", j.dump(1));
     } else if (opt->report) {
-      print_report_table(ok);
+      const std::string table = render_report_table(ok);
+      std::fwrite(table.data(), 1, table.size(), stdout);
     }
   });
 }

@@ -16,6 +16,9 @@ void register_dump(CLI::App& app) {
   };
   auto opt = std::make_shared<Options>();
   auto* cmd = app.add_subcommand("dump", "Print the interpreted call-frame tables of ELF files");
+  cmd->footer(
+      "Examples:\n  ehelf dump /usr/lib/x86_64-linux-gnu/libc.so.6     # as readelf -wF prints it\n"
+      "  ehelf dump --json ./prog | jq '.fdes | length'");
   cmd->add_option("files", opt->files, "ELF files")->required()->check(CLI::ExistingFile);
   cmd->add_flag("--json", opt->json, "Print JSON instead of readelf -wF text");
   cmd->callback([opt] {

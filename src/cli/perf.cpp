@@ -6,6 +6,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <sys/stat.h>
 
 #include "cli/commands.hpp"
 #include "perf/flamegraph.hpp"
@@ -18,7 +19,7 @@ namespace ehelf::cli {
 namespace {
 
 struct Options {
-  std::string input = "perf.data";
+  std::string input; // empty: standard input when it is a pipe, else perf.data
   std::string format = "script";
   std::string output;
   std::string backend = "auto";
@@ -30,16 +31,25 @@ struct Options {
 };
 
 int run_perf(const Options& o) {
-  auto data = perf::PerfData::open(o.input);
+  // As perf: "-" is standard input, and so is no file named while standard input is a pipe.
+  struct stat in {};
+  const bool from_stdin =
+      o.input == "-" || (o.input.empty() && ::fstat(0, &in) == 0 && S_ISFIFO(in.st_mode));
+  constexpr uint64_t kMaxStream = uint64_t(16) << 30;
+  auto data = from_stdin ? perf::PerfData::read_stream(0, "<stdin>", kMaxStream)
+                         : perf::PerfData::open(o.input.empty() ? "perf.data" : o.input);
   if (!data) {
     fmt::print(stderr, "ehelf: {}\n", data.error().to_string());
     return 1;
   }
-  auto records = data->records();
+  std::optional<Error> damage = data->header_damage();
+  std::optional<Error> record_damage;
+  auto records = data->records(&record_damage);
   if (!records) {
     fmt::print(stderr, "ehelf: {}\n", records.error().to_string());
     return 1;
   }
+  if (record_damage && !damage) damage = std::move(record_damage); // the header says why first
   std::ofstream file;
   if (!o.output.empty()) {
     file.open(o.output, std::ios::binary);
@@ -79,7 +89,10 @@ int run_perf(const Options& o) {
     perf::write_folded(out, folded);
   } else if (o.format == "svg") {
     perf::FlameGraphOptions fg;
-    fg.title = o.title.empty() ? "Flame Graph: " + o.input : o.title;
+    fg.title = o.title.empty() ? "Flame Graph: " + (from_stdin        ? std::string("<stdin>")
+                                                    : o.input.empty() ? std::string("perf.data")
+                                                                      : o.input)
+                               : o.title;
     if (o.period) fg.count_name = "period"; // the event's unit (ns for cpu-clock)
     perf::write_flamegraph_svg(out, folded, fg);
   }
@@ -94,6 +107,15 @@ int run_perf(const Options& o) {
                "ehelf: {} samples ({} with a user stack), {} frames, {} walks ended before the "
                "outermost frame, {} mapped files not usable here\n",
                st.samples, st.user_samples, st.frames, st.stopped_early, st.modules_missing);
+  if (o.verbose)
+    if (std::string slow = slow_steps_summary(unwinder.slow_steps()); !slow.empty())
+      fmt::print(stderr, "ehelf: {}\n", slow);
+  if (damage) {
+    // Everything before the damage was processed; fail only when that was nothing.
+    fmt::print(stderr, "ehelf: {}; {} sample{} read before it\n", damage->to_string(), st.samples,
+               st.samples == 1 ? "" : "s");
+    return st.samples ? 0 : 1;
+  }
   return 0;
 }
 
@@ -103,7 +125,11 @@ void register_perf(CLI::App& app) {
   auto opt = std::make_shared<Options>();
   auto* cmd = app.add_subcommand(
       "perf", "Unwind the samples of `perf record --call-graph dwarf` and print their stacks");
-  cmd->add_option("file", opt->input, "perf.data file (default: perf.data)");
+  cmd->footer("Examples:\n  perf record -e cpu-clock --call-graph dwarf -o perf.data -- ./prog\n"
+              "  ehelf perf -i perf.data > out.txt       # perf script's layout\n"
+              "  ehelf perf -f svg -o flame.svg perf.data");
+  cmd->add_option("file", opt->input,
+                  "perf.data file (default: perf.data; standard input when it is a pipe, or -)");
   cmd->add_option("-i,--input", opt->input, "perf.data file, as perf's -i");
   cmd->add_option("-f,--format", opt->format,
                   "script (perf script's layout), folded (for flamegraph.pl), svg (a flame "

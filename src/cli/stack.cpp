@@ -153,6 +153,9 @@ int run_stack(const Options& opt) {
     Symbolizer names;
     for (const Walk& w : walks)
       print_thread(out, opt, *map, names, w.tid, w.frames, w.why);
+    if (opt.verbose)
+      if (std::string slow = slow_steps_summary(unwinder.slow_steps()); !slow.empty())
+        fmt::format_to(std::back_inserter(out), "    {}\n", slow);
   }
   std::fwrite(out.data(), 1, out.size(), stdout);
   std::fflush(stdout);
@@ -165,6 +168,8 @@ void register_stack(CLI::App& app) {
   auto opt = std::make_shared<Options>();
   auto* cmd = app.add_subcommand(
       "stack", "Print the stack of every thread of a running process, as eu-stack -p does");
+  cmd->footer("Examples:\n  ehelf stack -p $(pidof myserver)\n  ehelf stack -p 1234 -m -o -v   # "
+              "modules, offsets, why each walk stopped");
   cmd->add_option("-p,--pid", opt->pid, "Process to attach to (ptrace)")->required();
   cmd->add_option("--backend", opt->backend,
                   "Unwinding backend: auto (compiled eh_elf if cached, else table), compiled, "

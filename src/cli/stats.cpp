@@ -1,22 +1,22 @@
 // `ehelf stats PATH...`: which call-frame instructions real files use — the paper's Tables 3
 // and 4 (section 3.2) over the ELF64 x86_64 files found in PATHs (directories are walked
 // recursively). The gathering and the tables live in report/cfi_stats; this file does flags, the
-// walk, the worker threads and the progress bar.
+// walk and printing (the pool is support/worker_pool).
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fmt/format.h>
 #include <iostream>
 #include <set>
-#include <thread>
 
 #include "cli/commands.hpp"
-#include "report/cfi_stats.hpp"
+#include "report/cfi_stats_text.hpp"
+#include "support/progress.hpp"
+#include "support/worker_pool.hpp"
 
 namespace ehelf::cli {
 namespace {
@@ -69,14 +69,6 @@ std::vector<InputFile> collect_files(const std::vector<std::string>& paths,
   return out;
 }
 
-void print_progress(size_t done, size_t total) {
-  constexpr int kWidth = 40;
-  int filled = total ? static_cast<int>(kWidth * done / total) : kWidth;
-  fmt::print(stderr, "\rehelf stats: [{:#<{}}{:.<{}}] {}/{} files", "", filled, "",
-             kWidth - filled, done, total);
-  std::fflush(stderr);
-}
-
 } // namespace
 
 void register_stats(CLI::App& app) {
@@ -93,6 +85,9 @@ void register_stats(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "stats", "Statistics on the call-frame instructions of ELF files (the paper's Tables 3 "
                "and 4): rule kinds, supported share, opcodes, expressions, rows per FDE");
+  cmd->footer(
+      "Examples:\n  ehelf stats /usr/lib/x86_64-linux-gnu      # the paper's Tables 3 and 4\n"
+      "  ehelf stats --json /usr/bin/gdb");
   cmd->add_option("paths", opt->paths, "ELF files or directories (walked recursively)")
       ->required()
       ->check(CLI::ExistingPath);
@@ -122,7 +117,8 @@ void register_stats(CLI::App& app) {
 
     std::vector<std::string> problems;
     std::vector<InputFile> files = collect_files(opt->paths, problems);
-    for (const auto& p : problems) fmt::print(stderr, "ehelf: {}\n", p);
+    for (const auto& p : problems)
+      fmt::print(stderr, "ehelf: {}\n", p);
     if (!problems.empty()) set_exit_code(1);
     // Biggest first, so the last file a thread picks up is a small one.
     std::stable_sort(files.begin(), files.end(),
@@ -131,38 +127,31 @@ void register_stats(CLI::App& app) {
     unsigned nthreads =
         static_cast<unsigned>(std::max<size_t>(1, std::min<size_t>(opt->threads, files.size())));
     std::vector<CfiStats> parts(nthreads);
-    std::atomic<size_t> next{0};
-    std::atomic<size_t> done{0};
-    auto work = [&](unsigned w) {
-      for (;;) {
-        size_t i = next.fetch_add(1, std::memory_order_relaxed);
-        if (i >= files.size()) return;
-        parts[w].add_file(files[i].path, so);
-        done.fetch_add(1, std::memory_order_relaxed);
-      }
-    };
     bool progress = !opt->no_progress && files.size() >= 100 && ::isatty(STDERR_FILENO);
-    std::vector<std::thread> workers;
-    for (unsigned w = 1; w < nthreads; ++w) workers.emplace_back(work, w);
-    if (progress) {
-      std::thread first(work, 0u);
-      while (done.load(std::memory_order_relaxed) < files.size()) {
-        print_progress(done.load(std::memory_order_relaxed), files.size());
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      }
-      first.join();
-      fmt::print(stderr, "\r\033[K");
-      std::fflush(stderr);
-    } else {
-      work(0);
-    }
-    for (auto& t : workers) t.join();
+    parallel_for(
+        files.size(), nthreads,
+        [&](unsigned w, size_t i) { parts[w].add_file(files[i].path, so); },
+        progress ? [](size_t done, size_t total) {
+          print_progress_bar("ehelf stats", done, total, "files");
+          if (done == total) clear_progress_bar();
+        } : std::function<void(size_t, size_t)>());
 
     CfiStats total = std::move(parts[0]);
-    for (unsigned w = 1; w < nthreads; ++w) total.merge(parts[w]);
+    for (unsigned w = 1; w < nthreads; ++w)
+      total.merge(parts[w]);
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
+    // Nothing to count is not a result: say why, and fail (as for an unreadable file).
+    if (total.files_with_cfi == 0) {
+      fmt::print(stderr,
+                 "ehelf: no ELF64 x86_64 file with call-frame tables among {} file{} ({} not ELF, "
+                 "{} 32-bit, {} other architectures, {} without .eh_frame or .debug_frame)\n",
+                 files.size(), files.size() == 1 ? "" : "s", total.files_not_elf, total.files_elf32,
+                 total.files_other_arch, total.files_scanned);
+      set_exit_code(1);
+      return;
+    }
     StatsReport report;
     report.top = opt->top;
     report.seconds = seconds;

@@ -3,25 +3,16 @@
 #include <fmt/format.h>
 #include <vector>
 
+#include "model/dw_op.hpp"
+
 namespace ehelf {
 namespace {
 
-// DW_OP opcodes this translator knows (DWARF 5, section 7.7.1).
-enum : uint8_t {
-  OP_addr = 0x03, OP_deref = 0x06, OP_const1u = 0x08, OP_const1s = 0x09, OP_const2u = 0x0a,
-  OP_const2s = 0x0b, OP_const4u = 0x0c, OP_const4s = 0x0d, OP_const8u = 0x0e, OP_const8s = 0x0f,
-  OP_constu = 0x10, OP_consts = 0x11, OP_dup = 0x12, OP_drop = 0x13, OP_over = 0x14,
-  OP_pick = 0x15, OP_swap = 0x16, OP_rot = 0x17, OP_abs = 0x19, OP_and = 0x1a, OP_minus = 0x1c,
-  OP_mul = 0x1e, OP_neg = 0x1f, OP_not = 0x20, OP_or = 0x21, OP_plus = 0x22,
-  OP_plus_uconst = 0x23, OP_shl = 0x24, OP_shr = 0x25, OP_shra = 0x26, OP_xor = 0x27,
-  OP_eq = 0x29, OP_ge = 0x2a, OP_gt = 0x2b, OP_le = 0x2c, OP_lt = 0x2d, OP_ne = 0x2e,
-  OP_lit0 = 0x30, OP_lit31 = 0x4f, OP_breg0 = 0x70, OP_breg31 = 0x8f, OP_bregx = 0x92,
-  OP_nop = 0x96, OP_call_frame_cfa = 0x9c,
-};
-
 constexpr size_t kMaxStack = 64; // the interpreter's EvalLimits::max_stack
 
-std::string literal(uint64_t v) { return fmt::format("UINT64_C({:#x})", v); }
+std::string literal(uint64_t v) {
+  return fmt::format("UINT64_C({:#x})", v);
+}
 
 } // namespace
 
@@ -47,8 +38,10 @@ std::optional<CExpression> translate_expression(const Expression& e, int (*slot_
   for (const ExprOp& op : e.ops()) {
     uint8_t c = op.opcode;
     bool ok = true;
-    if (c >= OP_lit0 && c <= OP_lit31) ok = push(literal(c - OP_lit0));
-    else if (c >= OP_breg0 && c <= OP_breg31) ok = breg(c - OP_breg0, op.a);
+    if (c >= OP_lit0 && c <= OP_lit31)
+      ok = push(literal(c - OP_lit0));
+    else if (c >= OP_breg0 && c <= OP_breg31)
+      ok = breg(c - OP_breg0, op.a);
     else {
       switch (c) {
       case OP_addr:
@@ -61,10 +54,17 @@ std::optional<CExpression> translate_expression(const Expression& e, int (*slot_
       case OP_const8u:
       case OP_const8s:
       case OP_constu:
-      case OP_consts: ok = push(literal(op.a)); break;
-      case OP_bregx: ok = op.a < 64 && breg(static_cast<unsigned>(op.a), op.b); break;
-      case OP_call_frame_cfa: ok = cfa && push(cfa); break;
-      case OP_nop: break;
+      case OP_consts:
+        ok = push(literal(op.a));
+        break;
+      case OP_bregx:
+        ok = op.a < 64 && breg(static_cast<unsigned>(op.a), op.b);
+        break;
+      case OP_call_frame_cfa:
+        ok = cfa && push(cfa);
+        break;
+      case OP_nop:
+        break;
       case OP_dup:
         ok = !stack.empty() && push(stack.back());
         break;
@@ -110,10 +110,14 @@ std::optional<CExpression> translate_expression(const Expression& e, int (*slot_
         if (!ok) break;
         std::string a = stack.back();
         stack.pop_back();
-        if (c == OP_abs) ok = push(fmt::format("((int64_t){0} < 0 ? 0 - {0} : {0})", a));
-        else if (c == OP_neg) ok = push(fmt::format("(0 - {})", a));
-        else if (c == OP_not) ok = push(fmt::format("(~{})", a));
-        else ok = push(fmt::format("({} + {})", a, literal(op.a)));
+        if (c == OP_abs)
+          ok = push(fmt::format("((int64_t){0} < 0 ? 0 - {0} : {0})", a));
+        else if (c == OP_neg)
+          ok = push(fmt::format("(0 - {})", a));
+        else if (c == OP_not)
+          ok = push(fmt::format("(~{})", a));
+        else
+          ok = push(fmt::format("({} + {})", a, literal(op.a)));
         break;
       }
       case OP_and:
@@ -139,32 +143,62 @@ std::optional<CExpression> translate_expression(const Expression& e, int (*slot_
         stack.pop_back();
         std::string r;
         switch (c) {
-        case OP_and: r = fmt::format("({} & {})", a, b); break;
-        case OP_minus: r = fmt::format("({} - {})", a, b); break;
-        case OP_mul: r = fmt::format("({} * {})", a, b); break;
-        case OP_or: r = fmt::format("({} | {})", a, b); break;
-        case OP_plus: r = fmt::format("({} + {})", a, b); break;
-        case OP_xor: r = fmt::format("({} ^ {})", a, b); break;
+        case OP_and:
+          r = fmt::format("({} & {})", a, b);
+          break;
+        case OP_minus:
+          r = fmt::format("({} - {})", a, b);
+          break;
+        case OP_mul:
+          r = fmt::format("({} * {})", a, b);
+          break;
+        case OP_or:
+          r = fmt::format("({} | {})", a, b);
+          break;
+        case OP_plus:
+          r = fmt::format("({} + {})", a, b);
+          break;
+        case OP_xor:
+          r = fmt::format("({} ^ {})", a, b);
+          break;
         // Shifts of 64 or more: the interpreter's defined results, not C's undefined behaviour.
-        case OP_shl: r = fmt::format("({1} >= 64 ? 0 : {0} << {1})", a, b); break;
-        case OP_shr: r = fmt::format("({1} >= 64 ? 0 : {0} >> {1})", a, b); break;
+        case OP_shl:
+          r = fmt::format("({1} >= 64 ? 0 : {0} << {1})", a, b);
+          break;
+        case OP_shr:
+          r = fmt::format("({1} >= 64 ? 0 : {0} >> {1})", a, b);
+          break;
         case OP_shra:
           r = fmt::format("({1} >= 64 ? (uint64_t)((int64_t){0} >> 63) : "
                           "(uint64_t)((int64_t){0} >> {1}))",
                           a, b);
           break;
-        case OP_eq: r = fmt::format("(uint64_t)((int64_t){} == (int64_t){})", a, b); break;
-        case OP_ge: r = fmt::format("(uint64_t)((int64_t){} >= (int64_t){})", a, b); break;
-        case OP_gt: r = fmt::format("(uint64_t)((int64_t){} > (int64_t){})", a, b); break;
-        case OP_le: r = fmt::format("(uint64_t)((int64_t){} <= (int64_t){})", a, b); break;
-        case OP_lt: r = fmt::format("(uint64_t)((int64_t){} < (int64_t){})", a, b); break;
-        case OP_ne: r = fmt::format("(uint64_t)((int64_t){} != (int64_t){})", a, b); break;
-        default: break;
+        case OP_eq:
+          r = fmt::format("(uint64_t)((int64_t){} == (int64_t){})", a, b);
+          break;
+        case OP_ge:
+          r = fmt::format("(uint64_t)((int64_t){} >= (int64_t){})", a, b);
+          break;
+        case OP_gt:
+          r = fmt::format("(uint64_t)((int64_t){} > (int64_t){})", a, b);
+          break;
+        case OP_le:
+          r = fmt::format("(uint64_t)((int64_t){} <= (int64_t){})", a, b);
+          break;
+        case OP_lt:
+          r = fmt::format("(uint64_t)((int64_t){} < (int64_t){})", a, b);
+          break;
+        case OP_ne:
+          r = fmt::format("(uint64_t)((int64_t){} != (int64_t){})", a, b);
+          break;
+        default:
+          break;
         }
         ok = push(r);
         break;
       }
-      default: ok = false; // branches, division, sized or typed derefs, locations...
+      default:
+        ok = false; // branches, division, sized or typed derefs, locations...
       }
     }
     if (!ok) return std::nullopt;

@@ -169,31 +169,6 @@ std::string body_for(const UnwindTable& table, RowView row, uint16_t return_colu
 
 } // namespace
 
-std::string comment_safe(std::string_view text) {
-  constexpr size_t kMaxBytes = 256; // of the input shown; the rest becomes "..."
-  std::string out;
-  for (size_t i = 0; i < text.size() && i < kMaxBytes; ++i) {
-    unsigned char ch = static_cast<unsigned char>(text[i]);
-    bool plain = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-                 ch == '.' || ch == '_' || ch == '/' || ch == '-';
-    if (plain)
-      out += static_cast<char>(ch);
-    else
-      out += fmt::format("\\x{:02x}", ch);
-  }
-  if (text.size() > kMaxBytes) out += "...";
-  return out;
-}
-
-int context_slot(unsigned dwarf_reg, RegisterSet set) {
-  // DWARF numbers of rip, rsp, rbp, rbx, r12-r15, in slot order (enum ehelf_register).
-  constexpr unsigned kDwarfOfSlot[EHELF_NREGS] = {16, 7, 6, 3, 12, 13, 14, 15};
-  const int nslots = set == RegisterSet::Minimal ? 4 : EHELF_NREGS;
-  for (int slot = 0; slot < nslots; ++slot)
-    if (kDwarfOfSlot[slot] == dwarf_reg) return slot;
-  return -1;
-}
-
 Result<std::string> generate_eh_elf_source(const UnwindTable& table, const CodegenOptions& options,
                                            CodegenStats* stats_out) {
   CodegenStats stats;

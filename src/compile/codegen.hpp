@@ -12,14 +12,14 @@
 #include <string>
 #include <string_view>
 
+#include "eh_elf/register_slots.hpp"
 #include "model/unwind_table.hpp"
 #include "support/result.hpp"
+#include "support/safe_text.hpp"
 
 namespace ehelf {
 
 extern const char* const kEhElfAbiHeader; // include/ehelf/eh_elf.h, embedded at build time
-
-enum class RegisterSet { Minimal, CalleeSaved };
 
 // How the generated code finds the range of a pc:
 //   Table: 16-bit range starts in .rodata, a per-4-KiB page index, then a short binary search
@@ -59,14 +59,5 @@ struct CodegenStats {
 // The C source of the eh_elf, or an error (e.g. the module spans more than 4 GiB).
 Result<std::string> generate_eh_elf_source(const UnwindTable& table, const CodegenOptions& options,
                                            CodegenStats* stats = nullptr);
-
-// `text` made safe for a C comment: only [A-Za-z0-9._/-] are kept, every other byte becomes the
-// four characters \xNN, and more than 256 bytes are cut to "...". The result cannot close the
-// comment, splice a line (backslash-newline, or the trigraph ??/) or start one: no string from
-// outside changes the structure of generated code.
-std::string comment_safe(std::string_view text);
-
-// Context slot (enum ehelf_register) of a DWARF register for a register set, or -1.
-int context_slot(unsigned dwarf_reg, RegisterSet set);
 
 } // namespace ehelf

@@ -67,7 +67,7 @@ Result<CompileReport> compile_module(const std::string& path, const std::string&
   if (options.verify) {
     auto object = EhElfObject::load(output, cg.build_id);
     if (!object) return std::move(object).error();
-    report.verification = check_eh_elf(*table, **object, options.registers);
+    report.verification = check_eh_elf(*table, **object);
   }
   return report;
 }

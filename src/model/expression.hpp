@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "model/dw_op.hpp"
 #include "model/memory_reader.hpp"
 #include "model/register_state.hpp"
 #include "support/result.hpp"
@@ -52,8 +53,7 @@ public:
   const std::vector<uint8_t>& bytes() const { return bytes_; }
   bool operator==(const Expression& o) const { return bytes_ == o.bytes_; }
 
-  // readelf's spelling, ops separated by "; ", e.g. "DW_OP_breg7 (rsp): 8; DW_OP_deref".
-  std::string to_string() const;
+  uint8_t address_size() const { return address_size_; }
 
   // Evaluates the expression. `initial` is pushed first when given (DW_CFA_expression and
   // DW_CFA_val_expression push the CFA); `cfa` serves DW_OP_call_frame_cfa. Register operands
@@ -87,8 +87,5 @@ private:
   std::vector<ExprOp> ops_;
   uint8_t address_size_ = 8;
 };
-
-// DW_OP_* name ("DW_OP_breg7"), or empty for an unknown opcode.
-std::string_view dw_op_name(uint8_t opcode);
 
 } // namespace ehelf

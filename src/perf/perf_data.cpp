@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <bit>
+#include <cerrno>
 #include <cstring>
 #include <fmt/format.h>
+#include <unistd.h>
 #include <unordered_map>
 #include <zstd.h>
 
@@ -205,6 +207,24 @@ Status PerfData::parse_file_header() {
   auto inside = [&](uint64_t off, uint64_t size) {
     return off <= all.size() && size <= all.size() - off;
   };
+  // A damaged recording is read up to the damage (perf does the same), and says so.
+  bool features_lost = false;
+  if (data_offset_ >= kFileHeaderSize && data_offset_ < all.size() && data_size_ == 0) {
+    // perf writes the sizes when it finishes: a recording killed with -9 has none.
+    damage_ =
+        error_at(48, fmt::format("data size field is 0 (perf record did not finish: killed?); "
+                                 "reading the {:#x} bytes after the header",
+                                 all.size() - data_offset_));
+    data_size_ = all.size() - data_offset_;
+    features_lost = true;
+  } else if (!inside(data_offset_, data_size_) && data_offset_ >= kFileHeaderSize &&
+             data_offset_ < all.size()) {
+    damage_ = error_at(all.size(), fmt::format("the file ends inside its data section [{:#x}, "
+                                               "+{:#x}) (truncated?); reading what is there",
+                                               data_offset_, data_size_));
+    data_size_ = all.size() - data_offset_;
+    features_lost = true;
+  }
   if (!inside(data_offset_, data_size_))
     return error_at(40,
                     fmt::format("data section [{:#x}, +{:#x}) is outside the file ({:#x} bytes)",
@@ -234,6 +254,7 @@ Status PerfData::parse_file_header() {
       a.ids.push_back(load_u64(all.data() + ids_offset + i));
     attrs_.push_back(std::move(a));
   }
+  if (features_lost) return Ok{}; // build ids, hostname...: after the data, so gone too
   return parse_features(data_offset_ + data_size_, bits);
 }
 
@@ -711,16 +732,39 @@ Status PerfData::decompress(ZstdStream& z, std::span<const uint8_t> payload, uin
   return decode_records(kept, 0, kept.size(), out, nullptr, at);
 }
 
-Result<std::vector<Record>> PerfData::records() const {
+Result<std::vector<Record>> PerfData::records(std::optional<Error>* damage) const {
   std::vector<Record> out;
   ZstdStream zstd;
-  if (Status s =
-          decode_records(bytes(), data_offset_, data_offset_ + data_size_, out, &zstd, kInFile);
-      !s)
-    return std::move(s).error();
+  Status s = decode_records(bytes(), data_offset_, data_offset_ + data_size_, out, &zstd, kInFile);
   // (A zstd frame left open at the end is normal: perf flushes its stream without ending it.)
-  if (!zstd.pending.empty())
-    return error_at(data_offset_ + data_size_, "compressed data ends inside a record");
+  if (s && !zstd.pending.empty())
+    s = error_at(data_offset_ + data_size_, "compressed data ends inside a record");
+  if (s) return out;
+  if (!damage) return std::move(s).error();
+  *damage = std::move(s).error(); // the records before the damage stand
   return out;
+}
+
+Result<PerfData> PerfData::read_stream(int fd, std::string name, uint64_t max_bytes) {
+  std::vector<uint8_t> bytes;
+  uint8_t buf[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return std::move(
+                 Error::at("", bytes.size(), fmt::format("read failed: {}", std::strerror(errno))))
+          .in_file(name);
+    }
+    if (bytes.size() + static_cast<size_t>(n) > max_bytes)
+      return std::move(Error::at("", bytes.size(),
+                                 fmt::format("more than {} bytes on the stream: refusing to keep "
+                                             "them all",
+                                             max_bytes)))
+          .in_file(name);
+    bytes.insert(bytes.end(), buf, buf + n);
+  }
+  return from_bytes(std::move(bytes), std::move(name));
 }
 } // namespace ehelf::perf

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -144,6 +145,9 @@ public:
   static Result<PerfData> open(const std::string& path);
   // From bytes in memory (tests, fuzzing); `name` names them in errors.
   static Result<PerfData> from_bytes(std::vector<uint8_t> bytes, std::string name);
+  // Everything read from `fd` until its end (a pipe: `perf record -o - | ehelf perf`), at most
+  // `max_bytes`.
+  static Result<PerfData> read_stream(int fd, std::string name, uint64_t max_bytes);
 
   const std::string& name() const { return name_; }
   bool pipe_mode() const { return pipe_; }
@@ -159,7 +163,12 @@ public:
   // describe the file (pipe mode's attr and build-id records) have already been applied to
   // attrs() and build_ids() and are not repeated. Records point into the file or into
   // decompressed data this object keeps (each call decompresses anew).
-  Result<std::vector<Record>> records() const;
+  // With `damage`: a malformed record ends the list instead of failing it; the records before
+  // it are returned and *damage says where and why (perf salvages a damaged recording so too).
+  Result<std::vector<Record>> records(std::optional<Error>* damage = nullptr) const;
+  // Damage found in the header (a truncated file, a recording killed before perf wrote its
+  // sizes): the data was read up to it. None for an intact file.
+  const std::optional<Error>& header_damage() const { return damage_; }
 
   // The attribute a sample's id belongs to (the only one when there is one).
   const EventAttr* attr_for_id(uint64_t id) const;
@@ -194,6 +203,7 @@ private:
   std::unordered_map<uint64_t, size_t> attr_of_id_; // sample id -> index in attrs_
   std::vector<BuildIdEntry> build_ids_;
   std::string hostname_, os_release_, arch_;
+  std::optional<Error> damage_;
   // Every attribute has the same sample_type layout up to the id, so a sample's attribute can
   // be found from the id (PERF_SAMPLE_IDENTIFIER first, else at a fixed position).
   int id_position_ = -1;          // u64 index of the id in a sample, -1: none

@@ -26,6 +26,9 @@ struct SampleStack {
   uint64_t period = 1;            // the sample's weight (PERF_SAMPLE_PERIOD, else 1)
   std::vector<StackFrame> frames; // innermost first
   std::string stop;               // why the walk ended ("end of stack", ...)
+  // No call chain was recorded (perf record without -g or --call-graph): the one frame is the
+  // sampled ip, which perf script prints on the sample's own line.
+  bool ip_only = false;
 };
 
 } // namespace ehelf::perf

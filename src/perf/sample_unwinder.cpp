@@ -1,5 +1,7 @@
 #include "perf/sample_unwinder.hpp"
 
+#include <map>
+
 #include <algorithm>
 #include <cstdlib>
 #include <fmt/format.h>
@@ -32,6 +34,33 @@ std::string buildid_dir(const std::string& configured) {
 
 } // namespace
 
+// Removes [start, end) from a map of non-overlapping ranges keyed by their start (a new mapping
+// replaces what it covers): O(log n) plus the ranges it touches.
+template <class Range>
+void carve_ranges(std::map<uint64_t, Range>& ranges, uint64_t start, uint64_t end) {
+  auto it = ranges.lower_bound(start);
+  if (it != ranges.begin())
+    if (auto before = std::prev(it); before->second.end > start) it = before;
+  std::vector<Range> kept;
+  while (it != ranges.end() && it->second.start < end) {
+    const Range& r = it->second;
+    if (r.start < start) {
+      Range left = r;
+      left.end = start;
+      kept.push_back(std::move(left));
+    }
+    if (r.end > end) {
+      Range right = r;
+      if constexpr (requires { right.pgoff; }) right.pgoff += end - r.start;
+      right.start = end;
+      kept.push_back(std::move(right));
+    }
+    it = ranges.erase(it);
+  }
+  for (Range& r : kept)
+    ranges.emplace(r.start, std::move(r));
+}
+
 // One recorded process: its mappings as perf recorded them, the modules we have files for, and
 // an Unwinder over them.
 struct SampleUnwinder::Process {
@@ -40,39 +69,29 @@ struct SampleUnwinder::Process {
     uint64_t pgoff;
     std::string path;
   };
-  std::vector<Mapping> mappings; // every executable mapping, for naming frames without a module
-  std::vector<Module> modules;   // the mappings whose files are usable here
+  // Shared copy-on-write between a process and the children it forks (a fork copies nothing
+  // until one of them maps something), so memory stays proportional to the recording.
+  struct Maps {
+    std::map<uint64_t, Mapping> mappings; // every executable mapping, for naming frames
+    std::map<uint64_t, Module> modules;   // the mappings whose files are usable here
+  };
+  std::shared_ptr<Maps> maps = std::make_shared<Maps>();
   ModuleMap map;
   std::unique_ptr<Unwinder> unwinder;
   bool dirty = true; // modules changed since `map` was built
 
-  // Removes [start, end) from every mapping and module (a new mapping replaces what it covers).
-  void carve(uint64_t start, uint64_t end) {
-    auto cut = [&](auto& list) {
-      using Item = typename std::decay_t<decltype(list)>::value_type;
-      std::vector<Item> kept;
-      for (Item& m : list) {
-        if (m.end <= start || m.start >= end) {
-          kept.push_back(std::move(m));
-          continue;
-        }
-        if (m.start < start) {
-          Item left = m;
-          left.end = start;
-          kept.push_back(std::move(left));
-        }
-        if (m.end > end) {
-          Item right = m;
-          if constexpr (requires { right.pgoff; }) right.pgoff += end - m.start;
-          right.start = end;
-          kept.push_back(std::move(right));
-        }
-      }
-      list = std::move(kept);
-    };
-    cut(mappings);
-    cut(modules);
+  // The maps, made this process's own first if a forked relative shares them.
+  Maps& own() {
+    if (maps.use_count() > 1) maps = std::make_shared<Maps>(*maps);
     dirty = true;
+    return *maps;
+  }
+  // The executable mapping holding `addr`, or null.
+  const Mapping* mapping_at(uint64_t addr) const {
+    auto it = maps->mappings.upper_bound(addr);
+    if (it == maps->mappings.begin()) return nullptr;
+    --it;
+    return addr < it->second.end ? &it->second : nullptr;
   }
 };
 
@@ -110,6 +129,17 @@ std::vector<const Record*> SampleUnwinder::time_ordered(const std::vector<Record
   return sorted;
 }
 
+SlowSteps SampleUnwinder::slow_steps() const {
+  SlowSteps sum{};
+  for (const auto& [pid, p] : processes_)
+    if (p && p->unwinder) {
+      const SlowSteps s = p->unwinder->slow_steps();
+      for (unsigned i = 0; i < kNotExpressibleCount; ++i)
+        sum[i] += s[i];
+    }
+  return sum;
+}
+
 SampleUnwinder::Process& SampleUnwinder::process(uint32_t pid) {
   auto& p = processes_[pid];
   if (!p) p = std::make_unique<Process>();
@@ -134,8 +164,7 @@ void SampleUnwinder::on_comm(const CommRecord& c) {
   comms_[c.tid] = std::string(c.comm);
   if (c.exec && c.pid == c.tid) { // a new program: the old mappings are gone
     Process& p = process(c.pid);
-    p.mappings.clear();
-    p.modules.clear();
+    p.maps = std::make_shared<Process::Maps>();
     p.dirty = true;
   }
 }
@@ -147,8 +176,7 @@ void SampleUnwinder::on_fork(const TaskRecord& t) {
   auto parent = processes_.find(t.ppid);
   if (parent == processes_.end()) return;
   Process& child = process(t.pid);
-  child.mappings = parent->second->mappings;
-  child.modules = parent->second->modules;
+  child.maps = parent->second->maps; // shared until one of them maps something
   child.dirty = true;
 }
 
@@ -202,16 +230,11 @@ std::shared_ptr<const ModuleData> SampleUnwinder::data_for(const MmapRecord& m,
         auto id = (*elf)->build_id();
         if (!want.empty() && (!id || !std::equal(id->begin(), id->end(), want.begin(), want.end())))
           continue;
-        ModuleMap loader;
-        Module lm;
-        lm.path = path;
-        loader.add(std::move(lm));
-        loader.finish();
         LoadPolicy policy;
         policy.whole_table = false; // rows found on demand: only the sampled pcs cost anything
-        const ModuleData& d = loader.load(loader.modules().front(), policy);
-        if (!d.elf) continue;
-        slot->data = loader.modules().front().data;
+        auto d = load_module(path, policy);
+        if (!d->elf) continue;
+        slot->data = std::move(d);
         slot->path = path;
         break;
       }
@@ -234,8 +257,10 @@ void SampleUnwinder::on_mmap(const MmapRecord& m) {
   if (m.pid == static_cast<uint32_t>(-1)) return; // the kernel's own mappings
   Process& p = process(m.pid);
   const uint64_t end = m.start + m.len;
-  p.carve(m.start, end);
-  p.mappings.push_back({m.start, end, m.pgoff, std::string(m.filename)});
+  Process::Maps& maps = p.own();
+  carve_ranges(maps.mappings, m.start, end);
+  carve_ranges(maps.modules, m.start, end);
+  maps.mappings.emplace(m.start, Process::Mapping{m.start, end, m.pgoff, std::string(m.filename)});
   std::string path;
   uint64_t bias = 0;
   auto data = data_for(m, path, bias);
@@ -250,7 +275,7 @@ void SampleUnwinder::on_mmap(const MmapRecord& m) {
   mod.bias = bias;
   mod.vdso = path == "[vdso]";
   mod.data = std::move(data);
-  p.modules.push_back(std::move(mod));
+  maps.modules.emplace(mod.start, std::move(mod));
 }
 
 void SampleUnwinder::name_frame(Process& p, StackFrame& f, bool return_address) {
@@ -258,12 +283,10 @@ void SampleUnwinder::name_frame(Process& p, StackFrame& f, bool return_address) 
   // last, with the next function right after it).
   const uint64_t lookup = return_address ? f.pc - 1 : f.pc;
   f.dso_address = lookup;
-  for (const auto& m : p.mappings)
-    if (lookup >= m.start && lookup < m.end) {
-      f.module = m.path;
-      f.dso_address = lookup - m.start + m.pgoff;
-      break;
-    }
+  if (const Process::Mapping* m = p.mapping_at(lookup)) {
+    f.module = m->path;
+    f.dso_address = lookup - m->start + m->pgoff;
+  }
   const Module* mod = p.map.find(lookup);
   if (!mod || !options_.symbols) return;
   SymbolName n = symbolizer_.name(p.map, *mod, lookup);
@@ -276,7 +299,7 @@ void SampleUnwinder::name_frame(Process& p, StackFrame& f, bool return_address) 
 void SampleUnwinder::refresh(Process& p) {
   if (!p.dirty) return;
   ModuleMap fresh;
-  for (const Module& m : p.modules)
+  for (const auto& [start, m] : p.maps->modules)
     fresh.add(m);
   fresh.finish();
   p.map = std::move(fresh);
@@ -327,6 +350,21 @@ void SampleUnwinder::add_user_frames(Process& p, const SampleRecord& s, SampleSt
   if (why != StopReason::EndOfStack) ++stats_.stopped_early;
 }
 
+StackFrame SampleUnwinder::kernel_frame(uint64_t pc) {
+  StackFrame f;
+  f.pc = f.dso_address = pc;
+  f.module = "[kernel.kallsyms]";
+  if (options_.symbols) {
+    if (!kernel_symbols_loaded_) { // /proc/kallsyms only once a kernel frame is printed
+      kernel_symbols_ = KernelSymbols::load(data_.os_release());
+      kernel_symbols_loaded_ = true;
+    }
+    std::string_view name;
+    if (kernel_symbols_.name(pc, name, f.symbol_offset)) f.symbol = std::string(name);
+  }
+  return f;
+}
+
 void SampleUnwinder::unwind_sample(const Record& r, const SampleRecord& s, SampleStack& out) {
   out = SampleStack{};
   ++stats_.samples;
@@ -350,18 +388,7 @@ void SampleUnwinder::unwind_sample(const Record& r, const SampleRecord& s, Sampl
         continue;
       }
       if (!kernel) continue;
-      StackFrame f;
-      f.pc = f.dso_address = pc;
-      f.module = "[kernel.kallsyms]";
-      if (options_.symbols) {
-        if (!kernel_symbols_loaded_) {
-          kernel_symbols_ = KernelSymbols::load(data_.os_release());
-          kernel_symbols_loaded_ = true;
-        }
-        std::string_view name;
-        if (kernel_symbols_.name(pc, name, f.symbol_offset)) f.symbol = std::string(name);
-      }
-      out.frames.push_back(std::move(f));
+      out.frames.push_back(kernel_frame(pc));
     }
   }
   if (s.regs_abi == 0 || s.stack.empty()) {
@@ -384,9 +411,25 @@ void SampleUnwinder::unwind_sample(const Record& r, const SampleRecord& s, Sampl
       first = false;
       out.frames.push_back(std::move(f));
     }
-    out.stop = !first                           ? "frame-pointer call chain (perf record -g)"
-               : r.cpumode() == CpuMode::Kernel ? "kernel thread"
-                                                : "no user stack in the sample";
+    // Without a call chain (perf record without -g or --call-graph), the sampled ip is the
+    // stack, as perf script prints it.
+    const bool has_ip = s.attr && (s.attr->sample_type & sample::kIp);
+    if (first && out.frames.empty() && has_ip && r.cpumode() == CpuMode::User) {
+      StackFrame f;
+      f.pc = s.ip;
+      name_frame(p, f, false);
+      out.frames.push_back(std::move(f));
+      out.stop = "sampled ip only (no call chain recorded)";
+      out.ip_only = true;
+    } else if (has_ip && out.frames.empty() && r.cpumode() == CpuMode::Kernel && options_.kernel) {
+      out.frames.push_back(kernel_frame(s.ip));
+      out.stop = "sampled ip only (no call chain recorded)";
+      out.ip_only = true;
+    } else {
+      out.stop = !first                           ? "frame-pointer call chain (perf record -g)"
+                 : r.cpumode() == CpuMode::Kernel ? "kernel thread"
+                                                  : "no user stack in the sample";
+    }
     stats_.frames += out.frames.size();
     return;
   }

@@ -51,6 +51,8 @@ public:
   // sample.
   bool feed(const Record& r, SampleStack& out);
   const UnwindStats& stats() const { return stats_; }
+  // Steps that ran the interpreter, by why (Unwinder::slow_steps), over every process.
+  SlowSteps slow_steps() const;
 
   // Records sorted by time (stable: records without a time keep their place relative to the
   // others), as perf orders them before processing.
@@ -60,6 +62,8 @@ private:
   struct Process;
   struct LoadedFile;
   Process& process(uint32_t pid);
+  // A kernel frame at `pc`, named from the kernel's symbols (read on first use).
+  StackFrame kernel_frame(uint64_t pc);
   void on_mmap(const MmapRecord& m);
   void on_comm(const CommRecord& c);
   void on_fork(const TaskRecord& t);

@@ -11,48 +11,36 @@
 
 #include "dwarf/cfa_interpreter.hpp"
 #include "dwarf/constants.hpp"
+#include "model/dw_op.hpp"
 #include "model/expression.hpp"
 #include "model/registers.hpp"
+#include "report/expression_text.hpp"
 
 namespace ehelf {
 namespace {
 
-// The DW_OP values the shape matcher looks at.
-enum : uint8_t {
-  OP_deref = 0x06,
-  OP_and = 0x1a,
-  OP_plus = 0x22,
-  OP_shl = 0x24,
-  OP_ge = 0x2a,
-  OP_lit0 = 0x30,
-  OP_breg0 = 0x70,
-  OP_breg31 = 0x8f,
-  OP_bregx = 0x92,
-};
-
 constexpr std::array<std::string_view, kSupportTokenCount> kTokenNames = {
-    "undefined",  "same_value",    "offset",     "val_offset",     "register", "expression",
-    "val_expression", "architectural", "cfa_offset", "cfa_expression", "plt", "deref"};
+    "undefined",      "same_value",    "offset",     "val_offset",     "register", "expression",
+    "val_expression", "architectural", "cfa_offset", "cfa_expression", "plt",      "deref"};
 
-constexpr unsigned bit(unsigned token) { return 1u << token; }
-constexpr unsigned cls_index(RuleClass c) { return static_cast<unsigned>(c); }
+constexpr unsigned bit(unsigned token) {
+  return 1u << token;
+}
 
 bool is_expression_class(RuleClass c) {
   return c == RuleClass::Expression || c == RuleClass::ValExpression ||
          c == RuleClass::CfaExpression;
 }
 
-std::string reg_name(unsigned r) {
-  auto n = x86_64::register_name(r);
-  return n.empty() ? fmt::format("r{}", r) : std::string(n);
-}
-
 // An Error without its file name: "SECTION+0xOFF: MESSAGE".
 std::string error_text(const Error& e) {
   std::string out;
-  if (!e.section.empty() && e.has_offset) out = fmt::format("{}+{:#x}: ", e.section, e.offset);
-  else if (!e.section.empty()) out = fmt::format("{}: ", e.section);
-  else if (e.has_offset) out = fmt::format("offset {:#x}: ", e.offset);
+  if (!e.section.empty() && e.has_offset)
+    out = fmt::format("{}+{:#x}: ", e.section, e.offset);
+  else if (!e.section.empty())
+    out = fmt::format("{}: ", e.section);
+  else if (e.has_offset)
+    out = fmt::format("offset {:#x}: ", e.offset);
   out += e.message;
   return out;
 }
@@ -129,7 +117,7 @@ private:
 
 void Gatherer::rule(uint64_t column, RuleClass cls, bool supported) {
   bool expr = is_expression_class(cls);
-  unsigned c = cls_index(cls);
+  unsigned c = rule_class_index(cls);
   for (unsigned row : {kOnlySupported, kAllColumns}) {
     if (row == kOnlySupported && column != kCfaColumn && !tracked(column)) continue;
     RuleCounts& rc = s_.rules[row];
@@ -155,13 +143,13 @@ bool Gatherer::expression_use(const CfaInstruction& in, RuleClass cls) {
     return false;
   }
   const auto& ops = e->ops();
-  for (const ExprOp& op : ops) ++s_.dw_ops[op.opcode];
+  for (const ExprOp& op : ops)
+    ++s_.dw_ops[op.opcode];
 
   ExprShape shape = ExprShape::Other;
   if (cls == RuleClass::CfaExpression && ops.size() == 9 && ops[0].opcode == OP_breg0 + 7 &&
       ops[1].opcode == OP_breg0 + 16 && ops[1].a == 0 && ops[2].opcode == OP_lit0 + 15 &&
-      ops[3].opcode == OP_and &&
-      (ops[4].opcode == OP_lit0 + 10 || ops[4].opcode == OP_lit0 + 11) &&
+      ops[3].opcode == OP_and && (ops[4].opcode == OP_lit0 + 10 || ops[4].opcode == OP_lit0 + 11) &&
       ops[5].opcode == OP_ge && ops[6].opcode == OP_lit0 + 3 && ops[7].opcode == OP_shl &&
       ops[8].opcode == OP_plus) {
     shape = ExprShape::Plt;
@@ -173,9 +161,10 @@ bool Gatherer::expression_use(const CfaInstruction& in, RuleClass cls) {
     if (int r = breg_register(ops[0]); r >= 0 && tracked(static_cast<unsigned>(r)))
       shape = ExprShape::Deref;
   }
-  bool supported = token(cls_index(cls)) && ((shape == ExprShape::Plt && token(kSupportPlt)) ||
-                                             (shape == ExprShape::Deref && token(kSupportDeref)));
-  ExprEntry& entry = s_.expressions[e->to_string()];
+  bool supported =
+      token(rule_class_index(cls)) && ((shape == ExprShape::Plt && token(kSupportPlt)) ||
+                                       (shape == ExprShape::Deref && token(kSupportDeref)));
+  ExprEntry& entry = s_.expressions[expression_text(*e)];
   ++entry.uses[use];
   if (supported) ++entry.supported;
   if (entry.shape == ExprShape::Other) entry.shape = shape;
@@ -199,14 +188,14 @@ void Gatherer::count_program(std::span<const CfaInstruction> program, const CieF
     out_cie->columns.push_back(ColumnInit{column, cls, supported});
   };
   auto simple = [&](const CfaInstruction& in, RuleClass cls) {
-    set(in.reg, cls, token(cls_index(cls)));
+    set(in.reg, cls, token(rule_class_index(cls)));
   };
   auto cfa_offset = [&] {
     unsigned reg = cfa.expression || cfa.reg < 0 ? CfiStats::kUnknownCfaRegister
                                                  : static_cast<unsigned>(cfa.reg);
     ++s_.cfa_registers[std::min(reg, CfiStats::kUnknownCfaRegister)];
-    bool ok = token(cls_index(RuleClass::CfaOffset)) && reg != CfiStats::kUnknownCfaRegister &&
-              tracked(reg);
+    bool ok = token(rule_class_index(RuleClass::CfaOffset)) &&
+              reg != CfiStats::kUnknownCfaRegister && tracked(reg);
     rule(kCfaColumn, RuleClass::CfaOffset, ok);
   };
 
@@ -217,14 +206,22 @@ void Gatherer::count_program(std::span<const CfaInstruction> program, const CieF
     case dw::CFA_offset:
     case dw::CFA_offset_extended:
     case dw::CFA_offset_extended_sf:
-    case dw::CFA_GNU_negative_offset_extended: simple(in, RuleClass::Offset); break;
+    case dw::CFA_GNU_negative_offset_extended:
+      simple(in, RuleClass::Offset);
+      break;
     case dw::CFA_val_offset:
-    case dw::CFA_val_offset_sf: simple(in, RuleClass::ValOffset); break;
-    case dw::CFA_undefined: simple(in, RuleClass::Undefined); break;
-    case dw::CFA_same_value: simple(in, RuleClass::SameValue); break;
+    case dw::CFA_val_offset_sf:
+      simple(in, RuleClass::ValOffset);
+      break;
+    case dw::CFA_undefined:
+      simple(in, RuleClass::Undefined);
+      break;
+    case dw::CFA_same_value:
+      simple(in, RuleClass::SameValue);
+      break;
     case dw::CFA_register:
       set(in.reg, RuleClass::Register,
-          token(cls_index(RuleClass::Register)) && tracked(in.reg2));
+          token(rule_class_index(RuleClass::Register)) && tracked(in.reg2));
       break;
     case dw::CFA_expression:
       set(in.reg, RuleClass::Expression, expression_use(in, RuleClass::Expression));
@@ -238,7 +235,7 @@ void Gatherer::count_program(std::span<const CfaInstruction> program, const CieF
         rule(in.reg, init->cls, init->supported);
       } else {
         ++s_.restores_to_unspecified;
-        rule(in.reg, RuleClass::SameValue, token(cls_index(RuleClass::SameValue)));
+        rule(in.reg, RuleClass::SameValue, token(rule_class_index(RuleClass::SameValue)));
         if (out_cie)
           std::erase_if(out_cie->columns, [&](const ColumnInit& c) { return c.column == in.reg; });
       }
@@ -251,29 +248,35 @@ void Gatherer::count_program(std::span<const CfaInstruction> program, const CieF
       cfa_offset();
       break;
     case dw::CFA_def_cfa_offset:
-    case dw::CFA_def_cfa_offset_sf: cfa_offset(); break;
+    case dw::CFA_def_cfa_offset_sf:
+      cfa_offset();
+      break;
     case dw::CFA_def_cfa_expression:
       cfa.reg = -1;
       cfa.expression = true;
-      rule(kCfaColumn, RuleClass::CfaExpression,
-           expression_use(in, RuleClass::CfaExpression));
+      rule(kCfaColumn, RuleClass::CfaExpression, expression_use(in, RuleClass::CfaExpression));
       break;
-    case dw::CFA_remember_state: stack_.push_back(cfa); break;
+    case dw::CFA_remember_state:
+      stack_.push_back(cfa);
+      break;
     case dw::CFA_restore_state:
       if (!stack_.empty()) {
         cfa = stack_.back();
         stack_.pop_back();
       }
       break;
-    default: break; // advance_loc*, set_loc, nop, GNU_args_size, GNU_window_save
+    default:
+      break; // advance_loc*, set_loc, nop, GNU_args_size, GNU_window_save
     }
   }
   if (out_cie) out_cie->cfa = cfa;
 }
 
 void Gatherer::section(const CfiSection& sec, const PointerBases& bases, const std::string& file) {
-  if (sec.format == CfiFormat::EhFrame) ++s_.eh_frame_sections;
-  else ++s_.debug_frame_sections;
+  if (sec.format == CfiFormat::EhFrame)
+    ++s_.eh_frame_sections;
+  else
+    ++s_.debug_frame_sections;
   if (sec.error) error(file, error_text(*sec.error));
 
   s_.cies += sec.cies.size();
@@ -321,119 +324,34 @@ void Gatherer::section(const CfiSection& sec, const PointerBases& bases, const s
   }
 }
 
-// Percentages the way the paper prints them: one decimal, more when needed to tell the value
-// from 0 or 100 ("99.996 %", "0.006 %").
-std::string percent(uint64_t part, uint64_t total) {
-  if (total == 0) return "-";
-  if (part == 0) return "0 %";
-  if (part == total) return "100 %";
-  double p = 100.0 * static_cast<double>(part) / static_cast<double>(total);
-  for (int d = 1; d <= 3; ++d) {
-    std::string s = fmt::format("{:.{}f}", p, d);
-    double r = std::stod(s);
-    if (r > 0 && r < 100) return s + " %";
-  }
-  return p < 50 ? "<0.001 %" : ">99.999 %";
-}
-
-double percent_value(uint64_t part, uint64_t total) {
-  return total ? 100.0 * static_cast<double>(part) / static_cast<double>(total) : 0.0;
-}
-
-// "N (x %)" as in Table 4; plain "0" for zero.
-std::string count_cell(uint64_t n, uint64_t total) {
-  if (n == 0) return "0";
-  return fmt::format("{} ({})", n, percent(n, total));
-}
-
-// A plain text table: first column left-aligned, the others right-aligned.
-class TextTable {
-public:
-  explicit TextTable(std::vector<std::string> header) { rows_.push_back(std::move(header)); }
-  void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
-  void left_align(size_t column) { left_.push_back(column); }
-  std::string render() const {
-    std::vector<size_t> width;
-    for (const auto& r : rows_) {
-      if (width.size() < r.size()) width.resize(r.size(), 0);
-      for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
-    }
-    std::string out;
-    for (const auto& r : rows_) {
-      std::string line = "  ";
-      for (size_t i = 0; i < r.size(); ++i) {
-        bool left = i == 0 || std::find(left_.begin(), left_.end(), i) != left_.end();
-        if (i) line += "  ";
-        if (left && i + 1 == r.size()) line += r[i];
-        else if (left) line += fmt::format("{:<{}}", r[i], width[i]);
-        else line += fmt::format("{:>{}}", r[i], width[i]);
-      }
-      while (!line.empty() && line.back() == ' ') line.pop_back();
-      out += line + "\n";
-    }
-    return out;
-  }
-
-private:
-  std::vector<std::vector<std::string>> rows_;
-  std::vector<size_t> left_;
-};
-
-constexpr std::array<std::string_view, 2> kRowNames = {"Only supp.", "All columns"};
-constexpr std::array<std::string_view, 8> kTable4Names = {
-    "Undefined",  "Same_value",     "Offset",        "Val_offset",
-    "Register",   "Expression",     "Val_expression", "Architectural"};
-
-std::string cfa_register_label(unsigned reg) {
-  return reg == CfiStats::kUnknownCfaRegister ? std::string("(unknown)") : reg_name(reg);
-}
-
-// Histogram entries with a count, most frequent first (ties by index).
-std::vector<std::pair<unsigned, uint64_t>> sorted_histogram(std::span<const uint64_t> h) {
-  std::vector<std::pair<unsigned, uint64_t>> v;
-  for (unsigned i = 0; i < h.size(); ++i)
-    if (h[i]) v.emplace_back(i, h[i]);
-  std::stable_sort(v.begin(), v.end(), [](auto& a, auto& b) { return a.second > b.second; });
-  return v;
-}
-
-std::string cfa_opcode_label(unsigned op) {
-  auto n = dw::cfa_name(static_cast<uint8_t>(op));
-  return n.empty() ? fmt::format("DW_CFA_{:#04x}", op) : std::string(n);
-}
-
-std::string dw_op_label(unsigned op) {
-  auto n = dw_op_name(static_cast<uint8_t>(op));
-  return n.empty() ? fmt::format("DW_OP_{:#04x}", op) : std::string(n);
-}
-
-std::string supported_label(const ExprEntry& e) {
-  if (e.supported == 0) return "no";
-  if (e.supported == e.total()) return "yes";
-  return fmt::format("{}/{}", e.supported, e.total());
-}
-
 } // namespace
 
 // ---------------------------------------------------------------------------------------------
 
-std::string_view rule_class_name(RuleClass c) { return kTokenNames[cls_index(c)]; }
+std::string_view rule_class_name(RuleClass c) {
+  return kTokenNames[rule_class_index(c)];
+}
 
 std::string_view expr_shape_name(ExprShape s) {
   switch (s) {
-  case ExprShape::Other: return "other";
-  case ExprShape::Plt: return "plt";
-  case ExprShape::Deref: return "deref";
-  case ExprShape::Invalid: return "invalid";
+  case ExprShape::Other:
+    return "other";
+  case ExprShape::Plt:
+    return "plt";
+  case ExprShape::Deref:
+    return "deref";
+  case ExprShape::Invalid:
+    return "invalid";
   }
   return "?";
 }
 
 SupportSet StatsOptions::default_supported() {
-  return bit(cls_index(RuleClass::Undefined)) | bit(cls_index(RuleClass::SameValue)) |
-         bit(cls_index(RuleClass::Offset)) | bit(cls_index(RuleClass::CfaOffset)) |
-         bit(cls_index(RuleClass::CfaExpression)) | bit(cls_index(RuleClass::Expression)) |
-         bit(cls_index(RuleClass::ValExpression)) | bit(kSupportPlt) | bit(kSupportDeref);
+  return bit(rule_class_index(RuleClass::Undefined)) | bit(rule_class_index(RuleClass::SameValue)) |
+         bit(rule_class_index(RuleClass::Offset)) | bit(rule_class_index(RuleClass::CfaOffset)) |
+         bit(rule_class_index(RuleClass::CfaExpression)) |
+         bit(rule_class_index(RuleClass::Expression)) |
+         bit(rule_class_index(RuleClass::ValExpression)) | bit(kSupportPlt) | bit(kSupportDeref);
 }
 
 Result<SupportSet> StatsOptions::parse_supported(std::string_view list) {
@@ -442,8 +360,10 @@ Result<SupportSet> StatsOptions::parse_supported(std::string_view list) {
     size_t comma = list.find(',');
     std::string_view tok = list.substr(0, comma);
     list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
-    while (!tok.empty() && tok.front() == ' ') tok.remove_prefix(1);
-    while (!tok.empty() && tok.back() == ' ') tok.remove_suffix(1);
+    while (!tok.empty() && tok.front() == ' ')
+      tok.remove_prefix(1);
+    while (!tok.empty() && tok.back() == ' ')
+      tok.remove_suffix(1);
     if (tok.empty()) continue;
     auto it = std::find(kTokenNames.begin(), kTokenNames.end(), tok);
     if (it == kTokenNames.end()) {
@@ -457,6 +377,10 @@ Result<SupportSet> StatsOptions::parse_supported(std::string_view list) {
     s |= bit(static_cast<unsigned>(it - kTokenNames.begin()));
   }
   return s;
+}
+
+std::string_view support_token_name(unsigned token) {
+  return token < kSupportTokenCount ? kTokenNames[token] : std::string_view();
 }
 
 std::string StatsOptions::supported_to_string(SupportSet s) {
@@ -475,26 +399,30 @@ bool StatsOptions::is_column(unsigned reg) const {
 
 uint64_t RuleCounts::rules_seen() const {
   uint64_t n = 0;
-  for (uint64_t v : seen) n += v;
+  for (uint64_t v : seen)
+    n += v;
   return n;
 }
 uint64_t RuleCounts::rules_unsupported() const {
   uint64_t n = 0;
-  for (uint64_t v : unsupported) n += v;
+  for (uint64_t v : unsupported)
+    n += v;
   return n;
 }
 uint64_t RuleCounts::expressions_seen() const {
-  return seen[cls_index(RuleClass::Expression)] + seen[cls_index(RuleClass::ValExpression)] +
-         seen[cls_index(RuleClass::CfaExpression)];
+  return seen[rule_class_index(RuleClass::Expression)] +
+         seen[rule_class_index(RuleClass::ValExpression)] +
+         seen[rule_class_index(RuleClass::CfaExpression)];
 }
 uint64_t RuleCounts::expressions_unsupported() const {
-  return unsupported[cls_index(RuleClass::Expression)] +
-         unsupported[cls_index(RuleClass::ValExpression)] +
-         unsupported[cls_index(RuleClass::CfaExpression)];
+  return unsupported[rule_class_index(RuleClass::Expression)] +
+         unsupported[rule_class_index(RuleClass::ValExpression)] +
+         unsupported[rule_class_index(RuleClass::CfaExpression)];
 }
 uint64_t RuleCounts::register_rules_total() const {
   uint64_t n = 0;
-  for (unsigned i = 0; i < kRegisterRuleClasses; ++i) n += seen[i];
+  for (unsigned i = 0; i < kRegisterRuleClasses; ++i)
+    n += seen[i];
   return n;
 }
 
@@ -521,7 +449,8 @@ ElfKind classify_elf_file(const std::string& path, std::string* error) {
   }
   unsigned char h[20] = {};
   ssize_t n;
-  do n = ::pread(fd, h, sizeof h, 0);
+  do
+    n = ::pread(fd, h, sizeof h, 0);
   while (n < 0 && errno == EINTR);
   int saved = errno;
   ::close(fd);
@@ -547,14 +476,21 @@ ElfKind classify_elf_file(const std::string& path, std::string* error) {
 void CfiStats::add_file(const std::string& path, const StatsOptions& opt) {
   std::string err;
   switch (classify_elf_file(path, &err)) {
-  case ElfKind::NotElf: ++files_not_elf; return;
-  case ElfKind::Elf32: ++files_elf32; return;
-  case ElfKind::OtherArch: ++files_other_arch; return;
+  case ElfKind::NotElf:
+    ++files_not_elf;
+    return;
+  case ElfKind::Elf32:
+    ++files_elf32;
+    return;
+  case ElfKind::OtherArch:
+    ++files_other_arch;
+    return;
   case ElfKind::Unreadable:
     ++files_failed;
     errors.push_back(FileError{path, std::move(err)});
     return;
-  case ElfKind::X86_64: break;
+  case ElfKind::X86_64:
+    break;
   }
   LoadOptions lo;
   lo.eh_frame = opt.eh_frame;
@@ -595,7 +531,8 @@ void CfiStats::add_module(const ModuleCfi& module, const StatsOptions& opt) {
 
 void CfiStats::merge(const CfiStats& o) {
   auto add = [](auto& a, const auto& b) {
-    for (size_t i = 0; i < a.size(); ++i) a[i] += b[i];
+    for (size_t i = 0; i < a.size(); ++i)
+      a[i] += b[i];
   };
   files_scanned += o.files_scanned;
   files_with_cfi += o.files_with_cfi;
@@ -644,256 +581,6 @@ std::vector<std::pair<std::string, ExprEntry>> CfiStats::top_expressions(size_t 
   std::partial_sort(v.begin(), v.begin() + static_cast<ptrdiff_t>(n), v.end(), before);
   v.resize(n);
   return v;
-}
-
-// ---------------------------------------------------------------------------------------------
-
-std::string render_stats_text(const CfiStats& s, const StatsOptions& opt, const StatsReport& r) {
-  std::string out;
-  std::string columns;
-  for (uint16_t c : opt.columns) {
-    if (!columns.empty()) columns += ", ";
-    columns += reg_name(c);
-  }
-
-  out += fmt::format("Files: {} ELF64 x86_64 scanned ({} with call-frame sections); skipped {} "
-                     "not ELF, {} ELF32, {} other architecture; {} failed to load, {} with CFI "
-                     "errors\n",
-                     s.files_scanned, s.files_with_cfi, s.files_not_elf, s.files_elf32,
-                     s.files_other_arch, s.files_failed, s.files_with_errors);
-  out += fmt::format("Sections: {} .eh_frame, {} .debug_frame; {} CIEs, {} FDEs ({} empty, {} "
-                     "rejected), {} rows, {} instructions\n",
-                     s.eh_frame_sections, s.debug_frame_sections, s.cies, s.fdes, s.empty_fdes,
-                     s.fde_errors, s.rows, s.instructions);
-  out += fmt::format("Supported set: {}; \"Only supp.\" columns: CFA, {}\n\n",
-                     StatsOptions::supported_to_string(opt.supported), columns);
-
-  // Table 3.
-  {
-    TextTable t({"", "Unsupported register rule", "Register rules seen", "% supp.",
-                 "Unsupported expression", "Expressions seen", "% supp."});
-    for (unsigned row : {kOnlySupported, kAllColumns}) {
-      const RuleCounts& rc = s.rules[row];
-      t.add({std::string(kRowNames[row]), std::to_string(rc.rules_unsupported()),
-             std::to_string(rc.rules_seen()),
-             percent(rc.rules_seen() - rc.rules_unsupported(), rc.rules_seen()),
-             std::to_string(rc.expressions_unsupported()), std::to_string(rc.expressions_seen()),
-             percent(rc.expressions_seen() - rc.expressions_unsupported(),
-                     rc.expressions_seen())});
-    }
-    out += "Table 3. Instructions coverage statistics (CFA rules included)\n" + t.render() + "\n";
-  }
-  // Table 4, in two halves like the paper.
-  {
-    out += "Table 4. Instruction type statistics (non-CFA columns)\n";
-    for (unsigned half = 0; half < 2; ++half) {
-      std::vector<std::string> header = {""};
-      unsigned first = half ? 5 : 0, last = half ? 8 : 5;
-      for (unsigned k = first; k < last; ++k) header.emplace_back(kTable4Names[k]);
-      if (half) header.emplace_back("Total");
-      TextTable t(header);
-      for (unsigned row : {kOnlySupported, kAllColumns}) {
-        const RuleCounts& rc = s.rules[row];
-        uint64_t total = rc.register_rules_total();
-        std::vector<std::string> cells = {std::string(kRowNames[row])};
-        for (unsigned k = first; k < last; ++k) cells.push_back(count_cell(rc.seen[k], total));
-        if (half) cells.push_back(std::to_string(total));
-        t.add(std::move(cells));
-      }
-      out += t.render();
-    }
-    out += "\n";
-  }
-  // Files.
-  {
-    TextTable t({"", "With expressions", "With unsupported expression", "With unsupported rule"});
-    for (unsigned row : {kOnlySupported, kAllColumns})
-      t.add({std::string(kRowNames[row]), std::to_string(s.files_with_expressions[row]),
-             std::to_string(s.files_with_unsupported_expressions[row]),
-             std::to_string(s.files_with_unsupported_rules[row])});
-    out += fmt::format("Files (of {} scanned)\n", s.files_scanned) + t.render() + "\n";
-  }
-  // Unsupported rules by class.
-  {
-    TextTable t({"Rule", "Only supp.", "unsupported", "All columns", "unsupported"});
-    for (unsigned c = 0; c < kRuleClassCount; ++c) {
-      const auto& a = s.rules[kOnlySupported];
-      const auto& b = s.rules[kAllColumns];
-      if (!a.seen[c] && !b.seen[c]) continue;
-      t.add({std::string(rule_class_name(static_cast<RuleClass>(c))), std::to_string(a.seen[c]),
-             std::to_string(a.unsupported[c]), std::to_string(b.seen[c]),
-             std::to_string(b.unsupported[c])});
-    }
-    out += fmt::format("Rules by class ({} restores to a column the CIE leaves unspecified "
-                       "counted as same_value)\n",
-                       s.restores_to_unspecified) +
-           t.render() + "\n";
-  }
-  // CFA rules.
-  {
-    const RuleCounts& rc = s.rules[kAllColumns];
-    uint64_t total = rc.seen[cls_index(RuleClass::CfaOffset)] +
-                     rc.seen[cls_index(RuleClass::CfaExpression)];
-    TextTable t({"CFA rule", "Instructions", "%"});
-    for (auto [reg, n] : sorted_histogram(s.cfa_registers))
-      t.add({cfa_register_label(reg) + " + offset", std::to_string(n), percent(n, total)});
-    uint64_t ne = rc.seen[cls_index(RuleClass::CfaExpression)];
-    if (ne) t.add({"expression", std::to_string(ne), percent(ne, total)});
-    out += "CFA rules\n" + t.render() + "\n";
-  }
-  // DW_CFA opcodes.
-  {
-    TextTable t({"Opcode", "Count", "%"});
-    for (auto [op, n] : sorted_histogram(s.cfa_opcodes))
-      t.add({cfa_opcode_label(op), std::to_string(n), percent(n, s.instructions)});
-    out += fmt::format("DW_CFA opcodes ({} instructions)\n", s.instructions) + t.render() + "\n";
-  }
-  // DW_OP operations.
-  {
-    uint64_t total = 0;
-    for (uint64_t v : s.dw_ops) total += v;
-    TextTable t({"Operation", "Count", "%"});
-    for (auto [op, n] : sorted_histogram(s.dw_ops))
-      t.add({dw_op_label(op), std::to_string(n), percent(n, total)});
-    out += fmt::format("DW_OP operations ({} in {} expression uses)\n", total,
-                       s.rules[kAllColumns].expressions_seen()) +
-           t.render() + "\n";
-  }
-  // Common expressions.
-  {
-    TextTable t({"Uses", "CFA", "Expr", "Val_expr", "Shape", "Supported", "Expression"});
-    t.left_align(4);
-    t.left_align(5);
-    t.left_align(6);
-    for (const auto& [text, e] : s.top_expressions(r.top))
-      t.add({std::to_string(e.total()), std::to_string(e.uses[0]), std::to_string(e.uses[1]),
-             std::to_string(e.uses[2]), std::string(expr_shape_name(e.shape)), supported_label(e),
-             text});
-    out += fmt::format("Most common expressions (top {} of {} distinct)\n",
-                       std::min(r.top, s.expressions.size()), s.expressions.size()) +
-           t.render() + "\n";
-  }
-  // Rows per FDE.
-  {
-    uint64_t counted = 0;
-    for (uint64_t v : s.rows_per_fde) counted += v;
-    TextTable t({"Rows", "FDEs", "%"});
-    for (unsigned b = 0; b < kRowBuckets; ++b)
-      t.add({std::string(row_bucket_name(b)), std::to_string(s.rows_per_fde[b]),
-             percent(s.rows_per_fde[b], counted)});
-    out += fmt::format("Rows per FDE ({} FDEs, {} rows)\n", counted, s.rows) + t.render() + "\n";
-  }
-  // Errors.
-  if (!s.errors.empty()) {
-    std::vector<FileError> errors = s.errors;
-    std::sort(errors.begin(), errors.end());
-    out += fmt::format("Errors ({})\n", errors.size());
-    for (const auto& e : errors) out += fmt::format("  {}: {}\n", e.file, e.message);
-    out += "\n";
-  }
-  if (r.seconds >= 0)
-    out += fmt::format("Time: {:.2f} s ({} files read, {} thread{})\n", r.seconds,
-                       s.files_scanned + s.files_not_elf + s.files_elf32 + s.files_other_arch +
-                           s.files_failed,
-                       r.threads, r.threads == 1 ? "" : "s");
-  return out;
-}
-
-nlohmann::json stats_to_json(const CfiStats& s, const StatsOptions& opt, const StatsReport& r) {
-  using nlohmann::json;
-  json j;
-  j["files"] = {{"scanned", s.files_scanned},       {"with_cfi", s.files_with_cfi},
-                {"not_elf", s.files_not_elf},       {"elf32", s.files_elf32},
-                {"other_arch", s.files_other_arch}, {"failed", s.files_failed},
-                {"with_errors", s.files_with_errors}};
-  json supported = json::array();
-  for (unsigned t = 0; t < kSupportTokenCount; ++t)
-    if (opt.supported & bit(t)) supported.push_back(std::string(kTokenNames[t]));
-  j["supported"] = supported;
-  json columns = json::array();
-  for (uint16_t c : opt.columns) columns.push_back(reg_name(c));
-  j["columns"] = columns;
-  j["eh_frame_sections"] = s.eh_frame_sections;
-  j["debug_frame_sections"] = s.debug_frame_sections;
-  j["cies"] = s.cies;
-  j["fdes"] = s.fdes;
-  j["empty_fdes"] = s.empty_fdes;
-  j["rejected_fdes"] = s.fde_errors;
-  j["rows"] = s.rows;
-  j["instructions"] = s.instructions;
-  j["restores_to_unspecified"] = s.restores_to_unspecified;
-
-  static const std::array<std::string, 2> keys = {"only_supported", "all_columns"};
-  json t3, t4, classes, files_with;
-  for (unsigned row : {kOnlySupported, kAllColumns}) {
-    const RuleCounts& rc = s.rules[row];
-    t3[keys[row]] = {
-        {"unsupported_register_rules", rc.rules_unsupported()},
-        {"register_rules_seen", rc.rules_seen()},
-        {"percent_supported", percent_value(rc.rules_seen() - rc.rules_unsupported(),
-                                            rc.rules_seen())},
-        {"unsupported_expressions", rc.expressions_unsupported()},
-        {"expressions_seen", rc.expressions_seen()},
-        {"percent_expressions_supported",
-         percent_value(rc.expressions_seen() - rc.expressions_unsupported(),
-                       rc.expressions_seen())}};
-    json k4, kc;
-    for (unsigned c = 0; c < kRegisterRuleClasses; ++c)
-      k4[std::string(rule_class_name(static_cast<RuleClass>(c)))] = rc.seen[c];
-    k4["total"] = rc.register_rules_total();
-    t4[keys[row]] = k4;
-    for (unsigned c = 0; c < kRuleClassCount; ++c)
-      kc[std::string(rule_class_name(static_cast<RuleClass>(c)))] = {
-          {"seen", rc.seen[c]}, {"unsupported", rc.unsupported[c]}};
-    classes[keys[row]] = kc;
-    files_with[keys[row]] = {{"expressions", s.files_with_expressions[row]},
-                             {"unsupported_expressions", s.files_with_unsupported_expressions[row]},
-                             {"unsupported_rules", s.files_with_unsupported_rules[row]}};
-  }
-  j["table3"] = t3;
-  j["table4"] = t4;
-  j["rule_classes"] = classes;
-  j["files_with"] = files_with;
-
-  json cfa = json::object();
-  for (auto [reg, n] : sorted_histogram(s.cfa_registers)) cfa[cfa_register_label(reg)] = n;
-  j["cfa_rules"] = {{"reg_offset", cfa},
-                    {"expression", s.rules[kAllColumns].seen[cls_index(RuleClass::CfaExpression)]}};
-
-  json ops = json::object();
-  for (auto [op, n] : sorted_histogram(s.cfa_opcodes)) ops[cfa_opcode_label(op)] = n;
-  j["cfa_opcodes"] = ops;
-  json dwops = json::object();
-  for (auto [op, n] : sorted_histogram(s.dw_ops)) dwops[dw_op_label(op)] = n;
-  j["dw_ops"] = dwops;
-  j["invalid_expressions"] = s.invalid_expressions;
-  j["distinct_expressions"] = s.expressions.size();
-  json exprs = json::array();
-  for (const auto& [text, e] : s.top_expressions(r.top))
-    exprs.push_back({{"expression", text},
-                     {"uses", e.total()},
-                     {"def_cfa_expression", e.uses[0]},
-                     {"expression_rule", e.uses[1]},
-                     {"val_expression", e.uses[2]},
-                     {"shape", std::string(expr_shape_name(e.shape))},
-                     {"supported_uses", e.supported}});
-  j["top_expressions"] = exprs;
-
-  json buckets = json::object();
-  for (unsigned b = 0; b < kRowBuckets; ++b)
-    buckets[std::string(row_bucket_name(b))] = s.rows_per_fde[b];
-  j["rows_per_fde"] = buckets;
-
-  std::vector<FileError> errors = s.errors;
-  std::sort(errors.begin(), errors.end());
-  json errs = json::array();
-  for (const auto& e : errors) errs.push_back({{"file", e.file}, {"message", e.message}});
-  j["errors"] = errs;
-  if (r.seconds >= 0) {
-    j["seconds"] = r.seconds;
-    j["threads"] = r.threads;
-  }
-  return j;
 }
 
 } // namespace ehelf

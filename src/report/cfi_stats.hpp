@@ -86,12 +86,16 @@ enum class RuleClass : uint8_t {
   CfaExpression, // CFA = expression
 };
 constexpr unsigned kRuleClassCount = 10;
-constexpr unsigned kRegisterRuleClasses = 8; // the non-CFA ones (Table 4's columns)
+constexpr unsigned kRegisterRuleClasses = 8;   // the non-CFA ones (Table 4's columns)
 std::string_view rule_class_name(RuleClass c); // "undefined", ..., "cfa_offset", "cfa_expression"
 
 // Tokens of the supported set: the rule classes (bit = class), then the expression shapes.
 enum SupportToken : unsigned { kSupportPlt = kRuleClassCount, kSupportDeref, kSupportTokenCount };
-using SupportSet = uint32_t; // bit i = token i
+using SupportSet = uint32_t;                         // bit i = token i
+std::string_view support_token_name(unsigned token); // "undefined", ..., "plt", "deref"
+constexpr unsigned rule_class_index(RuleClass c) {
+  return static_cast<unsigned>(c);
+}
 
 // The shape of an expression, for the supported set.
 enum class ExprShape : uint8_t { Other, Plt, Deref, Invalid };
@@ -116,11 +120,11 @@ struct RuleCounts {
   std::array<uint64_t, kRuleClassCount> seen{};
   std::array<uint64_t, kRuleClassCount> unsupported{};
 
-  uint64_t rules_seen() const;             // Table 3: every class, CFA included
+  uint64_t rules_seen() const; // Table 3: every class, CFA included
   uint64_t rules_unsupported() const;
-  uint64_t expressions_seen() const;       // expression + val_expression + cfa_expression
+  uint64_t expressions_seen() const; // expression + val_expression + cfa_expression
   uint64_t expressions_unsupported() const;
-  uint64_t register_rules_total() const;   // Table 4's Total: the 8 non-CFA classes
+  uint64_t register_rules_total() const; // Table 4's Total: the 8 non-CFA classes
   bool operator==(const RuleCounts&) const = default;
 };
 
@@ -154,12 +158,12 @@ ElfKind classify_elf_file(const std::string& path, std::string* error = nullptr)
 
 struct CfiStats {
   // ---- files ----
-  uint64_t files_scanned = 0;    // ELF64 x86_64 files whose CFI was read
-  uint64_t files_with_cfi = 0;   // of those, with .eh_frame or .debug_frame
-  uint64_t files_not_elf = 0;    // skipped silently
-  uint64_t files_elf32 = 0;      // skipped
-  uint64_t files_other_arch = 0; // ELF64 but not little-endian x86_64; skipped
-  uint64_t files_failed = 0;     // unreadable, or the ELF/CFI could not be loaded (in errors)
+  uint64_t files_scanned = 0;     // ELF64 x86_64 files whose CFI was read
+  uint64_t files_with_cfi = 0;    // of those, with .eh_frame or .debug_frame
+  uint64_t files_not_elf = 0;     // skipped silently
+  uint64_t files_elf32 = 0;       // skipped
+  uint64_t files_other_arch = 0;  // ELF64 but not little-endian x86_64; skipped
+  uint64_t files_failed = 0;      // unreadable, or the ELF/CFI could not be loaded (in errors)
   uint64_t files_with_errors = 0; // scanned, but part of the CFI is malformed (in errors)
   // Per row (kOnlySupported, kAllColumns): files with any expression rule, with an unsupported
   // expression, with any unsupported rule.
@@ -205,17 +209,5 @@ struct CfiStats {
   // The `n` most used expressions, most used first (ties by text).
   std::vector<std::pair<std::string, ExprEntry>> top_expressions(size_t n) const;
 };
-
-struct StatsReport {
-  size_t top = 10;        // expressions listed
-  double seconds = -1;    // wall time to show; < 0: none
-  unsigned threads = 0;   // shown with the time
-};
-
-// Plain aligned text: the paper's Tables 3 and 4, then the CFA rules, opcode and DW_OP
-// histograms, common expressions, rows per FDE, file counts, errors.
-std::string render_stats_text(const CfiStats& s, const StatsOptions& opt, const StatsReport& r);
-// The same numbers as one JSON object.
-nlohmann::json stats_to_json(const CfiStats& s, const StatsOptions& opt, const StatsReport& r);
 
 } // namespace ehelf

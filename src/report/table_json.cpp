@@ -4,6 +4,7 @@
 
 #include "dwarf/cfa_interpreter.hpp"
 #include "model/registers.hpp"
+#include "report/expression_text.hpp"
 
 namespace ehelf {
 namespace {
@@ -48,7 +49,7 @@ nlohmann::json section_json(const CfiSection& s, const PointerBases& bases, Unwi
         row["loc"] = r.begin;
         row["end"] = r.end;
         row["cfa"] = r.state->cfa.kind == CfaRule::Kind::Expression
-                         ? exprs.expression(r.state->cfa.expr).to_string()
+                         ? expression_text(exprs.expression(r.state->cfa.expr))
                          : cfa_rule_text(r.state->cfa);
         nlohmann::json regs = nlohmann::json::object();
         for (const auto& c : r.state->columns) {
@@ -56,9 +57,9 @@ nlohmann::json section_json(const CfiSection& s, const PointerBases& bases, Unwi
           bool is_expr = rule.kind == RegisterRule::Kind::Expression ||
                          rule.kind == RegisterRule::Kind::ValExpression;
           regs[reg_name(c.column)] =
-              is_expr ? fmt::format("{}({})", rule.kind == RegisterRule::Kind::Expression ? "exp"
-                                                                                           : "vexp",
-                                    exprs.expression(rule.expr).to_string())
+              is_expr ? fmt::format("{}({})",
+                                    rule.kind == RegisterRule::Kind::Expression ? "exp" : "vexp",
+                                    expression_text(exprs.expression(rule.expr)))
                       : register_rule_text(rule);
         }
         row["registers"] = std::move(regs);
@@ -79,23 +80,34 @@ nlohmann::json section_json(const CfiSection& s, const PointerBases& bases, Unwi
 
 std::string cfa_rule_text(const CfaRule& rule) {
   switch (rule.kind) {
-  case CfaRule::Kind::RegOffset: return fmt::format("{}{:+d}", reg_name(rule.reg), rule.offset);
-  case CfaRule::Kind::Expression: return "exp";
-  case CfaRule::Kind::Undefined: return "u";
+  case CfaRule::Kind::RegOffset:
+    return fmt::format("{}{:+d}", reg_name(rule.reg), rule.offset);
+  case CfaRule::Kind::Expression:
+    return "exp";
+  case CfaRule::Kind::Undefined:
+    return "u";
   }
   return "?";
 }
 
 std::string register_rule_text(const RegisterRule& rule) {
   switch (rule.kind) {
-  case RegisterRule::Kind::Undefined: return "u";
-  case RegisterRule::Kind::SameValue: return "s";
-  case RegisterRule::Kind::Offset: return fmt::format("c{:+d}", rule.offset);
-  case RegisterRule::Kind::ValOffset: return fmt::format("v{:+d}", rule.offset);
-  case RegisterRule::Kind::Register: return reg_name(rule.reg);
-  case RegisterRule::Kind::Expression: return "exp";
-  case RegisterRule::Kind::ValExpression: return "vexp";
-  case RegisterRule::Kind::Architectural: return "a";
+  case RegisterRule::Kind::Undefined:
+    return "u";
+  case RegisterRule::Kind::SameValue:
+    return "s";
+  case RegisterRule::Kind::Offset:
+    return fmt::format("c{:+d}", rule.offset);
+  case RegisterRule::Kind::ValOffset:
+    return fmt::format("v{:+d}", rule.offset);
+  case RegisterRule::Kind::Register:
+    return reg_name(rule.reg);
+  case RegisterRule::Kind::Expression:
+    return "exp";
+  case RegisterRule::Kind::ValExpression:
+    return "vexp";
+  case RegisterRule::Kind::Architectural:
+    return "a";
   }
   return "?";
 }

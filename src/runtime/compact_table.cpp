@@ -6,70 +6,6 @@
 #include <unordered_map>
 
 namespace ehelf {
-namespace {
-
-bool fits16(int64_t v) {
-  return v >= INT16_MIN && v <= INT16_MAX;
-}
-
-// Projects one register's rule; false if it has no compact form.
-bool project(const RowView& row, unsigned reg, uint8_t& save, int16_t& offset, bool absent_same) {
-  const RegisterRule* r = row.rule_for(reg);
-  if (!r) {
-    save = absent_same ? CompactRule::Same : CompactRule::Unknown;
-    return true;
-  }
-  switch (r->kind) {
-  case RegisterRule::Kind::SameValue:
-    save = CompactRule::Same;
-    return true;
-  case RegisterRule::Kind::Undefined:
-    save = CompactRule::Unknown;
-    return true;
-  case RegisterRule::Kind::Offset:
-    if (!fits16(r->offset)) return false;
-    save = CompactRule::AtCfa;
-    offset = static_cast<int16_t>(r->offset);
-    return true;
-  default:
-    return false;
-  }
-}
-
-} // namespace
-
-CompactRule compact_rule(RowView row, const FunctionInfo& fn) {
-  CompactRule out;
-  out.signal_frame = fn.signal_frame;
-  CompactRule interpret;
-  interpret.kind = CompactRule::Interpret;
-  interpret.signal_frame = fn.signal_frame;
-  if (row.cfa.kind != CfaRule::Kind::RegOffset || fn.return_column != x86_64::RIP) return interpret;
-  if (row.cfa.reg == x86_64::RSP)
-    out.kind = CompactRule::CfaRsp;
-  else if (row.cfa.reg == x86_64::RBP)
-    out.kind = CompactRule::CfaRbp;
-  else
-    return interpret;
-  if (row.cfa.offset < INT32_MIN || row.cfa.offset > INT32_MAX) return interpret;
-  out.cfa_offset = static_cast<int32_t>(row.cfa.offset);
-  // A rule on rsp itself (rare) is beyond the compact form: rsp is always the CFA here.
-  if (row.rule_for(x86_64::RSP)) return interpret;
-  uint8_t rip = 0, rbp = 0, rbx = 0;
-  int16_t ro = 0, bo = 0, xo = 0;
-  if (!project(row, x86_64::RIP, rip, ro, false) || !project(row, x86_64::RBP, rbp, bo, true) ||
-      !project(row, x86_64::RBX, rbx, xo, true))
-    return interpret;
-  if (rip == CompactRule::Same) return interpret; // rip "same value": the evaluator's own rule
-  out.rip = rip;
-  out.rip_offset = ro;
-  out.rbp = rbp;
-  out.rbp_offset = bo;
-  out.rbx = rbx;
-  out.rbx_offset = xo;
-  return out;
-}
-
 CompactTable::CompactTable(const UnwindTable& table) {
   auto ranges = table.ranges();
   if (ranges.empty()) return;
@@ -77,20 +13,19 @@ CompactTable::CompactTable(const UnwindTable& table) {
   end_ = ranges.back().end;
   if (end_ - base_ > UINT32_MAX) end_ = base_ + UINT32_MAX; // modules above 4 GiB: truncated
   std::unordered_map<uint64_t, uint16_t> index;             // (row, function flags) -> rule
-  rules_.push_back(CompactRule{});                          // 0: NoEntry
-  CompactRule interpret;
-  interpret.kind = CompactRule::Interpret;
+  rules_.push_back(UnwindRule{});                           // 0: NoEntry
+  const UnwindRule interpret = UnwindRule::interpret(NotExpressible::TooManyRules, false);
   rules_.push_back(interpret); // 1: the rule of rows beyond kMaxRules (the interpreter answers)
   // Rules by their 12 bytes, so that interning a module's rules costs one lookup each.
   struct RuleHash {
-    size_t operator()(const CompactRule& r) const {
+    size_t operator()(const UnwindRule& r) const {
       uint64_t w[2] = {};
       std::memcpy(w, &r, sizeof r);
       return std::hash<uint64_t>{}(w[0] * 0x9e3779b97f4a7c15ULL ^ w[1]);
     }
   };
-  std::unordered_map<CompactRule, uint16_t, RuleHash> interned{{rules_[0], 0}, {interpret, 1}};
-  auto intern = [&](const CompactRule& r) -> uint16_t {
+  std::unordered_map<UnwindRule, uint16_t, RuleHash> interned{{rules_[0], 0}, {interpret, 1}};
+  auto intern = [&](const UnwindRule& r) -> uint16_t {
     if (auto it = interned.find(r); it != interned.end()) return it->second;
     // Beyond 16-bit rule numbers (a pathological module): the interpreter, never "no entry".
     if (rules_.size() >= kMaxRules) return 1;
@@ -100,15 +35,16 @@ CompactTable::CompactTable(const UnwindTable& table) {
     return i;
   };
   uint64_t prev_end = base_;
-  for (const TableRange& r : ranges) {
-    if (r.end > end_) break;
+  for (TableRange r : ranges) {
+    if (r.begin >= end_) break;
+    r.end = std::min(r.end, end_); // a range crossing the 4 GiB limit is cut there
     const FunctionInfo& fn = table.function(r.function);
     uint64_t key = (uint64_t(r.row) << 20) | (uint64_t(fn.return_column) << 1) | fn.signal_frame;
     uint16_t rule;
     if (auto it = index.find(key); it != index.end())
       rule = it->second;
     else {
-      rule = intern(compact_rule(table.row(r.row), fn));
+      rule = intern(to_unwind_rule(table.row(r.row), fn));
       index.emplace(key, rule);
     }
     if (r.begin > prev_end) {
@@ -120,6 +56,10 @@ CompactTable::CompactTable(const UnwindTable& table) {
       rule_of_.push_back(rule);
     }
     prev_end = r.end;
+  }
+  if (starts_.empty()) { // nothing below the limit: an empty table
+    end_ = base_;
+    return;
   }
   while (block_shift_ > 5 && starts_.size() > 2 * (((end_ - base_) >> block_shift_) + 1))
     --block_shift_;

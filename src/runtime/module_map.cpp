@@ -9,9 +9,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "compile/codegen.hpp"
-#include "compile/eh_elf_cache.hpp"
 #include "dwarf/module_cfi.hpp"
+#include "eh_elf/eh_elf_cache.hpp"
 #include "runtime/memory.hpp"
 
 namespace ehelf {
@@ -186,66 +185,86 @@ void load_compiled(const ElfFile& elf, ModuleData& data) {
 }
 } // namespace
 
-const ModuleData& ModuleMap::load(const Module& cm, const LoadPolicy& policy,
-                                  MemoryReader* memory) {
-  Module& m = const_cast<Module&>(cm);
+namespace {
+// Fills `data` from a parsed ELF (or records why it could not be read).
+void load_elf(Result<std::unique_ptr<ElfFile>> elf, const LoadPolicy& policy, ModuleData& data) {
+  if (!elf) {
+    data.error = elf.error().to_string();
+    return;
+  }
+  if (!policy.whole_table) { // rows on demand where the file has a search table
+    const ElfFile& f = **elf;
+    const Section* hdr = f.find_section(".eh_frame_hdr");
+    const Section* eh = f.find_section(".eh_frame");
+    if (hdr && eh && hdr->type != SHT_NOBITS && eh->type != SHT_NOBITS)
+      if (auto h = f.section_data(*hdr), e = f.section_data(*eh); h && e)
+        data.rows.init(CfiImage{*h, hdr->addr, *e, eh->addr});
+  }
+  if (data.has_rows()) {
+    if (policy.compiled) load_compiled(**elf, data);
+    if (policy.symbols) data.elf = std::move(*elf);
+    return;
+  }
+  LoadOptions lo;
+  lo.debug_frame = policy.debug_frame;
+  lo.separate_debug_file = policy.debug_frame;
+  auto cfi = load_module_cfi(std::move(*elf), lo);
+  if (!cfi) {
+    data.error = cfi.error().to_string();
+    return;
+  }
+  auto table = build_unwind_table(*cfi);
+  if (!table)
+    data.error = table.error().to_string();
+  else
+    data.table = std::move(*table);
+  if (data.table && policy.compact) add_compact_table(data);
+  if (data.table && policy.compiled) load_compiled(*cfi->elf, data);
+  if (policy.symbols) data.elf = std::move(cfi->elf);
+}
+} // namespace
+
+std::shared_ptr<const ModuleData> load_module(const std::string& path, const LoadPolicy& policy) {
+  auto data = std::make_shared<ModuleData>();
+  load_elf(ElfFile::open(path), policy, *data);
+  return data;
+}
+
+std::shared_ptr<const ModuleData>
+load_module_image(std::vector<uint8_t> image, const std::string& name, const LoadPolicy& policy) {
+  auto data = std::make_shared<ModuleData>();
+  data->image = std::move(image); // the ELF refers to these bytes: they live with the data
+  load_elf(ElfFile::parse(data->image, name), policy, *data);
+  return data;
+}
+
+const ModuleData& ModuleMap::load(const Module& m, const LoadPolicy& policy, MemoryReader* memory) {
   if (m.data) return *m.data;
   // Modules sharing a file (several executable segments) share one data object.
-  for (Module& other : modules_)
+  for (const Module& other : modules_)
     if (&other != &m && other.data && other.path == m.path && other.bias == m.bias) {
       m.data = other.data;
       return *m.data;
     }
-  auto data = std::make_shared<ModuleData>();
-  Result<std::unique_ptr<ElfFile>> elf = Error::plain("not loaded");
-  if (m.vdso) {
-    data->image.resize(m.image_size);
-    bool ok = false;
-    if (memory)
-      ok = memory->read(m.image_addr, data->image.data(), data->image.size());
-    else if (m.image_addr == ::getauxval(AT_SYSINFO_EHDR)) {
-      std::memcpy(data->image.data(), reinterpret_cast<const void*>(m.image_addr), m.image_size);
-      ok = true;
-    }
-    if (ok) elf = ElfFile::parse(data->image, "[vdso]");
-  } else {
-    elf = ElfFile::open(m.path);
+  if (!m.vdso) {
+    m.data = load_module(m.path, policy);
+    return *m.data;
   }
-  if (!elf) {
-    data->error = elf.error().to_string();
-  } else {
-    LoadOptions lo;
-    lo.debug_frame = policy.debug_frame;
-    lo.separate_debug_file = policy.debug_frame;
-    if (!policy.whole_table) { // rows on demand where the file has a search table
-      const ElfFile& f = **elf;
-      const Section* hdr = f.find_section(".eh_frame_hdr");
-      const Section* eh = f.find_section(".eh_frame");
-      if (hdr && eh && hdr->type != SHT_NOBITS && eh->type != SHT_NOBITS)
-        if (auto h = f.section_data(*hdr), e = f.section_data(*eh); h && e)
-          data->rows.init(CfiImage{*h, hdr->addr, *e, eh->addr});
-    }
-    if (data->has_rows()) {
-      if (policy.compiled) load_compiled(**elf, *data);
-      if (policy.symbols) data->elf = std::move(*elf);
-      m.data = data;
-      return *m.data;
-    }
-    auto cfi = load_module_cfi(std::move(*elf), lo);
-    if (!cfi) {
-      data->error = cfi.error().to_string();
-    } else {
-      auto table = build_unwind_table(*cfi);
-      if (!table)
-        data->error = table.error().to_string();
-      else
-        data->table = std::move(*table);
-      if (data->table && policy.compact) add_compact_table(*data);
-      if (data->table && policy.compiled) load_compiled(*cfi->elf, *data);
-      if (policy.symbols) data->elf = std::move(cfi->elf);
-    }
+  std::vector<uint8_t> image(m.image_size);
+  bool ok = false;
+  if (memory)
+    ok = memory->read(m.image_addr, image.data(), image.size());
+  else if (m.image_addr == ::getauxval(AT_SYSINFO_EHDR)) {
+    std::memcpy(image.data(), reinterpret_cast<const void*>(m.image_addr), m.image_size);
+    ok = true;
   }
-  m.data = data;
+  if (ok) {
+    m.data = load_module_image(std::move(image), "[vdso]", policy);
+  } else {
+    auto data = std::make_shared<ModuleData>();
+    data->error = "not loaded";
+    m.data = data;
+  }
   return *m.data;
 }
 

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "compile/eh_elf_object.hpp"
 #include "dwarf/row_lookup.hpp"
+#include "eh_elf/eh_elf_object.hpp"
 #include "elf/elf_file.hpp"
 #include "model/memory_reader.hpp"
 #include "model/unwind_table.hpp"
@@ -91,8 +91,19 @@ struct Module {
   // (PT_GNU_EH_FRAME) and the end of the segment holding it, as AVMAs (0: none). Rows are
   // then found in memory, without opening the file (ModuleMap::load_in_memory).
   uint64_t cfi_hdr = 0, cfi_hdr_size = 0, cfi_segment_end = 0;
-  std::shared_ptr<const ModuleData> data;
+  // Loaded on first use (ModuleMap::load): filling it in does not change which module this is,
+  // so a const Module (as find() gives) can be loaded.
+  mutable std::shared_ptr<const ModuleData> data;
 };
+
+// The unwinding data of one ELF file, or of an ELF image already in memory (`name` for
+// messages): what ModuleMap::load makes for a module, for callers that have no map. Errors are
+// in the result's `error` (the data is then empty), as for a module.
+std::shared_ptr<const ModuleData> load_module(const std::string& path,
+                                              const LoadPolicy& policy = {});
+std::shared_ptr<const ModuleData> load_module_image(std::vector<uint8_t> image,
+                                                    const std::string& name,
+                                                    const LoadPolicy& policy = {});
 
 // The bias (AVMA - SVMA) of a file mapped at `map_start` from `file_offset`: the PT_LOAD segment
 // holding that offset says which SVMA it has. None if no segment holds it.

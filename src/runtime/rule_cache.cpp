@@ -2,40 +2,40 @@
 
 namespace ehelf {
 
-HotRule hot_form(const CompactRule& rule) {
+HotRule hot_form(const UnwindRule& rule) {
   const HotRule none;
   // After a signal frame the next pc is an interrupted instruction, looked up as is: the walk's
   // slow path keeps track of that.
   if (rule.signal_frame) return none;
-  if (rule.kind != CompactRule::CfaRsp && rule.kind != CompactRule::CfaRbp) return none;
+  if (rule.kind != UnwindRule::CfaRsp && rule.kind != UnwindRule::CfaRbp) return none;
   HotRule h;
-  if (rule.rip == CompactRule::Unknown) { // the outermost frame (_start): the walk ends here
+  if (rule.rip == UnwindRule::Unknown) { // the outermost frame (_start): the walk ends here
     h.op = HotRule::kEnd;
     return h;
   }
-  if (rule.rip != CompactRule::AtCfa || rule.rip_offset != -8) return none;
+  if (rule.rip != UnwindRule::AtCfa || rule.rip_offset != -8) return none;
   if (rule.cfa_offset < INT16_MIN || rule.cfa_offset > INT16_MAX) return none;
   h.cfa_offset = static_cast<int16_t>(rule.cfa_offset);
   uint8_t op = 0;
-  if (rule.kind == CompactRule::CfaRbp)
+  if (rule.kind == UnwindRule::CfaRbp)
     op |= HotRule::kRbpBased;
   else if (rule.cfa_offset < 8)
     return none; // the fast path assumes the return address >= rsp
   auto small = [](int16_t off) {
     return off % 8 == 0 && off / 8 >= INT8_MIN && off / 8 <= INT8_MAX;
   };
-  if (rule.rbp == CompactRule::AtCfa) {
+  if (rule.rbp == UnwindRule::AtCfa) {
     if (!small(rule.rbp_offset)) return none;
     op |= HotRule::kRbpSaved;
     h.rbp_offset8 = static_cast<int8_t>(rule.rbp_offset / 8);
-  } else if (rule.rbp == CompactRule::Unknown) {
+  } else if (rule.rbp == UnwindRule::Unknown) {
     return none;
   }
-  if (rule.rbx == CompactRule::AtCfa) {
+  if (rule.rbx == UnwindRule::AtCfa) {
     const int off8 = rule.rbx_offset / 8;
     if (rule.rbx_offset % 8 != 0 || off8 < -8 || off8 > -1) return none;
     op |= HotRule::kRbxSaved | uint8_t((-1 - off8) << HotRule::kRbxShift);
-  } else if (rule.rbx == CompactRule::Unknown) {
+  } else if (rule.rbx == UnwindRule::Unknown) {
     return none;
   }
   // The walk's fast path reads the saved rbp without a bound of its own: it must be inside the

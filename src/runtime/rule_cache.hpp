@@ -43,7 +43,22 @@ static_assert(sizeof(HotRule) == 16);
 // The hot form of a compact rule (without pc and link), or op == kEmpty when it has none: the
 // return address not at CFA - 8, offsets out of range, or a rule that makes rbp or rbx unknown
 // (the walk's fast path only ever learns register values).
-HotRule hot_form(const CompactRule& rule);
+HotRule hot_form(const UnwindRule& rule);
+// The rule a hot form stands for (op neither kEmpty nor kEnd): hot_form's inverse, up to what
+// the hot form drops (the signal-frame flag, which hot forms never have). Inline: the general
+// step runs it on every rule-cache hit.
+inline UnwindRule unwind_rule_of(const HotRule& h) {
+  UnwindRule rule;
+  rule.kind = (h.op & HotRule::kRbpBased) ? UnwindRule::CfaRbp : UnwindRule::CfaRsp;
+  rule.cfa_offset = h.cfa_offset;
+  rule.rip = UnwindRule::AtCfa;
+  rule.rip_offset = -8;
+  rule.rbp = (h.op & HotRule::kRbpSaved) ? UnwindRule::AtCfa : UnwindRule::Same;
+  rule.rbp_offset = static_cast<int16_t>(8 * h.rbp_offset8);
+  rule.rbx = (h.op & HotRule::kRbxSaved) ? UnwindRule::AtCfa : UnwindRule::Same;
+  rule.rbx_offset = static_cast<int16_t>(8 * h.rbx_offset8());
+  return rule;
+}
 
 // One module's hot rules as a rule-cache fill reads them: where they apply and the compact
 // table's index, flattened so that a miss costs a range check and the table search.

@@ -7,8 +7,11 @@
 // modules are all loaded (ModuleMap::load_all) and options.allow_loading off.
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "model/register_state.hpp"
@@ -24,19 +27,10 @@ std::string_view backend_name(BackendKind b);
 // any other.
 BackendKind backend_from_name(std::string_view name);
 
-// Why a walk stopped (or None while it goes on).
-enum class StopReason {
-  None,
-  EndOfStack,      // the return address is undefined or 0: the outermost frame
-  NoModule,        // the pc is in no known module
-  NoTable,         // the module has no unwind entry for the pc (and no frame pointer to follow)
-  BadRead,         // a memory read was refused
-  MissingRegister, // a rule needs a register whose value is unknown
-  CfaNotGrowing,   // the caller's stack pointer is not above the callee's: a loop or corruption
-  DepthLimit,      // max_depth frames
-  RuleFailed,      // the interpreter could not evaluate the row
-};
-std::string_view stop_reason_name(StopReason r);
+using SlowSteps = std::array<uint64_t, kNotExpressibleCount>;
+// "N steps ran the interpreter: cfa is an expression 12, ..." (None: "compiled code asked 3"),
+// or empty when none did.
+std::string slow_steps_summary(const SlowSteps& steps);
 
 struct FrameInfo {
   uint64_t pc = 0; // the frame's pc (a return address for frames after the first)
@@ -93,6 +87,16 @@ public:
   size_t backtrace_local(const WalkStart& start, AddressRange stack, uint64_t* pcs, size_t max,
                          StopReason* why = nullptr, bool exact_first = false);
 
+  // Steps that ran the interpreter since this Unwinder was made, by why the row has no
+  // UnwindRule (index: NotExpressible; None counts the compiled code's own fallbacks). For
+  // `-v` output: says why the slow path ran.
+  SlowSteps slow_steps() const {
+    SlowSteps out{};
+    for (unsigned i = 0; i < kNotExpressibleCount; ++i)
+      out[i] = slow_steps_[i].load(std::memory_order_relaxed);
+    return out;
+  }
+
   // Drops cached rules (call when the module map changed).
   void clear_cache() { cache_.clear(); }
 
@@ -141,22 +145,33 @@ private:
   size_t walk_general(RegisterState regs, std::span<const DirectRange> ranges, uint64_t* pcs,
                       size_t limit, StopReason* why, bool exact);
   // step() with the given rule cache (null: none).
+  // step() with an explicit cache (null: none); a return address without an entry before it is
+  // retried at the address itself.
   StopReason step_with(RegisterState& regs, MemoryReader& mem, bool exact_pc, FrameInfo& info,
+                       RuleCache* cache);
+  StopReason step_once(RegisterState& regs, MemoryReader& mem, bool exact_pc, FrameInfo& info,
                        RuleCache* cache);
   bool cacheable() const {
     return options_.use_cache &&
            (options_.backend == BackendKind::Table || options_.backend == BackendKind::Auto);
   }
 
-  StopReason apply_compact(const CompactRule& rule, RegisterState& regs, MemoryReader& mem);
   StopReason interpret(const ModuleData& data, uint64_t svma, RegisterState& regs,
                        MemoryReader& mem, bool& signal_frame);
   StopReason run_compiled(const ModuleData& data, uint64_t svma, RegisterState& regs,
                           MemoryReader& mem, bool& signal_frame, bool& fallback);
+  // kFramePointerRule, for a module without tables (NoTable when rbp is unknown).
   StopReason frame_pointer_step(RegisterState& regs, MemoryReader& mem);
+  // Counts a step the interpreter took because the row has no UnwindRule.
+  void count_slow(NotExpressible why) {
+    slow_steps_[unsigned(why)].fetch_add(1, std::memory_order_relaxed);
+  }
 
   ModuleMap& map_;
   UnwinderOptions options_;
+  // Steps the interpreter took, by why the row has no UnwindRule (None: the compiled code asked
+  // for the interpreter). Relaxed atomics: walks on several threads may count.
+  std::atomic<uint64_t> slow_steps_[kNotExpressibleCount] = {};
   RuleCache cache_;
 };
 

@@ -24,17 +24,21 @@ public:
   size_t pos() const { return pos_; }
   size_t size() const { return data_.size(); }
   size_t remaining() const { return failed_ ? 0 : data_.size() - pos_; }
-  uint64_t offset() const { return base_ + pos_; }            // offset of the next byte
+  uint64_t offset() const { return base_ + pos_; }              // offset of the next byte
   uint64_t failure_offset() const { return base_ + fail_pos_; } // where a read first failed
   std::span<const uint8_t> data() const { return data_; }
 
   void seek(size_t pos) {
-    if (pos > data_.size()) fail();
-    else pos_ = pos;
+    if (pos > data_.size())
+      fail();
+    else
+      pos_ = pos;
   }
   void skip(uint64_t n) {
-    if (n > remaining()) fail();
-    else pos_ += n;
+    if (n > remaining())
+      fail();
+    else
+      pos_ += n;
   }
   void fail() {
     if (!failed_) fail_pos_ = pos_;

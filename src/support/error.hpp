@@ -15,10 +15,10 @@ enum class ErrorKind : uint8_t {
 };
 
 struct Error {
-  std::string message;   // what is wrong, e.g. "CIE pointer 0x40 points outside the section"
-  std::string file;      // file name; filled in by the layer that knows it
-  std::string section;   // ".eh_frame", ".debug_frame", ... or empty for the whole file
-  uint64_t offset = 0;   // byte offset within the section (or the file if section is empty)
+  std::string message; // what is wrong, e.g. "CIE pointer 0x40 points outside the section"
+  std::string file;    // file name; filled in by the layer that knows it
+  std::string section; // ".eh_frame", ".debug_frame", ... or empty for the whole file
+  uint64_t offset = 0; // byte offset within the section (or the file if section is empty)
   bool has_offset = false;
   ErrorKind kind = ErrorKind::Other;
 

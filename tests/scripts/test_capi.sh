@@ -34,6 +34,12 @@ extra=$(nm -D --defined-only "$TMP/prefix/lib/libehelf-unwind.so" | awk '{print 
         grep -Ev '^(unw_|_ULx86_64_|_Ux86_64_|_UPT_|ehelf_unw_)' || true)
 [ -z "$extra" ] || fail "libehelf-unwind exports more than libunwind's API: $extra"
 
+# The library unwinds; it never generates or builds code: none of the compiler is linked in
+# (the runtime depends on src/eh_elf, the eh_elf ABI helpers, not on src/compile).
+compiler=$(nm -C "$BUILD/lib/libehelf-unwind.so" | grep -E \
+  'generate_eh_elf_source|build_shared_object|compile_module|translate_expression' || true)
+[ -z "$compiler" ] || fail "libehelf-unwind links compiler code: $compiler"
+
 # ---- ours ----
 CFLAGS=(-O2 -g -Wall -Wextra -Werror)
 # A sanitized build (EHELF_SANITIZE): the programs need the sanitizer runtime first, and the

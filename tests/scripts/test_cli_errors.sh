@@ -55,7 +55,11 @@ expect_error bad-cie-pointer "bad_cie_pointer: .eh_frame+0x18: CIE pointer" "$eh
 expect_error cut-file "cut_in_eh_frame: offset 0x[0-9a-f]*: section headers extend past" "$ehelf" dump "$work/cut_in_eh_frame"
 expect_error bad-json "bad_length: .eh_frame+0x18" "$ehelf" dump --json "$work/bad_length"
 expect_error bad-flag "unknown\|not expected\|The following argument" "$ehelf" dump --no-such-flag /usr/lib/x86_64-linux-gnu/libc.so.6
-expect_error no-command "subcommand" "$ehelf"
+expect_error no-command "a command is required: dump, stats, compile, stack, perf" "$ehelf"
+expect_error stats-not-elf "no ELF64 x86_64 file with call-frame tables among 1 file (1 not ELF" "$ehelf" stats "$work/text"
+expect_error stats-elf32 "among 1 file (0 not ELF, 1 32-bit" "$ehelf" stats "$work/elf32"
+expect_error unknown-command "unknown command 'bogus' (commands: dump, stats, compile" "$ehelf" bogus
+expect_error unknown-flag-first "unknown option '--bogus' (a command comes first: dump" "$ehelf" --bogus
 
 # A file with no tables is not an error: readelf prints nothing, we say so on stderr.
 cc -O2 -fno-asynchronous-unwind-tables -fno-unwind-tables -nostdlib -static -x c - -o "$work/bare" <<'C'

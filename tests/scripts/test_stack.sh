@@ -343,6 +343,13 @@ if start 1 "$target"; then
   if grep -q "compiled" "$work/ehelf.interp" || grep -q "compiled" "$work/ehelf.table"; then
     echo "FAIL: --backend=table/interp used compiled code"; fail=1
   fi
+  # -v says why the slow path ran: the thread in a signal handler is unwound through
+  # __restore_rt, whose CFA is a DWARF expression (no UnwindRule expresses it).
+  if grep -Eq "^    [0-9]+ steps? ran the interpreter: .*cfa is an expression [0-9]+" "$work/ehelf.table"; then
+    echo "ok   -v: the interpreter's steps counted by reason"
+  else
+    echo "FAIL -v: no 'ran the interpreter: cfa is an expression' line"; cat "$work/ehelf.table"; fail=1
+  fi
   run_eu_stack eu "$fixture"
   run_gdb gdb "$fixture"
   compare "fixture: 4 backends vs eu-stack and gdb" fixture "$work/eu" "$work/gdb" "${files[@]}"

@@ -19,7 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dwarf/constants.hpp"
-#include "report/cfi_stats.hpp"
+#include "report/cfi_stats_text.hpp"
 
 namespace ehelf {
 namespace {

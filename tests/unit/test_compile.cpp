@@ -45,7 +45,8 @@ private:
 
 std::string join(const std::vector<std::string>& lines) {
   std::string s;
-  for (const auto& l : lines) s += "  " + l + "\n";
+  for (const auto& l : lines)
+    s += "  " + l + "\n";
   return s;
 }
 
@@ -70,7 +71,9 @@ int word_deref(uint64_t addr, uint64_t* value, void*) {
   *value = word_at(addr);
   return 0;
 }
-int refusing_deref(uint64_t, uint64_t*, void*) { return 1; }
+int refusing_deref(uint64_t, uint64_t*, void*) {
+  return 1;
+}
 class WordMemory final : public MemoryReader {
 public:
   bool read(uint64_t addr, void* out, size_t size) override {
@@ -79,8 +82,6 @@ public:
     return true;
   }
 };
-
-constexpr unsigned kDwarfOfSlot[EHELF_NREGS] = {16, 7, 6, 3, 12, 13, 14, 15};
 
 // ---------------------------------------------------------------------------------------------
 // Real libraries, both register sets.
@@ -110,7 +111,8 @@ std::vector<std::string> library_paths() {
 std::vector<LibraryCase> library_cases() {
   std::vector<LibraryCase> cases;
   for (const auto& p : library_paths())
-    for (RegisterSet s : {RegisterSet::Minimal, RegisterSet::CalleeSaved}) cases.push_back({p, s});
+    for (RegisterSet s : {RegisterSet::Minimal, RegisterSet::CalleeSaved})
+      cases.push_back({p, s});
   return cases;
 }
 
@@ -134,14 +136,15 @@ TEST_P(CompileLibrary, VerifiesAndDescribesItself) {
   auto r = compile_module(path, out, options);
   ASSERT_TRUE(r) << r.error().to_string();
 
-  // The differential check: every range, first and last address, local and remote.
+  // The differential check: every range, three states (first and last address, and the last
+  // address near the top of the stack), local and remote.
   ASSERT_TRUE(r->verification);
   const DifferentialResult& v = *r->verification;
   EXPECT_EQ(v.mismatch_count, 0u) << join(v.mismatches);
-  EXPECT_EQ(v.checks, 4 * r->codegen.model_ranges);
+  EXPECT_EQ(v.checks, 6 * r->codegen.model_ranges);
   EXPECT_EQ(v.agreed + v.both_failed + v.fallbacks + v.mismatch_count, v.checks);
   EXPECT_GT(v.agreed, 200u);
-  EXPECT_GE(v.agreed, v.checks * 3 / 4) << "agreed " << v.agreed << " of " << v.checks;
+  EXPECT_GE(v.agreed, v.checks / 2) << "agreed " << v.agreed << " of " << v.checks;
   EXPECT_LE(v.fallbacks, v.checks / 100) << "more than 1% of rows need the interpreter";
 
   // The report.
@@ -159,8 +162,9 @@ TEST_P(CompileLibrary, VerifiesAndDescribesItself) {
   ASSERT_TRUE(object) << object.error().to_string();
   const ehelf_info& info = (*object)->info();
   EXPECT_EQ(info.abi_version, EHELF_ABI_VERSION);
-  EXPECT_EQ(info.register_set, set == RegisterSet::Minimal ? unsigned(EHELF_REGISTERS_MINIMAL)
-                                                           : unsigned(EHELF_REGISTERS_CALLEE_SAVED));
+  EXPECT_EQ(info.register_set, set == RegisterSet::Minimal
+                                   ? unsigned(EHELF_REGISTERS_MINIMAL)
+                                   : unsigned(EHELF_REGISTERS_CALLEE_SAVED));
   ASSERT_EQ(info.build_id_size, id.size());
   EXPECT_EQ(std::memcmp(info.build_id, id.data(), id.size()), 0);
   auto module = load_module_cfi(path);
@@ -214,8 +218,7 @@ TEST_P(CompileLibrary, VerifiesAndDescribesItself) {
   EXPECT_FALSE(shorter);
 }
 
-INSTANTIATE_TEST_SUITE_P(Libraries, CompileLibrary, testing::ValuesIn(library_cases()),
-                         case_name);
+INSTANTIATE_TEST_SUITE_P(Libraries, CompileLibrary, testing::ValuesIn(library_cases()), case_name);
 
 // ---------------------------------------------------------------------------------------------
 // The error codes of the ABI, on libc.
@@ -363,7 +366,9 @@ TEST_F(CompiledLibc, BadReadWhenTheStackBoundsExcludeTheReturnAddress) {
 // ---------------------------------------------------------------------------------------------
 // The cfi_variety fixture: hand-written rules, including expressions.
 
-std::string fixture(const char* name) { return std::string(EHELF_FIXTURE_DIR) + "/" + name; }
+std::string fixture(const char* name) {
+  return std::string(EHELF_FIXTURE_DIR) + "/" + name;
+}
 
 TEST(CompileFixture, CfiVarietyExpressionRowsCompileAndAgree) {
   const std::string path = fixture("cfi_variety");
@@ -414,10 +419,12 @@ TEST(CompileFixture, CfiVarietyExpressionRowsCompileAndAgree) {
       for (uint64_t pc : {range.begin, range.end - 1}) {
         SCOPED_TRACE(fmt::format("pc {:#x}", pc));
         std::vector<uint64_t> stack(512);
-        for (size_t i = 0; i < stack.size(); ++i) stack[i] = word_at(reinterpret_cast<uint64_t>(&stack[i]));
+        for (size_t i = 0; i < stack.size(); ++i)
+          stack[i] = word_at(reinterpret_cast<uint64_t>(&stack[i]));
         uint64_t base = reinterpret_cast<uint64_t>(&stack[256]);
         RegisterState regs;
-        for (unsigned reg = 0; reg < x86_64::kGeneralRegs; ++reg) regs.set(reg, base + 8 * (reg % 5));
+        for (unsigned reg = 0; reg < x86_64::kGeneralRegs; ++reg)
+          regs.set(reg, base + 8 * (reg % 5));
         regs.set(x86_64::RIP, pc);
         WordMemory mem;
         auto step = table->evaluate(range.row, regs, mem);
@@ -425,7 +432,7 @@ TEST(CompileFixture, CfiVarietyExpressionRowsCompileAndAgree) {
         for (bool remote : {false, true}) {
           ehelf_context_t ctx{};
           for (unsigned s = 0; s < nslots; ++s) {
-            ctx.regs[s] = regs.get(kDwarfOfSlot[s]);
+            ctx.regs[s] = regs.get(kDwarfRegisterOfSlot[s]);
             ctx.flags |= EHELF_VALID(s);
           }
           ctx.stack_lo = reinterpret_cast<uint64_t>(stack.data());
@@ -434,7 +441,7 @@ TEST(CompileFixture, CfiVarietyExpressionRowsCompileAndAgree) {
                           : (*object)->unwind_local(pc, &ctx);
           ASSERT_EQ(rc, EHELF_OK) << (remote ? "remote" : "local");
           for (unsigned s = 0; s < nslots; ++s) {
-            unsigned reg = kDwarfOfSlot[s];
+            unsigned reg = kDwarfRegisterOfSlot[s];
             ASSERT_EQ(bool(ctx.flags & EHELF_VALID(s)), step->caller.has(reg))
                 << x86_64::register_name(reg);
             if (step->caller.has(reg)) {
@@ -461,7 +468,8 @@ TEST(CompileFixture, CfiVarietyExpressionRowsCompileAndAgree) {
     // odd_rules_fn has the 'S' augmentation: its entry row reports a signal frame.
     ehelf_context_t ctx{};
     uint64_t word = 0x1234;
-    for (unsigned s = 0; s < nslots; ++s) ctx.flags |= EHELF_VALID(s);
+    for (unsigned s = 0; s < nslots; ++s)
+      ctx.flags |= EHELF_VALID(s);
     ctx.regs[EHELF_RSP] = reinterpret_cast<uint64_t>(&word);
     ctx.stack_lo = ctx.regs[EHELF_RSP];
     ctx.stack_hi = ctx.stack_lo + 8;
@@ -476,13 +484,12 @@ TEST(CompileFixture, CfiVarietyExpressionRowsCompileAndAgree) {
 
 struct Outcome {
   bool crashed = false;
-  std::string crash;  // how the child died
+  std::string crash; // how the child died
   bool compiled = false;
-  std::string error;  // compile_module's error text
+  std::string error; // compile_module's error text
   uint64_t checks = 0, agreed = 0, both_failed = 0, fallbacks = 0, mismatches = 0;
   std::vector<std::string> mismatch_list; // the first 20
 };
-
 
 bool write_all(int fd, const std::string& s) {
   size_t done = 0;
@@ -520,7 +527,8 @@ Outcome compile_isolated(const std::string& in, const std::string& out, Register
       const auto& v = *r->verification;
       msg = fmt::format("V{} {} {} {} {}\n", v.checks, v.agreed, v.both_failed, v.fallbacks,
                         v.mismatch_count);
-      for (const std::string& m : v.mismatches) msg += m + "\n";
+      for (const std::string& m : v.mismatches)
+        msg += m + "\n";
     }
     write_all(fds[1], msg);
     ::_exit(0);
@@ -541,7 +549,8 @@ Outcome compile_isolated(const std::string& in, const std::string& out, Register
   }
   if (WIFSIGNALED(status)) {
     o.crashed = true;
-    o.crash = fmt::format("killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
+    o.crash =
+        fmt::format("killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
   } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || msg.empty()) {
     o.crashed = true;
     o.crash = fmt::format("exited with status {}", WEXITSTATUS(status));
@@ -568,8 +577,9 @@ protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir;
     source_ = *dir_ / "recursion";
-    std::string cmd = fmt::format("cc -O2 -fomit-frame-pointer -o {} {}/tests/fixtures/recursion.c 2>&1",
-                                  source_, EHELF_SOURCE_DIR);
+    std::string cmd =
+        fmt::format("cc -O2 -fomit-frame-pointer -o {} {}/tests/fixtures/recursion.c 2>&1", source_,
+                    EHELF_SOURCE_DIR);
     std::string log = test::run_command(cmd);
     if (!fs::exists(source_)) {
       setup_error_ = "cannot build recursion.c: " + log;
@@ -585,7 +595,8 @@ protected:
     section_offset_ = s->offset;
     section_size_ = s->size;
     const CfiSection& cfi = *module->eh_frame;
-    for (const Cie& c : cfi.cies) cies_.push_back({c.offset, c.instructions_offset, c.instructions.size()});
+    for (const Cie& c : cfi.cies)
+      cies_.push_back({c.offset, c.instructions_offset, c.instructions.size()});
     for (const Fde& f : cfi.fdes) {
       fdes_.push_back({f.offset, f.instructions_offset, f.instructions.size()});
       auto insns = decode_cfa_program(cfi, cfi.cies[f.cie], &f, module->eh_frame_bases);
@@ -694,7 +705,8 @@ TEST_F(HostileCompile, FlippedCfaOffsets) {
   // Each DW_CFA_def_cfa_offset operand's low bits flipped (the LEB128 keeps its length).
   for (uint8_t mask : {uint8_t(0x08), uint8_t(0x28), uint8_t(0x7f)}) {
     std::vector<uint8_t> b = bytes_;
-    for (uint64_t off : def_cfa_offsets_) b[section_offset_ + off + 1] ^= mask;
+    for (uint64_t off : def_cfa_offsets_)
+      b[section_offset_ + off + 1] ^= mask;
     check(fmt::format("cfa_offsets_{:02x}", mask), b);
   }
   // The CIE's DW_CFA_def_cfa: register and offset bytes.
@@ -742,8 +754,7 @@ TEST_F(HostileCompile, HugeRegisterNumbersAndOperands) {
       {"def_cfa_reg_rip", {0x0d, 0x10}},
       {"def_cfa_off_2p64m1",
        {0x0c, 0x07, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}},
-      {"def_cfa_offset_2p63",
-       {0x0e, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01}},
+      {"def_cfa_offset_2p63", {0x0e, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01}},
       {"def_cfa_sf_neg", {0x12, 0x07, 0x40}},
       {"offset_ext_sf_rip_huge",
        {0x11, 0x10, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x7f}},
@@ -783,10 +794,8 @@ TEST_F(HostileCompile, ExpressionsWithLoopsDivisionAndBadStacks) {
       {"cfa_div_by_zero", {0x0f, 4, 0x77, 0x00, 0x30, 0x1b}},
       {"cfa_mod_by_zero", {0x0f, 4, 0x77, 0x00, 0x30, 0x1d}},
       {"cfa_div", {0x0f, 4, 0x77, 0x10, 0x32, 0x1b}},
-      {"cfa_min_div_minus1",
-       {0x0f, 12, 0x0f, 0, 0, 0, 0, 0, 0, 0, 0x80, 0x11, 0x7f, 0x1b}},
-      {"cfa_min_mod_minus1",
-       {0x0f, 12, 0x0f, 0, 0, 0, 0, 0, 0, 0, 0x80, 0x11, 0x7f, 0x1d}},
+      {"cfa_min_div_minus1", {0x0f, 12, 0x0f, 0, 0, 0, 0, 0, 0, 0, 0x80, 0x11, 0x7f, 0x1b}},
+      {"cfa_min_mod_minus1", {0x0f, 12, 0x0f, 0, 0, 0, 0, 0, 0, 0, 0x80, 0x11, 0x7f, 0x1d}},
       {"cfa_empty", {0x0f, 0}},
       {"cfa_drop_empty", {0x0f, 1, 0x13}},
       {"cfa_pick_255", {0x0f, 3, 0x30, 0x15, 0xff}},
@@ -795,9 +804,8 @@ TEST_F(HostileCompile, ExpressionsWithLoopsDivisionAndBadStacks) {
       {"cfa_length_past_end", {0x0f, 0x7f, 0x77, 0x00}},
       {"cfa_unknown_op", {0x0f, 1, 0xe0}},
       {"cfa_breg_untracked", {0x0f, 2, 0x70, 0x08}},
-      {"cfa_deep_stack",
-       {0x0f, 20, 0x30, 0x12, 0x12, 0x12, 0x12, 0x12, 0x12, 0x12, 0x12, 0x12, 0x12, 0x12, 0x12,
-        0x12, 0x12, 0x12, 0x12, 0x12, 0x12, 0x12}},
+      {"cfa_deep_stack", {0x0f, 20,   0x30, 0x12, 0x12, 0x12, 0x12, 0x12, 0x12, 0x12, 0x12,
+                          0x12, 0x12, 0x12, 0x12, 0x12, 0x12, 0x12, 0x12, 0x12, 0x12, 0x12}},
       // DW_CFA_expression / DW_CFA_val_expression
       {"rbx_div_by_zero", {0x10, 0x03, 4, 0x77, 0x00, 0x30, 0x1b}},
       {"rip_bra_loop", {0x10, 0x10, 4, 0x31, 0x28, 0xfc, 0xff}},

@@ -22,6 +22,7 @@
 
 #include "elf/elf_file.hpp"
 #include "model/expression.hpp"
+#include "report/expression_text.hpp"
 #include "support/byte_cursor.hpp"
 
 namespace ehelf {
@@ -62,7 +63,8 @@ private:
 
 RegisterState regs_with(std::initializer_list<std::pair<unsigned, uint64_t>> values) {
   RegisterState r;
-  for (auto [reg, v] : values) r.set(reg, v);
+  for (auto [reg, v] : values)
+    r.set(reg, v);
   return r;
 }
 
@@ -72,7 +74,7 @@ uint64_t eval_ok(const Bytes& b, const RegisterState& regs = {},
   Expression e = must_decode(b);
   NoMemory mem;
   auto v = e.evaluate(regs, mem, initial, cfa);
-  EXPECT_TRUE(v.ok()) << e.to_string() << ": " << (v.ok() ? "" : v.error().to_string());
+  EXPECT_TRUE(v.ok()) << expression_text(e) << ": " << (v.ok() ? "" : v.error().to_string());
   return v.ok() ? *v : 0xdeadbeef;
 }
 
@@ -82,13 +84,13 @@ Error eval_err(const Bytes& b, const RegisterState& regs = {}, const EvalLimits&
   Expression e = must_decode(b);
   NoMemory none;
   auto v = e.evaluate(regs, mem ? *mem : none, std::nullopt, std::nullopt, limits);
-  EXPECT_FALSE(v.ok()) << e.to_string() << " evaluated to " << (v.ok() ? *v : 0);
+  EXPECT_FALSE(v.ok()) << expression_text(e) << " evaluated to " << (v.ok() ? *v : 0);
   return v.ok() ? Error::plain("") : v.error();
 }
 
 Error decode_err(const Bytes& b) {
   auto e = Expression::decode(b);
-  EXPECT_FALSE(e.ok()) << "decoded to: " << (e.ok() ? e->to_string() : "");
+  EXPECT_FALSE(e.ok()) << "decoded to: " << (e.ok() ? expression_text(*e) : "");
   return e.ok() ? Error::plain("") : e.error();
 }
 
@@ -102,7 +104,8 @@ std::string run(const std::string& cmd) {
   if (!p) return out;
   char buf[65536];
   size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0)
+    out.append(buf, n);
   pclose(p);
   return out;
 }
@@ -114,7 +117,8 @@ bool have_tool(const char* name) {
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> lines;
   std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  for (std::string line; std::getline(in, line);)
+    lines.push_back(line);
   return lines;
 }
 
@@ -136,22 +140,23 @@ TEST(ExpressionDecode, PltExpression) {
   EXPECT_EQ(e.ops()[8].opcode, 0x22);
   EXPECT_EQ(e.ops()[8].offset, 10u);
   EXPECT_EQ(e.bytes(), kPlt);
-  EXPECT_EQ(e.to_string(), "DW_OP_breg7 (rsp): 8; DW_OP_breg16 (rip): 0; DW_OP_lit15; DW_OP_and; "
-                           "DW_OP_lit11; DW_OP_ge; DW_OP_lit3; DW_OP_shl; DW_OP_plus");
+  EXPECT_EQ(expression_text(e),
+            "DW_OP_breg7 (rsp): 8; DW_OP_breg16 (rip): 0; DW_OP_lit15; DW_OP_and; "
+            "DW_OP_lit11; DW_OP_ge; DW_OP_lit3; DW_OP_shl; DW_OP_plus");
 }
 
 TEST(ExpressionDecode, Operands) {
   Expression e = must_decode({
-      0x09, 0x80,                         // const1s -128
-      0x0b, 0x00, 0x80,                   // const2s -32768
-      0x0d, 0xff, 0xff, 0xff, 0xff,       // const4s -1
-      0x0c, 0x78, 0x56, 0x34, 0x12,       // const4u
-      0x10, 0xe5, 0x8e, 0x26,             // constu 624485
-      0x11, 0x7f,                         // consts -1
-      0x92, 0x10, 0x78,                   // bregx 16, -8
-      0x9d, 0x10, 0x20,                   // bit_piece 16 32
-      0x2f, 0x00, 0x00,                   // skip 0 -> the next op
-      0x96,                               // nop
+      0x09, 0x80,                   // const1s -128
+      0x0b, 0x00, 0x80,             // const2s -32768
+      0x0d, 0xff, 0xff, 0xff, 0xff, // const4s -1
+      0x0c, 0x78, 0x56, 0x34, 0x12, // const4u
+      0x10, 0xe5, 0x8e, 0x26,       // constu 624485
+      0x11, 0x7f,                   // consts -1
+      0x92, 0x10, 0x78,             // bregx 16, -8
+      0x9d, 0x10, 0x20,             // bit_piece 16 32
+      0x2f, 0x00, 0x00,             // skip 0 -> the next op
+      0x96,                         // nop
   });
   const auto& ops = e.ops();
   ASSERT_EQ(ops.size(), 10u);
@@ -220,15 +225,42 @@ TEST(ExpressionDecode, UnknownOpcodes) {
 TEST(ExpressionDecode, TruncatedOperands) {
   // Each a complete op; every strict prefix (after the opcode) must fail at the op's offset.
   const std::vector<Bytes> ops = {
-      {0x03, 1, 2, 3, 4, 5, 6, 7, 8}, {0x08, 1}, {0x09, 1}, {0x0a, 1, 2}, {0x0b, 1, 2},
-      {0x0c, 1, 2, 3, 4}, {0x0d, 1, 2, 3, 4}, {0x0e, 1, 2, 3, 4, 5, 6, 7, 8},
-      {0x0f, 1, 2, 3, 4, 5, 6, 7, 8}, {0x10, 0x80, 0x01}, {0x11, 0xff, 0x7f}, {0x15, 1},
-      {0x23, 0x81, 0x01}, {0x28, 0, 0}, {0x2f, 0, 0}, {0x77, 0x80, 0x01}, {0x90, 0x81, 0x01},
-      {0x91, 0x80, 0x7f}, {0x92, 0x07, 0x80, 0x01}, {0x93, 0x88, 0x01}, {0x94, 4}, {0x95, 4},
-      {0x98, 1, 0}, {0x99, 1, 0, 0, 0}, {0x9a, 1, 0, 0, 0}, {0x9d, 0x08, 0x00},
-      {0x9e, 0x02, 0xaa, 0xbb}, {0xa0, 1, 0, 0, 0, 5}, {0xa1, 0x85, 0x01},
-      {0xa3, 0x02, 0x75, 0x00}, {0xa4, 0x10, 0x02, 0xaa, 0xbb}, {0xa5, 0x81, 0x01, 0x20},
-      {0xa6, 8, 0x30}, {0xa8, 0x90, 0x01}, {0xf3, 0x01, 0x55}, {0xfa, 1, 0, 0, 0},
+      {0x03, 1, 2, 3, 4, 5, 6, 7, 8},
+      {0x08, 1},
+      {0x09, 1},
+      {0x0a, 1, 2},
+      {0x0b, 1, 2},
+      {0x0c, 1, 2, 3, 4},
+      {0x0d, 1, 2, 3, 4},
+      {0x0e, 1, 2, 3, 4, 5, 6, 7, 8},
+      {0x0f, 1, 2, 3, 4, 5, 6, 7, 8},
+      {0x10, 0x80, 0x01},
+      {0x11, 0xff, 0x7f},
+      {0x15, 1},
+      {0x23, 0x81, 0x01},
+      {0x28, 0, 0},
+      {0x2f, 0, 0},
+      {0x77, 0x80, 0x01},
+      {0x90, 0x81, 0x01},
+      {0x91, 0x80, 0x7f},
+      {0x92, 0x07, 0x80, 0x01},
+      {0x93, 0x88, 0x01},
+      {0x94, 4},
+      {0x95, 4},
+      {0x98, 1, 0},
+      {0x99, 1, 0, 0, 0},
+      {0x9a, 1, 0, 0, 0},
+      {0x9d, 0x08, 0x00},
+      {0x9e, 0x02, 0xaa, 0xbb},
+      {0xa0, 1, 0, 0, 0, 5},
+      {0xa1, 0x85, 0x01},
+      {0xa3, 0x02, 0x75, 0x00},
+      {0xa4, 0x10, 0x02, 0xaa, 0xbb},
+      {0xa5, 0x81, 0x01, 0x20},
+      {0xa6, 8, 0x30},
+      {0xa8, 0x90, 0x01},
+      {0xf3, 0x01, 0x55},
+      {0xfa, 1, 0, 0, 0},
       {0xfd, 1, 0, 0, 0},
   };
   for (const Bytes& op : ops) {
@@ -273,7 +305,7 @@ TEST(ExpressionDecode, EntryValueSubExpression) {
 TEST(ExpressionDecode, EmptyAndNames) {
   Expression e = must_decode({});
   EXPECT_TRUE(e.ops().empty());
-  EXPECT_EQ(e.to_string(), "");
+  EXPECT_EQ(expression_text(e), "");
   EXPECT_EQ(dw_op_name(0x06), "DW_OP_deref");
   EXPECT_EQ(dw_op_name(0x30), "DW_OP_lit0");
   EXPECT_EQ(dw_op_name(0x4f), "DW_OP_lit31");
@@ -312,7 +344,7 @@ TEST(ExpressionEval, DrapDeref) {
   // DW_CFA_def_cfa_expression (DW_OP_breg6 (rbp): -8; DW_OP_deref), as GCC emits for realigned
   // stacks: the CFA was saved just below the frame pointer.
   Expression e = must_decode({0x76, 0x78, 0x06});
-  EXPECT_EQ(e.to_string(), "DW_OP_breg6 (rbp): -8; DW_OP_deref");
+  EXPECT_EQ(expression_text(e), "DW_OP_breg6 (rbp): -8; DW_OP_deref");
   FakeMemory mem;
   mem.map_u64(0x7ffd0000 - 8, 0x7ffd1230);
   auto v = e.evaluate(regs_with({{x86_64::RBP, 0x7ffd0000}}), mem);
@@ -341,7 +373,8 @@ TEST(ExpressionEval, Constants) {
   EXPECT_EQ(eval_ok({0x10, 0xe5, 0x8e, 0x26}), 624485u);
   EXPECT_EQ(eval_ok({0x11, 0x40}), static_cast<uint64_t>(-64));
   EXPECT_EQ(eval_ok({0x03, 0x00, 0x10, 0x40, 0, 0, 0, 0, 0}), 0x401000u);
-  for (uint8_t i = 0; i < 32; ++i) EXPECT_EQ(eval_ok({static_cast<uint8_t>(0x30 + i)}), i);
+  for (uint8_t i = 0; i < 32; ++i)
+    EXPECT_EQ(eval_ok({static_cast<uint8_t>(0x30 + i)}), i);
 }
 
 TEST(ExpressionEval, Arithmetic) {
@@ -352,36 +385,36 @@ TEST(ExpressionEval, Arithmetic) {
     uint64_t want;
   };
   const std::vector<Case> cases = {
-      {{0x35, 0x33, 0x1c}, 2},                                 // 5 - 3
-      {{0x33, 0x35, 0x1c}, static_cast<uint64_t>(-2)},         // 3 - 5
-      {{0x35, 0x33, 0x22}, 8},                                 // plus
-      {{0x09, 0xff, 0x31, 0x22}, 0},                           // -1 + 1 wraps
-      {{0x36, 0x37, 0x1e}, 42},                                // mul
-      {{0x09, 0xf9, 0x32, 0x1b}, static_cast<uint64_t>(-3)},   // -7 / 2 truncates
-      {{0x3a, 0x09, 0xfd, 0x1b}, static_cast<uint64_t>(-3)},   // 10 / -3
+      {{0x35, 0x33, 0x1c}, 2},                                    // 5 - 3
+      {{0x33, 0x35, 0x1c}, static_cast<uint64_t>(-2)},            // 3 - 5
+      {{0x35, 0x33, 0x22}, 8},                                    // plus
+      {{0x09, 0xff, 0x31, 0x22}, 0},                              // -1 + 1 wraps
+      {{0x36, 0x37, 0x1e}, 42},                                   // mul
+      {{0x09, 0xf9, 0x32, 0x1b}, static_cast<uint64_t>(-3)},      // -7 / 2 truncates
+      {{0x3a, 0x09, 0xfd, 0x1b}, static_cast<uint64_t>(-3)},      // 10 / -3
       {{0x0f, 0, 0, 0, 0, 0, 0, 0, 0x80, 0x09, 0xff, 0x1b}, min}, // INT64_MIN / -1
-      {{0x09, 0xff, 0x3a, 0x1d}, 5},                           // mod is unsigned: 2^64-1 % 10
-      {{0x3a, 0x33, 0x1d}, 1},                                 // 10 % 3
-      {{0x35, 0x1f}, static_cast<uint64_t>(-5)},               // neg
-      {{0x0f, 0, 0, 0, 0, 0, 0, 0, 0x80, 0x1f}, min},          // neg INT64_MIN
-      {{0x30, 0x20}, m1},                                      // not
-      {{0x09, 0xfb, 0x19}, 5},                                 // abs -5
-      {{0x35, 0x19}, 5},                                       // abs 5
-      {{0x0f, 0, 0, 0, 0, 0, 0, 0, 0x80, 0x19}, min},          // abs INT64_MIN
-      {{0x3c, 0x3a, 0x1a}, 8},                                 // 12 & 10
-      {{0x3c, 0x3a, 0x21}, 14},                                // 12 | 10
-      {{0x3c, 0x3a, 0x27}, 6},                                 // 12 ^ 10
-      {{0x31, 0x23, 0xac, 0x02}, 301},                         // plus_uconst 300
-      {{0x31, 0x08, 63, 0x24}, min},                           // 1 << 63
-      {{0x31, 0x08, 64, 0x24}, 0},                             // 1 << 64
-      {{0x31, 0x09, 0xff, 0x24}, 0},                           // 1 << 2^64-1
-      {{0x09, 0xff, 0x34, 0x25}, m1 >> 4},                     // shr
-      {{0x09, 0xff, 0x08, 200, 0x25}, 0},                      // shr 200
-      {{0x09, 0xf0, 0x32, 0x26}, static_cast<uint64_t>(-4)},   // -16 >>a 2
-      {{0x40, 0x32, 0x26}, 4},                                 // 16 >>a 2
-      {{0x09, 0xf0, 0x08, 64, 0x26}, m1},                      // -16 >>a 64
-      {{0x40, 0x08, 64, 0x26}, 0},                             // 16 >>a 64
-      {{0x40, 0x30, 0x26}, 16},                                // >>a 0
+      {{0x09, 0xff, 0x3a, 0x1d}, 5},                              // mod is unsigned: 2^64-1 % 10
+      {{0x3a, 0x33, 0x1d}, 1},                                    // 10 % 3
+      {{0x35, 0x1f}, static_cast<uint64_t>(-5)},                  // neg
+      {{0x0f, 0, 0, 0, 0, 0, 0, 0, 0x80, 0x1f}, min},             // neg INT64_MIN
+      {{0x30, 0x20}, m1},                                         // not
+      {{0x09, 0xfb, 0x19}, 5},                                    // abs -5
+      {{0x35, 0x19}, 5},                                          // abs 5
+      {{0x0f, 0, 0, 0, 0, 0, 0, 0, 0x80, 0x19}, min},             // abs INT64_MIN
+      {{0x3c, 0x3a, 0x1a}, 8},                                    // 12 & 10
+      {{0x3c, 0x3a, 0x21}, 14},                                   // 12 | 10
+      {{0x3c, 0x3a, 0x27}, 6},                                    // 12 ^ 10
+      {{0x31, 0x23, 0xac, 0x02}, 301},                            // plus_uconst 300
+      {{0x31, 0x08, 63, 0x24}, min},                              // 1 << 63
+      {{0x31, 0x08, 64, 0x24}, 0},                                // 1 << 64
+      {{0x31, 0x09, 0xff, 0x24}, 0},                              // 1 << 2^64-1
+      {{0x09, 0xff, 0x34, 0x25}, m1 >> 4},                        // shr
+      {{0x09, 0xff, 0x08, 200, 0x25}, 0},                         // shr 200
+      {{0x09, 0xf0, 0x32, 0x26}, static_cast<uint64_t>(-4)},      // -16 >>a 2
+      {{0x40, 0x32, 0x26}, 4},                                    // 16 >>a 2
+      {{0x09, 0xf0, 0x08, 64, 0x26}, m1},                         // -16 >>a 64
+      {{0x40, 0x08, 64, 0x26}, 0},                                // 16 >>a 64
+      {{0x40, 0x30, 0x26}, 16},                                   // >>a 0
       // Relational ops compare `second OP top` as signed values.
       {{0x09, 0xff, 0x31, 0x2d}, 1}, // -1 < 1
       {{0x09, 0xff, 0x31, 0x2b}, 0}, // -1 > 1
@@ -391,22 +424,23 @@ TEST(ExpressionEval, Arithmetic) {
       {{0x32, 0x31, 0x2c}, 0},       // 2 <= 1
       {{0x33, 0x33, 0x29}, 1},       // eq
       {{0x33, 0x34, 0x29}, 0},
-      {{0x33, 0x34, 0x2e}, 1},       // ne
+      {{0x33, 0x34, 0x2e}, 1}, // ne
       {{0x33, 0x33, 0x2e}, 0},
       {{0x32, 0x09, 0xff, 0x2b}, 1}, // 2 > -1
   };
-  for (const auto& c : cases) EXPECT_EQ(eval_ok(c.code), c.want) << must_decode(c.code).to_string();
+  for (const auto& c : cases)
+    EXPECT_EQ(eval_ok(c.code), c.want) << expression_text(must_decode(c.code));
 }
 
 TEST(ExpressionEval, StackOps) {
-  EXPECT_EQ(eval_ok({0x37, 0x12, 0x22}), 14u);             // dup
-  EXPECT_EQ(eval_ok({0x31, 0x32, 0x13}), 1u);              // drop
-  EXPECT_EQ(eval_ok({0x31, 0x32, 0x14}), 1u);              // over copies the second
-  EXPECT_EQ(eval_ok({0x31, 0x32, 0x14, 0x13}), 2u);        // ...and keeps both
-  EXPECT_EQ(eval_ok({0x31, 0x32, 0x33, 0x15, 0x00}), 3u);  // pick 0 = dup
-  EXPECT_EQ(eval_ok({0x31, 0x32, 0x33, 0x15, 0x02}), 1u);  // pick 2
-  EXPECT_EQ(eval_ok({0x31, 0x32, 0x16}), 1u);              // swap
-  EXPECT_EQ(eval_ok({0x31, 0x32, 0x16, 0x1c}), 1u);        // 2 - 1 after swap
+  EXPECT_EQ(eval_ok({0x37, 0x12, 0x22}), 14u);            // dup
+  EXPECT_EQ(eval_ok({0x31, 0x32, 0x13}), 1u);             // drop
+  EXPECT_EQ(eval_ok({0x31, 0x32, 0x14}), 1u);             // over copies the second
+  EXPECT_EQ(eval_ok({0x31, 0x32, 0x14, 0x13}), 2u);       // ...and keeps both
+  EXPECT_EQ(eval_ok({0x31, 0x32, 0x33, 0x15, 0x00}), 3u); // pick 0 = dup
+  EXPECT_EQ(eval_ok({0x31, 0x32, 0x33, 0x15, 0x02}), 1u); // pick 2
+  EXPECT_EQ(eval_ok({0x31, 0x32, 0x16}), 1u);             // swap
+  EXPECT_EQ(eval_ok({0x31, 0x32, 0x16, 0x1c}), 1u);       // 2 - 1 after swap
   // rot: [1 2 3] -> [3 1 2]
   EXPECT_EQ(eval_ok({0x31, 0x32, 0x33, 0x17}), 2u);
   EXPECT_EQ(eval_ok({0x31, 0x32, 0x33, 0x17, 0x13}), 1u);
@@ -454,8 +488,10 @@ TEST(ExpressionEval, StackLimits) {
   EXPECT_EQ(three.offset, 2u);
   // Larger limits than the inline stack work too.
   Bytes deep;
-  for (int i = 0; i < 200; ++i) deep.push_back(0x31);
-  for (int i = 0; i < 199; ++i) deep.push_back(0x22);
+  for (int i = 0; i < 200; ++i)
+    deep.push_back(0x31);
+  for (int i = 0; i < 199; ++i)
+    deep.push_back(0x22);
   Expression e = must_decode(deep);
   NoMemory mem;
   auto v = e.evaluate({}, mem, std::nullopt, std::nullopt, {10000, 256});
@@ -508,14 +544,14 @@ TEST(ExpressionEval, InitialAndCfa) {
 TEST(ExpressionEval, Registers) {
   RegisterState regs = regs_with({{x86_64::RSP, 0x1000}, {x86_64::R15, 0x2000}});
   EXPECT_EQ(eval_ok({0x77, 0x10}, regs), 0x1010u);
-  EXPECT_EQ(eval_ok({0x7f, 0x70}, regs), 0x1ff0u);          // breg15 -16
-  EXPECT_EQ(eval_ok({0x92, 0x07, 0x78}, regs), 0xff8u);     // bregx rsp -8
-  Error unknown = eval_err({0x70, 0x00}, regs);             // breg0, rax not known
+  EXPECT_EQ(eval_ok({0x7f, 0x70}, regs), 0x1ff0u);      // breg15 -16
+  EXPECT_EQ(eval_ok({0x92, 0x07, 0x78}, regs), 0xff8u); // bregx rsp -8
+  Error unknown = eval_err({0x70, 0x00}, regs);         // breg0, rax not known
   EXPECT_TRUE(contains(unknown.message, "rax")) << unknown.message;
   EXPECT_TRUE(contains(eval_err({0x92, 0x11, 0x00}, regs).message, "xmm0"));
-  eval_err({0x92, 0x80, 0x08, 0x00}, regs);                 // bregx 1024
+  eval_err({0x92, 0x80, 0x08, 0x00}, regs);                   // bregx 1024
   eval_err({0x92, 0x87, 0x80, 0x80, 0x80, 0x10, 0x00}, regs); // bregx 2^32 + 7
-  eval_err({0x81, 0x00}, regs);                              // breg17: not a general register
+  eval_err({0x81, 0x00}, regs);                               // breg17: not a general register
 }
 
 TEST(ExpressionEval, MemoryReads) {
@@ -551,37 +587,37 @@ TEST(ExpressionEval, MemoryReads) {
 TEST(ExpressionEval, OpsNotValidInCfi) {
   RegisterState regs = regs_with({{x86_64::RSP, 0x1000}});
   const std::vector<Bytes> invalid = {
-      {0x50},                         // reg0
-      {0x6f},                         // reg31
-      {0x90, 0x07},                   // regx
-      {0x91, 0x08},                   // fbreg
-      {0x31, 0x93, 0x08},             // piece
-      {0x31, 0x9d, 0x08, 0x00},       // bit_piece
-      {0x97},                         // push_object_address
-      {0x98, 0x10, 0x00},             // call2
-      {0x99, 0x10, 0, 0, 0},          // call4
-      {0x9a, 0x10, 0, 0, 0},          // call_ref
-      {0x31, 0x9b},                   // form_tls_address
-      {0x31, 0xe0},                   // GNU_push_tls_address
-      {0x9e, 0x01, 0x05},             // implicit_value
-      {0x31, 0x9f},                   // stack_value
-      {0xa0, 1, 0, 0, 0, 0},          // implicit_pointer
-      {0xa1, 0x00},                   // addrx
-      {0xa2, 0x00},                   // constx
-      {0xa3, 0x02, 0x75, 0x00},       // entry_value
-      {0xf3, 0x01, 0x55},             // GNU_entry_value
-      {0xa4, 0x10, 0x01, 0x05},       // const_type
-      {0xa5, 0x07, 0x10},             // regval_type
-      {0x31, 0xa6, 0x08, 0x10},       // deref_type
-      {0x31, 0xa8, 0x10},             // convert
-      {0x31, 0xa9, 0x10},             // reinterpret
-      {0x31, 0x31, 0x18},             // xderef
-      {0x31, 0x31, 0x95, 0x04},       // xderef_size
-      {0x31, 0xf0},                   // GNU_uninit
-      {0xfa, 1, 0, 0, 0},             // GNU_parameter_ref
-      {0xfb, 0x00},                   // GNU_addr_index
-      {0xfc, 0x00},                   // GNU_const_index
-      {0xfd, 1, 0, 0, 0},             // GNU_variable_value
+      {0x50},                   // reg0
+      {0x6f},                   // reg31
+      {0x90, 0x07},             // regx
+      {0x91, 0x08},             // fbreg
+      {0x31, 0x93, 0x08},       // piece
+      {0x31, 0x9d, 0x08, 0x00}, // bit_piece
+      {0x97},                   // push_object_address
+      {0x98, 0x10, 0x00},       // call2
+      {0x99, 0x10, 0, 0, 0},    // call4
+      {0x9a, 0x10, 0, 0, 0},    // call_ref
+      {0x31, 0x9b},             // form_tls_address
+      {0x31, 0xe0},             // GNU_push_tls_address
+      {0x9e, 0x01, 0x05},       // implicit_value
+      {0x31, 0x9f},             // stack_value
+      {0xa0, 1, 0, 0, 0, 0},    // implicit_pointer
+      {0xa1, 0x00},             // addrx
+      {0xa2, 0x00},             // constx
+      {0xa3, 0x02, 0x75, 0x00}, // entry_value
+      {0xf3, 0x01, 0x55},       // GNU_entry_value
+      {0xa4, 0x10, 0x01, 0x05}, // const_type
+      {0xa5, 0x07, 0x10},       // regval_type
+      {0x31, 0xa6, 0x08, 0x10}, // deref_type
+      {0x31, 0xa8, 0x10},       // convert
+      {0x31, 0xa9, 0x10},       // reinterpret
+      {0x31, 0x31, 0x18},       // xderef
+      {0x31, 0x31, 0x95, 0x04}, // xderef_size
+      {0x31, 0xf0},             // GNU_uninit
+      {0xfa, 1, 0, 0, 0},       // GNU_parameter_ref
+      {0xfb, 0x00},             // GNU_addr_index
+      {0xfc, 0x00},             // GNU_const_index
+      {0xfd, 1, 0, 0, 0},       // GNU_variable_value
   };
   for (const Bytes& b : invalid) {
     Expression e = must_decode(b);
@@ -606,15 +642,17 @@ TEST(ExpressionEval, RandomBytesAreSafe) {
   FakeMemory mem;
   mem.map(0x1000, Bytes(64, 0x10));
   RegisterState regs;
-  for (unsigned r = 0; r < x86_64::kGeneralRegs; ++r) regs.set(r, 0x1000 + 8 * r);
+  for (unsigned r = 0; r < x86_64::kGeneralRegs; ++r)
+    regs.set(r, 0x1000 + 8 * r);
   // Bias towards real opcodes so that some inputs decode.
-  const Bytes common = {0x06, 0x08, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x19, 0x1a, 0x1b,
-                        0x1c, 0x1d, 0x1e, 0x1f, 0x20, 0x22, 0x23, 0x24, 0x25, 0x26, 0x28,
-                        0x29, 0x2f, 0x31, 0x3f, 0x77, 0x94, 0x96, 0x9c};
+  const Bytes common = {0x06, 0x08, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x19, 0x1a,
+                        0x1b, 0x1c, 0x1d, 0x1e, 0x1f, 0x20, 0x22, 0x23, 0x24, 0x25,
+                        0x26, 0x28, 0x29, 0x2f, 0x31, 0x3f, 0x77, 0x94, 0x96, 0x9c};
   int decoded = 0;
   for (int iter = 0; iter < 20000; ++iter) {
     Bytes b(rng() % 12);
-    for (auto& x : b) x = rng() % 3 ? common[rng() % common.size()] : static_cast<uint8_t>(rng());
+    for (auto& x : b)
+      x = rng() % 3 ? common[rng() % common.size()] : static_cast<uint8_t>(rng());
     auto e = Expression::decode(b);
     if (!e.ok()) {
       EXPECT_TRUE(e.error().has_offset || e.error().message.size());
@@ -633,7 +671,7 @@ TEST(ExpressionEval, RandomBytesAreSafe) {
         EXPECT_LE(op.b, e->ops().size());
       }
     }
-    (void)e->to_string();
+    (void)expression_text(*e);
     (void)e->evaluate(regs, mem, 0x1000, 0x1008, {500, 16});
   }
   EXPECT_GT(decoded, 1000);
@@ -643,12 +681,13 @@ TEST(ExpressionEval, RandomBytesAreSafe) {
 // Printing, checked against readelf
 
 TEST(ExpressionToString, Examples) {
-  EXPECT_EQ(must_decode({0x77, 0x08, 0x06, 0x23, 0x10}).to_string(),
+  EXPECT_EQ(expression_text(must_decode({0x77, 0x08, 0x06, 0x23, 0x10})),
             "DW_OP_breg7 (rsp): 8; DW_OP_deref; DW_OP_plus_uconst: 16");
-  EXPECT_EQ(must_decode({0x92, 0x80, 0x01, 0x7f}).to_string(), "DW_OP_bregx: 128 (r128) -1");
-  EXPECT_EQ(must_decode({0x9e, 0x02, 0xde, 0x0a}).to_string(),
+  EXPECT_EQ(expression_text(must_decode({0x92, 0x80, 0x01, 0x7f})), "DW_OP_bregx: 128 (r128) -1");
+  EXPECT_EQ(expression_text(must_decode({0x9e, 0x02, 0xde, 0x0a})),
             "DW_OP_implicit_value 2 byte block: de a ");
-  EXPECT_EQ(must_decode({0x9a, 1, 0, 0, 0, 0x96}).to_string(), "(DW_OP_call_ref in frame info)");
+  EXPECT_EQ(expression_text(must_decode({0x9a, 1, 0, 0, 0, 0x96})),
+            "(DW_OP_call_ref in frame info)");
 }
 
 // Assembles each expression into a DW_CFA_def_cfa_expression and compares with readelf's text.
@@ -664,8 +703,8 @@ TEST(ExpressionToString, MatchesReadelfOnEveryOp) {
       {0x10, 0xe5, 0x8e, 0x26, 0x11, 0x7f, 0x10, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
        0xff, 0x01},
       {0x03, 0x34, 0x12, 0, 0, 0, 0, 0, 0, 0x03, 0, 0, 0, 0, 0, 0, 0, 0},
-      {0x06, 0x12, 0x13, 0x14, 0x15, 0x02, 0x16, 0x17, 0x18, 0x19, 0x1a, 0x1b, 0x1c, 0x1d, 0x1e,
-       0x1f, 0x20, 0x21, 0x22, 0x23, 0x80, 0x01, 0x24, 0x25, 0x26, 0x27},
+      {0x06, 0x12, 0x13, 0x14, 0x15, 0x02, 0x16, 0x17, 0x18, 0x19, 0x1a, 0x1b, 0x1c,
+       0x1d, 0x1e, 0x1f, 0x20, 0x21, 0x22, 0x23, 0x80, 0x01, 0x24, 0x25, 0x26, 0x27},
       {0x29, 0x2a, 0x2b, 0x2c, 0x2d, 0x2e, 0x94, 0x04, 0x95, 0x08, 0x96},
       {0x2f, 0x03, 0x00, 0x28, 0xfd, 0xff, 0x96, 0x2f, 0x00, 0x00},
       {0x30, 0x31, 0x3f, 0x40, 0x4f},
@@ -707,7 +746,8 @@ TEST(ExpressionToString, MatchesReadelfOnEveryOp) {
     for (const Bytes& e : exprs) {
       ASSERT_LT(e.size(), 128u);
       s << "nop\n.cfi_escape 0x0f, " << e.size();
-      for (uint8_t b : e) s << ", " << unsigned(b);
+      for (uint8_t b : e)
+        s << ", " << unsigned(b);
       s << "\n";
     }
     s << "ret\n.cfi_endproc\n";
@@ -730,7 +770,7 @@ TEST(ExpressionToString, MatchesReadelfOnEveryOp) {
   }
   ASSERT_EQ(got.size(), exprs.size()) << text;
   for (size_t i = 0; i < exprs.size(); ++i)
-    EXPECT_EQ(must_decode(exprs[i]).to_string(), got[i]) << "expression " << i;
+    EXPECT_EQ(expression_text(must_decode(exprs[i])), got[i]) << "expression " << i;
 }
 
 // Walks the CIEs and FDEs of an .eh_frame and returns every DWARF expression in the CFA programs,
@@ -743,9 +783,12 @@ struct CfiExpression {
 size_t encoded_size(uint8_t enc) {
   if (enc == 0xff) return 0;
   switch (enc & 0x07) {
-  case 2: return 2;
-  case 3: return 4;
-  default: return 8;
+  case 2:
+    return 2;
+  case 3:
+    return 4;
+  default:
+    return 8;
   }
 }
 
@@ -757,23 +800,58 @@ bool walk_cfa_program(ByteCursor c, size_t addr_size, std::vector<CfiExpression>
       continue;
     }
     switch (op) {
-    case 0x00: case 0x0a: case 0x0b: break;
-    case 0x01: c.skip(addr_size); break;
-    case 0x02: c.u8(); break;
-    case 0x03: c.u16(); break;
-    case 0x04: c.u32(); break;
-    case 0x06: case 0x07: case 0x08: case 0x0d: case 0x0e: case 0x2e: c.uleb(); break;
-    case 0x13: c.sleb(); break;
-    case 0x05: case 0x09: case 0x0c: case 0x14: case 0x2f: c.uleb(); c.uleb(); break;
-    case 0x11: case 0x12: case 0x15: c.uleb(); c.sleb(); break;
-    case 0x0f: case 0x10: case 0x16: {
+    case 0x00:
+    case 0x0a:
+    case 0x0b:
+      break;
+    case 0x01:
+      c.skip(addr_size);
+      break;
+    case 0x02:
+      c.u8();
+      break;
+    case 0x03:
+      c.u16();
+      break;
+    case 0x04:
+      c.u32();
+      break;
+    case 0x06:
+    case 0x07:
+    case 0x08:
+    case 0x0d:
+    case 0x0e:
+    case 0x2e:
+      c.uleb();
+      break;
+    case 0x13:
+      c.sleb();
+      break;
+    case 0x05:
+    case 0x09:
+    case 0x0c:
+    case 0x14:
+    case 0x2f:
+      c.uleb();
+      c.uleb();
+      break;
+    case 0x11:
+    case 0x12:
+    case 0x15:
+      c.uleb();
+      c.sleb();
+      break;
+    case 0x0f:
+    case 0x10:
+    case 0x16: {
       if (op != 0x0f) c.uleb();
       uint64_t len = c.uleb();
       auto b = c.bytes(len);
       out.push_back({op, Bytes(b.begin(), b.end())});
       break;
     }
-    default: return false;
+    default:
+      return false;
     }
   }
   return c.ok();
@@ -802,17 +880,22 @@ bool eh_frame_expressions(std::span<const uint8_t> sec, std::vector<CfiExpressio
       if (aug.find("eh") != std::string_view::npos) c.skip(8);
       c.uleb();
       c.sleb();
-      if (version == 1) c.u8();
-      else c.uleb();
+      if (version == 1)
+        c.u8();
+      else
+        c.uleb();
       size_t insns = c.pos();
       if (!aug.empty() && aug[0] == 'z') {
         cie.z = true;
         uint64_t aug_len = c.uleb();
         size_t aug_end = c.pos() + aug_len;
         for (char ch : aug.substr(1)) {
-          if (ch == 'R') cie.fde_enc = c.u8();
-          else if (ch == 'L') c.u8();
-          else if (ch == 'P') c.skip(encoded_size(c.u8()));
+          if (ch == 'R')
+            cie.fde_enc = c.u8();
+          else if (ch == 'L')
+            c.u8();
+          else if (ch == 'P')
+            c.skip(encoded_size(c.u8()));
         }
         c.seek(aug_end);
         insns = c.pos();
@@ -875,12 +958,12 @@ TEST(ExpressionToString, MatchesReadelfOnSystemLibraries) {
       const char* what = exprs[i].cfa_op == 0x0f   ? "DW_CFA_def_cfa_expression ("
                          : exprs[i].cfa_op == 0x10 ? "DW_CFA_expression: "
                                                    : "DW_CFA_val_expression: ";
-      std::string want_suffix = "(" + e->to_string() + ")";
+      std::string want_suffix = "(" + expression_text(*e) + ")";
       const std::string& line = lines[i];
       EXPECT_NE(line.find(what), std::string::npos) << line;
       EXPECT_TRUE(line.size() >= want_suffix.size() &&
-                  line.compare(line.size() - want_suffix.size(), want_suffix.size(),
-                               want_suffix) == 0)
+                  line.compare(line.size() - want_suffix.size(), want_suffix.size(), want_suffix) ==
+                      0)
           << "readelf: " << line << "\nours:    " << want_suffix;
       ++checked;
     }

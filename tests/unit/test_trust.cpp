@@ -21,7 +21,7 @@
 
 #include "compile/codegen.hpp"
 #include "compile/compile_module.hpp"
-#include "compile/eh_elf_check.hpp"
+#include "eh_elf/eh_elf_check.hpp"
 #include "dwarf/module_cfi.hpp"
 #include "elf/elf_file.hpp"
 #include "elf/mapped_file.hpp"

@@ -1,4 +1,4 @@
-#include "compile/eh_elf_object.hpp"
+#include "eh_elf/eh_elf_object.hpp"
 
 #include <cerrno>
 #include <cstring>
@@ -9,7 +9,7 @@
 #include <unistd.h>
 #include <vector>
 
-#include "compile/eh_elf_check.hpp"
+#include "eh_elf/eh_elf_check.hpp"
 #include "support/read_fully.hpp"
 
 namespace ehelf {

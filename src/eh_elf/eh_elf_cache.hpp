@@ -16,8 +16,8 @@
 #include <string>
 #include <sys/stat.h>
 
-#include "compile/codegen.hpp"
-#include "compile/eh_elf_object.hpp"
+#include "eh_elf/eh_elf_object.hpp"
+#include "eh_elf/register_slots.hpp"
 #include "support/result.hpp"
 
 namespace ehelf {

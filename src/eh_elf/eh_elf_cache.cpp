@@ -1,4 +1,4 @@
-#include "compile/eh_elf_cache.hpp"
+#include "eh_elf/eh_elf_cache.hpp"
 
 #include <algorithm>
 #include <cerrno>

@@ -1,4 +1,4 @@
-#include "compile/eh_elf_check.hpp"
+#include "eh_elf/eh_elf_check.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -8,9 +8,9 @@
 #include <string_view>
 #include <vector>
 
-#include "compile/codegen.hpp"
 #include "ehelf/eh_elf.h"
 #include "elf/elf_file.hpp"
+#include "support/safe_text.hpp"
 
 namespace ehelf {
 namespace {

@@ -1,0 +1,45 @@
+// `ehelf verify FILE...`: every unwinding backend against the interpreter on the files' tables.
+#include <fmt/format.h>
+
+#include "cli/commands.hpp"
+#include "runtime/backend_check.hpp"
+
+namespace ehelf::cli {
+
+void register_verify(CLI::App& app) {
+  struct Options {
+    std::vector<std::string> files;
+    bool compiled = false;
+    bool quiet = false;
+  };
+  auto opt = std::make_shared<Options>();
+  auto* cmd = app.add_subcommand(
+      "verify", "Check every unwinding backend (compact table, rule-cache hot form, frame-pointer "
+                "step, cached eh_elf) against the interpreter at both ends of every range");
+  cmd->add_option("files", opt->files, "ELF files")->required()->check(CLI::ExistingFile);
+  cmd->add_flag("--compiled", opt->compiled,
+                "Also check each file's eh_elf from the cache (see ehelf compile --cache)");
+  cmd->add_flag("-q,--quiet", opt->quiet, "Print only files with mismatches or errors");
+  cmd->footer("Exit status: 0 when every backend agrees, 1 on a mismatch, 2 when a file could not "
+              "be read.\n\nExample:\n  ehelf verify /usr/lib/x86_64-linux-gnu/libc.so.6");
+  cmd->callback([opt] {
+    for (const std::string& file : opt->files) {
+      auto checks = check_file_backends(file, opt->compiled);
+      if (!checks) {
+        fmt::print(stderr, "ehelf: {}\n", checks.error().to_string());
+        set_exit_code(2);
+        continue;
+      }
+      bool ok = true;
+      for (const BackendCheck& c : *checks)
+        ok = ok && c.ok();
+      if (!ok) set_exit_code(1);
+      if (opt->quiet && ok) continue;
+      if (checks->empty()) fmt::print("{}: no unwind tables\n", file);
+      for (const BackendCheck& c : *checks)
+        fmt::print("{}: {}\n", file, describe(c));
+    }
+  });
+}
+
+} // namespace ehelf::cli
