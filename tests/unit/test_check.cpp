@@ -71,6 +71,13 @@ std::string describe(const CheckResult& r) {
   return out;
 }
 
+// Compiles tests/fixtures/SOURCE with `compiler` (e.g. "gcc -O2") into `program`.
+bool compile_fixture(const std::string& compiler, const char* source, const std::string& program) {
+  std::string cmd =
+      compiler + " " + EHELF_SOURCE_DIR + "/tests/fixtures/" + source + " -o " + program;
+  return std::system((cmd + " 2>&1").c_str()) == 0;
+}
+
 CheckResult run(std::vector<std::string> argv, uint64_t max_steps = 0, bool single_step = false) {
   CheckOptions o;
   o.argv = std::move(argv);
@@ -146,7 +153,6 @@ TEST(Check, CorrectAssemblyGivesNoReport) {
 // the vDSO) by gcc and clang at several levels: nothing but gcc's DRAP epilogue rows.
 TEST(Check, CProgramsThroughLibc) {
   test::TempDir dir;
-  const std::string source = std::string(EHELF_SOURCE_DIR) + "/tests/fixtures/check_libc.c";
   struct Build {
     const char* cc;
     const char* flags;
@@ -156,9 +162,9 @@ TEST(Check, CProgramsThroughLibc) {
         Build{"gcc", "-O3 -fno-omit-frame-pointer"}, Build{"clang", "-O0"},
         Build{"clang", "-O2"}}) {
     std::string program = (dir.path / "prog").string();
-    std::string cmd = std::string(b.cc) + " " + b.flags + " -pthread " + source + " -o " + program;
-    SCOPED_TRACE(cmd);
-    ASSERT_EQ(std::system((cmd + " 2>&1").c_str()), 0);
+    const std::string compiler = std::string(b.cc) + " " + b.flags + " -pthread";
+    SCOPED_TRACE(compiler);
+    ASSERT_TRUE(compile_fixture(compiler, "check_libc.c", program));
     CheckResult r = run({program});
     std::set<Finding> allowed = drap_epilogue_tails(program, "dynamic_frames");
     std::set<Finding> got = findings_in(r, program);
@@ -183,8 +189,7 @@ TEST(Check, CProgramsThroughLibc) {
 TEST(Check, CxxExceptionsAcrossFrames) {
   test::TempDir dir;
   const std::string program = (dir.path / "exceptions").string();
-  const std::string source = std::string(EHELF_SOURCE_DIR) + "/tests/fixtures/exceptions.cpp";
-  ASSERT_EQ(std::system(("g++ -O2 " + source + " -o " + program).c_str()), 0);
+  ASSERT_TRUE(compile_fixture("g++ -O2", "exceptions.cpp", program));
   CheckResult r = run({program});
   for (const Inconsistency& i : r.inconsistencies) {
     EXPECT_NE(i.module.find("libgcc_s.so"), std::string::npos) << describe(r);
@@ -249,16 +254,10 @@ TEST(Check, BlockRunsMatchSingleStepping) {
         "check_restore_state", "check_missing_save", "check_correct"})
     programs.push_back(fixture(name));
   const std::string exceptions = (dir.path / "exceptions").string();
-  ASSERT_EQ(std::system(("g++ -O0 " + std::string(EHELF_SOURCE_DIR) +
-                         "/tests/fixtures/exceptions.cpp -o " + exceptions)
-                            .c_str()),
-            0);
+  ASSERT_TRUE(compile_fixture("g++ -O0", "exceptions.cpp", exceptions));
   programs.push_back(exceptions);
   const std::string threaded = (dir.path / "libc_prog").string();
-  ASSERT_EQ(std::system(("gcc -O0 -pthread " + std::string(EHELF_SOURCE_DIR) +
-                         "/tests/fixtures/check_libc.c -o " + threaded)
-                            .c_str()),
-            0);
+  ASSERT_TRUE(compile_fixture("gcc -O0 -pthread", "check_libc.c", threaded));
   programs.push_back(threaded);
   for (const std::string& program : programs) {
     SCOPED_TRACE(program);
@@ -288,10 +287,7 @@ TEST(Check, BlockRunsMatchSingleStepping) {
 TEST(Check, SignalsDuringRuns) {
   test::TempDir dir;
   const std::string program = (dir.path / "alarm").string();
-  ASSERT_EQ(std::system(("gcc -O1 " + std::string(EHELF_SOURCE_DIR) +
-                         "/tests/fixtures/check_alarm.c -o " + program)
-                            .c_str()),
-            0);
+  ASSERT_TRUE(compile_fixture("gcc -O1", "check_alarm.c", program));
   for (bool single_step : {false, true}) {
     SCOPED_TRACE(single_step);
     CheckResult r = run({program}, 0, single_step);
@@ -309,10 +305,7 @@ TEST(Check, SignalsDuringRuns) {
 TEST(Check, ContextSwitches) {
   test::TempDir dir;
   const std::string program = (dir.path / "context").string();
-  ASSERT_EQ(std::system(("gcc -O2 " + std::string(EHELF_SOURCE_DIR) +
-                         "/tests/fixtures/check_context.c -o " + program)
-                            .c_str()),
-            0);
+  ASSERT_TRUE(compile_fixture("gcc -O2", "check_context.c", program));
   CheckResult r = run({program});
   EXPECT_TRUE(r.inconsistencies.empty()) << describe(r);
   EXPECT_GE(r.summary.resyncs, 4u);
