@@ -10,6 +10,7 @@ PACKAGES=(
   elfutils gdb linux-perf
   sqlite3
   libzydis-dev
+  csmith libcsmith-dev
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -1,12 +1,12 @@
 // libunwind's ptrace helpers (_UPT_*): accessors for a process the caller has ptrace-stopped.
 #include <cerrno>
-#include <cstddef>
 #include <new>
 #include <sys/ptrace.h>
 #include <sys/user.h>
 
 #include "capi/unwind_impl.hpp"
 #include "ehelf/libunwind-ptrace.h"
+#include "runtime/ptrace_process.hpp"
 
 #define UPT_API extern "C" __attribute__((visibility("default")))
 
@@ -17,19 +17,6 @@ struct UptHandle {
   uint64_t magic = kMagic;
   pid_t pid = 0;
 };
-
-// Offset in `struct user` of each DWARF register (rax rdx rcx rbx rsi rdi rbp rsp r8-r15 rip).
-constexpr size_t kUserOffset[17] = {
-    offsetof(user_regs_struct, rax), offsetof(user_regs_struct, rdx),
-    offsetof(user_regs_struct, rcx), offsetof(user_regs_struct, rbx),
-    offsetof(user_regs_struct, rsi), offsetof(user_regs_struct, rdi),
-    offsetof(user_regs_struct, rbp), offsetof(user_regs_struct, rsp),
-    offsetof(user_regs_struct, r8),  offsetof(user_regs_struct, r9),
-    offsetof(user_regs_struct, r10), offsetof(user_regs_struct, r11),
-    offsetof(user_regs_struct, r12), offsetof(user_regs_struct, r13),
-    offsetof(user_regs_struct, r14), offsetof(user_regs_struct, r15),
-    offsetof(user_regs_struct, rip)};
-static_assert(offsetof(struct user, regs) == 0, "user_regs_struct starts struct user");
 
 UptHandle* handle(void* arg) {
   auto* h = static_cast<UptHandle*>(arg);
@@ -73,7 +60,7 @@ UPT_API int _UPT_access_reg(unw_addr_space_t, unw_regnum_t reg, unw_word_t* valu
   UptHandle* h = handle(upt);
   if (!h || !value) return -UNW_EINVAL;
   if (reg < 0 || reg > UNW_X86_64_RIP) return -UNW_EBADREG;
-  void* offset = reinterpret_cast<void*>(kUserOffset[reg]);
+  void* offset = reinterpret_cast<void*>(ehelf::user_register_offset(static_cast<unsigned>(reg)));
   errno = 0;
   if (write) {
     if (::ptrace(PTRACE_POKEUSER, h->pid, offset, reinterpret_cast<void*>(*value)) != 0)

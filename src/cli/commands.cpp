@@ -18,6 +18,7 @@ void register_commands(CLI::App& app) {
   register_compile(app);
   register_stack(app);
   register_perf(app);
+  register_check(app);
   register_verify(app);
 }
 

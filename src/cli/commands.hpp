@@ -16,6 +16,7 @@ void register_stats(CLI::App& app);
 void register_compile(CLI::App& app);
 void register_stack(CLI::App& app);
 void register_perf(CLI::App& app);
+void register_check(CLI::App& app);
 void register_verify(CLI::App& app);
 
 } // namespace ehelf::cli

@@ -6,183 +6,26 @@
 // unwound so the stacks are one consistent snapshot, and detached as soon as the walks are done;
 // the output is printed afterwards. SIGINT, SIGTERM and SIGHUP only set a flag while attached:
 // ehelf detaches, then dies of the signal.
-#include <cerrno>
-#include <csignal>
 #include <cstdio>
-#include <cstring>
 #include <cxxabi.h>
-#include <dirent.h>
 #include <fmt/format.h>
 #include <iterator>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <sys/ptrace.h>
 #include <sys/user.h>
-#include <sys/wait.h>
-#include <unistd.h>
 #include <vector>
 
 #include "cli/commands.hpp"
 #include "runtime/memory.hpp"
 #include "runtime/module_map.hpp"
+#include "runtime/ptrace_process.hpp"
 #include "runtime/symbolize.hpp"
 #include "runtime/unwinder.hpp"
 
 namespace ehelf::cli {
 namespace {
-
-volatile sig_atomic_t g_signal = 0; // the terminating signal received while attached
-void on_terminating_signal(int sig) {
-  g_signal = sig;
-}
-
-constexpr int kTerminatingSignals[] = {SIGINT, SIGTERM, SIGHUP};
-
-// Catches the terminating signals for its lifetime (without SA_RESTART, so a blocked waitpid
-// returns), then restores what was there and, if one came, dies of it.
-class SignalGuard {
-public:
-  SignalGuard() {
-    struct sigaction sa {};
-    sa.sa_handler = on_terminating_signal;
-    sigemptyset(&sa.sa_mask);
-    for (size_t i = 0; i < std::size(kTerminatingSignals); ++i) {
-      ::sigaction(kTerminatingSignals[i], nullptr, &old_[i]);
-      // An ignored signal (SIGINT of a background job) stays ignored.
-      if (old_[i].sa_handler != SIG_IGN) ::sigaction(kTerminatingSignals[i], &sa, nullptr);
-    }
-  }
-  SignalGuard(const SignalGuard&) = delete;
-  SignalGuard& operator=(const SignalGuard&) = delete;
-  ~SignalGuard() {
-    for (size_t i = 0; i < std::size(kTerminatingSignals); ++i)
-      ::sigaction(kTerminatingSignals[i], &old_[i], nullptr);
-    if (g_signal) ::raise(g_signal);
-  }
-
-private:
-  struct sigaction old_[std::size(kTerminatingSignals)]{};
-};
-
-struct Thread {
-  pid_t tid = 0;
-  bool stopped = false;   // in a ptrace-stop: registers readable, must be detached
-  int pending_signal = 0; // caught in signal-delivery-stop: re-injected on detach
-  user_regs_struct regs{};
-};
-
-// Every thread ehelf has seized. Detaches them when it goes out of scope, whatever happened.
-class Attachment {
-public:
-  explicit Attachment(pid_t pid) : pid_(pid) {}
-  Attachment(const Attachment&) = delete;
-  Attachment& operator=(const Attachment&) = delete;
-  ~Attachment() { detach_all(); }
-
-  // Seizes and stops every thread in /proc/PID/task, re-reading the list until no new thread
-  // shows up (threads started meanwhile). Returns an error message, or "" on success.
-  std::string attach_all() {
-    std::string task_dir = fmt::format("/proc/{}/task", pid_);
-    for (int round = 0; round < 100; ++round) {
-      DIR* dir = ::opendir(task_dir.c_str());
-      if (!dir)
-        return errno == ENOENT ? "no such process"
-                               : fmt::format("cannot read {}: {}", task_dir, std::strerror(errno));
-      std::vector<pid_t> fresh;
-      while (dirent* e = ::readdir(dir)) {
-        char* end = nullptr;
-        long tid = std::strtol(e->d_name, &end, 10);
-        if (tid <= 0 || *end) continue;
-        if (!known(static_cast<pid_t>(tid))) fresh.push_back(static_cast<pid_t>(tid));
-      }
-      ::closedir(dir);
-      if (fresh.empty()) break;
-      for (pid_t tid : fresh) {
-        if (g_signal) return "interrupted";
-        if (std::string err = attach(tid); !err.empty()) return err;
-      }
-    }
-    for (const Thread& t : threads_)
-      if (t.stopped) return {};
-    return "no such process";
-  }
-
-  std::vector<Thread>& threads() { return threads_; }
-
-  void detach_all() {
-    for (Thread& t : threads_)
-      if (t.stopped) {
-        ::ptrace(PTRACE_DETACH, t.tid, nullptr,
-                 reinterpret_cast<void*>(static_cast<long>(t.pending_signal)));
-        t.stopped = false;
-      }
-  }
-
-private:
-  bool known(pid_t tid) const { return seen_.count(tid) != 0; }
-
-  std::string attach(pid_t tid) {
-    seen_.insert(tid);
-    Thread t;
-    t.tid = tid;
-    if (::ptrace(PTRACE_SEIZE, tid, nullptr, nullptr) != 0) {
-      if (errno == ESRCH) { // the thread exited since the listing
-        threads_.push_back(t);
-        return {};
-      }
-      int err = errno;
-      std::string msg = fmt::format("cannot attach to thread {}: {}", tid, std::strerror(err));
-      if (err == EPERM) {
-        if (FILE* f = std::fopen("/proc/sys/kernel/yama/ptrace_scope", "r")) {
-          int scope = 0;
-          if (std::fscanf(f, "%d", &scope) == 1 && scope > 0)
-            msg += fmt::format(" (kernel.yama.ptrace_scope is {})", scope);
-          std::fclose(f);
-        }
-      }
-      return msg;
-    }
-    threads_.push_back(t);
-    Thread& seized = threads_.back();
-    if (::ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr) != 0) {
-      if (errno == ESRCH) return {};
-      return fmt::format("cannot stop thread {}: {}", tid, std::strerror(errno));
-    }
-    for (;;) {
-      int status = 0;
-      pid_t r = ::waitpid(tid, &status, __WALL);
-      if (r < 0) {
-        if (errno == EINTR) {
-          if (g_signal) return "interrupted";
-          continue;
-        }
-        return {}; // ECHILD: the thread is gone
-      }
-      if (WIFEXITED(status) || WIFSIGNALED(status)) return {};
-      if (!WIFSTOPPED(status)) continue;
-      seized.stopped = true;
-      // PTRACE_EVENT_STOP: our interrupt (or a group-stop, which detaching leaves as it is).
-      // Otherwise a signal reached the thread first: hand it back when detaching.
-      if ((status >> 16) != PTRACE_EVENT_STOP) seized.pending_signal = WSTOPSIG(status);
-      return {};
-    }
-  }
-
-  pid_t pid_;
-  std::vector<Thread> threads_; // in /proc/PID/task order, like eu-stack
-  std::set<pid_t> seen_;
-};
-
-RegisterState to_register_state(const user_regs_struct& u) {
-  RegisterState r;
-  const uint64_t values[17] = {u.rax, u.rdx, u.rcx, u.rbx, u.rsi, u.rdi, u.rbp, u.rsp, u.r8,
-                               u.r9,  u.r10, u.r11, u.r12, u.r13, u.r14, u.r15, u.rip};
-  for (unsigned i = 0; i < 17; ++i)
-    r.set(i, values[i]);
-  return r;
-}
 
 struct Options {
   int pid = 0;
@@ -264,10 +107,10 @@ int run_stack(const Options& opt) {
   std::string out;
   std::optional<ModuleMap> map;
   {
-    SignalGuard guard;
-    Attachment attachment(pid);
+    TerminationGuard guard;
+    ProcessAttachment attachment(pid);
     std::string err = attachment.attach_all();
-    if (err.empty() && g_signal) err = "interrupted";
+    if (err.empty() && TerminationGuard::received()) err = "interrupted";
     if (!err.empty()) {
       attachment.detach_all();
       fmt::print(stderr, "ehelf: pid {}: {}\n", pid, err);
@@ -294,17 +137,18 @@ int run_stack(const Options& opt) {
       StopReason why;
     };
     std::vector<Walk> walks;
-    for (Thread& t : attachment.threads()) {
-      if (g_signal) break;
+    for (ProcessAttachment::Thread& t : attachment.threads()) {
+      if (TerminationGuard::received()) break;
       if (!t.stopped) continue;
-      if (::ptrace(PTRACE_GETREGS, t.tid, nullptr, &t.regs) != 0) continue;
+      user_regs_struct regs;
+      if (::ptrace(PTRACE_GETREGS, t.tid, nullptr, &regs) != 0) continue;
       StopReason why = StopReason::None;
-      size_t n = unwinder.backtrace(to_register_state(t.regs), memory, frames.data(), frames.size(),
+      size_t n = unwinder.backtrace(to_register_state(regs), memory, frames.data(), frames.size(),
                                     &why, /*exact_first=*/true);
       walks.push_back({t.tid, {frames.begin(), frames.begin() + static_cast<ptrdiff_t>(n)}, why});
     }
     attachment.detach_all();
-    if (g_signal) return 1; // the guard re-raises the signal
+    if (TerminationGuard::received()) return 1; // the guard re-raises the signal
     // Symbol names come from the modules' files: no need to keep the threads stopped for them.
     Symbolizer names;
     for (const Walk& w : walks)

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -15,7 +17,8 @@ inline std::string run_command(const std::string& cmd) {
   if (!p) return out;
   char buf[65536];
   size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0)
+    out.append(buf, n);
   ::pclose(p);
   return out;
 }
@@ -27,9 +30,27 @@ inline std::vector<uint8_t> read_file(const std::string& path) {
 
 inline void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
 }
 
-inline const char* libc_path() { return "/usr/lib/x86_64-linux-gnu/libc.so.6"; }
+// A fresh directory under /tmp, removed with everything in it at the end of the scope.
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    char tmpl[] = "/tmp/ehelf_test_XXXXXX";
+    if (const char* made = ::mkdtemp(tmpl)) path = made;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    if (!path.empty()) std::filesystem::remove_all(path, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+};
+
+inline const char* libc_path() {
+  return "/usr/lib/x86_64-linux-gnu/libc.so.6";
+}
 
 } // namespace ehelf::test

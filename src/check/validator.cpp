@@ -1,0 +1,626 @@
+// check::run_check: the stepping loop (single steps and straight-line runs to a breakpoint),
+// the per-pc cache and the comparison with the rows.
+#include "check/validator.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fmt/format.h>
+#include <map>
+#include <set>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+#include <tuple>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "check/shadow_stack.hpp"
+#include "check/straight_line.hpp"
+#include "model/registers.hpp"
+#include "report/table_json.hpp"
+#include "runtime/memory.hpp"
+#include "runtime/module_map.hpp"
+#include "runtime/ptrace_process.hpp"
+#include "runtime/symbolize.hpp"
+#include "x86/decoder.hpp"
+
+namespace ehelf::check {
+namespace {
+
+constexpr unsigned kRa = x86_64::RIP;
+
+// What the checker knows of one pc, found once.
+struct PcInfo {
+  bool decoded = false;
+  x86::Instruction insn;
+  const Module* module = nullptr;
+  const ModuleData* data = nullptr;
+  const TableRange* range = nullptr; // null: no row covers the pc
+  bool checked = false;              // the module is among those to check
+};
+
+std::string reg_text(unsigned dwarf) {
+  std::string_view n = x86_64::register_name(dwarf);
+  return n.empty() ? fmt::format("r{}", dwarf) : std::string(n);
+}
+
+// "CFA=rsp+16 rbx=c-16 ra=c-8": the cells of readelf -wF's row, named.
+std::string row_text(RowView row) {
+  std::string out = "CFA=" + cfa_rule_text(row.cfa);
+  for (const ColumnRule& c : row.columns)
+    out += fmt::format(" {}={}", c.column == kRa ? "ra" : reg_text(c.column),
+                       register_rule_text(c.rule));
+  return out;
+}
+
+// A row whose return address is in a register, or saved at or above the CFA, describes where
+// a jump goes rather than a frame entered by a call (a call leaves it below the CFA): glibc's
+// __longjmp, setcontext and swapcontext describe their target context this way. Nothing to
+// compare it with.
+bool describes_jump_target(const RegisterRule* ra) {
+  return ra && (ra->kind == RegisterRule::Kind::Register ||
+                (ra->kind == RegisterRule::Kind::Offset && ra->offset >= 0));
+}
+
+std::string offset_text(int64_t v) {
+  return fmt::format("{:+d}", v);
+}
+
+class Checker {
+public:
+  explicit Checker(const CheckOptions& options) : options_(options) {}
+  Result<CheckResult> run();
+
+private:
+  struct Thread {
+    ShadowStack stack;
+    bool fresh = true;     // not stopped yet (a new thread's first stop is a SIGSTOP)
+    bool stepping = false; // `before` is the instruction being stepped
+    bool injected = false; // the step delivers a signal
+    user_regs_struct before{};
+    bool decoded = false;  // the stepped instruction (a copy: the pc cache is cleared when
+    x86::Instruction insn; // libraries come and go)
+    Block block;           // the straight-line run in progress, if active
+  };
+
+  Status start();
+  const PcInfo& info_for(uint64_t pc);
+  void refresh_modules();
+  void check(pid_t tid, Thread& t, const RegisterState& regs, const PcInfo& info);
+  void at_instruction(pid_t tid, Thread& t, const user_regs_struct& now);
+  void step_from(pid_t tid, Thread& t, const user_regs_struct& now, int signal);
+  bool checks_statically(const PcInfo& info, const RegisterState& regs) const;
+  bool plan_block(pid_t tid, Thread& t, const user_regs_struct& now);
+  void commit_block(pid_t tid, Thread& t, size_t count);
+  void block_stopped(pid_t tid, Thread& t, int sig);
+  void report(pid_t tid, const PcInfo& info, uint64_t pc, RowView row, std::string column,
+              std::string expected, std::string table);
+  void step(pid_t tid, Thread& t, int signal);
+  void after_step(pid_t tid, Thread& t);
+  bool handler_entered(const Thread& t, const user_regs_struct& after, uint64_t& restorer);
+  bool module_selected(const Module& m) const;
+
+  const CheckOptions& options_;
+  std::optional<TracedProgram> program_;
+  pid_t pid_ = 0;
+  std::optional<ModuleMap> map_;
+  std::optional<ProcessMemory> memory_;
+  x86::Decoder decoder_;
+  Symbolizer names_;
+  LoadPolicy policy_;
+  std::map<std::pair<std::string, uint64_t>, std::shared_ptr<const ModuleData>> loaded_;
+  std::unordered_map<uint64_t, PcInfo> pcs_;
+  std::unordered_map<pid_t, Thread> threads_;
+  std::set<std::tuple<std::string, uint64_t, std::string>> reported_;
+  std::unordered_set<uint64_t> checked_pcs_;
+  std::set<std::pair<const ModuleData*, uint32_t>> functions_;
+  std::set<const ModuleData*> modules_;
+  std::set<std::pair<std::string, std::string>> uncovered_;
+  CheckResult result_;
+  bool stop_ = false;
+  std::string error_;
+};
+
+bool Checker::module_selected(const Module& m) const {
+  if (options_.only.empty()) return true;
+  std::string_view base = m.path;
+  if (size_t slash = base.rfind('/'); slash != std::string_view::npos)
+    base.remove_prefix(slash + 1);
+  for (const std::string& o : options_.only)
+    if (o == m.path || o == base) return true;
+  return false;
+}
+
+void Checker::refresh_modules() {
+  auto m = ModuleMap::for_process(pid_);
+  if (!m) return;
+  pcs_.clear(); // PcInfo points into the old map
+  map_ = std::move(*m);
+  for (Module& mod : map_->modules()) {
+    auto it = loaded_.find({mod.path, mod.bias});
+    if (it != loaded_.end()) mod.data = it->second;
+  }
+}
+
+const PcInfo& Checker::info_for(uint64_t pc) {
+  if (auto it = pcs_.find(pc); it != pcs_.end()) return it->second;
+  const Module* m = map_->find(pc);
+  if (!m) { // a library loaded since: read the maps again
+    refresh_modules();
+    m = map_->find(pc);
+  }
+  PcInfo info;
+  uint8_t code[16];
+  size_t n = sizeof code;
+  while (n > 0 && !memory_->read(pc, code, n))
+    --n; // the last bytes of a mapping
+  if (auto insn = decoder_.decode(std::span<const uint8_t>(code, n), pc); insn.ok()) {
+    info.decoded = true;
+    info.insn = *insn;
+  }
+  if (m) {
+    info.module = m;
+    const ModuleData& data = map_->load(*m, policy_, &*memory_);
+    loaded_[{m->path, m->bias}] = m->data;
+    info.data = &data;
+    info.checked = module_selected(*m);
+    if (data.table) info.range = data.table->find(pc - m->bias);
+  }
+  return pcs_.emplace(pc, info).first->second;
+}
+
+void Checker::report(pid_t tid, const PcInfo& info, uint64_t pc, RowView row, std::string column,
+                     std::string expected, std::string table) {
+  uint64_t svma = pc - info.module->bias;
+  if (!reported_.emplace(info.module->path, svma, column).second) return;
+  Inconsistency r;
+  r.module = info.module->path;
+  r.address = svma;
+  r.function = format_symbol(names_.name(*map_, *info.module, pc));
+  uint8_t code[16];
+  size_t n = sizeof code;
+  while (n > 0 && !memory_->read(pc, code, n))
+    --n;
+  r.instruction = decoder_.format(std::span<const uint8_t>(code, n), svma);
+  r.row = row_text(row);
+  r.column = std::move(column);
+  r.expected = std::move(expected);
+  r.table = std::move(table);
+  r.tid = tid;
+  result_.inconsistencies.push_back(std::move(r));
+}
+
+// Compares the row at the thread's pc with its innermost shadow frame.
+void Checker::check(pid_t tid, Thread& t, const RegisterState& regs, const PcInfo& info) {
+  const ShadowFrame& f = t.stack.frames().back();
+  const uint64_t pc = regs.get(x86_64::RIP);
+  const UnwindTable& table = *info.data->table;
+  ++result_.summary.checked;
+  checked_pcs_.insert(pc);
+  modules_.insert(info.data);
+  if (!info.range) {
+    // No table covers the code (crt files' functions, hand-written code without CFI): nothing
+    // to compare; listed apart, since unwinders know they have no row there.
+    ++result_.summary.no_row;
+    std::string name = format_symbol(names_.name(*map_, *info.module, pc));
+    if (size_t plus = name.find('+'); plus != std::string::npos) name.resize(plus);
+    uncovered_.emplace(info.module->path, name.empty() ? "?" : name);
+    return;
+  }
+  functions_.emplace(info.data, info.range->function);
+  RowView row = table.row(info.range->row);
+  const RegisterRule* ra = row.rule_for(kRa);
+  if (describes_jump_target(ra)) {
+    ++result_.summary.jump_rows;
+    return;
+  }
+  const uint64_t expected_cfa = f.slot + 8;
+  // The CFA.
+  uint64_t cfa = 0;
+  std::optional<RowStep> evaluated; // the whole row, for the rules that need memory
+  auto evaluate = [&]() -> const RowStep* {
+    if (!evaluated) {
+      auto s = table.evaluate(info.range->row, regs, *memory_,
+                              table.function(info.range->function).return_column, false);
+      if (!s) return nullptr;
+      evaluated = std::move(*s);
+    }
+    return &*evaluated;
+  };
+  if (row.cfa.kind == CfaRule::Kind::RegOffset && regs.has(row.cfa.reg)) {
+    cfa = regs.get(row.cfa.reg) + uint64_t(row.cfa.offset);
+    if (cfa != expected_cfa) {
+      int64_t want = int64_t(expected_cfa - regs.get(row.cfa.reg));
+      report(tid, info, pc, row, "CFA", reg_text(row.cfa.reg) + offset_text(want),
+             cfa_rule_text(row.cfa));
+      return;
+    }
+  } else {
+    const RowStep* s = evaluate();
+    if (!s || s->cfa != expected_cfa) {
+      report(tid, info, pc, row, "CFA",
+             fmt::format("{:#x} (rsp{})", expected_cfa,
+                         offset_text(int64_t(expected_cfa - regs.get(x86_64::RSP)))),
+             s ? fmt::format("{} = {:#x}", cfa_rule_text(row.cfa), s->cfa)
+               : cfa_rule_text(row.cfa) + " (cannot be evaluated)");
+      return;
+    }
+    cfa = s->cfa;
+  }
+  // The return address: at CFA-8.
+  if (!ra || ra->kind != RegisterRule::Kind::Offset || ra->offset != -8) {
+    const RowStep* s = ra && ra->kind != RegisterRule::Kind::Undefined ? evaluate() : nullptr;
+    if (!s || !s->caller.has(x86_64::RIP) || s->caller.get(x86_64::RIP) != f.return_address)
+      report(tid, info, pc, row, "ra", "c-8", ra ? register_rule_text(*ra) : "none");
+  }
+  // The callee-saved registers.
+  for (unsigned i = 0; i < kCalleeSaved.size(); ++i) {
+    const unsigned reg = kCalleeSaved[i];
+    const RegisterRule* rule = row.rule_for(reg);
+    const uint64_t now = regs.get(reg);
+    std::string where = f.save_count[i]
+                            ? "c" + offset_text(int64_t(f.saves[i][f.save_count[i] - 1] - cfa))
+                            : std::string("s");
+    if (!rule || rule->kind == RegisterRule::Kind::SameValue) {
+      // Saved and changed since, but the row says it is still in the register.
+      if (now != f.entry[i] && f.save_count[i])
+        report(tid, info, pc, row, reg_text(reg), where, rule ? "s" : "none");
+      continue;
+    }
+    if (rule->kind == RegisterRule::Kind::Offset) {
+      if (!f.saved_at(i, cfa + uint64_t(rule->offset)))
+        report(tid, info, pc, row, reg_text(reg), where, register_rule_text(*rule));
+      continue;
+    }
+    if (rule->kind == RegisterRule::Kind::Undefined) continue; // says nothing
+    const RowStep* s = evaluate();
+    if (!s || !s->caller.has(reg) || s->caller.get(reg) != f.entry[i])
+      report(tid, info, pc, row, reg_text(reg), fmt::format("{:#x}", f.entry[i]),
+             s && s->caller.has(reg)
+                 ? fmt::format("{} = {:#x}", register_rule_text(*rule), s->caller.get(reg))
+                 : register_rule_text(*rule) + " (cannot be evaluated)");
+  }
+}
+
+void Checker::step(pid_t tid, Thread& t, int signal) {
+  if (options_.max_steps && result_.summary.steps >= options_.max_steps) {
+    result_.summary.step_limit = true;
+    stop_ = true;
+    return;
+  }
+  if (::ptrace(PTRACE_SINGLESTEP, tid, nullptr, reinterpret_cast<void*>(long(signal))) != 0) {
+    if (errno == ESRCH) return; // killed meanwhile
+    error_ = fmt::format("PTRACE_SINGLESTEP: {}", std::strerror(errno));
+    stop_ = true;
+    return;
+  }
+  t.injected = signal != 0;
+}
+
+// The kernel's rt_sigframe at the handler's rsp: the restorer, then a ucontext whose
+// mcontext holds the interrupted rsp and rip (the stepped instruction's, or the next one's
+// when a system call was interrupted).
+bool Checker::handler_entered(const Thread& t, const user_regs_struct& after, uint64_t& restorer) {
+  const user_regs_struct& before = t.before;
+  constexpr uint64_t kMcontext = 8 + 40; // pretcode, uc_flags, uc_link, uc_stack
+  uint64_t frame_rsp = 0, frame_rip = 0;
+  if (!memory_->read(after.rsp, &restorer, 8) ||
+      !memory_->read(after.rsp + kMcontext + 15 * 8, &frame_rsp, 8) ||
+      !memory_->read(after.rsp + kMcontext + 16 * 8, &frame_rip, 8))
+    return false;
+  return frame_rsp == before.rsp &&
+         (frame_rip == before.rip || (t.decoded && frame_rip == before.rip + t.insn.length));
+}
+
+// The thread stopped after a step: account for the instruction, check the next, step again.
+void Checker::after_step(pid_t tid, Thread& t) {
+  user_regs_struct now;
+  if (::ptrace(PTRACE_GETREGS, tid, nullptr, &now) != 0) return;
+  if (t.stepping && !t.injected && now.rip == t.before.rip && now.rsp == t.before.rsp) {
+    // One more iteration of a rep-prefixed instruction (a step stops after each): still the
+    // same instruction, checked once, as a run to a breakpoint sees it.
+    step(tid, t, 0);
+    return;
+  }
+  if (t.stepping) {
+    RegisterState before = to_register_state(t.before), after = to_register_state(now);
+    uint64_t restorer = 0;
+    if (t.injected && handler_entered(t, now, restorer)) {
+      ++result_.summary.signals;
+      t.stack.signal_entered(before, after, restorer);
+    } else {
+      size_t frames = t.stack.frames().size();
+      unsigned resynced =
+          t.decoded ? t.stack.executed(t.insn, before, after) : t.stack.executed_unknown(after);
+      if (t.stack.frames().size() > frames) ++result_.summary.calls;
+      result_.summary.resyncs += resynced;
+    }
+  }
+  at_instruction(tid, t, now);
+}
+
+// The thread is stopped before the instruction at now.rip: check it, then run on.
+void Checker::at_instruction(pid_t tid, Thread& t, const user_regs_struct& now) {
+  if (!options_.single_step && plan_block(tid, t, now)) return;
+  step_from(tid, t, now, 0);
+}
+
+// Checks the instruction at now.rip and single-steps it (delivering `signal`, if not 0).
+void Checker::step_from(pid_t tid, Thread& t, const user_regs_struct& now, int signal) {
+  ++result_.summary.steps;
+  const PcInfo& info = info_for(now.rip);
+  if (t.stack.mode() == Mode::altstack) ++result_.summary.unchecked_signal_steps;
+  if (t.stack.checkable() && info.checked && info.data && info.data->table)
+    check(tid, t, to_register_state(now), info);
+  t.before = now;
+  t.decoded = info.decoded;
+  t.insn = info.insn;
+  t.stepping = true;
+  step(tid, t, signal);
+}
+
+// Whether check() can judge the instruction from `regs` alone (no memory, no unknown register).
+bool Checker::checks_statically(const PcInfo& info, const RegisterState& regs) const {
+  if (!info.checked || !info.data || !info.data->table || !info.range) return true;
+  RowView row = info.data->table->row(info.range->row);
+  const RegisterRule* ra = row.rule_for(kRa);
+  if (describes_jump_target(ra)) return true;
+  if (row.cfa.kind != CfaRule::Kind::RegOffset || !regs.has(row.cfa.reg)) return false;
+  if (ra && ra->kind != RegisterRule::Kind::Undefined &&
+      !(ra->kind == RegisterRule::Kind::Offset && ra->offset == -8))
+    return false;
+  for (uint16_t reg : kCalleeSaved) {
+    const RegisterRule* rule = row.rule_for(reg);
+    if (!rule || rule->kind == RegisterRule::Kind::SameValue) {
+      if (!regs.has(reg)) return false;
+    } else if (rule->kind != RegisterRule::Kind::Offset &&
+               rule->kind != RegisterRule::Kind::Undefined) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Past the single-step loop: from here to the next branch, system call or instruction the x86
+// layer cannot follow, the registers each instruction needs are known from the current ones, so
+// the run goes on to a breakpoint there and its instructions are checked as if stepped. Only
+// with one thread (a breakpoint in shared code would stop the others).
+bool Checker::plan_block(pid_t tid, Thread& t, const user_regs_struct& now) {
+  if (threads_.size() != 1 || t.stack.mode() == Mode::altstack) return false;
+  uint64_t budget = kMaxBlock;
+  if (options_.max_steps)
+    // Leave the last step of the budget to the instruction at the breakpoint.
+    budget = std::min<uint64_t>(
+        budget, options_.max_steps - std::min(options_.max_steps, result_.summary.steps + 1));
+  Block& b = t.block;
+  b.steps.clear();
+  RegisterState regs = to_register_state(now);
+  while (b.steps.size() < budget) {
+    const uint64_t pc = regs.get(x86_64::RIP);
+    if (!map_->find(pc)) break; // info_for would read the maps again
+    const PcInfo& info = info_for(pc);
+    if (!info.decoded) break;
+    // On through direct calls and jumps (where they go is in the instruction; a call's frame
+    // takes the callee-saved registers' values at entry, so those must be known).
+    const x86::Flow flow = info.insn.flow;
+    bool known_callee_saved = true;
+    for (uint16_t r : kCalleeSaved)
+      known_callee_saved &= regs.has(r);
+    if (flow != x86::Flow::next && flow != x86::Flow::jump &&
+        !(flow == x86::Flow::call && known_callee_saved))
+      break;
+    if (!checks_statically(info, regs)) break;
+    RegisterState after;
+    if (!simulate(info.insn, regs, after)) break;
+    if (flow == x86::Flow::jump || flow == x86::Flow::call)
+      after.set(x86_64::RIP, info.insn.target);
+    if (flow == x86::Flow::call) after.set(x86_64::RSP, after.get(x86_64::RSP) - 8);
+    // Each address at most once, and never the breakpoint's: the run is one straight path.
+    const uint64_t next = after.get(x86_64::RIP);
+    if (next == pc || std::any_of(b.steps.begin(), b.steps.end(), [&](const Block::Step& st) {
+          return st.before.get(x86_64::RIP) == next;
+        }))
+      break;
+    b.steps.push_back({regs, info.insn});
+    regs = after;
+  }
+  if (b.steps.size() < 2) return false;
+  b.end = regs;
+  b.end_pc = regs.get(x86_64::RIP);
+  errno = 0;
+  b.saved_word = ::ptrace(PTRACE_PEEKTEXT, tid, reinterpret_cast<void*>(b.end_pc), nullptr);
+  if (errno != 0) return false;
+  long trap = (b.saved_word & ~0xffL) | 0xcc;
+  if (::ptrace(PTRACE_POKETEXT, tid, reinterpret_cast<void*>(b.end_pc),
+               reinterpret_cast<void*>(trap)) != 0)
+    return false;
+  if (::ptrace(PTRACE_CONT, tid, nullptr, nullptr) != 0) {
+    ::ptrace(PTRACE_POKETEXT, tid, reinterpret_cast<void*>(b.end_pc),
+             reinterpret_cast<void*>(b.saved_word));
+    return false;
+  }
+  b.active = true;
+  t.stepping = false;
+  ++result_.summary.blocks;
+  return true;
+}
+
+// The first `count` instructions of the thread's block ran: check and account for each, as the
+// single-step loop would have.
+void Checker::commit_block(pid_t tid, Thread& t, size_t count) {
+  const Block& b = t.block;
+  for (size_t i = 0; i < count; ++i) {
+    const Block::Step& st = b.steps[i];
+    ++result_.summary.steps;
+    const PcInfo& info = info_for(st.before.get(x86_64::RIP));
+    if (t.stack.checkable() && info.checked && info.data && info.data->table)
+      check(tid, t, st.before, info);
+    const RegisterState& after = i + 1 < b.steps.size() ? b.steps[i + 1].before : b.end;
+    size_t frames = t.stack.frames().size();
+    result_.summary.resyncs += t.stack.executed(st.insn, st.before, after);
+    if (t.stack.frames().size() > frames) ++result_.summary.calls;
+  }
+}
+
+// The thread stopped while running a block: at its breakpoint, or earlier by a signal.
+void Checker::block_stopped(pid_t tid, Thread& t, int sig) {
+  Block& b = t.block;
+  b.active = false;
+  ::ptrace(PTRACE_POKETEXT, tid, reinterpret_cast<void*>(b.end_pc),
+           reinterpret_cast<void*>(b.saved_word));
+  user_regs_struct now;
+  if (::ptrace(PTRACE_GETREGS, tid, nullptr, &now) != 0) return;
+  if (sig == SIGTRAP && now.rip == b.end_pc + 1) {
+    now.rip = b.end_pc;
+    ::ptrace(PTRACE_SETREGS, tid, nullptr, &now);
+    RegisterState actual = to_register_state(now);
+    for (unsigned r = 0; r < x86_64::kGeneralRegs; ++r)
+      if (b.end.has(r) && b.end.get(r) != actual.get(r)) {
+        ++result_.summary.block_mismatches;
+        break;
+      }
+    commit_block(tid, t, b.steps.size());
+    at_instruction(tid, t, now);
+    return;
+  }
+  // A signal before the end: the instructions before the pc ran; the one at the pc did not.
+  size_t ran = 0;
+  while (ran < b.steps.size() && b.steps[ran].before.get(x86_64::RIP) != now.rip)
+    ++ran;
+  if (ran == b.steps.size() && now.rip != b.end_pc) {
+    ++result_.summary.block_mismatches; // nowhere in the block: nothing is trusted
+    ran = 0;
+  }
+  commit_block(tid, t, ran);
+  step_from(tid, t, now, sig == SIGTRAP ? 0 : sig);
+}
+
+Status Checker::start() {
+  auto program = TracedProgram::start(options_.argv, !options_.randomize);
+  if (!program) return std::move(program).error();
+  program_.emplace(std::move(*program));
+  pid_ = program_->pid();
+  memory_.emplace(pid_);
+  policy_.compiled = false;
+  policy_.compact = false;
+  policy_.whole_table = true;
+  refresh_modules();
+  if (!map_) return Error::plain(fmt::format("cannot read the modules of process {}", pid_));
+  if (options_.start == CheckOptions::Start::entry) return Ok{};
+  // The executable: the module whose file is /proc/PID/exe.
+  char exe[4096];
+  ssize_t len = ::readlink(fmt::format("/proc/{}/exe", pid_).c_str(), exe, sizeof exe - 1);
+  if (len <= 0) return Error::plain("cannot read the program's /proc/PID/exe");
+  exe[len] = 0;
+  const std::string symbol =
+      options_.start == CheckOptions::Start::main ? std::string("main") : options_.from_symbol;
+  for (const Module& m : map_->modules()) {
+    if (m.path != exe) continue;
+    const ModuleData& data = map_->load(m, policy_, &*memory_);
+    if (!data.elf) break;
+    for (const Symbol& s : data.elf->symbols())
+      if (s.name == symbol) {
+        if (Status st = program_->run_to(s.value + m.bias); !st.ok()) return st;
+        user_regs_struct regs;
+        if (::ptrace(PTRACE_GETREGS, pid_, nullptr, &regs) != 0)
+          return Error::plain(fmt::format("PTRACE_GETREGS: {}", std::strerror(errno)));
+        uint64_t ret = 0;
+        memory_->read(regs.rsp, &ret, 8);
+        Thread& t = threads_[pid_];
+        t.fresh = false;
+        t.stack.push_call(to_register_state(regs), ret);
+        return Ok{};
+      }
+    return Error::plain(fmt::format("{}: no symbol {} (try --from-entry)", exe, symbol));
+  }
+  return Error::plain(fmt::format("{}: the program's module was not found in its maps", exe));
+}
+
+Result<CheckResult> Checker::run() {
+  TerminationGuard guard;
+  auto t0 = std::chrono::steady_clock::now();
+  if (Status st = start(); !st.ok()) return std::move(st).error();
+  {
+    Thread& first = threads_[pid_];
+    first.fresh = false;
+    after_step(pid_, first); // checks the first instruction and steps it
+  }
+  while (!stop_) {
+    int status = 0;
+    pid_t tid = ::waitpid(-1, &status, __WALL);
+    if (tid < 0) {
+      if (errno == EINTR && !TerminationGuard::received()) continue;
+      if (errno == EINTR) error_ = "interrupted";
+      break; // ECHILD: every thread is gone
+    }
+    if (WIFEXITED(status) || WIFSIGNALED(status)) {
+      if (tid == pid_) {
+        result_.summary.exit_status = status;
+        program_->forget();
+      }
+      threads_.erase(tid);
+      continue;
+    }
+    if (!WIFSTOPPED(status)) continue;
+    auto [it, added] = threads_.try_emplace(tid);
+    Thread& t = it->second;
+    if (added) ++result_.summary.threads;
+    const int sig = WSTOPSIG(status), event = status >> 16;
+    if (event == PTRACE_EVENT_EXEC) {
+      // A new program: its tables are another story. Let it run unchecked.
+      result_.summary.exec_detached = true;
+      for (auto& [other, state] : threads_)
+        if (other != tid) ::ptrace(PTRACE_DETACH, other, nullptr, nullptr);
+      ::ptrace(PTRACE_DETACH, tid, nullptr, nullptr);
+      continue;
+    }
+    if (event != 0) { // clone (the new thread reports its own stop) or another event
+      unsigned long child = 0;
+      if (event == PTRACE_EVENT_CLONE && ::ptrace(PTRACE_GETEVENTMSG, tid, nullptr, &child) == 0 &&
+          threads_.try_emplace(pid_t(child)).second)
+        ++result_.summary.threads; // known now: no run to a breakpoint while it exists
+      step(tid, t, 0);
+      t.injected = false;
+      continue;
+    }
+    if (t.block.active) {
+      block_stopped(tid, t, sig);
+      continue;
+    }
+    if (t.fresh) { // a new thread's first stop (SIGSTOP): its first instruction comes next
+      t.fresh = false;
+      if (sig == SIGSTOP) {
+        after_step(tid, t);
+        continue;
+      }
+    }
+    if (sig == SIGTRAP) {
+      after_step(tid, t);
+      continue;
+    }
+    // A signal for the program: the stepped instruction did not run; deliver the signal with
+    // the step, which stops at the handler's first instruction if it has one.
+    step(tid, t, sig);
+  }
+  if (program_ && program_->pid()) program_->kill();
+  if (!error_.empty()) return Error::plain(error_);
+  auto& s = result_.summary;
+  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  s.distinct_addresses = checked_pcs_.size();
+  s.functions = functions_.size();
+  s.modules = modules_.size();
+  s.threads += 1;
+  for (const auto& [module, function] : uncovered_)
+    result_.uncovered.push_back(module + ": " + function);
+  return std::move(result_);
+}
+
+} // namespace
+
+Result<CheckResult> run_check(const CheckOptions& options) {
+  Checker checker(options);
+  return checker.run();
+}
+
+} // namespace ehelf::check

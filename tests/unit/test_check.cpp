@@ -1,0 +1,314 @@
+// ehelf check (issue 12) on real programs: assembly fixtures with deliberately wrong CFI, each
+// flagged exactly where its .ehelf_expect section says and nowhere else; correct programs
+// (hand-written assembly, a C program through libc compiled by gcc and clang at several levels,
+// C++ exceptions) with nothing reported beyond the compilers' and libgcc's own table findings,
+// each identified independently with objdump.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <set>
+#include <sstream>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check/validator.hpp"
+#include "elf/elf_file.hpp"
+#include "test_support.hpp"
+
+using namespace ehelf;
+using namespace ehelf::check;
+namespace fs = std::filesystem;
+
+namespace {
+
+using Finding = std::pair<uint64_t, std::string>; // (address in the module, column)
+
+std::string fixture(const char* name) {
+  return std::string(EHELF_FIXTURE_DIR) + "/" + name;
+}
+
+// The (address, column) pairs a fixture's .ehelf_expect section lists: (offset from main,
+// column name) records.
+std::set<Finding> expected_findings(const std::string& path) {
+  std::set<Finding> out;
+  auto elf = ElfFile::open(path);
+  EXPECT_TRUE(elf.ok());
+  if (!elf.ok()) return out;
+  uint64_t main_address = 0;
+  for (const Symbol& s : (*elf)->symbols())
+    if (s.name == "main") main_address = s.value;
+  const Section* section = (*elf)->find_section(".ehelf_expect");
+  EXPECT_NE(section, nullptr);
+  if (!section) return out;
+  auto data = (*elf)->section_data(*section);
+  EXPECT_TRUE(data.ok());
+  for (size_t at = 0; at + 8 < data->size();) {
+    uint64_t offset;
+    std::memcpy(&offset, data->data() + at, 8);
+    at += 8;
+    std::string column(reinterpret_cast<const char*>(data->data() + at));
+    at += column.size() + 1;
+    out.emplace(main_address + offset, column);
+  }
+  return out;
+}
+
+std::set<Finding> findings_in(const CheckResult& r, const std::string& module) {
+  std::set<Finding> out;
+  for (const Inconsistency& i : r.inconsistencies) {
+    EXPECT_EQ(i.module, module) << i.function << " " << i.instruction;
+    out.emplace(i.address, i.column);
+  }
+  return out;
+}
+
+std::string describe(const CheckResult& r) {
+  std::string out;
+  for (const Inconsistency& i : r.inconsistencies)
+    out += i.module + " " + i.function + ": " + i.instruction + " | " + i.row + " | " + i.column +
+           ": expected " + i.expected + ", table " + i.table + "\n";
+  return out;
+}
+
+// Compiles tests/fixtures/SOURCE with `compiler` (e.g. "gcc -O2") into `program`.
+bool compile_fixture(const std::string& compiler, const char* source, const std::string& program) {
+  std::string cmd =
+      compiler + " " + EHELF_SOURCE_DIR + "/tests/fixtures/" + source + " -o " + program;
+  return std::system((cmd + " 2>&1").c_str()) == 0;
+}
+
+CheckResult run(std::vector<std::string> argv, uint64_t max_steps = 0, bool single_step = false) {
+  CheckOptions o;
+  o.argv = std::move(argv);
+  o.max_steps = max_steps;
+  o.single_step = single_step;
+  auto r = run_check(o);
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().to_string());
+  return r.ok() ? std::move(*r) : CheckResult{};
+}
+
+// The instructions of `function` in `program` after the `pop %rbp` of a DRAP epilogue (gcc's
+// stack realignment: `pop %rbp; lea -0x8(%r10),%rsp; ret`), from objdump: there gcc leaves rbx
+// and rbp described by expressions on rbp, which the pop has just restored.
+std::set<Finding> drap_epilogue_tails(const std::string& program, const std::string& function) {
+  std::set<Finding> out;
+  std::istringstream in(test::run_command("objdump -d --no-show-raw-insn " + program));
+  std::string line;
+  bool inside = false, after_pop = false;
+  while (std::getline(in, line)) {
+    if (line.find("<" + function + ">:") != std::string::npos)
+      inside = true;
+    else if (line.empty())
+      inside = false;
+    if (!inside || line.find(":\t") == std::string::npos) continue;
+    uint64_t addr = std::stoull(line.substr(0, line.find(':')), nullptr, 16);
+    if (line.find("pop    %rbp") != std::string::npos) {
+      after_pop = true;
+      continue;
+    }
+    if (after_pop && line.find("lea    -0x8(%r10),%rsp") == std::string::npos &&
+        line.find("ret") == std::string::npos) {
+      after_pop = false;
+      continue;
+    }
+    if (after_pop) {
+      out.emplace(addr, "rbx");
+      out.emplace(addr, "rbp");
+    }
+  }
+  // Only a tail that goes through the lea is a DRAP epilogue.
+  return out.size() >= 4 ? out : std::set<Finding>{};
+}
+
+} // namespace
+
+TEST(Check, WrongCfiIsFlaggedAtExactlyTheFirstWrongAddress) {
+  for (const char* name : {"check_pop_adjust", "check_save_offset", "check_late_advance",
+                           "check_cfa_register", "check_restore_state", "check_missing_save"}) {
+    SCOPED_TRACE(name);
+    const std::string path = fixture(name);
+    std::set<Finding> want = expected_findings(path);
+    ASSERT_EQ(want.size(), 1u);
+    CheckResult r = run({path});
+    EXPECT_EQ(findings_in(r, path), want) << describe(r);
+    EXPECT_GT(r.summary.checked, 5u);
+    EXPECT_EQ(r.summary.calls, 1u);
+    ASSERT_EQ(r.inconsistencies.size(), 1u);
+    EXPECT_FALSE(r.inconsistencies[0].instruction.empty());
+    EXPECT_NE(r.inconsistencies[0].row.find("CFA="), std::string::npos);
+  }
+}
+
+TEST(Check, CorrectAssemblyGivesNoReport) {
+  const std::string path = fixture("check_correct");
+  CheckResult r = run({path});
+  EXPECT_TRUE(r.inconsistencies.empty()) << describe(r);
+  EXPECT_GT(r.summary.checked, 500u); // through puts in libc, lazy binding in ld.so
+  EXPECT_GE(r.summary.modules, 3u);
+  EXPECT_GT(r.summary.steps / std::max(r.summary.seconds, 1e-3), 1000.0);
+}
+
+// A C program through libc (signals on the stack and on an alternate stack, a thread, longjmp,
+// the vDSO) by gcc and clang at several levels: nothing but gcc's DRAP epilogue rows.
+TEST(Check, CProgramsThroughLibc) {
+  test::TempDir dir;
+  struct Build {
+    const char* cc;
+    const char* flags;
+  };
+  for (Build b :
+       {Build{"gcc", "-O0"}, Build{"gcc", "-O2"}, Build{"gcc", "-O2 -fomit-frame-pointer"},
+        Build{"gcc", "-O3 -fno-omit-frame-pointer"}, Build{"clang", "-O0"},
+        Build{"clang", "-O2"}}) {
+    std::string program = (dir.path / "prog").string();
+    const std::string compiler = std::string(b.cc) + " " + b.flags + " -pthread";
+    SCOPED_TRACE(compiler);
+    ASSERT_TRUE(compile_fixture(compiler, "check_libc.c", program));
+    CheckResult r = run({program});
+    std::set<Finding> allowed = drap_epilogue_tails(program, "dynamic_frames");
+    std::set<Finding> got = findings_in(r, program);
+    for (const Finding& f : got)
+      EXPECT_TRUE(allowed.count(f)) << describe(r);
+    if (std::string(b.cc) == "gcc" && std::string(b.flags) == "-O0") {
+      EXPECT_EQ(got, allowed) << "gcc 12 -O0 DRAP epilogue: its two last rows are wrong";
+    }
+    EXPECT_EQ(r.summary.signals, 2u);     // SIGUSR1 on the stack, SIGUSR2 on the alternate one
+    EXPECT_GE(r.summary.threads, 2u);     // the worker thread was followed
+    EXPECT_GE(r.summary.resyncs, 1u);     // longjmp
+    EXPECT_GT(r.summary.checked, 10000u); // stdio, qsort, pthread_create...
+    EXPECT_GE(r.summary.modules, 3u);     // the program, libc, ld.so (and the vDSO)
+    ASSERT_TRUE(WIFEXITED(r.summary.exit_status));
+    EXPECT_EQ(WEXITSTATUS(r.summary.exit_status), 0);
+  }
+}
+
+// C++ exceptions thrown across frames: the frames left by the throw are dropped (resynchronised
+// from rsp). The only row flagged is libgcc's eh_return epilogue, which describes the landing
+// frame one instruction before rsp moves there (`mov %rcx,%rsp`).
+TEST(Check, CxxExceptionsAcrossFrames) {
+  test::TempDir dir;
+  const std::string program = (dir.path / "exceptions").string();
+  ASSERT_TRUE(compile_fixture("g++ -O2", "exceptions.cpp", program));
+  CheckResult r = run({program});
+  for (const Inconsistency& i : r.inconsistencies) {
+    EXPECT_NE(i.module.find("libgcc_s.so"), std::string::npos) << describe(r);
+    EXPECT_EQ(i.instruction, "mov %rcx, %rsp") << describe(r);
+    EXPECT_EQ(i.column, "CFA");
+  }
+  EXPECT_GE(r.summary.resyncs, 2u); // thrower and middle left by the throw
+  EXPECT_GT(r.summary.checked, 5000u);
+}
+
+TEST(Check, StepLimitAndErrors) {
+  CheckResult r = run({fixture("check_correct")}, 100);
+  EXPECT_TRUE(r.summary.step_limit);
+  EXPECT_EQ(r.summary.steps, 100u);
+
+  CheckOptions missing;
+  missing.argv = {"/nonexistent/program"};
+  auto e = run_check(missing);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.error().to_string().find("cannot run /nonexistent/program"), std::string::npos);
+
+  CheckOptions no_symbol;
+  no_symbol.argv = {fixture("check_correct")};
+  no_symbol.start = CheckOptions::Start::symbol;
+  no_symbol.from_symbol = "no_such_function";
+  e = run_check(no_symbol);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.error().to_string().find("no symbol no_such_function"), std::string::npos);
+
+  // --from another function: only its frame and below are checked.
+  CheckOptions from;
+  from.argv = {fixture("check_pop_adjust")};
+  from.start = CheckOptions::Start::symbol;
+  from.from_symbol = "pops";
+  auto p = run_check(from);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->inconsistencies.size(), 1u);
+  EXPECT_EQ(p->summary.calls, 0u);
+}
+
+// From the very first instruction: the dynamic loader's start-up runs before main, its own
+// frames checked from their calls.
+TEST(Check, FromEntry) {
+  CheckOptions o;
+  o.argv = {fixture("check_correct")};
+  o.start = CheckOptions::Start::entry;
+  o.max_steps = 30000; // the whole run is about 110,000
+  auto r = run_check(o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->inconsistencies.empty()) << describe(*r);
+  EXPECT_GT(r->summary.checked, 20000u); // ld.so relocating libc
+  EXPECT_GT(r->summary.calls, 100u);
+}
+
+// Running straight-line code to a breakpoint and checking it from its starting state gives
+// what stepping every instruction gives: the same reports, the same instructions checked.
+TEST(Check, BlockRunsMatchSingleStepping) {
+  test::TempDir dir;
+  std::vector<std::string> programs;
+  for (const char* name :
+       {"check_pop_adjust", "check_save_offset", "check_late_advance", "check_cfa_register",
+        "check_restore_state", "check_missing_save", "check_correct"})
+    programs.push_back(fixture(name));
+  const std::string exceptions = (dir.path / "exceptions").string();
+  ASSERT_TRUE(compile_fixture("g++ -O0", "exceptions.cpp", exceptions));
+  programs.push_back(exceptions);
+  const std::string threaded = (dir.path / "libc_prog").string();
+  ASSERT_TRUE(compile_fixture("gcc -O0 -pthread", "check_libc.c", threaded));
+  programs.push_back(threaded);
+  for (const std::string& program : programs) {
+    SCOPED_TRACE(program);
+    CheckResult blocks = run({program});
+    CheckResult steps = run({program}, 0, /*single_step=*/true);
+    auto key = [](const CheckResult& r) {
+      std::vector<std::string> out;
+      for (const Inconsistency& i : r.inconsistencies)
+        out.push_back(i.module + " " + std::to_string(i.address) + " " + i.column + " " +
+                      i.expected + " " + i.table + " " + i.row + " " + i.instruction);
+      return out;
+    };
+    EXPECT_EQ(key(blocks), key(steps)) << describe(blocks) << "--\n" << describe(steps);
+    EXPECT_EQ(blocks.summary.block_mismatches, 0u);
+    EXPECT_GT(blocks.summary.blocks, 0u);
+    EXPECT_EQ(steps.summary.blocks, 0u);
+    if (program == threaded) continue; // two threads: the futex paths depend on timing
+    EXPECT_EQ(blocks.summary.steps, steps.summary.steps);
+    EXPECT_EQ(blocks.summary.checked, steps.summary.checked);
+    EXPECT_EQ(blocks.summary.calls, steps.summary.calls);
+    EXPECT_EQ(blocks.summary.resyncs, steps.summary.resyncs);
+  }
+}
+
+// Timer signals land anywhere, in the middle of straight-line runs too: the instructions before
+// the signal's pc are checked, the handler is a frame, nothing is reported.
+TEST(Check, SignalsDuringRuns) {
+  test::TempDir dir;
+  const std::string program = (dir.path / "alarm").string();
+  ASSERT_TRUE(compile_fixture("gcc -O1", "check_alarm.c", program));
+  for (bool single_step : {false, true}) {
+    SCOPED_TRACE(single_step);
+    CheckResult r = run({program}, 0, single_step);
+    EXPECT_TRUE(r.inconsistencies.empty()) << describe(r);
+    EXPECT_GE(r.summary.signals, 20u);
+    EXPECT_EQ(r.summary.block_mismatches, 0u);
+    if (!single_step) {
+      EXPECT_GT(r.summary.blocks, 100u);
+    }
+  }
+}
+
+// Coroutines on their own stacks (swapcontext): frames are dropped when rsp leaves for another
+// stack, and setcontext's rows (which describe the target context) are not taken for frames.
+TEST(Check, ContextSwitches) {
+  test::TempDir dir;
+  const std::string program = (dir.path / "context").string();
+  ASSERT_TRUE(compile_fixture("gcc -O2", "check_context.c", program));
+  CheckResult r = run({program});
+  EXPECT_TRUE(r.inconsistencies.empty()) << describe(r);
+  EXPECT_GE(r.summary.resyncs, 4u);
+  EXPECT_GT(r.summary.jump_rows, 0u);
+  EXPECT_GT(r.summary.checked, 3000u);
+}
