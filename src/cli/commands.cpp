@@ -19,6 +19,7 @@ void register_commands(CLI::App& app) {
   register_stack(app);
   register_perf(app);
   register_verify(app);
+  register_synth(app);
 }
 
 } // namespace ehelf::cli
