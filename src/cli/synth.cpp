@@ -57,8 +57,22 @@ void register_synth(CLI::App& app) {
       fmt::print(stderr, "ehelf: {}\n", elf.error().to_string());
       return set_exit_code(2);
     }
+    // The file's own table: its function starts help discovery; --compare checks against it.
+    std::optional<UnwindTable> shipped;
+    {
+      LoadOptions lo;
+      lo.debug_frame = false;
+      auto m = load_module_cfi(opt->file, lo);
+      auto table = m ? build_unwind_table(*m) : Result<UnwindTable>(m.error());
+      if (table)
+        shipped = std::move(*table);
+      else if (opt->compare) {
+        fmt::print(stderr, "ehelf: {}\n", table.error().to_string());
+        return set_exit_code(2);
+      }
+    }
     const auto t0 = std::chrono::steady_clock::now();
-    auto result = synth::synthesize(**elf);
+    auto result = synth::synthesize(**elf, shipped ? &*shipped : nullptr);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!result) {
@@ -84,15 +98,7 @@ void register_synth(CLI::App& app) {
     }
     std::optional<synth::Comparison> cmp;
     if (opt->compare) {
-      LoadOptions lo;
-      lo.debug_frame = false;
-      auto m = load_module_cfi(opt->file, lo);
-      auto table = m ? build_unwind_table(*m) : Result<UnwindTable>(m.error());
-      if (!table) {
-        fmt::print(stderr, "ehelf: {}\n", table.error().to_string());
-        return set_exit_code(2);
-      }
-      cmp = synth::compare_tables(*result, *table);
+      cmp = synth::compare_tables(*result, *shipped);
       if (!cmp->disagreements.empty()) set_exit_code(1);
     }
     const double mb = double(result->text_bytes) / 1e6;

@@ -10,7 +10,6 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "dwarf/module_cfi.hpp"
 #include "model/registers.hpp"
 #include "x86/decoder.hpp"
 
@@ -193,6 +192,7 @@ struct CodeSection {
 
 struct Synthesizer {
   const ElfFile& elf;
+  const UnwindTable* shipped;
   x86::Decoder decoder;
   std::vector<CodeSection> code;
   std::map<uint64_t, std::string> names;   // function starts -> name
@@ -242,12 +242,10 @@ struct Synthesizer {
       if (sym.size) known_ends[sym.value] = std::max(known_ends[sym.value], sym.value + sym.size);
     }
     discover_plt_noreturn();
-    LoadOptions o;
-    o.debug_frame = false;
-    o.separate_debug_file = false;
-    if (auto m = load_module_cfi(elf.name(), o); m && m->eh_frame)
-      for (const Fde& f : m->eh_frame->fdes)
-        if (f.pc_range) add_start(f.pc_begin, "");
+    if (shipped)
+      for (size_t i = 0; i < shipped->function_count(); ++i)
+        if (shipped->function(i).pc_end > shipped->function(i).pc_begin)
+          add_start(shipped->function(i).pc_begin, "");
     if (elf.bytes().size() >= sizeof(Elf64_Ehdr)) {
       Elf64_Ehdr eh;
       std::memcpy(&eh, elf.bytes().data(), sizeof eh);
@@ -462,8 +460,8 @@ std::string describe(const FrameState& s) {
   return out;
 }
 
-Result<SynthResult> synthesize(const ElfFile& elf) {
-  Synthesizer s{elf, {}, {}, {}, {}, {}, {}, {}, {}};
+Result<SynthResult> synthesize(const ElfFile& elf, const UnwindTable* shipped) {
+  Synthesizer s{elf, shipped, {}, {}, {}, {}, {}, {}, {}, {}};
   s.run();
   if (s.code.empty()) return Error::plain(fmt::format("{}: no executable section", elf.name()));
   return std::move(s.result);

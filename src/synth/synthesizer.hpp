@@ -65,9 +65,10 @@ struct SynthResult {
   UnwindTable table;
 };
 
-// Analyses every function of `elf` and builds the synthesized table. Fails only when the file
-// has no executable section; functions that cannot be analysed are listed with the reason.
-Result<SynthResult> synthesize(const ElfFile& elf);
+// Analyses every function of `elf` and builds the synthesized table. `shipped`, the file's own
+// table if it has one, contributes only its function starts. Fails only when the file has no
+// executable section; functions that cannot be analysed are listed with the reason.
+Result<SynthResult> synthesize(const ElfFile& elf, const UnwindTable* shipped = nullptr);
 
 // The row a state gives (CFA, return address at CFA-8, the save slots), in `table`'s pools.
 // False when the CFA is unknown.
