@@ -65,6 +65,13 @@ bool known_noreturn(std::string_view name) {
   return names.count(name) || name.find("__throw_") != std::string_view::npos;
 }
 
+// A frame with saved registers or a frame pointer: a jump in this state is no tail call (a
+// jump with only rsp moved is more often a decoding of bytes that are not code).
+bool has_frame(const FrameState& s) {
+  return s.cfa_on_rbp ||
+         std::any_of(std::begin(s.saved), std::end(s.saved), [](int32_t v) { return v != 0; });
+}
+
 // The key the paths meeting at an instruction must agree on: the CFA and the save slots.
 bool same_frame(const FrameState& a, const FrameState& b) {
   if (a.cfa_on_rbp != b.cfa_on_rbp) return false;
@@ -195,8 +202,13 @@ struct Synthesizer {
   const UnwindTable* shipped;
   x86::Decoder decoder;
   std::vector<CodeSection> code;
-  std::map<uint64_t, std::string> names;   // function starts -> name
-  std::set<uint64_t> cold;                 // starts of split-off cold parts
+  std::map<uint64_t, std::string> names; // function starts -> name
+  std::set<uint64_t> cold;               // starts of split-off cold parts
+  // Starts known only from the shipped table's FDEs. In a stripped file these include the cold
+  // parts of split functions, entered by a jump with the parent's frame in place: such a start,
+  // never called, is analysed from the state of the first jump that reaches it.
+  std::set<uint64_t> weak;
+  std::map<uint64_t, FrameState> jumped_in;
   std::map<uint64_t, uint64_t> known_ends; // start -> end from symbol sizes and FDEs
   std::set<uint64_t> noreturn;             // starts of functions that never return
   std::set<uint64_t> analysed;
@@ -245,11 +257,15 @@ struct Synthesizer {
     if (shipped)
       for (size_t i = 0; i < shipped->function_count(); ++i)
         if (shipped->function(i).pc_end > shipped->function(i).pc_begin)
-          add_start(shipped->function(i).pc_begin, "");
+          if (!names.count(shipped->function(i).pc_begin)) {
+            add_start(shipped->function(i).pc_begin, "");
+            weak.insert(shipped->function(i).pc_begin);
+          }
     if (elf.bytes().size() >= sizeof(Elf64_Ehdr)) {
       Elf64_Ehdr eh;
       std::memcpy(&eh, elf.bytes().data(), sizeof eh);
       add_start(eh.e_entry, "_start");
+      weak.erase(eh.e_entry);
       entry = eh.e_entry;
     }
   }
@@ -312,7 +328,10 @@ struct Synthesizer {
       return false;
     };
     std::unordered_map<uint64_t, std::pair<FrameState, x86::Instruction>> seen;
-    std::vector<std::pair<uint64_t, FrameState>> work = {{start, FrameState{}}};
+    FrameState initial;
+    if (auto j = jumped_in.find(start); j != jumped_in.end() && weak.count(start))
+      initial = j->second;
+    std::vector<std::pair<uint64_t, FrameState>> work = {{start, initial}};
     std::set<uint64_t> reported;
     auto fail = [&](std::string why) {
       if (fn.failure.empty()) fn.failure = std::move(why);
@@ -358,6 +377,8 @@ struct Synthesizer {
           work.emplace_back(to, out);
         } else if (!names.count(to))
           add_start(to, ""); // a tail call to an unknown function
+        else if (weak.count(to) && has_frame(out))
+          jumped_in.try_emplace(to, out);
       };
       switch (in->flow) {
       case x86::Flow::next:
@@ -365,7 +386,10 @@ struct Synthesizer {
         go(next);
         break;
       case x86::Flow::call:
-        if (!cold.count(in->target)) add_start(in->target, "");
+        if (!cold.count(in->target)) {
+          add_start(in->target, "");
+          weak.erase(in->target);
+        }
         if (!noreturn.count(in->target)) go(next);
         break;
       case x86::Flow::call_indirect:
@@ -393,11 +417,14 @@ struct Synthesizer {
 
   void run() {
     discover();
-    for (;;) {
+    // Functions known from symbols, calls and the entry first: their jumps tell which weak
+    // starts are cold parts.
+    for (bool weak_pass = false;;) {
       std::vector<uint64_t> todo;
       for (const auto& [a, name] : names)
-        if (!analysed.count(a) && !cold.count(a)) todo.push_back(a);
-      if (todo.empty()) break;
+        if (!analysed.count(a) && !cold.count(a) && weak.count(a) == weak_pass) todo.push_back(a);
+      if (todo.empty() && weak_pass) break;
+      weak_pass = todo.empty();
       for (uint64_t a : todo)
         analyse(a);
     }
