@@ -490,7 +490,7 @@ std::string describe(const FrameState& s) {
 Result<SynthResult> synthesize(const ElfFile& elf, const UnwindTable* shipped) {
   Synthesizer s{elf, shipped, {}, {}, {}, {}, {}, {}, {}, {}};
   s.run();
-  if (s.code.empty()) return Error::plain(fmt::format("{}: no executable section", elf.name()));
+  if (s.code.empty()) return Error::plain("no executable section").in_file(elf.name());
   return std::move(s.result);
 }
 

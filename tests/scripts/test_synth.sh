@@ -62,4 +62,13 @@ assert d["compared"] > 200000, d["compared"]
 assert d["agreeing"] / d["compared"] >= 0.99, d["agreeing"] / d["compared"]
 assert len(d["disagreements"]) == 5
 PY
+# Hostile input: one line naming the file, exit 2, no crash.
+head -c 3000 "$libc" > "$work/truncated.so"
+for f in /etc/hostname "$work/truncated.so" "$work/synth.elf"; do
+  [ -f "$f" ] || continue
+  "$ehelf" synth --compare "$f" > /dev/null 2> "$work/err"
+  status=$?
+  [ "$status" = 2 ] && [ "$(wc -l < "$work/err")" = 1 ] && grep -q "$f" "$work/err" &&
+    ok "$(basename "$f"): $(cat "$work/err")" || bad "$f: exit $status: $(cat "$work/err")"
+done
 exit $fail
