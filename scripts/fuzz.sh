@@ -72,7 +72,7 @@ run_target() { # NAME
   local name=$1 seeds="fuzz/corpus/${1#fuzz_}" work
   work=$(mktemp -d)
   [ -d "$seeds" ] && cp -r "$seeds"/. "$work"/
-  if [ "$name" = fuzz_elf ]; then
+  if [ "$name" = fuzz_elf ] || [ "$name" = fuzz_synth ]; then
     # ELF seeds are built from the fixtures here rather than committed as binaries.
     cc -O2 tests/fixtures/recursion.c -o "$work/recursion" && strip "$work/recursion"
     cc -nostartfiles -static -nostdlib tests/fixtures/cfi_variety.S -o "$work/cfi_variety"

@@ -20,6 +20,7 @@ void register_commands(CLI::App& app) {
   register_perf(app);
   register_check(app);
   register_verify(app);
+  register_synth(app);
 }
 
 } // namespace ehelf::cli

@@ -18,5 +18,6 @@ void register_stack(CLI::App& app);
 void register_perf(CLI::App& app);
 void register_check(CLI::App& app);
 void register_verify(CLI::App& app);
+void register_synth(CLI::App& app);
 
 } // namespace ehelf::cli

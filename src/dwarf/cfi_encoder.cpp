@@ -1,0 +1,381 @@
+#include "dwarf/cfi_encoder.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <tuple>
+
+#include "dwarf/constants.hpp"
+#include "model/registers.hpp"
+
+namespace ehelf {
+
+namespace {
+
+constexpr int64_t kDataAlign = -8;
+constexpr uint8_t kFdeEncoding = dw::EH_PE_pcrel | dw::EH_PE_sdata4;
+constexpr uint8_t kHdrEncoding = dw::EH_PE_datarel | dw::EH_PE_sdata4;
+
+void uleb(std::vector<uint8_t>& out, uint64_t v) {
+  do {
+    uint8_t b = v & 0x7f;
+    v >>= 7;
+    out.push_back(v ? b | 0x80 : b);
+  } while (v);
+}
+
+void sleb(std::vector<uint8_t>& out, int64_t v) {
+  for (;;) {
+    uint8_t b = v & 0x7f;
+    v >>= 7; // arithmetic shift
+    if ((v == 0 && !(b & 0x40)) || (v == -1 && (b & 0x40))) {
+      out.push_back(b);
+      return;
+    }
+    out.push_back(b | 0x80);
+  }
+}
+
+void u32(std::vector<uint8_t>& out, uint32_t v) {
+  for (int i = 0; i < 4; ++i)
+    out.push_back(static_cast<uint8_t>(v >> (8 * i)));
+}
+void patch_u32(std::vector<uint8_t>& out, size_t at, uint32_t v) {
+  for (int i = 0; i < 4; ++i)
+    out[at + i] = static_cast<uint8_t>(v >> (8 * i));
+}
+
+// The CIE's initial row: CFA = rsp + 8, return address at CFA - 8 (every x86_64 call).
+const CfaRule kInitialCfa{CfaRule::Kind::RegOffset, x86_64::RSP, 8, kNoExpression};
+const RegisterRule kInitialRa{RegisterRule::Kind::Offset, 0, -8, kNoExpression};
+
+// What makes functions share a CIE.
+struct CieKey {
+  uint16_t return_column;
+  bool signal_frame;
+  bool standard_start; // initial row as above, else an empty one
+  auto operator<=>(const CieKey&) const = default;
+};
+
+struct Encoder {
+  const UnwindTable& table;
+
+  struct State {
+    CfaRule cfa;
+    std::vector<ColumnRule> columns;
+    int64_t args_size = 0;
+  };
+
+  std::optional<Error> fail(uint64_t pc, std::string what) const {
+    return Error::plain(fmt::format("cannot encode the row at {:#x}: {}", pc, what));
+  }
+
+  void block(std::vector<uint8_t>& out, uint32_t expr) const {
+    const std::vector<uint8_t>& bytes = table.expression(expr).bytes();
+    uleb(out, bytes.size());
+    out.insert(out.end(), bytes.begin(), bytes.end());
+  }
+
+  void advance(std::vector<uint8_t>& out, uint64_t delta) const {
+    if (delta == 0) return;
+    if (delta < 0x40)
+      out.push_back(static_cast<uint8_t>(dw::CFA_advance_loc | delta));
+    else if (delta <= 0xff) {
+      out.push_back(dw::CFA_advance_loc1);
+      out.push_back(static_cast<uint8_t>(delta));
+    } else if (delta <= 0xffff) {
+      out.push_back(dw::CFA_advance_loc2);
+      out.push_back(static_cast<uint8_t>(delta));
+      out.push_back(static_cast<uint8_t>(delta >> 8));
+    } else {
+      out.push_back(dw::CFA_advance_loc4);
+      u32(out, static_cast<uint32_t>(delta));
+    }
+  }
+
+  std::optional<Error> cfa_change(std::vector<uint8_t>& out, const CfaRule& from, const CfaRule& to,
+                                  uint64_t pc) const {
+    if (to == from) return std::nullopt;
+    switch (to.kind) {
+    case CfaRule::Kind::Undefined:
+      return fail(pc, "the CFA becomes undefined");
+    case CfaRule::Kind::Expression:
+      out.push_back(dw::CFA_def_cfa_expression);
+      block(out, to.expr);
+      return std::nullopt;
+    case CfaRule::Kind::RegOffset:
+      break;
+    }
+    const bool same_reg = from.kind == CfaRule::Kind::RegOffset && from.reg == to.reg;
+    if (to.offset >= 0) {
+      if (same_reg) {
+        out.push_back(dw::CFA_def_cfa_offset);
+        uleb(out, static_cast<uint64_t>(to.offset));
+      } else if (from.kind == CfaRule::Kind::RegOffset && from.offset == to.offset) {
+        out.push_back(dw::CFA_def_cfa_register);
+        uleb(out, to.reg);
+      } else {
+        out.push_back(dw::CFA_def_cfa);
+        uleb(out, to.reg);
+        uleb(out, static_cast<uint64_t>(to.offset));
+      }
+      return std::nullopt;
+    }
+    if (to.offset % kDataAlign != 0) return fail(pc, "a negative CFA offset not a multiple of 8");
+    out.push_back(dw::CFA_def_cfa_sf);
+    uleb(out, to.reg);
+    sleb(out, to.offset / kDataAlign);
+    return std::nullopt;
+  }
+
+  std::optional<Error> rule(std::vector<uint8_t>& out, uint16_t col, const RegisterRule& r,
+                            const RegisterRule* initial, uint64_t pc) const {
+    if (initial && *initial == r) {
+      if (col < 64)
+        out.push_back(static_cast<uint8_t>(dw::CFA_restore | col));
+      else {
+        out.push_back(dw::CFA_restore_extended);
+        uleb(out, col);
+      }
+      return std::nullopt;
+    }
+    switch (r.kind) {
+    case RegisterRule::Kind::Undefined:
+      out.push_back(dw::CFA_undefined);
+      uleb(out, col);
+      break;
+    case RegisterRule::Kind::SameValue:
+      out.push_back(dw::CFA_same_value);
+      uleb(out, col);
+      break;
+    case RegisterRule::Kind::Offset:
+    case RegisterRule::Kind::ValOffset: {
+      if (r.offset % kDataAlign != 0) return fail(pc, "a save offset not a multiple of 8");
+      const int64_t f = r.offset / kDataAlign;
+      const bool val = r.kind == RegisterRule::Kind::ValOffset;
+      if (f >= 0 && !val && col < 64) {
+        out.push_back(static_cast<uint8_t>(dw::CFA_offset | col));
+        uleb(out, static_cast<uint64_t>(f));
+      } else if (f >= 0) {
+        out.push_back(val ? dw::CFA_val_offset : dw::CFA_offset_extended);
+        uleb(out, col);
+        uleb(out, static_cast<uint64_t>(f));
+      } else {
+        out.push_back(val ? dw::CFA_val_offset_sf : dw::CFA_offset_extended_sf);
+        uleb(out, col);
+        sleb(out, f);
+      }
+      break;
+    }
+    case RegisterRule::Kind::Register:
+      out.push_back(dw::CFA_register);
+      uleb(out, col);
+      uleb(out, r.reg);
+      break;
+    case RegisterRule::Kind::Expression:
+    case RegisterRule::Kind::ValExpression:
+      out.push_back(r.kind == RegisterRule::Kind::Expression ? dw::CFA_expression
+                                                             : dw::CFA_val_expression);
+      uleb(out, col);
+      block(out, r.expr);
+      break;
+    case RegisterRule::Kind::Architectural:
+      return fail(pc, "an architectural rule");
+    }
+    return std::nullopt;
+  }
+
+  // Writes the instructions that turn `state` into `row` (and updates `state`).
+  std::optional<Error> transition(std::vector<uint8_t>& out, State& state, RowView row,
+                                  int64_t args_size, const State& initial, uint64_t pc) const {
+    if (auto e = cfa_change(out, state.cfa, row.cfa, pc)) return e;
+    auto initial_rule = [&](uint16_t col) -> const RegisterRule* {
+      for (const ColumnRule& c : initial.columns)
+        if (c.column == col) return &c.rule;
+      return nullptr;
+    };
+    // Merge the two sorted column lists.
+    size_t i = 0, j = 0;
+    while (i < state.columns.size() || j < row.columns.size()) {
+      const bool take_old =
+          j == row.columns.size() ||
+          (i < state.columns.size() && state.columns[i].column < row.columns[j].column);
+      const bool take_new =
+          i == state.columns.size() ||
+          (j < row.columns.size() && row.columns[j].column < state.columns[i].column);
+      if (take_old) { // the column loses its rule
+        const uint16_t col = state.columns[i].column;
+        if (initial_rule(col)) return fail(pc, fmt::format("column {} loses its rule", col));
+        if (col < 64)
+          out.push_back(static_cast<uint8_t>(dw::CFA_restore | col));
+        else {
+          out.push_back(dw::CFA_restore_extended);
+          uleb(out, col);
+        }
+        ++i;
+      } else if (take_new) {
+        if (auto e = rule(out, row.columns[j].column, row.columns[j].rule,
+                          initial_rule(row.columns[j].column), pc))
+          return e;
+        ++j;
+      } else {
+        if (!(state.columns[i].rule == row.columns[j].rule))
+          if (auto e = rule(out, row.columns[j].column, row.columns[j].rule,
+                            initial_rule(row.columns[j].column), pc))
+            return e;
+        ++i, ++j;
+      }
+    }
+    if (args_size != state.args_size) {
+      if (args_size < 0) return fail(pc, "a negative args_size");
+      out.push_back(dw::CFA_GNU_args_size);
+      uleb(out, static_cast<uint64_t>(args_size));
+    }
+    state.cfa = row.cfa;
+    state.columns.assign(row.columns.begin(), row.columns.end());
+    state.args_size = args_size;
+    return std::nullopt;
+  }
+
+  static State initial_state(const CieKey& key) {
+    State s;
+    if (key.standard_start) {
+      s.cfa = kInitialCfa;
+      s.columns.push_back({key.return_column, kInitialRa});
+    }
+    return s;
+  }
+
+  void write_cie(std::vector<uint8_t>& out, const CieKey& key) const {
+    const size_t start = out.size();
+    u32(out, 0); // length, patched below
+    u32(out, 0); // CIE id
+    out.push_back(1);
+    const char* aug = key.signal_frame ? "zRS" : "zR";
+    out.insert(out.end(), aug, aug + std::strlen(aug) + 1);
+    uleb(out, 1);
+    sleb(out, kDataAlign);
+    uleb(out, key.return_column);
+    uleb(out, 1);
+    out.push_back(kFdeEncoding);
+    if (key.standard_start) {
+      out.push_back(dw::CFA_def_cfa);
+      uleb(out, x86_64::RSP);
+      uleb(out, 8);
+      if (key.return_column < 64)
+        out.push_back(static_cast<uint8_t>(dw::CFA_offset | key.return_column));
+      else {
+        out.push_back(dw::CFA_offset_extended);
+        uleb(out, key.return_column);
+      }
+      uleb(out, 1);
+    }
+    while ((out.size() - start) % 8)
+      out.push_back(dw::CFA_nop);
+    patch_u32(out, start, static_cast<uint32_t>(out.size() - start - 4));
+  }
+
+  struct Run {
+    size_t first, last; // ranges [first, last]
+  };
+
+  Result<EncodedCfi> encode(uint64_t eh_frame_addr, uint64_t hdr_addr) const {
+    std::span<const TableRange> ranges = table.ranges();
+    // Contiguous runs of one function's ranges become FDEs.
+    std::vector<Run> runs;
+    for (size_t i = 0; i < ranges.size(); ++i) {
+      if (!runs.empty() && ranges[runs.back().last].function == ranges[i].function &&
+          ranges[runs.back().last].end == ranges[i].begin)
+        runs.back().last = i;
+      else
+        runs.push_back({i, i});
+    }
+    EncodedCfi result;
+    std::vector<uint8_t>& out = result.eh_frame;
+    std::map<CieKey, uint64_t> cies;                   // key -> offset of the CIE
+    std::vector<std::pair<uint64_t, uint64_t>> search; // (pc_begin, FDE address)
+    for (const Run& run : runs) {
+      const TableRange& head = ranges[run.first];
+      const FunctionInfo& f = table.function(head.function);
+      const RowView first_row = table.row(head.row);
+      const RegisterRule* ra = first_row.rule_for(f.return_column);
+      CieKey key{f.return_column, f.signal_frame,
+                 first_row.cfa.kind != CfaRule::Kind::Undefined && ra != nullptr};
+      auto [it, fresh] = cies.try_emplace(key, out.size());
+      if (fresh) write_cie(out, key);
+      const State initial = initial_state(key);
+      State state = initial;
+
+      const size_t start = out.size();
+      u32(out, 0);
+      u32(out, static_cast<uint32_t>(out.size() - it->second)); // CIE pointer
+      const uint64_t begin = head.begin, end = ranges[run.last].end;
+      u32(out, static_cast<uint32_t>(begin - (eh_frame_addr + out.size())));
+      u32(out, static_cast<uint32_t>(end - begin));
+      uleb(out, 0); // augmentation data length
+      uint64_t loc = begin;
+      for (size_t r = run.first; r <= run.last; ++r) {
+        advance(out, ranges[r].begin - loc);
+        loc = ranges[r].begin;
+        if (auto e = transition(out, state, table.row(ranges[r].row), ranges[r].args_size, initial,
+                                ranges[r].begin))
+          return std::move(*e);
+      }
+      while ((out.size() - start) % 8)
+        out.push_back(dw::CFA_nop);
+      patch_u32(out, start, static_cast<uint32_t>(out.size() - start - 4));
+      search.emplace_back(begin, eh_frame_addr + start);
+    }
+    u32(out, 0); // terminator
+    result.fde_count = search.size();
+
+    std::vector<uint8_t>& hdr = result.eh_frame_hdr;
+    hdr = {1, kFdeEncoding, dw::EH_PE_udata4, kHdrEncoding};
+    u32(hdr, static_cast<uint32_t>(eh_frame_addr - (hdr_addr + 4)));
+    u32(hdr, static_cast<uint32_t>(search.size()));
+    std::sort(search.begin(), search.end());
+    for (auto [pc, fde] : search) {
+      u32(hdr, static_cast<uint32_t>(pc - hdr_addr));
+      u32(hdr, static_cast<uint32_t>(fde - hdr_addr));
+    }
+    return result;
+  }
+};
+
+} // namespace
+
+Result<EncodedCfi> encode_cfi(const UnwindTable& table, uint64_t eh_frame_addr, uint64_t hdr_addr) {
+  return Encoder{table}.encode(eh_frame_addr, hdr_addr);
+}
+
+Result<uint64_t> encoded_eh_frame_size(const UnwindTable& table) {
+  auto e = Encoder{table}.encode(0, 0);
+  if (!e) return std::move(e).error();
+  return static_cast<uint64_t>(e->eh_frame.size());
+}
+
+} // namespace ehelf
+
+#include "elf/elf_writer.hpp"
+
+namespace ehelf {
+
+Result<std::vector<uint8_t>> encode_cfi_elf(const UnwindTable& table) {
+  uint64_t top = 0;
+  for (const TableRange& r : table.ranges())
+    top = std::max(top, r.end);
+  const uint64_t hdr_addr = (top + 0xfff) / 0x1000 * 0x1000;
+  const uint64_t hdr_size = 12 + 8 * table.ranges().size(); // an upper bound: one FDE per range
+  const uint64_t eh_frame_addr = (hdr_addr + hdr_size + 7) / 8 * 8;
+  auto cfi = encode_cfi(table, eh_frame_addr, hdr_addr);
+  if (!cfi) return std::move(cfi).error();
+  std::vector<ImageSection> sections;
+  sections.push_back({".eh_frame_hdr", hdr_addr, std::move(cfi->eh_frame_hdr), 4});
+  sections.push_back({".eh_frame", eh_frame_addr, std::move(cfi->eh_frame), 8});
+  return write_elf_image(sections);
+}
+
+} // namespace ehelf

@@ -1,0 +1,118 @@
+#include "elf/elf_writer.hpp"
+
+#include <elf.h>
+
+#include <cstring>
+
+namespace ehelf {
+
+namespace {
+
+template <typename T> void put(std::vector<uint8_t>& out, uint64_t at, const T& value) {
+  std::memcpy(out.data() + at, &value, sizeof value);
+}
+
+uint64_t align_up(uint64_t v, uint64_t a) {
+  return a ? (v + a - 1) / a * a : v;
+}
+
+} // namespace
+
+std::vector<uint8_t> write_elf_image(std::span<const ImageSection> sections) {
+  constexpr uint64_t kPage = 0x1000;
+  const bool has_hdr = [&] {
+    for (const ImageSection& s : sections)
+      if (s.name == ".eh_frame_hdr") return true;
+    return false;
+  }();
+  const uint16_t phnum = sections.empty() ? 0 : (has_hdr ? 2 : 1);
+  const uint64_t headers = sizeof(Elf64_Ehdr) + phnum * sizeof(Elf64_Phdr);
+
+  // Section data sits at file offsets congruent to its address modulo the page, as PT_LOAD asks.
+  const uint64_t first = sections.empty() ? 0 : sections.front().addr;
+  const uint64_t last = sections.empty() ? 0 : sections.back().addr + sections.back().bytes.size();
+  uint64_t base = align_up(headers, kPage) + first % kPage;
+  if (base >= kPage && base - kPage >= headers) base -= kPage;
+
+  std::string shstrtab(1, '\0');
+  std::vector<uint32_t> names;
+  for (const ImageSection& s : sections) {
+    names.push_back(static_cast<uint32_t>(shstrtab.size()));
+    shstrtab += s.name;
+    shstrtab += '\0';
+  }
+  const uint32_t shstrtab_name = static_cast<uint32_t>(shstrtab.size());
+  shstrtab += ".shstrtab";
+  shstrtab += '\0';
+
+  const uint64_t strtab_off = base + (last - first);
+  const uint64_t shoff = align_up(strtab_off + shstrtab.size(), 8);
+  const uint16_t shnum = static_cast<uint16_t>(sections.size() + 2);
+  std::vector<uint8_t> out(shoff + shnum * sizeof(Elf64_Shdr), 0);
+
+  Elf64_Ehdr eh{};
+  std::memcpy(eh.e_ident, ELFMAG, SELFMAG);
+  eh.e_ident[EI_CLASS] = ELFCLASS64;
+  eh.e_ident[EI_DATA] = ELFDATA2LSB;
+  eh.e_ident[EI_VERSION] = EV_CURRENT;
+  eh.e_ident[EI_OSABI] = ELFOSABI_NONE;
+  eh.e_type = ET_DYN;
+  eh.e_machine = EM_X86_64;
+  eh.e_version = EV_CURRENT;
+  eh.e_phoff = phnum ? sizeof(Elf64_Ehdr) : 0;
+  eh.e_shoff = shoff;
+  eh.e_ehsize = sizeof(Elf64_Ehdr);
+  eh.e_phentsize = sizeof(Elf64_Phdr);
+  eh.e_phnum = phnum;
+  eh.e_shentsize = sizeof(Elf64_Shdr);
+  eh.e_shnum = shnum;
+  eh.e_shstrndx = static_cast<uint16_t>(shnum - 1);
+  put(out, 0, eh);
+
+  if (phnum) {
+    Elf64_Phdr load{};
+    load.p_type = PT_LOAD;
+    load.p_flags = PF_R;
+    load.p_offset = base;
+    load.p_vaddr = load.p_paddr = first;
+    load.p_filesz = load.p_memsz = last - first;
+    load.p_align = kPage;
+    put(out, sizeof(Elf64_Ehdr), load);
+  }
+  Elf64_Shdr sh{};
+  for (size_t i = 0; i < sections.size(); ++i) {
+    const ImageSection& s = sections[i];
+    const uint64_t off = base + (s.addr - first);
+    if (!s.bytes.empty()) std::memcpy(out.data() + off, s.bytes.data(), s.bytes.size());
+    sh = {};
+    sh.sh_name = names[i];
+    sh.sh_type = SHT_PROGBITS;
+    sh.sh_flags = SHF_ALLOC;
+    sh.sh_addr = s.addr;
+    sh.sh_offset = off;
+    sh.sh_size = s.bytes.size();
+    sh.sh_addralign = s.align;
+    put(out, shoff + (i + 1) * sizeof(Elf64_Shdr), sh);
+    if (s.name == ".eh_frame_hdr") {
+      Elf64_Phdr ph{};
+      ph.p_type = PT_GNU_EH_FRAME;
+      ph.p_flags = PF_R;
+      ph.p_offset = off;
+      ph.p_vaddr = ph.p_paddr = s.addr;
+      ph.p_filesz = ph.p_memsz = s.bytes.size();
+      ph.p_align = 4;
+      put(out, sizeof(Elf64_Ehdr) + sizeof(Elf64_Phdr), ph);
+    }
+  }
+  std::memcpy(out.data() + strtab_off, shstrtab.data(), shstrtab.size());
+  sh = {};
+  sh.sh_name = shstrtab_name;
+  sh.sh_type = SHT_STRTAB;
+  sh.sh_offset = strtab_off;
+  sh.sh_size = shstrtab.size();
+  sh.sh_addralign = 1;
+  put(out, shoff + (shnum - 1) * sizeof(Elf64_Shdr), sh);
+  return out;
+}
+
+} // namespace ehelf

@@ -1,0 +1,497 @@
+#include "synth/synthesizer.hpp"
+
+#include <elf.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <set>
+#include <string_view>
+#include <unordered_map>
+
+#include "model/registers.hpp"
+#include "x86/decoder.hpp"
+
+namespace ehelf::synth {
+
+namespace {
+
+using x86::Reg;
+using Kind = x86::StackOp::Kind;
+
+constexpr Reg kCalleeSaved[] = {Reg::rbx, Reg::rbp, Reg::r12, Reg::r13, Reg::r14, Reg::r15};
+
+uint16_t dwarf_column(Reg r) {
+  static constexpr uint16_t map[16] = {0, 2, 1, 3, 7, 6, 4, 5, 8, 9, 10, 11, 12, 13, 14, 15};
+  return map[unsigned(r)];
+}
+
+bool callee_saved(Reg r) {
+  return std::find(std::begin(kCalleeSaved), std::end(kCalleeSaved), r) != std::end(kCalleeSaved);
+}
+
+// Functions that never return to their caller.
+bool known_noreturn(std::string_view name) {
+  static const std::set<std::string_view> names = {"abort",
+                                                   "exit",
+                                                   "_exit",
+                                                   "_Exit",
+                                                   "quick_exit",
+                                                   "__stack_chk_fail",
+                                                   "__assert_fail",
+                                                   "__assert_perror_fail",
+                                                   "__cxa_throw",
+                                                   "__cxa_rethrow",
+                                                   "_Unwind_Resume",
+                                                   "longjmp",
+                                                   "siglongjmp",
+                                                   "__longjmp_chk",
+                                                   "__fortify_fail",
+                                                   "__chk_fail",
+                                                   "err",
+                                                   "errx",
+                                                   "verr",
+                                                   "verrx",
+                                                   "pthread_exit",
+                                                   "__libc_fatal",
+                                                   "__libc_start_main",
+                                                   "__cxa_bad_cast",
+                                                   "__cxa_bad_typeid",
+                                                   "__cxa_call_terminate",
+                                                   "_ZSt9terminatev",
+                                                   "__malloc_assert"};
+  if (auto at = name.find('@'); at != std::string_view::npos) name = name.substr(0, at);
+  return names.count(name) || name.find("__throw_") != std::string_view::npos;
+}
+
+// A frame with saved registers or a frame pointer: a jump in this state is no tail call (a
+// jump with only rsp moved is more often a decoding of bytes that are not code).
+bool has_frame(const FrameState& s) {
+  return s.cfa_on_rbp ||
+         std::any_of(std::begin(s.saved), std::end(s.saved), [](int32_t v) { return v != 0; });
+}
+
+// The key the paths meeting at an instruction must agree on: the CFA and the save slots.
+bool same_frame(const FrameState& a, const FrameState& b) {
+  if (a.cfa_on_rbp != b.cfa_on_rbp) return false;
+  if (a.cfa_on_rbp) {
+    if (a.rbp_known != b.rbp_known || (a.rbp_known && a.rbp_depth != b.rbp_depth)) return false;
+  } else if (a.rsp_known != b.rsp_known || (a.rsp_known && a.height != b.height))
+    return false;
+  return std::equal(std::begin(a.saved), std::end(a.saved), std::begin(b.saved));
+}
+
+// `into` joined with `other` where same_frame holds: what either path may have lost is lost.
+FrameState join(FrameState into, const FrameState& other) {
+  if (into.rsp_known != other.rsp_known || into.height != other.height) into.rsp_known = false;
+  if (into.rbp_known != other.rbp_known || into.rbp_depth != other.rbp_depth)
+    into.rbp_known = false;
+  into.clobbered |= other.clobbered;
+  for (int i = 0; i < 16; ++i)
+    if (into.restored[i] != other.restored[i]) into.restored[i] = 0;
+  if (!into.rsp_known) into.height = 0;
+  if (!into.rbp_known) into.rbp_depth = 0;
+  return into;
+}
+
+void apply(FrameState& s, const x86::Instruction& in) {
+  bool rsp_done = false, rbp_done = false;
+  for (unsigned i = 0; i < in.op_count; ++i) {
+    const x86::StackOp& op = in.ops[i];
+    auto base_depth = [&](Reg base, int32_t& depth) { // CFA - base
+      if (base == Reg::rsp && s.rsp_known) return depth = s.height, true;
+      if (base == Reg::rbp && s.rbp_known) return depth = s.rbp_depth, true;
+      return false;
+    };
+    switch (op.kind) {
+    case Kind::rsp_add:
+      s.height -= op.disp;
+      rsp_done = true;
+      break;
+    case Kind::rsp_align:
+      s.rsp_known = false;
+      rsp_done = true;
+      break;
+    case Kind::copy: {
+      int32_t d;
+      const bool known = base_depth(op.base, d);
+      if (op.reg == Reg::rbp) {
+        s.rbp_known = known;
+        s.rbp_depth = known ? d - op.disp : 0;
+        // A frame pointer is `mov %rsp,%rbp` right after the caller's rbp was pushed; other
+        // copies (lea 0x20(%rsp),%rbp; mov %rsp,%rbp far below the save slot) use rbp as a general
+        // register.
+        if (known && op.base == Reg::rsp && op.disp == 0 && s.saved[unsigned(Reg::rbp)] &&
+            s.saved[unsigned(Reg::rbp)] == -s.rbp_depth)
+          s.cfa_on_rbp = true;
+        rbp_done = true;
+      } else if (op.reg == Reg::rsp) {
+        s.rsp_known = known;
+        s.height = known ? d - op.disp : 0;
+        rsp_done = true;
+      }
+      break;
+    }
+    case Kind::store: {
+      int32_t d;
+      if (op.reg != Reg::none && callee_saved(op.reg) && !(s.clobbered >> unsigned(op.reg) & 1) &&
+          !s.saved[unsigned(op.reg)] && base_depth(op.base, d))
+        s.saved[unsigned(op.reg)] = op.disp - d;
+      break;
+    }
+    case Kind::load: {
+      int32_t d;
+      if (op.reg == Reg::none) break;
+      const unsigned r = unsigned(op.reg);
+      const int32_t slot = base_depth(op.base, d) ? op.disp - d : 0;
+      if (callee_saved(op.reg) && slot && s.saved[r] == slot) {
+        s.saved[r] = 0;
+        s.restored[r] = slot;
+        s.clobbered &= uint16_t(~(1u << r));
+      } else {
+        s.restored[r] = 0;
+        if (callee_saved(op.reg)) s.clobbered |= uint16_t(1u << r);
+      }
+      if (op.reg == Reg::rbp) {
+        s.rbp_known = false;
+        s.cfa_on_rbp = false;
+        rbp_done = true;
+      }
+      if (op.reg == Reg::rsp) {
+        s.rsp_known = false;
+        rsp_done = true;
+      }
+      break;
+    }
+    case Kind::push_memory:
+      break;
+    case Kind::unmodelled:
+      if (op.reg == Reg::rsp) s.rsp_known = false, rsp_done = true;
+      if (op.reg == Reg::rbp) s.rbp_known = false, rbp_done = true;
+      break;
+    }
+  }
+  // Other writes: a register overwritten no longer holds its caller's value.
+  for (Reg r : kCalleeSaved)
+    if (in.writes_reg(r)) {
+      bool by_load = false;
+      for (unsigned i = 0; i < in.op_count; ++i)
+        by_load |= in.ops[i].kind == Kind::load && in.ops[i].reg == r;
+      if (!by_load) {
+        s.clobbered |= uint16_t(1u << unsigned(r));
+        s.restored[unsigned(r)] = 0;
+      }
+    }
+  // A call pushes and its callee pops the return address: rsp is back when the call returns.
+  const bool call = in.flow == x86::Flow::call || in.flow == x86::Flow::call_indirect;
+  if (in.writes_reg(Reg::rsp) && !rsp_done && !call) s.rsp_known = false;
+  if (in.writes_reg(Reg::rbp) && !rbp_done) s.rbp_known = false;
+  if (!s.rsp_known) s.height = 0;
+  if (!s.rbp_known) s.rbp_depth = 0;
+  if (s.cfa_on_rbp && !s.rbp_known && s.rsp_known) s.cfa_on_rbp = false;
+}
+
+struct CodeSection {
+  uint64_t begin, end;
+  std::span<const uint8_t> bytes;
+};
+
+struct Synthesizer {
+  const ElfFile& elf;
+  const UnwindTable* shipped;
+  x86::Decoder decoder;
+  std::vector<CodeSection> code;
+  std::map<uint64_t, std::string> names; // function starts -> name
+  std::set<uint64_t> cold;               // starts of split-off cold parts
+  // Starts known only from the shipped table's FDEs. In a stripped file these include the cold
+  // parts of split functions, entered by a jump with the parent's frame in place: such a start,
+  // never called, is analysed from the state of the first jump that reaches it.
+  std::set<uint64_t> weak;
+  std::map<uint64_t, FrameState> jumped_in;
+  std::map<uint64_t, uint64_t> known_ends; // start -> end from symbol sizes and FDEs
+  std::set<uint64_t> noreturn;             // starts of functions that never return
+  std::set<uint64_t> analysed;
+  uint64_t entry = 0;
+  SynthResult result;
+
+  const CodeSection* section_of(uint64_t a) const {
+    for (const CodeSection& c : code)
+      if (a >= c.begin && a < c.end) return &c;
+    return nullptr;
+  }
+
+  uint64_t extent_end(uint64_t start) const {
+    const CodeSection* c = section_of(start);
+    uint64_t end = c ? c->end : start;
+    if (auto n = names.upper_bound(start); n != names.end()) end = std::min(end, n->first);
+    if (auto k = known_ends.find(start); k != known_ends.end() && k->second > start)
+      end = std::min(end, k->second);
+    return end;
+  }
+
+  void add_start(uint64_t a, std::string name) {
+    if (!section_of(a)) return;
+    auto [it, fresh] = names.try_emplace(a, std::move(name));
+    if (fresh && it->second.empty()) it->second = fmt::format("fn_{:x}", a);
+  }
+
+  void discover() {
+    for (const Section& s : elf.sections()) {
+      if (!(s.flags & SHF_EXECINSTR) || s.type == SHT_NOBITS || s.name.starts_with(".plt"))
+        continue;
+      auto data = elf.section_data(s);
+      if (!data) continue;
+      code.push_back({s.addr, s.addr + data->size(), *data});
+      result.text_bytes += data->size();
+    }
+    for (const Symbol& sym : elf.symbols()) {
+      if (sym.type != STT_FUNC || !section_of(sym.value)) continue;
+      std::string name(sym.name);
+      if (name.find(".cold") != std::string::npos) cold.insert(sym.value);
+      if (known_noreturn(name)) noreturn.insert(sym.value);
+      add_start(sym.value, name);
+      if (sym.size) known_ends[sym.value] = std::max(known_ends[sym.value], sym.value + sym.size);
+    }
+    discover_plt_noreturn();
+    if (shipped)
+      for (size_t i = 0; i < shipped->function_count(); ++i)
+        if (shipped->function(i).pc_end > shipped->function(i).pc_begin)
+          if (!names.count(shipped->function(i).pc_begin)) {
+            add_start(shipped->function(i).pc_begin, "");
+            weak.insert(shipped->function(i).pc_begin);
+          }
+    if (elf.bytes().size() >= sizeof(Elf64_Ehdr)) {
+      Elf64_Ehdr eh;
+      std::memcpy(&eh, elf.bytes().data(), sizeof eh);
+      add_start(eh.e_entry, "_start");
+      weak.erase(eh.e_entry);
+      entry = eh.e_entry;
+    }
+  }
+
+  // PLT stubs of noreturn functions: each 16-byte entry of .plt/.plt.sec/.plt.got jumps through
+  // a GOT slot (`jmp *disp(%rip)`, maybe after endbr64 and a bnd prefix), and the dynamic
+  // relocations name the symbol each slot is bound to.
+  void discover_plt_noreturn() {
+    std::unordered_map<uint64_t, std::string_view> slot_names;
+    const Section* dynsym = elf.find_section(".dynsym");
+    const Section* dynstr = elf.find_section(".dynstr");
+    if (!dynsym || !dynstr) return;
+    auto syms = elf.section_data(*dynsym);
+    auto strs = elf.section_data(*dynstr);
+    if (!syms || !strs) return;
+    for (const Section& rs : elf.sections()) {
+      if (rs.type != SHT_RELA || rs.link != dynsym->index) continue;
+      auto data = elf.section_data(rs);
+      if (!data) continue;
+      for (size_t off = 0; off + sizeof(Elf64_Rela) <= data->size(); off += sizeof(Elf64_Rela)) {
+        Elf64_Rela rela;
+        std::memcpy(&rela, data->data() + off, sizeof rela);
+        const uint64_t sym = ELF64_R_SYM(rela.r_info);
+        if ((sym + 1) * sizeof(Elf64_Sym) > syms->size()) continue;
+        Elf64_Sym es;
+        std::memcpy(&es, syms->data() + sym * sizeof(Elf64_Sym), sizeof es);
+        if (es.st_name >= strs->size()) continue;
+        const char* name = reinterpret_cast<const char*>(strs->data()) + es.st_name;
+        const size_t len = strnlen(name, strs->size() - es.st_name);
+        slot_names[rela.r_offset] = std::string_view(name, len);
+      }
+    }
+    for (const Section& s : elf.sections()) {
+      if (!s.name.starts_with(".plt") || !(s.flags & SHF_EXECINSTR) || s.type == SHT_NOBITS)
+        continue;
+      auto data = elf.section_data(s);
+      if (!data) continue;
+      for (size_t entry = 0; entry + 16 <= data->size(); entry += 16)
+        for (size_t i = entry; i + 6 <= entry + 16; ++i)
+          if ((*data)[i] == 0xff && (*data)[i + 1] == 0x25) {
+            int32_t disp;
+            std::memcpy(&disp, data->data() + i + 2, 4);
+            const uint64_t slot = s.addr + i + 6 + static_cast<int64_t>(disp);
+            if (auto n = slot_names.find(slot); n != slot_names.end() && known_noreturn(n->second))
+              noreturn.insert(s.addr + entry);
+            break;
+          }
+    }
+  }
+
+  // Explores one function from its entry. New call targets become function starts.
+  void analyse(uint64_t start) {
+    analysed.insert(start);
+    const uint32_t index = static_cast<uint32_t>(result.functions.size());
+    SynthFunction fn{names[start], start, extent_end(start), 0, start == entry, {}};
+    std::vector<std::pair<uint64_t, uint64_t>> extents = {{fn.begin, fn.end}};
+    auto inside = [&](uint64_t a) {
+      for (auto [b, e] : extents)
+        if (a >= b && a < e) return true;
+      return false;
+    };
+    std::unordered_map<uint64_t, std::pair<FrameState, x86::Instruction>> seen;
+    FrameState initial;
+    if (auto j = jumped_in.find(start); j != jumped_in.end() && weak.count(start))
+      initial = j->second;
+    std::vector<std::pair<uint64_t, FrameState>> work = {{start, initial}};
+    std::set<uint64_t> reported;
+    auto fail = [&](std::string why) {
+      if (fn.failure.empty()) fn.failure = std::move(why);
+    };
+    while (!work.empty()) {
+      auto [a, s] = work.back();
+      work.pop_back();
+      if (auto it = seen.find(a); it != seen.end()) {
+        FrameState& old = it->second.first;
+        if (!same_frame(old, s)) {
+          if (reported.insert(a).second) result.conflicts.push_back({fn.name, a, old, s});
+          continue;
+        }
+        const FrameState joined = join(old, s);
+        if (joined == old) continue;
+        old = joined;
+        s = joined;
+      }
+      const CodeSection* c = section_of(a);
+      if (!c) {
+        fail(fmt::format("flows out of the code at {:#x}", a));
+        continue;
+      }
+      auto in = decoder.decode(c->bytes.subspan(a - c->begin), a);
+      if (!in) {
+        fail(fmt::format("undecodable instruction at {:#x}", a));
+        continue;
+      }
+      seen[a] = {s, *in};
+      if (!s.cfa_known() && !fn.outermost) {
+        fail(fmt::format("CFA lost at {:#x} ({})", a,
+                         decoder.format(c->bytes.subspan(a - c->begin), a)));
+        continue;
+      }
+      FrameState out = s;
+      apply(out, *in);
+      const uint64_t next = a + in->length;
+      auto go = [&](uint64_t to) {
+        if (inside(to))
+          work.emplace_back(to, out);
+        else if (cold.count(to)) {
+          extents.emplace_back(to, extent_end(to));
+          work.emplace_back(to, out);
+        } else if (!names.count(to))
+          add_start(to, ""); // a tail call to an unknown function
+        else if (weak.count(to) && has_frame(out))
+          jumped_in.try_emplace(to, out);
+      };
+      switch (in->flow) {
+      case x86::Flow::next:
+      case x86::Flow::syscall:
+        go(next);
+        break;
+      case x86::Flow::call:
+        if (!cold.count(in->target)) {
+          add_start(in->target, "");
+          weak.erase(in->target);
+        }
+        if (!noreturn.count(in->target)) go(next);
+        break;
+      case x86::Flow::call_indirect:
+        go(next);
+        break;
+      case x86::Flow::jump:
+        go(in->target);
+        break;
+      case x86::Flow::jump_conditional:
+        go(in->target);
+        go(next);
+        break;
+      case x86::Flow::jump_indirect:
+      case x86::Flow::ret:
+      case x86::Flow::trap:
+      case x86::Flow::other:
+        break;
+      }
+    }
+    fn.instructions = seen.size();
+    for (auto& [a, si] : seen)
+      result.instructions.push_back({a, si.second.length, index, si.first});
+    result.functions.push_back(std::move(fn));
+  }
+
+  void run() {
+    discover();
+    // Functions known from symbols, calls and the entry first: their jumps tell which weak
+    // starts are cold parts.
+    for (bool weak_pass = false;;) {
+      std::vector<uint64_t> todo;
+      for (const auto& [a, name] : names)
+        if (!analysed.count(a) && !cold.count(a) && weak.count(a) == weak_pass) todo.push_back(a);
+      if (todo.empty() && weak_pass) break;
+      weak_pass = todo.empty();
+      for (uint64_t a : todo)
+        analyse(a);
+    }
+    std::sort(result.instructions.begin(), result.instructions.end(),
+              [](const AnalysedInstruction& x, const AnalysedInstruction& y) {
+                return x.address < y.address;
+              });
+    UnwindTable& t = result.table;
+    std::vector<uint32_t> fn_index;
+    for (const SynthFunction& f : result.functions) {
+      FunctionInfo info;
+      info.pc_begin = f.begin;
+      info.pc_end = f.end;
+      fn_index.push_back(t.add_function(info));
+    }
+    std::vector<ColumnRule> columns;
+    CfaRule cfa;
+    for (const AnalysedInstruction& in : result.instructions)
+      if (state_row(in.state, result.functions[in.function].outermost, columns, cfa))
+        t.add_range({in.address, in.address + in.length, t.intern_row(cfa, columns),
+                     fn_index[in.function], 0});
+    t.finish();
+  }
+};
+
+} // namespace
+
+bool state_row(const FrameState& s, bool outermost, std::vector<ColumnRule>& columns,
+               CfaRule& cfa) {
+  if (!s.cfa_known() && !outermost) return false;
+  if (!s.cfa_known())
+    cfa = {CfaRule::Kind::RegOffset, x86_64::RSP, 8, kNoExpression};
+  else
+    cfa = {CfaRule::Kind::RegOffset,
+           s.cfa_on_rbp && s.rbp_known ? uint16_t(x86_64::RBP) : uint16_t(x86_64::RSP),
+           s.cfa_on_rbp && s.rbp_known ? s.rbp_depth : s.height, kNoExpression};
+  columns.clear();
+  for (Reg r : kCalleeSaved)
+    if (s.saved[unsigned(r)])
+      columns.push_back(
+          {dwarf_column(r), {RegisterRule::Kind::Offset, 0, s.saved[unsigned(r)], kNoExpression}});
+  columns.push_back(
+      {x86_64::RIP, outermost ? RegisterRule{RegisterRule::Kind::Undefined, 0, 0, kNoExpression}
+                              : RegisterRule{RegisterRule::Kind::Offset, 0, -8, kNoExpression}});
+  std::sort(columns.begin(), columns.end(),
+            [](const ColumnRule& a, const ColumnRule& b) { return a.column < b.column; });
+  return true;
+}
+
+std::string describe(const FrameState& s) {
+  std::string out;
+  if (s.cfa_on_rbp && s.rbp_known)
+    out = fmt::format("CFA=rbp+{}", s.rbp_depth);
+  else if (s.rsp_known)
+    out = fmt::format("CFA=rsp+{}", s.height);
+  else
+    out = "CFA=?";
+  for (Reg r : kCalleeSaved)
+    if (s.saved[unsigned(r)]) out += fmt::format(" {}@{}", x86::reg_name(r), s.saved[unsigned(r)]);
+  return out;
+}
+
+Result<SynthResult> synthesize(const ElfFile& elf, const UnwindTable* shipped) {
+  Synthesizer s{elf, shipped, {}, {}, {}, {}, {}, {}, {}, {}};
+  s.run();
+  if (s.code.empty()) return Error::plain("no executable section").in_file(elf.name());
+  return std::move(s.result);
+}
+
+} // namespace ehelf::synth

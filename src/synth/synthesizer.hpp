@@ -1,0 +1,79 @@
+// The synthesizer: recomputes a module's unwind table from its machine code (the paper's
+// Algorithm 2). Functions are discovered from symbols, existing FDE starts, call targets and the
+// entry point; each is explored from its entry over the control flow the x86 layer decodes, with
+// a forward analysis of the CFA (rsp-based; rbp-based after `mov %rsp,%rbp`) and of the save
+// slots of the callee-saved registers. Where two paths meet with different states, the meeting
+// is reported rather than papered over.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "elf/elf_file.hpp"
+#include "model/unwind_table.hpp"
+#include "support/result.hpp"
+
+namespace ehelf::synth {
+
+// What the analysis knows before one instruction.
+struct FrameState {
+  bool rsp_known = true;
+  int32_t height = 8; // rsp = CFA - height
+  bool rbp_known = false;
+  int32_t rbp_depth = 0; // rbp = CFA - rbp_depth
+  bool cfa_on_rbp = false;
+  // For each x86::Reg: the CFA offset of its save slot (0: not saved), and whether its
+  // caller's value has been overwritten since entry.
+  int32_t saved[16] = {};
+  uint16_t clobbered = 0;
+  // For each x86::Reg restored from its save slot: that slot's CFA offset (the register and the
+  // slot still hold the same value, so a table that keeps the save rule is equivalent).
+  int32_t restored[16] = {};
+
+  bool cfa_known() const { return (cfa_on_rbp && rbp_known) || rsp_known; }
+  bool operator==(const FrameState&) const = default;
+};
+std::string describe(const FrameState& s); // "CFA=rsp+16 rbx@-16"
+
+struct Conflict {
+  std::string function;
+  uint64_t address = 0;
+  FrameState first, second;
+};
+
+struct AnalysedInstruction {
+  uint64_t address = 0;
+  uint8_t length = 0;
+  uint32_t function = 0; // index into SynthResult::functions
+  FrameState state;      // before the instruction
+};
+
+struct SynthFunction {
+  std::string name; // symbol name, or "fn_<hex>"
+  uint64_t begin = 0, end = 0;
+  uint64_t instructions = 0;
+  bool outermost = false; // the entry point: no caller, the return address is undefined
+  std::string failure;    // why (part of) it could not be analysed; empty if it could
+};
+
+struct SynthResult {
+  std::vector<SynthFunction> functions;
+  std::vector<AnalysedInstruction> instructions; // sorted by address
+  std::vector<Conflict> conflicts;
+  uint64_t text_bytes = 0; // bytes of executable sections analysed
+  UnwindTable table;
+};
+
+// Analyses every function of `elf` and builds the synthesized table. `shipped`, the file's own
+// table if it has one, contributes only its function starts. Fails only when the file has no
+// executable section; functions that cannot be analysed are listed with the reason.
+Result<SynthResult> synthesize(const ElfFile& elf, const UnwindTable* shipped = nullptr);
+
+// The row a state gives (CFA, return address at CFA-8, the save slots), in `table`'s pools.
+// False when the CFA is unknown.
+// An outermost frame (`outermost`) gets an undefined return address, and a row even where its CFA
+// is unknown (rsp + 8 then, as glibc's _start: nothing unwinds past it).
+bool state_row(const FrameState& s, bool outermost, std::vector<ColumnRule>& columns, CfaRule& cfa);
+
+} // namespace ehelf::synth
