@@ -156,6 +156,9 @@ int run_stack(const Options& opt) {
     if (opt.verbose)
       if (std::string slow = slow_steps_summary(unwinder.slow_steps()); !slow.empty())
         fmt::format_to(std::back_inserter(out), "    {}\n", slow);
+    if (opt.verbose && attachment.skipped())
+      fmt::print(stderr, "ehelf: pid {}: {} thread{} exited while being attached (skipped)\n", pid,
+                 attachment.skipped(), attachment.skipped() == 1 ? "" : "s");
   }
   std::fwrite(out.data(), 1, out.size(), stdout);
   std::fflush(stdout);

@@ -108,16 +108,31 @@ void ProcessAttachment::detach_all() {
     }
 }
 
+bool ProcessAttachment::thread_gone(pid_t tid) const {
+  FILE* f = std::fopen(fmt::format("/proc/{}/task/{}/stat", pid_, tid).c_str(), "r");
+  if (!f) return true;
+  char buf[512] = {};
+  const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  // "tid (comm) S ...": the state follows the last ')' (a comm may hold parentheses).
+  const char* close = std::strrchr(buf, ')');
+  if (!n || !close || close[1] != ' ') return true;
+  return close[2] == 'Z' || close[2] == 'X';
+}
+
 std::string ProcessAttachment::attach(pid_t tid) {
   seen_.insert(tid);
   Thread t;
   t.tid = tid;
   if (::ptrace(PTRACE_SEIZE, tid, nullptr, nullptr) != 0) {
-    if (errno == ESRCH) { // the thread exited since the listing
+    int err = errno;
+    // A thread that exited since the listing (ESRCH), or is exiting (EPERM while it is a zombie:
+    // its task entry is gone or in state Z or X), is skipped, as eu-stack skips it.
+    if (err == ESRCH || (err == EPERM && tid != pid_ && thread_gone(tid))) {
       threads_.push_back(t);
+      ++skipped_;
       return {};
     }
-    int err = errno;
     std::string msg = fmt::format("cannot attach to thread {}: {}", tid, std::strerror(err));
     if (err == EPERM) {
       if (FILE* f = std::fopen("/proc/sys/kernel/yama/ptrace_scope", "r")) {

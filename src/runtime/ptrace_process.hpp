@@ -61,13 +61,18 @@ public:
   std::string attach_all();
   std::vector<Thread>& threads() { return threads_; } // in /proc/PID/task order
   void detach_all();
+  // Threads that exited or were exiting while being attached (skipped; never stopped).
+  size_t skipped() const { return skipped_; }
 
 private:
   std::string attach(pid_t tid);
+  // True if the thread is gone or a zombie (exiting): attaching it fails with EPERM.
+  bool thread_gone(pid_t tid) const;
 
   pid_t pid_;
   std::vector<Thread> threads_;
   std::set<pid_t> seen_;
+  size_t skipped_ = 0;
 };
 
 // A program started under ptrace: fork, PTRACE_TRACEME, exec. start() returns once it is stopped

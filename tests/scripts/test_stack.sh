@@ -435,6 +435,27 @@ else
   fail=1
 fi
 
+# --- threads that come and go while ehelf attaches ---
+# Each run must succeed: a thread that exits (or is exiting) during the attach is skipped, as
+# eu-stack skips it, and -v says so.
+churn="$build/tests/fixtures/thread_churn"
+if start 1 "$churn"; then
+  before=$fail skipped=0
+  for i in $(seq 40); do
+    if ! "$ehelf" stack -p "$tpid" -v >"$work/churn.out" 2>"$work/churn.err"; then
+      echo "FAIL churn run $i: $(cat "$work/churn.err")"; fail=1; break
+    fi
+    grep -q "exited while being attached" "$work/churn.err" && skipped=$((skipped + 1))
+    grep -q "^TID $tpid:" "$work/churn.out" || { echo "FAIL churn run $i: no main thread"; fail=1; break; }
+  done
+  check_running "$tpid" "churn"
+  [ "$fail" = "$before" ] &&
+    echo "ok   thread churn: 40 runs, each succeeded ($skipped saw threads exit while attaching)"
+  stop_target "$tpid"
+else
+  fail=1
+fi
+
 # --- a thread running in the vDSO (image read from the process) ---
 # It runs, so eu-stack would see other pcs: check that every sample unwinds to _start and that
 # some start in the vDSO.
