@@ -151,8 +151,23 @@ int run_stack(const Options& opt) {
     if (TerminationGuard::received()) return 1; // the guard re-raises the signal
     // Symbol names come from the modules' files: no need to keep the threads stopped for them.
     Symbolizer names;
-    for (const Walk& w : walks)
+    for (const Walk& w : walks) {
       print_thread(out, opt, *map, names, w.tid, w.frames, w.why);
+      // Caps are said, as eu-stack says its own.
+      if (w.why == StopReason::DepthLimit)
+        fmt::print(stderr, "ehelf: tid {}: shown max {} frames (-n N, 0 for unlimited)\n", w.tid,
+                   w.frames.size());
+    }
+    // --backend compiled where a module has no eh_elf in the cache: its table unwound it.
+    if (uo.backend == BackendKind::Compiled)
+      for (size_t i = 0; i < map->modules().size(); ++i)
+        if (const Module& mod = map->modules()[i];
+            !mod.vdso && mod.data && !mod.data->compiled && mod.data->has_unwind_data() &&
+            (i == 0 || map->modules()[i - 1].data != mod.data)) // once per file
+          fmt::print(stderr,
+                     "ehelf: {}: no eh_elf in the cache (ehelf compile --cache); unwound "
+                     "with its table\n",
+                     mod.path);
     if (opt.verbose)
       if (std::string slow = slow_steps_summary(unwinder.slow_steps()); !slow.empty())
         fmt::format_to(std::back_inserter(out), "    {}\n", slow);

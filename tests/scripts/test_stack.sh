@@ -364,11 +364,26 @@ if start 1 "$target"; then
     echo "ok   layout: 'PID n - process', 'TID n:', '#k  0x<16 hex digits>' lines as eu-stack's"
   fi
   # -n caps the frames per thread.
-  run_ehelf ehelf.n3 "$fixture" -n 3
-  if awk '/^#/ {n[t]++} /^TID/ {t=$2} END {for (k in n) if (n[k] > 3) exit 1}' "$work/ehelf.n3"; then
-    echo "ok   -n 3: at most 3 frames per thread"
+  # --backend compiled where a module has no eh_elf: unwound by its table, and said.
+  mkdir -p "$work/empty-cache"
+  EHELF_CACHE="$work/empty-cache" "$ehelf" stack -p "$fixture" --backend=compiled \
+    >"$work/nocache.out" 2>"$work/nocache.err"
+  check_running "$fixture" "no cache"
+  if grep -q "^ehelf: .*libc.so.6: no eh_elf in the cache (ehelf compile --cache); unwound with its table$" \
+       "$work/nocache.err" && grep -q "^#" "$work/nocache.out"; then
+    echo "ok   --backend compiled without eh_elfs: unwound by the tables, said once per file"
   else
-    echo "FAIL -n 3:"; cat "$work/ehelf.n3"; fail=1
+    echo "FAIL --backend compiled without eh_elfs:"; cat "$work/nocache.err"; fail=1
+  fi
+  # ... and says so for each thread it cut, as eu-stack does.
+  "$ehelf" stack -p "$fixture" -n 3 >"$work/ehelf.n3" 2>"$work/ehelf.n3.err"
+  check_running "$fixture" "-n 3"
+  cut_threads=$(grep -c "^ehelf: tid [0-9]*: shown max 3 frames (-n N, 0 for unlimited)$" "$work/ehelf.n3.err")
+  if awk '/^#/ {n[t]++} /^TID/ {t=$2} END {for (k in n) if (n[k] > 3) exit 1}' "$work/ehelf.n3" &&
+     [ "$cut_threads" -ge 1 ] && [ "$cut_threads" = "$(wc -l < "$work/ehelf.n3.err")" ]; then
+    echo "ok   -n 3: at most 3 frames per thread, $cut_threads cut threads said on stderr"
+  else
+    echo "FAIL -n 3:"; cat "$work/ehelf.n3" "$work/ehelf.n3.err"; fail=1
   fi
   # Unprivileged: ptrace refused, one line naming the pid.
   if command -v setpriv >/dev/null && [ "$(id -u)" -eq 0 ]; then
