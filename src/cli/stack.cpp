@@ -142,6 +142,12 @@ int run_stack(const Options& opt) {
       if (!t.stopped) continue;
       user_regs_struct regs;
       if (::ptrace(PTRACE_GETREGS, t.tid, nullptr, &regs) != 0) continue;
+      if (is_32bit_thread(regs)) {
+        attachment.detach_all();
+        fmt::print(stderr, "ehelf: pid {}: a 32-bit (i386) process: ehelf unwinds x86_64 only\n",
+                   pid);
+        return 1;
+      }
       StopReason why = StopReason::None;
       size_t n = unwinder.backtrace(to_register_state(regs), memory, frames.data(), frames.size(),
                                     &why, /*exact_first=*/true);

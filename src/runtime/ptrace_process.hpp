@@ -22,6 +22,11 @@ namespace ehelf {
 size_t user_register_offset(unsigned reg);
 // A stopped thread's registers (PTRACE_GETREGS) as the model's register state, all 17 known.
 RegisterState to_register_state(const user_regs_struct& u);
+// True for a thread running 32-bit code (the i386 compat code segment, 0x23): its registers and
+// stack are not x86_64's, and ehelf does not unwind it.
+inline bool is_32bit_thread(const user_regs_struct& u) {
+  return u.cs == 0x23;
+}
 
 // While it lives, SIGINT, SIGTERM and SIGHUP only set a flag (installed without SA_RESTART, so a
 // blocked waitpid returns): a tracer then releases its tracees before dying. On destruction the

@@ -493,6 +493,23 @@ else
   fail=1
 fi
 
+# --- a 32-bit process: refused with one line (it is not unwound as x86_64) ---
+printf '.globl _start\n_start:\n  jmp _start\n' > "$work/spin32.S"
+if gcc -m32 -nostdlib -static -o "$work/spin32" "$work/spin32.S" 2>/dev/null && start 0 "$work/spin32"; then
+  "$ehelf" stack -p "$tpid" >"$work/i386.out" 2>"$work/i386.err"
+  rc=$?
+  check_running "$tpid" "32-bit"
+  if [ $rc = 1 ] && grep -q "^ehelf: pid $tpid: a 32-bit (i386) process" "$work/i386.err" &&
+     [ "$(wc -l < "$work/i386.err")" = 1 ] && [ ! -s "$work/i386.out" ]; then
+    echo "ok   32-bit process: $(cat "$work/i386.err")"
+  else
+    echo "FAIL 32-bit process: exit $rc"; cat "$work/i386.out" "$work/i386.err"; fail=1
+  fi
+  stop_target "$tpid"
+else
+  echo "SKIP 32-bit process: gcc -m32 cannot build a static program here"
+fi
+
 # --- errors: one line on stderr naming the pid, non-zero exit ---
 expect_error() { # name, expected text, command...
   local name=$1 want=$2
