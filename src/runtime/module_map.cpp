@@ -143,9 +143,15 @@ Result<ModuleMap> ModuleMap::for_process(int pid) {
       continue;
     }
     if (path.empty() || path[0] != '/') continue; // anonymous or JIT code: no module
+    // A file deleted since it was mapped (`./prog & rm prog`, an upgraded library) is still
+    // readable through the mapping's /proc/PID/map_files entry (for a tracer of the process).
+    constexpr std::string_view kDeleted = " (deleted)";
+    if (path.size() > kDeleted.size() && path.ends_with(kDeleted))
+      m.open_path = fmt::format("/proc/{}/map_files/{:x}-{:x}", pid, lo, hi);
     // The SVMA of `lo` is the vaddr of the PT_LOAD segment holding file offset `offset`.
-    auto elf = ElfFile::open(fmt::format("/proc/{}/root{}", pid, path));
-    if (!elf) elf = ElfFile::open(path);
+    auto elf = m.open_path.empty() ? ElfFile::open(fmt::format("/proc/{}/root{}", pid, path))
+                                   : ElfFile::open(m.open_path);
+    if (!elf && m.open_path.empty()) elf = ElfFile::open(path);
     if (!elf) continue;
     if (auto bias = load_bias(**elf, lo, offset)) m.bias = *bias;
     m.path = path;
@@ -247,7 +253,7 @@ const ModuleData& ModuleMap::load(const Module& m, const LoadPolicy& policy, Mem
       return *m.data;
     }
   if (!m.vdso) {
-    m.data = load_module(m.path, policy);
+    m.data = load_module(m.open_path.empty() ? m.path : m.open_path, policy);
     return *m.data;
   }
   std::vector<uint8_t> image(m.image_size);

@@ -80,7 +80,10 @@ private:
 };
 
 struct Module {
-  std::string path;   // file name, or "[vdso]"
+  std::string path; // file name, or "[vdso]"
+  // Where the file is read when `path` no longer names it (a deleted file: its
+  // /proc/PID/map_files entry); empty: `path`.
+  std::string open_path;
   uint64_t start = 0; // executable range, actual addresses (AVMA)
   uint64_t end = 0;
   uint64_t bias = 0; // AVMA - SVMA

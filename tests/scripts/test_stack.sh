@@ -493,6 +493,24 @@ else
   fail=1
 fi
 
+# --- a program whose file was deleted after it started (./prog & rm prog) ---
+# Its file is read through /proc/PID/map_files: the walks go through its frames to _start, with
+# its names, as eu-stack's do.
+cp "$target" "$work/deleted_target"
+if start 1 "$work/deleted_target"; then
+  rm "$work/deleted_target"
+  run_ehelf deleted "$tpid" -m
+  if grep -q " main - $work/deleted_target (deleted)$" "$work/deleted" &&
+     grep -q " _start - $work/deleted_target (deleted)$" "$work/deleted"; then
+    echo "ok   deleted executable: walks reach main and _start in the deleted file"
+  else
+    echo "FAIL deleted executable:"; head -20 "$work/deleted"; fail=1
+  fi
+  stop_target "$tpid"
+else
+  fail=1
+fi
+
 # --- a 32-bit process: refused with one line (it is not unwound as x86_64) ---
 printf '.globl _start\n_start:\n  jmp _start\n' > "$work/spin32.S"
 if gcc -m32 -nostdlib -static -o "$work/spin32" "$work/spin32.S" 2>/dev/null && start 0 "$work/spin32"; then
