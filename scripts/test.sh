@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/build.sh asan
-bash scripts/fuzz.sh "${EHELF_FUZZ_SECONDS:-30}"
+bash scripts/fuzz.sh "${EHELF_FUZZ_SECONDS:-20}"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 cd build-asan
