@@ -4,31 +4,16 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 
 #include "cli/commands.hpp"
 #include "dwarf/cfi_encoder.hpp"
 #include "dwarf/module_cfi.hpp"
 #include "synth/compare.hpp"
-#include "x86/decoder.hpp"
+#include "synth/report.hpp"
 
 namespace ehelf::cli {
-
-namespace {
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20)
-      out += fmt::format("\\u{:04x}", c);
-    else
-      out += c;
-  }
-  return out + "\"";
-}
-
-} // namespace
 
 void register_synth(CLI::App& app) {
   struct Options {
@@ -79,9 +64,6 @@ void register_synth(CLI::App& app) {
       fmt::print(stderr, "ehelf: {}\n", result.error().to_string());
       return set_exit_code(2);
     }
-    uint64_t failed = 0;
-    for (const synth::SynthFunction& f : result->functions)
-      failed += !f.failure.empty();
     if (!opt->output.empty()) {
       auto image = encode_cfi_elf(result->table);
       if (!image) {
@@ -101,76 +83,16 @@ void register_synth(CLI::App& app) {
       cmp = synth::compare_tables(*result, *shipped);
       if (!cmp->disagreements.empty()) set_exit_code(1);
     }
-    const double mb = double(result->text_bytes) / 1e6;
-    x86::Decoder decoder;
-    auto instruction_text = [&](uint64_t a) {
-      for (const Section& s : (*elf)->sections())
-        if (a >= s.addr && a < s.addr + s.size && (s.flags & 4))
-          if (auto d = (*elf)->section_data(s)) return decoder.format(d->subspan(a - s.addr), a);
-      return std::string("?");
-    };
+    synth::ReportInput report{opt->file, elf->get(),    &*result, cmp ? &*cmp : nullptr,
+                              seconds,   opt->max_print};
     if (opt->json) {
-      fmt::print("{{\"file\":{},\"functions\":{},\"functions_failed\":{},\"instructions\":{},"
-                 "\"rows\":{},\"ranges\":{},\"conflicts\":{},\"text_bytes\":{},\"seconds\":{:.3f}",
-                 json_string(opt->file), result->functions.size(), failed,
-                 result->instructions.size(), result->table.row_count(),
-                 result->table.ranges().size(), result->conflicts.size(), result->text_bytes,
-                 seconds);
-      fmt::print(",\"failures\":[");
-      bool first = true;
-      for (const synth::SynthFunction& f : result->functions)
-        if (!f.failure.empty()) {
-          fmt::print("{}{{\"function\":{},\"reason\":{}}}", first ? "" : ",", json_string(f.name),
-                     json_string(f.failure));
-          first = false;
-        }
-      fmt::print("]");
-      if (cmp) {
-        fmt::print(",\"compared\":{},\"agreeing\":{},\"uncovered\":{},\"categories\":{{",
-                   cmp->instructions, cmp->agreeing, cmp->uncovered);
-        first = true;
-        for (const auto& [cat, n] : cmp->by_category) {
-          fmt::print("{}{}:{}", first ? "" : ",", json_string(cat), n);
-          first = false;
-        }
-        fmt::print("}},\"disagreements\":[");
-        for (size_t i = 0; i < cmp->disagreements.size() && i < opt->max_print; ++i) {
-          const synth::Disagreement& d = cmp->disagreements[i];
-          fmt::print("{}{{\"function\":{},\"address\":\"{:#x}\",\"instruction\":{},"
-                     "\"category\":{},\"synthesized\":{},\"shipped\":{}}}",
-                     i ? "," : "", json_string(result->functions[d.function].name), d.address,
-                     json_string(instruction_text(d.address)), json_string(d.category),
-                     json_string(d.synthesized), json_string(d.shipped));
-        }
-        fmt::print("]");
-      }
-      fmt::print("}}\n");
+      // Names come from binaries: invalid UTF-8 is replaced rather than thrown on.
+      fmt::print("{}\n", synth::to_json(report).dump(-1, ' ', false,
+                                                     nlohmann::json::error_handler_t::replace));
       return;
     }
-    for (const synth::Conflict& c : result->conflicts)
-      fmt::print("conflict: {} at {:#x}: {} vs {}\n", c.function, c.address,
-                 synth::describe(c.first), synth::describe(c.second));
-    if (cmp) {
-      for (size_t i = 0; i < cmp->disagreements.size() && i < opt->max_print; ++i) {
-        const synth::Disagreement& d = cmp->disagreements[i];
-        fmt::print("{} {:#x} {:<32} {}: synthesized {} | shipped {}\n",
-                   result->functions[d.function].name, d.address, instruction_text(d.address),
-                   d.category, d.synthesized, d.shipped);
-      }
-      for (const auto& [cat, n] : cmp->by_category)
-        fmt::print("disagreements: {}: {}\n", cat, n);
-      fmt::print("agreeing: {}/{} instructions ({:.3f}%), {} analysed instructions without a "
-                 "shipped row\n",
-                 cmp->agreeing, cmp->instructions,
-                 cmp->instructions ? 100.0 * double(cmp->agreeing) / double(cmp->instructions)
-                                   : 100.0,
-                 cmp->uncovered);
-    }
-    fmt::print("functions: {} ({} not fully analysed), instructions: {}, rows: {}, conflicts: {}, "
-               "time: {:.3f} s, .text: {:.2f} MB ({:.2f} MB/s)\n",
-               result->functions.size(), failed, result->instructions.size(),
-               result->table.row_count(), result->conflicts.size(), seconds, mb,
-               seconds > 0 ? mb / seconds : 0.0);
+    const std::string text = synth::render_text(report);
+    std::fwrite(text.data(), 1, text.size(), stdout);
   });
 }
 
