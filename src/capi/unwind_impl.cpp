@@ -361,14 +361,14 @@ void fill_proc_info(const Where& w, const FunctionInfo& fn, unw_proc_info_t* inf
   // The personality routine, as libunwind gives it: read from the process where the CIE points
   // to it indirectly (C++: DW.ref.__gxx_personality_v0, which the loader relocates; the file
   // holds 0 there), else the file's link-time address moved by the module's bias.
-  uint64_t routine = 0;
+  uint64_t routine = fn.personality ? fn.personality + bias : 0;
   if (fn.personality_slot) {
     const uint64_t slot = fn.personality_slot + bias;
     const bool read =
         memory ? memory->read_u64(slot, routine) : read_own_memory(slot, &routine, sizeof routine);
-    if (!read) routine = 0;
+    if (!read) routine = 0; // unknown, rather than the file's unrelocated value
   }
-  info->handler = routine ? routine : fn.personality ? fn.personality + bias : 0;
+  info->handler = routine;
   info->flags = fn.from_debug_frame ? UNW_PI_FLAG_DEBUG_FRAME : 0;
   info->format = UNW_INFO_FORMAT_TABLE;
 }

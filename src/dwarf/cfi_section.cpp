@@ -1,5 +1,7 @@
 #include "dwarf/cfi_section.hpp"
 
+#include "dwarf/augmentation.hpp"
+
 #include <fmt/format.h>
 #include <unordered_map>
 
@@ -141,49 +143,27 @@ private:
         return -1;
       }
       ByteCursor a(cie.augmentation_data, aug_start);
-      for (char ch : aug.substr(1)) {
-        switch (ch) {
-        case 'L':
-          cie.lsda_encoding = a.u8();
-          break;
-        case 'R':
-          cie.fde_encoding = a.u8();
-          break;
-        case 'S':
-          cie.signal_frame = true;
-          break;
-        case 'B':
-          cie.bkey = true;
-          break;
-        case 'G':
-          cie.mte_tagged = true;
-          break;
-        case 'P': {
-          cie.personality_encoding = a.u8();
-          PointerBases b = bases_;
-          if (cie.personality_encoding & dw::EH_PE_indirect) { // where the pointer is, too
-            ByteCursor slot = a;
-            read_encoded_pointer(slot, cie.personality_encoding & ~dw::EH_PE_indirect, b,
-                                 cie.personality_slot);
-          }
-          if (!read_encoded_pointer(a, cie.personality_encoding, b, cie.personality)) {
-            fail(a.offset(),
-                 fmt::format("bad personality pointer (encoding {:#x})", cie.personality_encoding));
-            return -1;
-          }
-          break;
-        }
-        default:
-          // Unknown letter: 'z' told us the data length, so the instructions can still be found,
-          // but the remaining letters cannot be interpreted.
-          goto letters_done;
-        }
-        if (!a.ok()) {
-          fail(start, "CIE augmentation data is shorter than its augmentation string needs");
-          return -1;
-        }
+      Augmentation facts;
+      facts.fde_encoding = cie.fde_encoding;
+      switch (read_augmentation(aug.substr(1), a, bases_, facts)) {
+      case AugmentationStatus::Ok:
+        break;
+      case AugmentationStatus::BadPersonality:
+        fail(a.offset(),
+             fmt::format("bad personality pointer (encoding {:#x})", facts.personality_encoding));
+        return -1;
+      case AugmentationStatus::Truncated:
+        fail(start, "CIE augmentation data is shorter than its augmentation string needs");
+        return -1;
       }
-    letters_done:
+      cie.fde_encoding = facts.fde_encoding;
+      cie.lsda_encoding = facts.lsda_encoding;
+      cie.personality_encoding = facts.personality_encoding;
+      cie.personality = facts.personality;
+      cie.personality_slot = facts.personality_slot;
+      cie.signal_frame = facts.signal_frame;
+      cie.bkey = facts.bkey;
+      cie.mte_tagged = facts.mte_tagged;
       if (encoded_pointer_size(cie.fde_encoding) == 0 &&
           (cie.fde_encoding & 0x0f) != dw::EH_PE_uleb128 &&
           (cie.fde_encoding & 0x0f) != dw::EH_PE_sleb128) {

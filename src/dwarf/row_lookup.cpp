@@ -1,5 +1,7 @@
 #include "dwarf/row_lookup.hpp"
 
+#include "dwarf/augmentation.hpp"
+
 #include <algorithm>
 #include <cstring>
 #include <string_view>
@@ -34,7 +36,7 @@ struct ParsedCie {
   uint8_t lsda_encoding = dw::EH_PE_omit;
   bool has_augmentation_data = false;
   bool signal_frame = false;
-  uint64_t personality = 0;      // direct personality pointers
+  uint64_t personality = 0;      // as decoded from the file (Augmentation::personality)
   uint64_t personality_slot = 0; // where an indirect one is
   std::span<const uint8_t> instructions;
   uint64_t instructions_at = 0;
@@ -90,35 +92,15 @@ RowStatus parse_cie(const CfiImage& img, uint64_t offset, const PointerBases& ba
     const uint64_t data_at = e.offset();
     ByteCursor a(e.bytes(size), data_at);
     if (!e.ok()) return RowStatus::Malformed;
-    for (char ch : aug.substr(1)) {
-      switch (ch) {
-      case 'L':
-        cie.lsda_encoding = a.u8();
-        break;
-      case 'R':
-        cie.fde_encoding = a.u8();
-        break;
-      case 'S':
-        cie.signal_frame = true;
-        break;
-      case 'B':
-      case 'G':
-        break;
-      case 'P': {
-        const uint8_t enc = a.u8();
-        // Indirect (C++): where the pointer is; the routine's address is read from the process.
-        uint64_t value = 0;
-        if (!read_encoded_pointer(a, enc & ~dw::EH_PE_indirect, bases, value))
-          return RowStatus::Malformed;
-        (enc & dw::EH_PE_indirect ? cie.personality_slot : cie.personality) = value;
-        break;
-      }
-      default:
-        goto letters_done; // 'z' gave the length: the instructions are still found
-      }
-      if (!a.ok()) return RowStatus::Malformed;
-    }
-  letters_done:
+    Augmentation facts;
+    facts.fde_encoding = cie.fde_encoding;
+    if (read_augmentation(aug.substr(1), a, bases, facts) != AugmentationStatus::Ok)
+      return RowStatus::Malformed;
+    cie.fde_encoding = facts.fde_encoding;
+    cie.lsda_encoding = facts.lsda_encoding;
+    cie.signal_frame = facts.signal_frame;
+    cie.personality = facts.personality;
+    cie.personality_slot = facts.personality_slot;
     if (encoded_pointer_size(cie.fde_encoding) == 0 &&
         (cie.fde_encoding & 0x0f) != dw::EH_PE_uleb128 &&
         (cie.fde_encoding & 0x0f) != dw::EH_PE_sleb128)
