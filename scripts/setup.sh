@@ -11,6 +11,8 @@ PACKAGES=(
   sqlite3
   libzydis-dev
   csmith libcsmith-dev
+  libprotobuf-dev python3-protobuf
+  chromium chromium-driver python3-selenium
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

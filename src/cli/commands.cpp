@@ -21,6 +21,7 @@ void register_commands(CLI::App& app) {
   register_check(app);
   register_verify(app);
   register_synth(app);
+  register_record(app);
 }
 
 } // namespace ehelf::cli

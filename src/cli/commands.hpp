@@ -19,5 +19,6 @@ void register_perf(CLI::App& app);
 void register_check(CLI::App& app);
 void register_verify(CLI::App& app);
 void register_synth(CLI::App& app);
+void register_record(CLI::App& app);
 
 } // namespace ehelf::cli

@@ -41,18 +41,6 @@ std::string_view basename(std::string_view path) {
   return base.empty() ? path : base;
 }
 
-std::string frame_name(const StackFrame& frame, bool addresses) {
-  if (std::string symbol = safe_name(frame.symbol); !symbol.empty())
-    return addresses ? fmt::format("{}+{:#x}", symbol, frame.symbol_offset) : symbol;
-  if (std::string module = safe_name(basename(frame.module)); !module.empty()) {
-    // "[vdso]" and "[kernel.kallsyms]" already say they are not files; don't bracket them twice.
-    if (module.size() >= 2 && module.front() == '[' && module.back() == ']')
-      module = module.substr(1, module.size() - 2);
-    return addresses ? fmt::format("[{} <{:#x}>]", module, frame.pc) : fmt::format("[{}]", module);
-  }
-  return fmt::format("{:#x}", frame.pc);
-}
-
 std::string process_name(const SampleStack& sample, const FoldOptions& options) {
   std::string comm = safe_name(sample.comm);
   for (char& c : comm)
@@ -71,13 +59,29 @@ std::string excerpt(std::string_view line) {
 
 } // namespace
 
-void add_folded(FoldedStacks& out, const SampleStack& sample, const FoldOptions& options) {
+std::string frame_name(const StackFrame& frame, bool addresses) {
+  if (std::string symbol = safe_name(frame.symbol); !symbol.empty())
+    return addresses ? fmt::format("{}+{:#x}", symbol, frame.symbol_offset) : symbol;
+  if (std::string module = safe_name(basename(frame.module)); !module.empty()) {
+    // "[vdso]" and "[kernel.kallsyms]" already say they are not files; don't bracket them twice.
+    if (module.size() >= 2 && module.front() == '[' && module.back() == ']')
+      module = module.substr(1, module.size() - 2);
+    return addresses ? fmt::format("[{} <{:#x}>]", module, frame.pc) : fmt::format("[{}]", module);
+  }
+  return fmt::format("{:#x}", frame.pc);
+}
+
+std::string folded_stack(const SampleStack& sample, const FoldOptions& options) {
   std::string stack = process_name(sample, options);
   for (auto frame = sample.frames.rbegin(); frame != sample.frames.rend(); ++frame) {
     stack += ';';
     stack += frame_name(*frame, options.addresses);
   }
-  out[std::move(stack)] += options.weight_by_period ? sample.period : 1;
+  return stack;
+}
+
+void add_folded(FoldedStacks& out, const SampleStack& sample, const FoldOptions& options) {
+  out[folded_stack(sample, options)] += options.weight_by_period ? sample.period : 1;
 }
 
 FoldedStacks fold(const std::vector<SampleStack>& samples, const FoldOptions& options) {

@@ -43,6 +43,11 @@ struct FoldOptions {
 // Stack string -> count. The map keeps stacks sorted, the order stackcollapse-perf.pl prints.
 using FoldedStacks = std::map<std::string, uint64_t>;
 
+// One frame's name as the rules above write it.
+std::string frame_name(const StackFrame& frame, bool addresses = false);
+// A sample's stack line without its count: "comm;outermost;...;innermost".
+std::string folded_stack(const SampleStack& sample, const FoldOptions& options);
+
 // Adds one sample (1, or its period) to the count of its stack.
 void add_folded(FoldedStacks& out, const SampleStack& sample, const FoldOptions& options);
 FoldedStacks fold(const std::vector<SampleStack>& samples, const FoldOptions& options);

@@ -521,6 +521,113 @@ bool decode_sample(ByteCursor& c, const EventAttr& a, SampleRecord& s, std::stri
 
 } // namespace
 
+bool decode_kernel_record(std::span<const uint8_t> body, uint64_t body_offset, const EventAttr& a,
+                          Record& r, std::string& why) {
+  ByteCursor c(body, body_offset);
+  if (r.type == record::kSample) {
+    SampleRecord s;
+    if (!decode_sample(c, a, s, why)) return false;
+    r.time = s.time;
+    r.body = s;
+    return true;
+  }
+  size_t trailer = 0;
+  if (a.sample_id_all()) {
+    TrailerLayout t = trailer_layout(a);
+    trailer = 8 * t.words;
+    if (trailer > body.size()) {
+      why = "record too short for its sample id";
+      return false;
+    }
+    if (t.time_word >= 0)
+      r.time = load_u64(body.data() + body.size() - trailer + 8 * size_t(t.time_word));
+  }
+  const size_t payload = body.size() - trailer;
+  switch (r.type) {
+  case record::kMmap:
+  case record::kMmap2: {
+    MmapRecord m;
+    m.mmap2 = r.type == record::kMmap2;
+    m.pid = c.u32();
+    m.tid = c.u32();
+    m.start = c.u64();
+    m.len = c.u64();
+    m.pgoff = c.u64();
+    if (m.mmap2) {
+      if (r.misc & kMiscMmapBuildId) {
+        const uint8_t n = c.u8();
+        c.skip(3);
+        std::span<const uint8_t> id = take(c, 20);
+        if (c.ok()) m.build_id = id.first(std::min<size_t>(n, 20));
+      } else {
+        c.skip(24); // maj, min, ino, ino_generation
+      }
+      m.prot = c.u32();
+      m.flags = c.u32();
+    }
+    if (c.ok() && c.pos() <= payload) m.filename = read_cstring(c, payload - c.pos());
+    if (!c.ok() || c.pos() > payload) {
+      why = "mmap record is truncated or its file name is not terminated";
+      return false;
+    }
+    r.body = m;
+    return true;
+  }
+  case record::kComm: {
+    CommRecord cm;
+    cm.pid = c.u32();
+    cm.tid = c.u32();
+    cm.exec = (r.misc & kMiscCommExec) != 0;
+    if (c.ok() && c.pos() <= payload) cm.comm = read_cstring(c, payload - c.pos());
+    if (!c.ok() || c.pos() > payload) {
+      why = "comm record is truncated or its name is not terminated";
+      return false;
+    }
+    r.body = cm;
+    return true;
+  }
+  case record::kFork:
+  case record::kExit: {
+    TaskRecord t;
+    t.pid = c.u32();
+    t.ppid = c.u32();
+    t.tid = c.u32();
+    t.ptid = c.u32();
+    t.time = c.u64();
+    if (!c.ok() || c.pos() > payload) {
+      why = "fork/exit record is truncated";
+      return false;
+    }
+    if (!r.time) r.time = t.time;
+    r.body = t;
+    return true;
+  }
+  case record::kLost: {
+    LostRecord l;
+    l.id = c.u64();
+    l.lost = c.u64();
+    if (!c.ok() || c.pos() > payload) {
+      why = "lost record is truncated";
+      return false;
+    }
+    r.body = l;
+    return true;
+  }
+  case record::kLostSamples: {
+    LostRecord l;
+    l.lost = c.u64();
+    if (!c.ok() || c.pos() > payload) {
+      why = "lost samples record is truncated";
+      return false;
+    }
+    r.body = l;
+    return true;
+  }
+  default:
+    return true;
+  }
+}
+
 Status PerfData::decode_records(std::span<const uint8_t> all, uint64_t pos, const uint64_t end,
                                 std::vector<Record>& out, ZstdStream* zstd,
                                 uint64_t compressed_at) const {
@@ -542,103 +649,25 @@ Status PerfData::decode_records(std::span<const uint8_t> all, uint64_t pos, cons
     if (size < kRecordHeaderSize || size > end - pos)
       return fail(pos, fmt::format("record of {} bytes does not fit (type {})", size, r.type));
     std::span<const uint8_t> body = all.subspan(pos + kRecordHeaderSize, size - kRecordHeaderSize);
-    ByteCursor c(body, pos + kRecordHeaderSize);
     uint64_t extra = 0;
     bool keep = true;
-    if (r.type == record::kSample) {
+    if (r.type < record::kHeaderAttr) {
+      // The kernel's records: samples find their attribute by id, the others by the id in their
+      // sample_id trailer (with sample_id_all).
       const EventAttr* a = &first;
-      if (attrs_.size() > 1) {
+      if (attrs_.size() > 1 && r.type == record::kSample) {
         if (body.size() < 8 * size_t(id_position_ + 1))
           return fail(pos, "sample too short to hold its id");
         a = attr_for_id(load_u64(body.data() + 8 * size_t(id_position_)));
         if (!a) return fail(pos, "sample id matches no event");
-      }
-      SampleRecord s;
-      std::string why;
-      if (!decode_sample(c, *a, s, why)) return fail(pos, why);
-      r.time = s.time;
-      r.body = s;
-    } else if (r.type < record::kHeaderAttr) {
-      // The kernel's records: a sample_id trailer at the end when sample_id_all is set.
-      const EventAttr* a = &first;
-      if (attrs_.size() > 1 && first.sample_id_all() && id_position_from_end_ > 0 &&
-          body.size() >= 8 * size_t(id_position_from_end_)) {
+      } else if (attrs_.size() > 1 && first.sample_id_all() && id_position_from_end_ > 0 &&
+                 body.size() >= 8 * size_t(id_position_from_end_)) {
         const EventAttr* by_id =
             attr_for_id(load_u64(body.data() + body.size() - 8 * size_t(id_position_from_end_)));
         if (by_id) a = by_id;
       }
-      size_t trailer = 0;
-      if (a->sample_id_all()) {
-        TrailerLayout t = trailer_layout(*a);
-        trailer = 8 * t.words;
-        if (trailer > body.size()) return fail(pos, "record too short for its sample id");
-        if (t.time_word >= 0)
-          r.time = load_u64(body.data() + body.size() - trailer + 8 * size_t(t.time_word));
-      }
-      const size_t payload = body.size() - trailer;
-      switch (r.type) {
-      case record::kMmap:
-      case record::kMmap2: {
-        MmapRecord m;
-        m.mmap2 = r.type == record::kMmap2;
-        m.pid = c.u32();
-        m.tid = c.u32();
-        m.start = c.u64();
-        m.len = c.u64();
-        m.pgoff = c.u64();
-        if (m.mmap2) {
-          if (r.misc & kMiscMmapBuildId) {
-            const uint8_t n = c.u8();
-            c.skip(3);
-            std::span<const uint8_t> id = take(c, 20);
-            if (c.ok()) m.build_id = id.first(std::min<size_t>(n, 20));
-          } else {
-            c.skip(24); // maj, min, ino, ino_generation
-          }
-          m.prot = c.u32();
-          m.flags = c.u32();
-        }
-        if (c.ok() && c.pos() <= payload) m.filename = read_cstring(c, payload - c.pos());
-        if (!c.ok() || c.pos() > payload)
-          return fail(pos, "mmap record is truncated or its file name is not terminated");
-        r.body = m;
-        break;
-      }
-      case record::kComm: {
-        CommRecord cm;
-        cm.pid = c.u32();
-        cm.tid = c.u32();
-        cm.exec = (r.misc & kMiscCommExec) != 0;
-        if (c.ok() && c.pos() <= payload) cm.comm = read_cstring(c, payload - c.pos());
-        if (!c.ok() || c.pos() > payload)
-          return fail(pos, "comm record is truncated or its name is not terminated");
-        r.body = cm;
-        break;
-      }
-      case record::kFork:
-      case record::kExit: {
-        TaskRecord t;
-        t.pid = c.u32();
-        t.ppid = c.u32();
-        t.tid = c.u32();
-        t.ptid = c.u32();
-        t.time = c.u64();
-        if (!c.ok() || c.pos() > payload) return fail(pos, "fork/exit record is truncated");
-        if (!r.time) r.time = t.time;
-        r.body = t;
-        break;
-      }
-      case record::kLost: {
-        LostRecord l;
-        l.id = c.u64();
-        l.lost = c.u64();
-        if (!c.ok() || c.pos() > payload) return fail(pos, "lost record is truncated");
-        r.body = l;
-        break;
-      }
-      default:
-        break;
-      }
+      std::string why;
+      if (!decode_kernel_record(body, pos + kRecordHeaderSize, *a, r, why)) return fail(pos, why);
     } else {
       switch (r.type) {
       case record::kHeaderAttr:

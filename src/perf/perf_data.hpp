@@ -119,7 +119,7 @@ struct TaskRecord { // fork or exit
   uint64_t time = 0;
 };
 
-struct LostRecord {
+struct LostRecord { // PERF_RECORD_LOST (id: the event), PERF_RECORD_LOST_SAMPLES (id 0)
   uint64_t id = 0, lost = 0;
 };
 
@@ -131,6 +131,14 @@ struct Record {
   std::variant<std::monostate, SampleRecord, MmapRecord, CommRecord, TaskRecord, LostRecord> body;
   CpuMode cpumode() const { return static_cast<CpuMode>(misc & 7); }
 };
+
+// Decodes one record the kernel writes (type below kHeaderAttr) whose event is `a`: `body` is
+// what follows its 8-byte header, at `body_offset` in the data (for errors); r.type and r.misc
+// are set by the caller. Samples, mmap/mmap2, comm, fork/exit and lost records get their body,
+// other types only their time. False with `why` when the record is shorter than its fields say;
+// nothing is read outside `body`. Used for perf.data files and for live ring buffers alike.
+bool decode_kernel_record(std::span<const uint8_t> body, uint64_t body_offset, const EventAttr& a,
+                          Record& r, std::string& why);
 
 // A HEADER_BUILD_ID entry: the build id perf recorded for a file.
 struct BuildIdEntry {

@@ -32,3 +32,15 @@ struct SampleStack {
 };
 
 } // namespace ehelf::perf
+
+namespace ehelf::perf {
+
+// A distinct call stack of a profile and how much fell on it: what the profile writers (pprof,
+// the summary) consume when samples were aggregated as they came (ehelf record).
+struct CountedStack {
+  SampleStack stack; // comm, pid, tid and frames; time and period are the first sample's
+  uint64_t samples = 0;
+  uint64_t period = 0; // the samples' summed periods (event counts: nanoseconds for cpu-clock)
+};
+
+} // namespace ehelf::perf

@@ -61,38 +61,55 @@ void carve_ranges(std::map<uint64_t, Range>& ranges, uint64_t start, uint64_t en
     ranges.emplace(r.start, std::move(r));
 }
 
-// One recorded process: its mappings as perf recorded them, the modules we have files for, and
-// an Unwinder over them.
-struct SampleUnwinder::Process {
+// A process's executable mappings as perf recorded them, and the modules we have files for.
+// Shared copy-on-write between a process and the children it forks (a fork copies nothing until
+// one of them maps something) and with the raw stacks that keep them for naming, so memory
+// stays proportional to the recording.
+struct ProcessMaps {
   struct Mapping {
     uint64_t start, end;
     uint64_t pgoff;
     std::string path;
   };
-  // Shared copy-on-write between a process and the children it forks (a fork copies nothing
-  // until one of them maps something), so memory stays proportional to the recording.
-  struct Maps {
-    std::map<uint64_t, Mapping> mappings; // every executable mapping, for naming frames
-    std::map<uint64_t, Module> modules;   // the mappings whose files are usable here
-  };
-  std::shared_ptr<Maps> maps = std::make_shared<Maps>();
+  std::map<uint64_t, Mapping> mappings; // every executable mapping, for naming frames
+  std::map<uint64_t, Module> modules;   // the mappings whose files are usable here
+
+  // The executable mapping holding `addr`, or null.
+  const Mapping* mapping_at(uint64_t addr) const {
+    auto it = mappings.upper_bound(addr);
+    if (it == mappings.begin()) return nullptr;
+    --it;
+    return addr < it->second.end ? &it->second : nullptr;
+  }
+  ModuleMap module_map() const {
+    ModuleMap map;
+    for (const auto& [start, m] : modules)
+      map.add(m);
+    map.finish();
+    return map;
+  }
+};
+
+// One recorded process: its maps and an Unwinder over them.
+struct SampleUnwinder::Process {
+  std::shared_ptr<ProcessMaps> maps = std::make_shared<ProcessMaps>();
   ModuleMap map;
   std::unique_ptr<Unwinder> unwinder;
   bool dirty = true; // modules changed since `map` was built
 
-  // The maps, made this process's own first if a forked relative shares them.
-  Maps& own() {
-    if (maps.use_count() > 1) maps = std::make_shared<Maps>(*maps);
+  // The maps, made this process's own first if a forked relative or a raw stack shares them.
+  ProcessMaps& own() {
+    if (maps.use_count() > 1) maps = std::make_shared<ProcessMaps>(*maps);
     dirty = true;
     return *maps;
   }
-  // The executable mapping holding `addr`, or null.
-  const Mapping* mapping_at(uint64_t addr) const {
-    auto it = maps->mappings.upper_bound(addr);
-    if (it == maps->mappings.begin()) return nullptr;
-    --it;
-    return addr < it->second.end ? &it->second : nullptr;
-  }
+};
+
+// Kept maps made searchable for naming raw stacks, with the frames already named in them.
+struct SampleUnwinder::Naming {
+  ProcessMapsRef maps; // keeps the key alive
+  ModuleMap map;
+  std::map<std::pair<uint64_t, bool>, StackFrame> named; // (pc, return address) -> frame
 };
 
 // A module file loaded once for every process that maps it.
@@ -104,8 +121,11 @@ struct SampleUnwinder::LoadedFile {
 };
 
 SampleUnwinder::SampleUnwinder(const PerfData& data, SampleUnwinderOptions options)
-    : data_(data), options_(std::move(options)) {
-  for (const BuildIdEntry& e : data_.build_ids())
+    : SampleUnwinder(RecordingInfo{data.build_ids(), data.os_release()}, std::move(options)) {}
+
+SampleUnwinder::SampleUnwinder(RecordingInfo info, SampleUnwinderOptions options)
+    : info_(std::move(info)), options_(std::move(options)) {
+  for (const BuildIdEntry& e : info_.build_ids)
     if (!e.build_id.empty()) recorded_build_ids_[e.filename] = e.build_id;
 }
 
@@ -164,7 +184,7 @@ void SampleUnwinder::on_comm(const CommRecord& c) {
   comms_[c.tid] = std::string(c.comm);
   if (c.exec && c.pid == c.tid) { // a new program: the old mappings are gone
     Process& p = process(c.pid);
-    p.maps = std::make_shared<Process::Maps>();
+    p.maps = std::make_shared<ProcessMaps>();
     p.dirty = true;
   }
 }
@@ -257,10 +277,11 @@ void SampleUnwinder::on_mmap(const MmapRecord& m) {
   if (m.pid == static_cast<uint32_t>(-1)) return; // the kernel's own mappings
   Process& p = process(m.pid);
   const uint64_t end = m.start + m.len;
-  Process::Maps& maps = p.own();
+  ProcessMaps& maps = p.own();
   carve_ranges(maps.mappings, m.start, end);
   carve_ranges(maps.modules, m.start, end);
-  maps.mappings.emplace(m.start, Process::Mapping{m.start, end, m.pgoff, std::string(m.filename)});
+  maps.mappings.emplace(m.start,
+                        ProcessMaps::Mapping{m.start, end, m.pgoff, std::string(m.filename)});
   std::string path;
   uint64_t bias = 0;
   auto data = data_for(m, path, bias);
@@ -278,18 +299,19 @@ void SampleUnwinder::on_mmap(const MmapRecord& m) {
   maps.modules.emplace(mod.start, std::move(mod));
 }
 
-void SampleUnwinder::name_frame(Process& p, StackFrame& f, bool return_address) {
+void SampleUnwinder::name_frame(const ProcessMaps& maps, ModuleMap& map, StackFrame& f,
+                                bool return_address) {
   // A return address names its call: the instruction before it (the call may be a function's
   // last, with the next function right after it).
   const uint64_t lookup = return_address ? f.pc - 1 : f.pc;
   f.dso_address = lookup;
-  if (const Process::Mapping* m = p.mapping_at(lookup)) {
+  if (const ProcessMaps::Mapping* m = maps.mapping_at(lookup)) {
     f.module = m->path;
     f.dso_address = lookup - m->start + m->pgoff;
   }
-  const Module* mod = p.map.find(lookup);
+  const Module* mod = map.find(lookup);
   if (!mod || !options_.symbols) return;
-  SymbolName n = symbolizer_.name(p.map, *mod, lookup);
+  SymbolName n = symbolizer_.name(map, *mod, lookup);
   if (!n.name.empty()) {
     f.symbol = options_.demangle ? demangle(n.name, false) : std::string(n.name);
     f.symbol_offset = n.offset;
@@ -298,11 +320,7 @@ void SampleUnwinder::name_frame(Process& p, StackFrame& f, bool return_address) 
 
 void SampleUnwinder::refresh(Process& p) {
   if (!p.dirty) return;
-  ModuleMap fresh;
-  for (const auto& [start, m] : p.maps->modules)
-    fresh.add(m);
-  fresh.finish();
-  p.map = std::move(fresh);
+  p.map = p.maps->module_map();
   if (!p.unwinder) {
     UnwinderOptions o;
     o.backend = options_.backend;
@@ -314,12 +332,11 @@ void SampleUnwinder::refresh(Process& p) {
   p.dirty = false;
 }
 
-void SampleUnwinder::add_user_frames(Process& p, const SampleRecord& s, SampleStack& out) {
+StopReason SampleUnwinder::walk_user(Process& p, const SampleRecord& s,
+                                     std::vector<uint64_t>& pcs) {
+  pcs.clear();
   uint64_t ip = 0, sp = 0, bp = 0, bx = 0;
-  if (!s.reg(perf_reg::kIp, ip) || !s.reg(perf_reg::kSp, sp)) {
-    out.stop = "no user registers";
-    return;
-  }
+  if (!s.reg(perf_reg::kIp, ip) || !s.reg(perf_reg::kSp, sp)) return StopReason::None;
   ++stats_.user_samples;
   RegisterState regs;
   regs.set(x86_64::RIP, ip);
@@ -337,26 +354,30 @@ void SampleUnwinder::add_user_frames(Process& p, const SampleRecord& s, SampleSt
   if (!stack.empty() && sp < kTop && stack.size() <= kTop - sp)
     memory.add(AddressRange{sp, sp + stack.size()},
                static_cast<int64_t>(reinterpret_cast<uint64_t>(stack.data()) - sp));
-  std::vector<uint64_t> pcs(options_.max_depth ? options_.max_depth : 1);
+  pcs.resize(options_.max_depth ? options_.max_depth : 1);
   StopReason why = StopReason::None;
-  size_t n = p.unwinder->backtrace_direct(regs, memory, pcs.data(), pcs.size(), &why, true);
+  pcs.resize(p.unwinder->backtrace_direct(regs, memory, pcs.data(), pcs.size(), &why, true));
+  if (why != StopReason::EndOfStack) ++stats_.stopped_early;
+  return why;
+}
+
+void SampleUnwinder::name_user_frames(const ProcessMaps& maps, ModuleMap& map,
+                                      std::span<const uint64_t> pcs, SampleStack& out) {
   // The first pc is the sampled one, and so is each pc under a signal frame (the interrupted
   // instruction, which the walk looks up as is): those are named and printed at the pc itself,
   // as perf does; the others are return addresses, named by their call (pc - 1).
   bool exact = true;
-  for (size_t i = 0; i < n; ++i) {
+  for (uint64_t pc : pcs) {
     StackFrame f;
-    f.pc = pcs[i];
-    name_frame(p, f, !exact);
-    exact = in_signal_trampoline(p, exact ? pcs[i] : pcs[i] - 1);
+    f.pc = pc;
+    name_frame(maps, map, f, !exact);
+    exact = in_signal_trampoline(map, exact ? pc : pc - 1);
     out.frames.push_back(std::move(f));
   }
-  out.stop = std::string(stop_reason_name(why));
-  if (why != StopReason::EndOfStack) ++stats_.stopped_early;
 }
 
-bool SampleUnwinder::in_signal_trampoline(Process& p, uint64_t lookup) {
-  const Module* mod = p.map.find(lookup);
+bool SampleUnwinder::in_signal_trampoline(const ModuleMap& map, uint64_t lookup) {
+  const Module* mod = map.find(lookup);
   if (!mod || !mod->data) return false;
   const auto fn = mod->data->function_at(lookup - mod->bias);
   return fn && fn->signal_frame;
@@ -368,13 +389,91 @@ StackFrame SampleUnwinder::kernel_frame(uint64_t pc) {
   f.module = "[kernel.kallsyms]";
   if (options_.symbols) {
     if (!kernel_symbols_loaded_) { // /proc/kallsyms only once a kernel frame is printed
-      kernel_symbols_ = KernelSymbols::load(data_.os_release());
+      kernel_symbols_ = KernelSymbols::load(info_.os_release);
       kernel_symbols_loaded_ = true;
     }
     std::string_view name;
     if (kernel_symbols_.name(pc, name, f.symbol_offset)) f.symbol = std::string(name);
   }
   return f;
+}
+
+std::string SampleUnwinder::comm_of(uint32_t pid, uint32_t tid) const {
+  if (auto it = comms_.find(tid); it != comms_.end()) return it->second;
+  if (auto it = comms_.find(pid); it != comms_.end()) return it->second;
+  if (pid == 0) return "swapper"; // the idle task, as perf names it (it has no COMM record)
+  return fmt::format(":{}", tid);
+}
+
+void SampleUnwinder::kernel_pcs(const Record& r, const SampleRecord& s,
+                                std::vector<uint64_t>& pcs) const {
+  pcs.clear();
+  if (!options_.kernel || r.cpumode() != CpuMode::Kernel) return;
+  bool kernel = false;
+  for (size_t i = 0; i < s.callchain_size(); ++i) {
+    const uint64_t pc = s.callchain_at(i);
+    if (pc >= kContextMax) {
+      kernel = pc == kContextKernel;
+      continue;
+    }
+    if (kernel) pcs.push_back(pc);
+  }
+}
+
+bool SampleUnwinder::feed_raw(const Record& r, RawStack& out) {
+  const auto* s = std::get_if<SampleRecord>(&r.body);
+  if (!s) {
+    SampleStack unused;
+    feed(r, unused);
+    return false;
+  }
+  ++stats_.samples;
+  out.pid = s->pid;
+  out.tid = s->tid;
+  out.time = s->time;
+  out.period = (s->attr && (s->attr->sample_type & sample::kPeriod)) ? s->period : 1;
+  kernel_pcs(r, *s, out.kernel);
+  Process& p = process(s->pid);
+  out.user_walked = s->regs_abi != 0 && !s->stack.empty();
+  if (out.user_walked) {
+    out.stop = walk_user(p, *s, out.user);
+  } else {
+    out.user.clear();
+    out.stop = StopReason::None;
+  }
+  out.maps = p.maps;
+  stats_.frames += out.kernel.size() + out.user.size();
+  return true;
+}
+
+void SampleUnwinder::name_stack(const RawStack& raw, std::string_view comm, SampleStack& out) {
+  out = SampleStack{};
+  out.comm = std::string(comm);
+  out.pid = raw.pid;
+  out.tid = raw.tid;
+  out.time = raw.time;
+  out.period = raw.period;
+  for (uint64_t pc : raw.kernel)
+    out.frames.push_back(kernel_frame(pc));
+  if (!raw.maps) return;
+  auto& naming = namings_[raw.maps.get()];
+  if (!naming) {
+    naming = std::make_unique<Naming>();
+    naming->maps = raw.maps;
+    naming->map = raw.maps->module_map();
+  }
+  // Named once per (address, how it is looked up): a profile repeats its frames endlessly.
+  bool exact = true;
+  for (uint64_t pc : raw.user) {
+    auto [it, added] = naming->named.try_emplace({pc, !exact});
+    if (added) {
+      it->second.pc = pc;
+      name_frame(*raw.maps, naming->map, it->second, !exact);
+    }
+    out.frames.push_back(it->second);
+    exact = in_signal_trampoline(naming->map, exact ? pc : pc - 1);
+  }
+  out.stop = raw.user_walked ? std::string(stop_reason_name(raw.stop)) : "no user stack";
 }
 
 void SampleUnwinder::unwind_sample(const Record& r, const SampleRecord& s, SampleStack& out) {
@@ -384,31 +483,16 @@ void SampleUnwinder::unwind_sample(const Record& r, const SampleRecord& s, Sampl
   out.tid = s.tid;
   out.time = s.time;
   out.period = (s.attr && (s.attr->sample_type & sample::kPeriod)) ? s.period : 1;
-  if (auto it = comms_.find(s.tid); it != comms_.end())
-    out.comm = it->second;
-  else if (auto pit = comms_.find(s.pid); pit != comms_.end())
-    out.comm = pit->second;
-  else if (s.pid == 0)
-    out.comm = "swapper"; // the idle task, as perf names it (it has no COMM record)
-  else
-    out.comm = fmt::format(":{}", s.tid);
+  out.comm = comm_of(s.pid, s.tid);
   // Kernel frames: the callchain's kernel context.
-  if (options_.kernel && r.cpumode() == CpuMode::Kernel) {
-    bool kernel = false;
-    for (size_t i = 0; i < s.callchain_size(); ++i) {
-      const uint64_t pc = s.callchain_at(i);
-      if (pc >= kContextMax) {
-        kernel = pc == kContextKernel;
-        continue;
-      }
-      if (!kernel) continue;
-      out.frames.push_back(kernel_frame(pc));
-    }
-  }
+  std::vector<uint64_t> pcs;
+  kernel_pcs(r, s, pcs);
+  for (uint64_t pc : pcs)
+    out.frames.push_back(kernel_frame(pc));
+  Process& p = process(s.pid);
   if (s.regs_abi == 0 || s.stack.empty()) {
     // No stack copy: a recording with frame-pointer call chains (perf record -g), or a kernel
     // thread. The callchain's user part is then the stack, as the kernel walked it.
-    Process& p = process(s.pid);
     refresh(p);
     bool user = false, first = true;
     for (size_t i = 0; i < s.callchain_size() && out.frames.size() < options_.max_depth; ++i) {
@@ -420,7 +504,7 @@ void SampleUnwinder::unwind_sample(const Record& r, const SampleRecord& s, Sampl
       if (!user) continue;
       StackFrame f;
       f.pc = pc;
-      name_frame(p, f, !first);
+      name_frame(*p.maps, p.map, f, !first);
       f.dso_address = first ? f.dso_address : f.dso_address + 1; // printed as recorded
       first = false;
       out.frames.push_back(std::move(f));
@@ -431,7 +515,7 @@ void SampleUnwinder::unwind_sample(const Record& r, const SampleRecord& s, Sampl
     if (first && out.frames.empty() && has_ip && r.cpumode() == CpuMode::User) {
       StackFrame f;
       f.pc = s.ip;
-      name_frame(p, f, false);
+      name_frame(*p.maps, p.map, f, false);
       out.frames.push_back(std::move(f));
       out.stop = "sampled ip only (no call chain recorded)";
       out.ip_only = true;
@@ -447,7 +531,13 @@ void SampleUnwinder::unwind_sample(const Record& r, const SampleRecord& s, Sampl
     stats_.frames += out.frames.size();
     return;
   }
-  add_user_frames(process(s.pid), s, out);
+  const StopReason why = walk_user(p, s, pcs);
+  if (why == StopReason::None && pcs.empty()) {
+    out.stop = "no user registers";
+  } else {
+    name_user_frames(*p.maps, p.map, pcs, out);
+    out.stop = std::string(stop_reason_name(why));
+  }
   stats_.frames += out.frames.size();
 }
 

@@ -33,6 +33,32 @@ struct SampleUnwinderOptions {
   std::string buildid_dir; // perf's build-id cache; empty: $PERF_BUILDID_DIR, else ~/.debug
 };
 
+// What a recording says about itself that unwinding uses: the build ids perf recorded per file
+// (HEADER_BUILD_ID) and the kernel release (for /proc/kallsyms' names). A live recording (ehelf
+// record) has none of either: module files are checked against the build ids in MMAP2 records.
+struct RecordingInfo {
+  std::vector<BuildIdEntry> build_ids;
+  std::string os_release;
+};
+
+// A process's executable mappings at some time, shared copy-on-write (see RawStack::maps).
+struct ProcessMaps;
+using ProcessMapsRef = std::shared_ptr<const ProcessMaps>;
+
+// A sample's call stack as addresses, named later (SampleUnwinder::name_stack): what a profiler
+// keeps per sample. Holding `maps` keeps the modules of the sample's time alive, so that a
+// process that exec'd or unmapped a library since is still named as it was.
+struct RawStack {
+  uint32_t pid = 0, tid = 0;
+  uint64_t time = 0;
+  uint64_t period = 1;
+  std::vector<uint64_t> kernel; // innermost first
+  std::vector<uint64_t> user;   // the sampled pc, then return addresses
+  StopReason stop = StopReason::None;
+  bool user_walked = false; // `user` came from a walk over a stack copy (stop says how it ended)
+  ProcessMapsRef maps;
+};
+
 // Counts for a summary line.
 struct UnwindStats {
   uint64_t samples = 0;
@@ -45,11 +71,21 @@ struct UnwindStats {
 class SampleUnwinder {
 public:
   SampleUnwinder(const PerfData& data, SampleUnwinderOptions options = {});
+  SampleUnwinder(RecordingInfo info, SampleUnwinderOptions options = {});
   ~SampleUnwinder();
 
   // Feeds one record (in time order: see time_ordered()); returns true and fills `out` for a
   // sample.
   bool feed(const Record& r, SampleStack& out);
+  // The same as addresses only, for samples (returns true and fills `out`); other records update
+  // the processes. Nothing is named: name_stack does it later, once per distinct stack.
+  bool feed_raw(const Record& r, RawStack& out);
+  // Names the frames of a stack from feed_raw (the command name too), as feed() would have: the
+  // same SampleStack. Names are looked up once per distinct (maps, address).
+  void name_stack(const RawStack& raw, std::string_view comm, SampleStack& out);
+  // The command name of a thread now (at the time of the records fed so far).
+  std::string comm_of(uint32_t pid, uint32_t tid) const;
+
   const UnwindStats& stats() const { return stats_; }
   // Steps that ran the interpreter, by why (Unwinder::slow_steps), over every process.
   SlowSteps slow_steps() const;
@@ -61,10 +97,11 @@ public:
 private:
   struct Process;
   struct LoadedFile;
+  struct Naming; // a ModuleMap over kept ProcessMaps, and names found in it
   Process& process(uint32_t pid);
   // Whether `lookup` is in a signal trampoline's FDE ('S' augmentation: __restore_rt): the pc
   // under it is then the interrupted instruction.
-  static bool in_signal_trampoline(Process& p, uint64_t lookup);
+  static bool in_signal_trampoline(const ModuleMap& map, uint64_t lookup);
   // A kernel frame at `pc`, named from the kernel's symbols (read on first use).
   StackFrame kernel_frame(uint64_t pc);
   void on_mmap(const MmapRecord& m);
@@ -72,14 +109,21 @@ private:
   void on_fork(const TaskRecord& t);
   void on_exit(const TaskRecord& t);
   void unwind_sample(const Record& r, const SampleRecord& s, SampleStack& out);
-  void add_user_frames(Process& p, const SampleRecord& s, SampleStack& out);
+  // The sample's kernel frames (from its callchain) into `pcs`.
+  void kernel_pcs(const Record& r, const SampleRecord& s, std::vector<uint64_t>& pcs) const;
+  // Walks the sample's user stack copy: the sampled pc, then return addresses.
+  StopReason walk_user(Process& p, const SampleRecord& s, std::vector<uint64_t>& pcs);
+  // Names walked user frames (the first and each under a signal frame at their pc, the others
+  // by their call).
+  void name_user_frames(const ProcessMaps& maps, ModuleMap& map, std::span<const uint64_t> pcs,
+                        SampleStack& out);
   // Rebuilds the process's module map (and drops its rule cache) after mappings changed.
   void refresh(Process& p);
   std::shared_ptr<const ModuleData> data_for(const MmapRecord& m, std::string& path_used,
                                              uint64_t& bias);
-  void name_frame(Process& p, StackFrame& f, bool return_address);
+  void name_frame(const ProcessMaps& maps, ModuleMap& map, StackFrame& f, bool return_address);
 
-  const PerfData& data_;
+  RecordingInfo info_;
   SampleUnwinderOptions options_;
   std::map<uint32_t, std::unique_ptr<Process>> processes_;
   std::map<uint32_t, std::string> comms_;                          // by tid
@@ -89,6 +133,7 @@ private:
   KernelSymbols kernel_symbols_;
   bool kernel_symbols_loaded_ = false;
   UnwindStats stats_;
+  std::map<const ProcessMaps*, std::unique_ptr<Naming>> namings_;
 };
 
 } // namespace ehelf::perf

@@ -1,0 +1,178 @@
+// `ehelf record`: a sampling profiler that unwinds as it samples (src/record). Flags and
+// dispatch only.
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <fmt/format.h>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli/commands.hpp"
+#include "record/output.hpp"
+#include "record/recorder.hpp"
+
+namespace ehelf::cli {
+namespace {
+
+struct Options {
+  std::vector<std::string> command;
+  std::string pids;
+  bool system_wide = false;
+  std::string output = "ehelf.svg";
+  std::string format;
+  std::string event = "cpu-clock";
+  uint64_t frequency = 999;
+  uint64_t period = 0;
+  uint32_t stack_size = 16384;
+  double duration = 0;
+  std::string backend = "auto";
+  size_t max_frames = 512;
+  bool no_kernel = false, with_pid = false, with_tid = false, weight_period = false;
+  bool quiet = false;
+  std::string title;
+  size_t top = 10;
+};
+
+std::atomic<bool> g_stop{false};
+extern "C" void on_stop_signal(int) {
+  g_stop.store(true);
+}
+
+int run_record(const Options& o) {
+  record::RecordOptions ro;
+  auto event = record::parse_event(o.event);
+  if (!event) {
+    fmt::print(stderr, "ehelf: {}\n", event.error().to_string());
+    return 2;
+  }
+  ro.sampling.event = *event;
+  ro.sampling.frequency = o.frequency;
+  ro.sampling.period = o.period;
+  ro.sampling.stack_size = o.stack_size;
+  ro.sampling.kernel = !o.no_kernel;
+  ro.command = o.command;
+  ro.system_wide = o.system_wide;
+  ro.duration = o.duration;
+  ro.backend = backend_from_name(o.backend);
+  ro.max_depth = o.max_frames ? o.max_frames : 65536;
+  if (!o.pids.empty()) {
+    std::stringstream list(o.pids);
+    std::string item;
+    while (std::getline(list, item, ',')) {
+      try {
+        size_t used = 0;
+        const int pid = std::stoi(item, &used);
+        if (used != item.size() || pid <= 0) throw std::invalid_argument(item);
+        ro.pids.push_back(pid);
+      } catch (const std::exception&) {
+        fmt::print(stderr, "ehelf: -p: '{}' is not a process id\n", item);
+        return 2;
+      }
+    }
+  }
+  const int targets = int(!ro.command.empty()) + int(!ro.pids.empty()) + int(ro.system_wide);
+  if (targets != 1) {
+    fmt::print(stderr, "ehelf: record: give exactly one of a command (after --), -p PID or -a\n");
+    return 2;
+  }
+  if (o.frequency == 0 && o.period == 0) {
+    fmt::print(stderr, "ehelf: record: -F must be above 0\n");
+    return 2;
+  }
+  if (o.stack_size == 0 || o.stack_size > record::kMaxStackSize || o.stack_size % 8) {
+    fmt::print(stderr, "ehelf: record: --stack-size must be a multiple of 8 from 8 to {}\n",
+               record::kMaxStackSize);
+    return 2;
+  }
+  auto format = record::profile_format(o.format, o.output);
+  if (!format) {
+    fmt::print(stderr, "ehelf: {}\n", format.error().to_string());
+    return 2;
+  }
+  ro.keep_timeline = *format == record::ProfileFormat::Script;
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  const auto wall_start = std::chrono::system_clock::now();
+  auto rec = record::record(ro, &g_stop);
+  if (!rec) {
+    fmt::print(stderr, "ehelf: {}\n", rec.error().to_string());
+    return 2;
+  }
+  if (!rec->note.empty()) fmt::print(stderr, "ehelf: {}\n", rec->note);
+  const std::vector<perf::CountedStack> stacks = rec->profile.named(*rec->unwinder);
+  record::OutputOptions out;
+  out.fold.include_pid = o.with_pid;
+  out.fold.include_tid = o.with_tid;
+  out.fold.weight_by_period = o.weight_period;
+  out.event = o.event;
+  out.frequency = o.period ? 0 : o.frequency;
+  out.period = o.period;
+  out.start_nanos =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(wall_start.time_since_epoch()).count();
+  std::string what = !ro.command.empty() ? ro.command.front()
+                     : ro.system_wide    ? std::string("the whole system")
+                                         : "pid " + o.pids;
+  out.title = o.title.empty() ? fmt::format("ehelf record: {}", what) : o.title;
+  if (Status s = record::write_profile(*rec, stacks, *format, o.output, out); !s) {
+    fmt::print(stderr, "ehelf: {}\n", s.error().to_string());
+    return 1;
+  }
+  if (!o.quiet) {
+    record::SummaryInput si;
+    si.profile = &rec->profile;
+    si.stacks = &stacks;
+    si.seconds = rec->seconds;
+    si.event = o.event;
+    si.output = o.output;
+    si.top = o.top;
+    fmt::print(stderr, "{}", record::summary_text(si));
+  }
+  return rec->exit_status;
+}
+
+} // namespace
+
+void register_record(CLI::App& app) {
+  auto opt = std::make_shared<Options>();
+  auto* cmd = app.add_subcommand(
+      "record", "Profile a command or processes, unwinding each sample as it is taken");
+  cmd->footer("Examples:\n  ehelf record -- ./prog args           # writes ehelf.svg, prints "
+              "a summary\n"
+              "  ehelf record -F 4000 -o prof.pb.gz -- xz -9k big.tar   # pprof\n"
+              "  ehelf record -p 1234 -d 10 -o app.folded             # a running process, 10 s");
+  cmd->add_option("command", opt->command, "The command to run and profile (after --)");
+  cmd->add_option("-p,--pid", opt->pids, "Profile these running processes (PID[,PID...])");
+  cmd->add_flag("-a,--all-cpus", opt->system_wide, "Profile the whole system");
+  cmd->add_option("-o,--output", opt->output,
+                  "Where the profile goes (default ehelf.svg); its extension picks the format");
+  cmd->add_option("-f,--format", opt->format,
+                  "folded (flamegraph.pl, speedscope), svg (interactive flame graph), pprof "
+                  "(gzipped profile.proto) or script (perf script's layout, per sample)")
+      ->check(CLI::IsMember({"folded", "svg", "pprof", "script"}));
+  cmd->add_option("-e,--event", opt->event, "The event to sample (default cpu-clock)");
+  cmd->add_option("-F,--freq", opt->frequency, "Samples per second (default 999)");
+  cmd->add_option("-c,--count", opt->period, "One sample every this many events (instead of -F)");
+  cmd->add_option("--stack-size", opt->stack_size,
+                  "Bytes of user stack copied per sample (default 16384, at most 65528)");
+  cmd->add_option("-d,--duration", opt->duration,
+                  "Stop after this many seconds (a command still running gets SIGTERM)");
+  cmd->add_option("--backend", opt->backend, "Unwinding backend: auto, compiled, table or interp")
+      ->check(CLI::IsMember({"auto", "compiled", "table", "interp"}));
+  cmd->add_option("-n,--max-frames", opt->max_frames,
+                  "At most this many user frames per sample (default 512, 0: 65536)");
+  cmd->add_flag("--no-kernel", opt->no_kernel, "Sample user space only");
+  cmd->add_flag("--pid-roots", opt->with_pid, "folded/svg: one root per process (comm-PID)");
+  cmd->add_flag("--tid-roots", opt->with_tid, "folded/svg: one root per thread (comm-PID/TID)");
+  cmd->add_flag("--period", opt->weight_period,
+                "folded/svg: weigh samples by their period (ns for cpu-clock)");
+  cmd->add_option("--title", opt->title, "svg: the flame graph's title");
+  cmd->add_option("--top", opt->top, "Functions in the summary's top lists (default 10)");
+  cmd->add_flag("-q,--quiet", opt->quiet, "No summary");
+  cmd->callback([opt] { set_exit_code(run_record(*opt)); });
+}
+
+} // namespace ehelf::cli

@@ -1,0 +1,185 @@
+#include "perf/pprof.hpp"
+
+#include <fcntl.h>
+#include <map>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/gzip_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+
+#include "perf/folded.hpp"
+
+namespace ehelf::perf {
+namespace {
+
+using google::protobuf::io::CodedOutputStream;
+
+// Protocol buffer wire types.
+constexpr uint32_t kVarint = 0, kBytes = 2;
+
+// One message's fields, encoded into a string (messages nest as length-delimited bytes).
+class Message {
+public:
+  void varint(uint32_t field, uint64_t v) {
+    if (v == 0) return; // proto3: zero is the default, not written
+    tag(field, kVarint);
+    put_varint(v);
+  }
+  void boolean(uint32_t field, bool v) { varint(field, v ? 1 : 0); }
+  void bytes(uint32_t field, std::string_view b) {
+    tag(field, kBytes);
+    put_varint(b.size());
+    out_.append(b);
+  }
+  void message(uint32_t field, const Message& m) { bytes(field, m.out_); }
+  // A packed repeated varint field.
+  void packed(uint32_t field, const std::vector<uint64_t>& values) {
+    if (values.empty()) return;
+    Message inner;
+    for (uint64_t v : values)
+      inner.put_varint(v);
+    bytes(field, inner.out_);
+  }
+  const std::string& data() const { return out_; }
+
+private:
+  void tag(uint32_t field, uint32_t wire) { put_varint((uint64_t(field) << 3) | wire); }
+  void put_varint(uint64_t v) {
+    uint8_t buf[10]; // a varint of 64 bits takes at most 10 bytes
+    uint8_t* end = CodedOutputStream::WriteVarint64ToArray(v, buf);
+    out_.append(reinterpret_cast<const char*>(buf), static_cast<size_t>(end - buf));
+  }
+  std::string out_;
+};
+
+// Profile.string_table: index 0 is "", as the format requires.
+class Strings {
+public:
+  uint64_t operator()(const std::string& s) {
+    auto [it, added] = index_.try_emplace(s, table_.size());
+    if (added) table_.push_back(s);
+    return it->second;
+  }
+  const std::vector<std::string>& table() const { return table_; }
+
+private:
+  std::vector<std::string> table_{""};
+  std::map<std::string, uint64_t> index_{{"", 0}};
+};
+
+} // namespace
+
+Status write_pprof(const std::string& path, const std::vector<CountedStack>& stacks,
+                   const PprofOptions& options) {
+  Strings str;
+  Message profile;
+  auto value_type = [&](const std::string& type, const std::string& unit) {
+    Message m;
+    m.varint(1, str(type));
+    m.varint(2, str(unit));
+    return m;
+  };
+  profile.message(1, value_type("samples", "count"));
+  profile.message(1, value_type(options.value_type, options.value_unit));
+
+  struct MappingInfo {
+    uint64_t id, lo = ~uint64_t(0), hi = 0;
+  };
+  std::map<std::string, MappingInfo> mappings;                       // by module path
+  std::map<std::pair<std::string, std::string>, uint64_t> functions; // (name, module) -> id
+  std::map<std::tuple<uint64_t, std::string, std::string>, uint64_t> locations;
+  Message locations_out, functions_out;
+  const uint64_t pid_key = str("pid"), tid_key = str("tid"), comm_key = str("comm");
+  for (const CountedStack& c : stacks) {
+    std::vector<uint64_t> ids;
+    for (const StackFrame& f : c.stack.frames) {
+      const std::string name = frame_name(f);
+      auto [loc, new_location] =
+          locations.try_emplace({f.pc, name, f.module}, locations.size() + 1);
+      ids.push_back(loc->second);
+      if (!new_location) continue;
+      uint64_t mapping_id = 0;
+      if (!f.module.empty()) {
+        auto [m, added] = mappings.try_emplace(f.module, MappingInfo{mappings.size() + 1});
+        m->second.lo = std::min(m->second.lo, f.pc);
+        m->second.hi = std::max(m->second.hi, f.pc + 1);
+        mapping_id = m->second.id;
+      }
+      auto [fn, new_function] = functions.try_emplace({name, f.module}, functions.size() + 1);
+      if (new_function) {
+        Message m;
+        m.varint(1, fn->second);
+        m.varint(2, str(name));
+        m.varint(3, str(name));
+        m.varint(4, str(f.module));
+        functions_out.message(5, m);
+      }
+      Message line;
+      line.varint(1, fn->second);
+      Message l;
+      l.varint(1, loc->second);
+      l.varint(2, mapping_id);
+      l.varint(3, f.pc);
+      l.message(4, line);
+      locations_out.message(4, l);
+    }
+    Message sample;
+    sample.packed(1, ids);
+    sample.packed(2, {c.samples, c.period});
+    auto label_num = [&](uint64_t key, uint64_t num) {
+      Message m;
+      m.varint(1, key);
+      m.varint(3, num);
+      sample.message(3, m);
+    };
+    label_num(pid_key, c.stack.pid);
+    label_num(tid_key, c.stack.tid);
+    Message comm;
+    comm.varint(1, comm_key);
+    comm.varint(2, str(c.stack.comm));
+    sample.message(3, comm);
+    profile.message(2, sample);
+  }
+  for (const auto& [module, m] : mappings) {
+    Message out;
+    out.varint(1, m.id);
+    out.varint(2, m.lo);
+    out.varint(3, m.hi);
+    out.varint(5, str(module));
+    out.boolean(7, true); // has_functions: names are resolved
+    profile.message(3, out);
+  }
+  std::string body = profile.data() + locations_out.data() + functions_out.data();
+  Message tail;
+  tail.varint(9, static_cast<uint64_t>(options.time_nanos));
+  tail.varint(10, static_cast<uint64_t>(options.duration_nanos));
+  tail.message(11, value_type(options.value_type, options.value_unit));
+  tail.varint(12, static_cast<uint64_t>(options.period));
+  Message strings; // written last: every string above is in it by now
+  for (const std::string& s : str.table())
+    strings.bytes(6, s);
+  body += strings.data() + tail.data();
+
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Error::plain(fmt::format("cannot write {}", path));
+  bool ok;
+  {
+    google::protobuf::io::FileOutputStream file(fd);
+    google::protobuf::io::GzipOutputStream::Options gz;
+    gz.format = google::protobuf::io::GzipOutputStream::GZIP;
+    google::protobuf::io::GzipOutputStream zip(&file, gz);
+    {
+      CodedOutputStream coded(&zip);
+      coded.WriteRaw(body.data(), static_cast<int>(body.size()));
+      ok = !coded.HadError();
+    }
+    ok = zip.Close() && ok;
+    ok = file.Close() && ok;
+  }
+  if (!ok) return Error::plain(fmt::format("cannot write {}", path));
+  return Ok{};
+}
+
+} // namespace ehelf::perf

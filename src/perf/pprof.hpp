@@ -1,0 +1,42 @@
+// pprof: profiles in the profile.proto format that `pprof`, Grafana Pyroscope and Parca read
+// (github.com/google/pprof, proto/profile.proto), gzip-compressed as `pprof` writes them.
+//
+// What goes where:
+//   sample_type     [samples/count, VALUE/UNIT]: the sample count and the summed periods (for
+//                   cpu-clock and task-clock: cpu/nanoseconds)
+//   sample          one per distinct stack: location ids leaf first, the two values, labels
+//                   "pid" and "tid" (num) and "comm" (str)
+//   location        one per distinct (frame address, name): the actual address, the mapping, one
+//                   line naming the function
+//   function        one per distinct (name, module); name as printed (demangled), system_name the
+//                   same, filename the module
+//   mapping         one per module path: its lowest and highest sampled address, the path, and
+//                   has_functions (the names are already resolved: pprof must not re-symbolize)
+//   period_type     VALUE/UNIT, period: the sampling period (1e9 / frequency for cpu-clock)
+// Frames without a symbol are named as folded stacks name them ("[libc.so.6]", "0x1234").
+// The message is written with libprotobuf's wire-format streams (no generated code: the field
+// numbers above are the format's published ones).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "perf/sample_stack.hpp"
+#include "support/result.hpp"
+
+namespace ehelf::perf {
+
+struct PprofOptions {
+  std::string value_type = "cpu"; // what the second value counts
+  std::string value_unit = "nanoseconds";
+  int64_t period = 0;     // events between samples (0: unknown)
+  int64_t time_nanos = 0; // when the recording started, since the epoch
+  int64_t duration_nanos = 0;
+};
+
+// Writes `stacks` to `path` (gzip-compressed profile.proto).
+Status write_pprof(const std::string& path, const std::vector<CountedStack>& stacks,
+                   const PprofOptions& options);
+
+} // namespace ehelf::perf

@@ -1,0 +1,87 @@
+// EventSet: the perf events a recording samples with, opened with perf_event_open(2), and their
+// ring buffers (one per CPU; every event on a CPU writes into that CPU's ring).
+//
+// What a sample carries: ip, pid/tid, time, cpu, period, the kernel's call chain (kernel frames
+// only: exclude_callchain_user, since ehelf unwinds the user stack itself), the four user
+// registers the fast walk starts from (ip, sp, bp, bx) and a copy of the user stack from sp up
+// (stack_size bytes). Side-band records: mmap2 with build ids, comm (with exec), fork/exit, all
+// with a sample_id trailer so that records from different CPUs can be put in time order.
+//
+// Targets: a command not yet exec'd (per-CPU events on its pid, inherited by every thread and
+// child it creates, enabled by its exec), running processes (per-CPU events on each of their
+// threads, inherited likewise), or the whole system (-a). The kernel refuses to mmap an
+// inherited per-thread event, hence events per CPU.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "perf/perf_data.hpp"
+#include "record/ring_buffer.hpp"
+#include "support/result.hpp"
+
+namespace ehelf::record {
+
+// An event by perf's name for it (perf list): its perf_event_attr type and config.
+struct EventSpec {
+  std::string name = "cpu-clock";
+  uint32_t type = 1;   // PERF_TYPE_SOFTWARE
+  uint64_t config = 0; // PERF_COUNT_SW_CPU_CLOCK
+};
+// cpu-clock, task-clock, page-faults, context-switches, cpu-migrations, minor-faults,
+// major-faults, cycles, instructions, cache-misses, branch-misses, ...; an error listing them
+// for any other name.
+Result<EventSpec> parse_event(std::string_view name);
+
+struct SamplingOptions {
+  EventSpec event;
+  uint64_t frequency = 999; // samples per second per thread (used when period is 0)
+  uint64_t period = 0;      // -c: one sample every `period` events
+  uint32_t stack_size = 16384;
+  bool kernel = true;      // kernel frames, where perf_event_paranoid allows them
+  size_t ring_pages = 256; // per CPU; halved down to 8 when the kernel refuses the memory
+};
+// The largest user stack copy the kernel takes (a record is at most 64 KiB).
+constexpr uint32_t kMaxStackSize = 65528;
+
+struct Target {
+  enum Kind { Command, Processes, System } kind = Command;
+  std::vector<int> pids; // Command: the one child; Processes: the processes (all their threads)
+};
+
+class EventSet {
+public:
+  static Result<EventSet> open(const SamplingOptions& options, const Target& target);
+  EventSet(EventSet&&) = default;
+  ~EventSet();
+
+  // Starts sampling (a command's events start by themselves at its exec).
+  void enable();
+  void disable();
+  // Waits up to `timeout_ms` for a ring to fill past its watermark.
+  void wait(int timeout_ms);
+
+  std::vector<RingBuffer>& rings() { return rings_; }
+  // How the records are laid out (for decode_kernel_record).
+  const perf::EventAttr& attr() const { return attr_; }
+  // Kernel frames are sampled (false when perf_event_paranoid refused them: user only).
+  bool kernel() const { return kernel_; }
+  // Said once at the start, or empty: what was given up (kernel frames, ring size).
+  const std::string& note() const { return note_; }
+
+private:
+  EventSet() = default;
+  std::vector<int> fds_;
+  std::vector<int> ring_fds_; // the events whose rings are mapped, to poll
+  std::vector<RingBuffer> rings_;
+  perf::EventAttr attr_;
+  bool kernel_ = true;
+  std::string note_;
+};
+
+// "/proc/sys/kernel/perf_event_paranoid is N" with what N allows, for permission errors.
+std::string paranoid_hint();
+
+} // namespace ehelf::record

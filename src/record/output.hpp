@@ -1,0 +1,34 @@
+// What `ehelf record` writes: the profile as folded stacks, an interactive flame graph, a pprof
+// profile or perf script's per-sample layout, chosen by -f or by the output file's extension.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "perf/folded.hpp"
+#include "perf/sample_stack.hpp"
+#include "record/recorder.hpp"
+#include "support/result.hpp"
+
+namespace ehelf::record {
+
+enum class ProfileFormat { Folded, Svg, Pprof, Script };
+
+// `format` ("folded", "svg", "pprof", "script"), else by the extension of `path`: .svg, .pb.gz /
+// .pprof / .pb, .folded / .txt / anything else: folded.
+Result<ProfileFormat> profile_format(std::string_view format, std::string_view path);
+
+struct OutputOptions {
+  perf::FoldOptions fold; // folded and svg: roots per process/thread, weights
+  std::string title;      // svg
+  std::string event = "cpu-clock";
+  uint64_t frequency = 0, period = 0; // how the recording sampled (pprof's period)
+  int64_t start_nanos = 0;            // wall-clock start (pprof's time_nanos)
+};
+
+// Writes the profile. `stacks` are the recording's named stacks (Profile::named).
+Status write_profile(Recording& recording, const std::vector<perf::CountedStack>& stacks,
+                     ProfileFormat format, const std::string& path, const OutputOptions& options);
+
+} // namespace ehelf::record

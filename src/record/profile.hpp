@@ -1,0 +1,71 @@
+// Profile: what `ehelf record` keeps of a recording. Each sample is unwound as it arrives and
+// only its stack of addresses is kept, counted once per distinct (process maps, thread, command
+// name, stack); the stack bytes are dropped with the ring buffer's record. Naming happens once,
+// at the end (named()), through the SampleUnwinder that unwound the samples (which keeps each
+// sample's process maps alive, so exec'd or unloaded code is still named as it was).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "perf/sample_stack.hpp"
+#include "perf/sample_unwinder.hpp"
+
+namespace ehelf::record {
+
+class Profile {
+public:
+  // One unwound sample of thread `raw.tid`, whose command name is `comm` at that time.
+  void add(const perf::RawStack& raw, std::string_view comm);
+  // Samples the kernel dropped (PERF_RECORD_LOST: the ring was full).
+  void add_lost(uint64_t n) { lost_ += n; }
+  void add_corrupt_bytes(uint64_t n) { corrupt_bytes_ += n; }
+
+  uint64_t samples() const { return samples_; }
+  uint64_t lost() const { return lost_; }
+  uint64_t corrupt_bytes() const { return corrupt_bytes_; }
+  size_t distinct_stacks() const { return stacks_.size(); }
+  size_t threads() const { return tids_.size(); }
+  // Walks that ended otherwise than at the outermost frame, by why (stop_reason_name).
+  const std::map<std::string, uint64_t>& stopped_early() const { return stopped_early_; }
+
+  // Every distinct stack, named (the order is unspecified).
+  std::vector<perf::CountedStack> named(perf::SampleUnwinder& unwinder) const;
+
+  // Keep each sample's time and stack (16 bytes a sample) for a per-sample listing.
+  void keep_timeline(bool keep) { keep_timeline_ = keep; }
+  // Every sample in time order, named (needs keep_timeline(true) before the samples).
+  std::vector<perf::SampleStack> timeline(perf::SampleUnwinder& unwinder) const;
+
+private:
+  struct Entry {
+    perf::RawStack raw; // the first sample of the stack (keeps its maps alive)
+    std::string comm;
+    uint64_t samples = 0, period = 0;
+  };
+  std::unordered_map<std::string, Entry> stacks_; // by key(): the stack's identity as bytes
+  std::unordered_map<uint32_t, bool> tids_;
+  std::map<std::string, uint64_t> stopped_early_;
+  uint64_t samples_ = 0, lost_ = 0, corrupt_bytes_ = 0;
+  std::string key_; // reused between add()s
+  bool keep_timeline_ = false;
+  std::vector<std::pair<uint64_t, const Entry*>> timeline_; // (time, stack) per sample
+};
+
+// The terminal summary: samples, threads, lost, walks that stopped early, the top functions by
+// self and by total samples, and where the profile went.
+struct SummaryInput {
+  const Profile* profile = nullptr;
+  const std::vector<perf::CountedStack>* stacks = nullptr;
+  double seconds = 0;
+  std::string event;
+  std::string output; // the file written
+  size_t top = 10;
+};
+std::string summary_text(const SummaryInput& in);
+
+} // namespace ehelf::record
