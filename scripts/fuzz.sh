@@ -67,6 +67,39 @@ PY
   fi
 }
 
+# A ring buffer as `ehelf record` reads it (fuzz_ring): head and tail, then comm, mmap2, fork, a
+# sample with registers and a stack copy, a lost record and exit, laid out as its events write
+# them (sample_id trailers of tid, time, cpu), the sample wrapping around the ring's end.
+ring_seed() { # DIR
+  python3 - "$1" <<'PY'
+import struct, sys
+def rec(t, misc, body): return struct.pack('<IHH', t, misc, 8 + len(body)) + body
+def cstr(s):
+    b = s.encode() + b'\0'
+    return b + b'\0' * (-len(b) % 8)
+def tr(pid, tid, time): return struct.pack('<IIQII', pid, tid, time, 0, 0)
+ip, sp = 0x401010, 0x7ffd0000
+stack = struct.pack('<QQQQ', 0x401100, sp + 16, 0x401200, 0)
+sample = (struct.pack('<QIIQIIQQQ', ip, 100, 101, 4, 0, 0, 4000, 2, 2**64 - 128) +
+          struct.pack('<Q', 0xffffffff81000000) + struct.pack('<QQQQQ', 2, 0, sp + 8, sp, ip) +
+          struct.pack('<Q', 32) + stack + struct.pack('<Q', 32))
+data = (rec(3, 1 << 13, struct.pack('<II', 100, 100) + cstr('prog') + tr(100, 100, 1)) +
+        rec(10, 2, struct.pack('<IIQQQIIQQII', 100, 100, 0x400000, 0x2000, 0, 8, 1, 1234, 0, 5, 2)
+            + cstr('/bin/true') + tr(100, 100, 2)) +
+        rec(7, 0, struct.pack('<IIIIQ', 100, 100, 101, 100, 3) + tr(100, 101, 3)) +
+        rec(9, 1, sample) + rec(2, 0, struct.pack('<QQ', 1, 7) + tr(100, 101, 4)) +
+        rec(4, 0, struct.pack('<IIIIQ', 100, 100, 101, 100, 5) + tr(100, 101, 5)))
+size = 512
+while size < len(data):
+    size *= 2
+tail = size - 64  # the records start 64 bytes before the end: the sample wraps
+ring = bytearray(size)
+for i, b in enumerate(data):
+    ring[(tail + i) % size] = b
+open(sys.argv[1] + '/ring.seed', 'wb').write(struct.pack('<II', len(data), tail) + bytes(ring))
+PY
+}
+
 # One target: seeds, then the run. Two targets run at a time (the machine's two cores).
 run_target() { # NAME
   local name=$1 seeds="fuzz/corpus/${1#fuzz_}" work
@@ -113,6 +146,9 @@ run_target() { # NAME
   fi
   if [ "$name" = fuzz_perf ]; then
     perf_seeds "$work"
+  fi
+  if [ "$name" = fuzz_ring ]; then
+    ring_seed "$work"
   fi
   echo "fuzz: $name for ${seconds}s ($(ls "$work" | wc -l) seeds)"
   if ! build-fuzz/bin/"$name" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \

@@ -35,6 +35,11 @@ struct Options {
   size_t top = 10;
 };
 
+// An error of the recording (no file or offset to name): its message alone.
+std::string message_of(const Error& e) {
+  return e.file.empty() && !e.has_offset ? "record: " + e.message : e.to_string();
+}
+
 std::atomic<bool> g_stop{false};
 extern "C" void on_stop_signal(int) {
   g_stop.store(true);
@@ -44,7 +49,7 @@ int run_record(const Options& o) {
   record::RecordOptions ro;
   auto event = record::parse_event(o.event);
   if (!event) {
-    fmt::print(stderr, "ehelf: {}\n", event.error().to_string());
+    fmt::print(stderr, "ehelf: {}\n", message_of(event.error()));
     return 2;
   }
   ro.sampling.event = *event;
@@ -88,7 +93,7 @@ int run_record(const Options& o) {
   }
   auto format = record::profile_format(o.format, o.output);
   if (!format) {
-    fmt::print(stderr, "ehelf: {}\n", format.error().to_string());
+    fmt::print(stderr, "ehelf: {}\n", message_of(format.error()));
     return 2;
   }
   ro.keep_timeline = *format == record::ProfileFormat::Script;
@@ -99,7 +104,7 @@ int run_record(const Options& o) {
   const auto wall_start = std::chrono::system_clock::now();
   auto rec = record::record(ro, &g_stop);
   if (!rec) {
-    fmt::print(stderr, "ehelf: {}\n", rec.error().to_string());
+    fmt::print(stderr, "ehelf: {}\n", message_of(rec.error()));
     return 2;
   }
   if (!rec->note.empty()) fmt::print(stderr, "ehelf: {}\n", rec->note);
@@ -118,7 +123,7 @@ int run_record(const Options& o) {
                                          : "pid " + o.pids;
   out.title = o.title.empty() ? fmt::format("ehelf record: {}", what) : o.title;
   if (Status s = record::write_profile(*rec, stacks, *format, o.output, out); !s) {
-    fmt::print(stderr, "ehelf: {}\n", s.error().to_string());
+    fmt::print(stderr, "ehelf: {}\n", message_of(s.error()));
     return 1;
   }
   if (!o.quiet) {

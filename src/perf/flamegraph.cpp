@@ -194,6 +194,115 @@ double round_to_tenth(double v) {
   return std::round(v * 10) / 10;
 }
 
+// The graph's behaviour, for viewers that run scripts (browsers): hover says what a frame is on
+// the status line; a click zooms so that the frame spans the width (its ancestors stay, full width,
+// half transparent; everything else hides), "Reset Zoom", a click on the root or Escape undoes it;
+// "Search", Ctrl-F or the URL's ?s=REGEX highlights matching frames and shows the share of samples
+// under them (nested matches counted once); Escape or a second click on "Search" clears it. Frames
+// carry their first sample (data-s), their samples (data-n) and their depth (data-d).
+constexpr std::string_view kScript = R"JS(
+(function () {
+  var svg = document.documentElement;
+  var PAD = 10, CHAR = 0.59 * 12;
+  var WIDTH = +svg.getAttribute('width'), DRAW = WIDTH - 2 * PAD;
+  var frames = Array.prototype.slice.call(document.querySelectorAll('g.func_g'));
+  var details = document.getElementById('details');
+  var unzoom = document.getElementById('unzoom');
+  var searchButton = document.getElementById('search');
+  var matched = document.getElementById('matched');
+  var total = 0, searching = false;
+  function info(g) {
+    return { s: +g.getAttribute('data-s'), n: +g.getAttribute('data-n'), d: +g.getAttribute('data-d') };
+  }
+  function title(g) { return g.querySelector('title').textContent; }
+  function name(g) {
+    var t = title(g), i = t.lastIndexOf(' (');
+    return i < 0 ? t : t.substring(0, i);
+  }
+  function label(g, width) {
+    var text = g.querySelector('text'), n = name(g), room = Math.floor(width / CHAR);
+    text.textContent = room < 3 ? '' : n.length <= room ? n : n.substring(0, room - 2) + '..';
+  }
+  frames.forEach(function (g) {
+    var f = info(g);
+    if (f.d === 0) total = f.n;
+    g.addEventListener('mouseover', function () { details.textContent = 'Function: ' + title(g); });
+    g.addEventListener('mouseout', function () { details.textContent = ' '; });
+    g.addEventListener('click', function () { zoom(f.s, f.n, f.d); });
+  });
+  function zoom(start, count, depth) {
+    var scale = DRAW / count;
+    frames.forEach(function (g) {
+      var f = info(g), rect = g.querySelector('rect'), text = g.querySelector('text'), x, w;
+      if (f.d < depth && f.s <= start && f.s + f.n >= start + count) {
+        x = PAD; w = DRAW; g.style.opacity = depth > 0 ? '0.5' : '';
+      } else if (f.d >= depth && f.s >= start && f.s + f.n <= start + count) {
+        x = PAD + (f.s - start) * scale; w = f.n * scale; g.style.opacity = '';
+      } else {
+        g.style.display = 'none';
+        return;
+      }
+      g.style.display = '';
+      rect.setAttribute('x', x.toFixed(1));
+      rect.setAttribute('width', w.toFixed(1));
+      text.setAttribute('x', (x + 3).toFixed(2));
+      label(g, w);
+    });
+    unzoom.style.display = depth > 0 ? '' : 'none';
+  }
+  function clearSearch() {
+    frames.forEach(function (g) {
+      var rect = g.querySelector('rect');
+      if (rect.hasAttribute('data-fill')) rect.setAttribute('fill', rect.getAttribute('data-fill'));
+    });
+    matched.textContent = ' ';
+    searchButton.textContent = 'Search';
+    searching = false;
+  }
+  function search(pattern) {
+    var re;
+    try { re = new RegExp(pattern); } catch (e) { matched.textContent = 'Bad expression'; return; }
+    clearSearch();
+    var spans = [];
+    frames.forEach(function (g) {
+      if (!re.test(name(g))) return;
+      var rect = g.querySelector('rect'), f = info(g);
+      if (!rect.hasAttribute('data-fill')) rect.setAttribute('data-fill', rect.getAttribute('fill'));
+      rect.setAttribute('fill', 'rgb(230,0,230)');
+      spans.push([f.s, f.s + f.n]);
+    });
+    spans.sort(function (a, b) { return a[0] - b[0] || b[1] - a[1]; });
+    var covered = 0, end = -1;
+    spans.forEach(function (s) {
+      if (s[1] <= end) return;
+      covered += s[1] - Math.max(s[0], end);
+      end = s[1];
+    });
+    matched.textContent = 'Matched: ' + (total ? 100 * covered / total : 0).toFixed(1) + '%';
+    searchButton.textContent = 'Reset Search';
+    searching = true;
+  }
+  function askSearch() {
+    if (searching) { clearSearch(); return; }
+    var pattern = window.prompt('Search for (regular expression):', '');
+    if (pattern) search(pattern);
+  }
+  unzoom.addEventListener('click', function () { zoom(0, total, 0); });
+  searchButton.addEventListener('click', askSearch);
+  document.addEventListener('keydown', function (e) {
+    if ((e.ctrlKey || e.metaKey) && (e.key === 'f' || e.key === 'F')) {
+      e.preventDefault();
+      askSearch();
+    } else if (e.key === 'Escape') {
+      zoom(0, total, 0);
+      clearSearch();
+    }
+  });
+  var query = /[?&]s=([^&]*)/.exec(window.location.search);
+  if (query) search(decodeURIComponent(query[1]));
+})();
+)JS";
+
 } // namespace
 
 void write_flamegraph_svg(std::ostream& out, const FoldedStacks& stacks,
@@ -224,13 +333,24 @@ void write_flamegraph_svg(std::ostream& out, const FoldedStacks& stacks,
       "<style type=\"text/css\">\n"
       "text {{ font-family:Verdana; font-size:{2}px; fill:rgb(0,0,0); }}\n"
       ".centered {{ text-anchor:middle; }}\n"
-      ".func_g:hover {{ stroke:black; stroke-width:0.5; }}\n"
+      ".func_g:hover {{ stroke:black; stroke-width:0.5; cursor:pointer; }}\n"
+      ".control {{ cursor:pointer; }}\n"
       "</style>\n"
       "<rect x=\"0.0\" y=\"0.0\" width=\"{0}\" height=\"{1}\" fill=\"url(#background)\"/>\n"
       "<text class=\"centered\" x=\"{3:.2f}\" y=\"{4:.2f}\" style=\"font-size:{5}px\">",
       width, height, kFontSize, width / 2, kFontSize * 2, kTitleFontSize);
   append_xml(svg, options.title);
   svg.append(std::string_view("</text>\n"));
+  // The controls and the status line the script drives (plain text where scripts do not run).
+  fmt::format_to(text,
+                 "<text id=\"unzoom\" class=\"control\" x=\"{0:.2f}\" y=\"{1:.2f}\" "
+                 "style=\"display:none\">Reset Zoom</text>\n"
+                 "<text id=\"search\" class=\"control\" x=\"{2:.2f}\" y=\"{1:.2f}\" "
+                 "style=\"text-anchor:end\">Search</text>\n"
+                 "<text id=\"details\" x=\"{0:.2f}\" y=\"{3:.2f}\"> </text>\n"
+                 "<text id=\"matched\" x=\"{2:.2f}\" y=\"{3:.2f}\" "
+                 "style=\"text-anchor:end\"> </text>\n",
+                 kSidePad, kFontSize * 2, width - kSidePad, height - kBottomPad / 2);
   if (placed.empty()) {
     fmt::format_to(text, "<text class=\"centered\" x=\"{:.2f}\" y=\"{:.2f}\">No stacks</text>\n",
                    width / 2, kTopPad + frame_height / 2);
@@ -245,7 +365,8 @@ void write_flamegraph_svg(std::ostream& out, const FoldedStacks& stacks,
                           : height - kBottomPad - (node.depth + 1) * frame_height + frame_gap;
     const double y2 = y1 + frame_height - frame_gap;
 
-    svg.append(std::string_view("<g class=\"func_g\">\n<title>"));
+    fmt::format_to(text, "<g class=\"func_g\" data-s=\"{}\" data-n=\"{}\" data-d=\"{}\">\n<title>",
+                   frame.start, node.total, node.depth);
     append_xml(svg, node.name);
     fmt::format_to(text, " ({} ", with_thousands_separators(node.total));
     append_xml(svg, options.count_name);
@@ -262,7 +383,9 @@ void write_flamegraph_svg(std::ostream& out, const FoldedStacks& stacks,
     append_label(svg, node.name, x2 - x1);
     svg.append(std::string_view("</text>\n</g>\n"));
   }
-  svg.append(std::string_view("</svg>\n"));
+  svg.append(std::string_view("<script type=\"text/ecmascript\"><![CDATA["));
+  svg.append(kScript);
+  svg.append(std::string_view("]]></script>\n</svg>\n"));
   out.write(svg.data(), static_cast<std::streamsize>(svg.size()));
 }
 

@@ -1,5 +1,9 @@
 // Flame graph: folded stacks drawn as an SVG the way flamegraph.pl draws them, in one
-// self-contained file (no script, no external resources).
+// self-contained file (no external resources), interactive in a browser through an embedded
+// script: hover shows a frame's name, samples and share on the status line, a click zooms into the
+// frame (it then spans the width), "Reset Zoom" / Escape undo it, "Search" / Ctrl-F / ?s=REGEX
+// highlight matching frames and show the share of samples under them. Without scripts it is the
+// same static picture.
 //
 // The stacks are merged into a tree whose root, "all", spans the width of the image. A frame's
 // width is its share of the samples; its children sit on it (under it when inverted) sorted by

@@ -150,7 +150,8 @@ std::string paranoid_hint() {
                        : level == 1 ? "kernel and user sampling of a user's own processes"
                        : level == 2 ? "user-space sampling of a user's own processes only"
                                     : "no sampling without CAP_PERFMON (Debian's level 3)";
-  return fmt::format("/proc/sys/kernel/perf_event_paranoid is {}: {} allowed", level, allows);
+  return fmt::format("/proc/sys/kernel/perf_event_paranoid is {}: {} allowed{}", level, allows,
+                     level > 2 ? " (as root: sysctl kernel.perf_event_paranoid=2)" : "");
 }
 
 Result<EventSpec> parse_event(std::string_view name) {

@@ -27,6 +27,15 @@ Result<RingBuffer> RingBuffer::map(int fd, size_t data_pages) {
   return r;
 }
 
+RingBuffer RingBuffer::view(perf_event_mmap_page* meta, const uint8_t* data, size_t size) {
+  RingBuffer r;
+  r.meta_ = meta;
+  r.data_ = data;
+  r.size_ = size;
+  r.read_to_ = meta->data_tail;
+  return r;
+}
+
 RingBuffer::RingBuffer(RingBuffer&& o) noexcept
     : base_(o.base_), mapped_(o.mapped_), meta_(o.meta_), data_(o.data_), size_(o.size_),
       read_to_(o.read_to_), corrupt_bytes_(o.corrupt_bytes_), records_(std::move(o.records_)),

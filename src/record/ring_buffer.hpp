@@ -24,6 +24,9 @@ class RingBuffer {
 public:
   // Maps the ring of perf event `fd`: one metadata page and `data_pages` (a power of two).
   static Result<RingBuffer> map(int fd, size_t data_pages);
+  // A ring in memory the caller owns and writes (tests, fuzzing): `meta`'s data_head and
+  // data_tail, `data` of `size` bytes (a power of two).
+  static RingBuffer view(perf_event_mmap_page* meta, const uint8_t* data, size_t size);
   RingBuffer(RingBuffer&& o) noexcept;
   RingBuffer& operator=(RingBuffer&&) = delete;
   RingBuffer(const RingBuffer&) = delete;

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# ehelf record against perf record --call-graph dwarf (issue 14): slowdown, output size, time from
+# the workload's end to a flame graph, lost samples and top-20 agreement, at 999 Hz and 4 kHz on a
+# C program, xz -9, python3 and a two-thread program. Writes bench/results/record.{json,md}.
+# Arguments go to bench/record/record_bench.py (--quick: short workloads; --freqs 999).
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+bash scripts/setup.sh
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release > /dev/null
+cmake --build build -j2 --target ehelf fixtures
+mkdir -p bench/results
+python3 bench/record/record_bench.py --ehelf build/bin/ehelf --fixtures build/tests/fixtures \
+  --json bench/results/record.json --md bench/results/record.md "$@"
+cat bench/results/record.md
