@@ -299,8 +299,8 @@ void SampleUnwinder::on_mmap(const MmapRecord& m) {
   maps.modules.emplace(mod.start, std::move(mod));
 }
 
-void SampleUnwinder::name_frame(const ProcessMaps& maps, ModuleMap& map, StackFrame& f,
-                                bool return_address) {
+void SampleUnwinder::name_frame(uint32_t pid, const ProcessMaps& maps, ModuleMap& map,
+                                StackFrame& f, bool return_address) {
   // A return address names its call: the instruction before it (the call may be a function's
   // last, with the next function right after it).
   const uint64_t lookup = return_address ? f.pc - 1 : f.pc;
@@ -310,7 +310,20 @@ void SampleUnwinder::name_frame(const ProcessMaps& maps, ModuleMap& map, StackFr
     f.dso_address = lookup - m->start + m->pgoff;
   }
   const Module* mod = map.find(lookup);
-  if (!mod || !options_.symbols) return;
+  if (!options_.symbols) return;
+  if (!mod) {
+    // Code in no file (anonymous memory): a JIT's, named from its perf map as perf does.
+    if (!f.module.empty() && f.module[0] == '/' && f.module != "//anon") return;
+    auto [it, added] = perf_maps_.try_emplace(pid);
+    if (added) it->second = PerfMap::load(pid);
+    if (const PerfMap::Entry* e = it->second.find(lookup)) {
+      f.symbol = e->name;
+      f.symbol_offset = lookup - e->start;
+      f.module = PerfMap::path_for(pid);
+      f.dso_address = lookup;
+    }
+    return;
+  }
   SymbolName n = symbolizer_.name(map, *mod, lookup);
   if (!n.name.empty()) {
     f.symbol = options_.demangle ? demangle(n.name, false) : std::string(n.name);
@@ -361,7 +374,7 @@ StopReason SampleUnwinder::walk_user(Process& p, const SampleRecord& s,
   return why;
 }
 
-void SampleUnwinder::name_user_frames(const ProcessMaps& maps, ModuleMap& map,
+void SampleUnwinder::name_user_frames(uint32_t pid, const ProcessMaps& maps, ModuleMap& map,
                                       std::span<const uint64_t> pcs, SampleStack& out) {
   // The first pc is the sampled one, and so is each pc under a signal frame (the interrupted
   // instruction, which the walk looks up as is): those are named and printed at the pc itself,
@@ -370,7 +383,7 @@ void SampleUnwinder::name_user_frames(const ProcessMaps& maps, ModuleMap& map,
   for (uint64_t pc : pcs) {
     StackFrame f;
     f.pc = pc;
-    name_frame(maps, map, f, !exact);
+    name_frame(pid, maps, map, f, !exact);
     exact = in_signal_trampoline(map, exact ? pc : pc - 1);
     out.frames.push_back(std::move(f));
   }
@@ -468,7 +481,7 @@ void SampleUnwinder::name_stack(const RawStack& raw, std::string_view comm, Samp
     auto [it, added] = naming->named.try_emplace({pc, !exact});
     if (added) {
       it->second.pc = pc;
-      name_frame(*raw.maps, naming->map, it->second, !exact);
+      name_frame(raw.pid, *raw.maps, naming->map, it->second, !exact);
     }
     out.frames.push_back(it->second);
     exact = in_signal_trampoline(naming->map, exact ? pc : pc - 1);
@@ -504,7 +517,7 @@ void SampleUnwinder::unwind_sample(const Record& r, const SampleRecord& s, Sampl
       if (!user) continue;
       StackFrame f;
       f.pc = pc;
-      name_frame(*p.maps, p.map, f, !first);
+      name_frame(s.pid, *p.maps, p.map, f, !first);
       f.dso_address = first ? f.dso_address : f.dso_address + 1; // printed as recorded
       first = false;
       out.frames.push_back(std::move(f));
@@ -515,7 +528,7 @@ void SampleUnwinder::unwind_sample(const Record& r, const SampleRecord& s, Sampl
     if (first && out.frames.empty() && has_ip && r.cpumode() == CpuMode::User) {
       StackFrame f;
       f.pc = s.ip;
-      name_frame(*p.maps, p.map, f, false);
+      name_frame(s.pid, *p.maps, p.map, f, false);
       out.frames.push_back(std::move(f));
       out.stop = "sampled ip only (no call chain recorded)";
       out.ip_only = true;
@@ -535,7 +548,7 @@ void SampleUnwinder::unwind_sample(const Record& r, const SampleRecord& s, Sampl
   if (why == StopReason::None && pcs.empty()) {
     out.stop = "no user registers";
   } else {
-    name_user_frames(*p.maps, p.map, pcs, out);
+    name_user_frames(s.pid, *p.maps, p.map, pcs, out);
     out.stop = std::string(stop_reason_name(why));
   }
   stats_.frames += out.frames.size();

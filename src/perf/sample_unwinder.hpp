@@ -18,6 +18,7 @@
 
 #include "perf/kernel_symbols.hpp"
 #include "perf/perf_data.hpp"
+#include "perf/perf_map.hpp"
 #include "perf/sample_stack.hpp"
 #include "runtime/symbolize.hpp"
 #include "runtime/unwinder.hpp"
@@ -115,13 +116,14 @@ private:
   StopReason walk_user(Process& p, const SampleRecord& s, std::vector<uint64_t>& pcs);
   // Names walked user frames (the first and each under a signal frame at their pc, the others
   // by their call).
-  void name_user_frames(const ProcessMaps& maps, ModuleMap& map, std::span<const uint64_t> pcs,
-                        SampleStack& out);
+  void name_user_frames(uint32_t pid, const ProcessMaps& maps, ModuleMap& map,
+                        std::span<const uint64_t> pcs, SampleStack& out);
   // Rebuilds the process's module map (and drops its rule cache) after mappings changed.
   void refresh(Process& p);
   std::shared_ptr<const ModuleData> data_for(const MmapRecord& m, std::string& path_used,
                                              uint64_t& bias);
-  void name_frame(const ProcessMaps& maps, ModuleMap& map, StackFrame& f, bool return_address);
+  void name_frame(uint32_t pid, const ProcessMaps& maps, ModuleMap& map, StackFrame& f,
+                  bool return_address);
 
   RecordingInfo info_;
   SampleUnwinderOptions options_;
@@ -134,6 +136,7 @@ private:
   bool kernel_symbols_loaded_ = false;
   UnwindStats stats_;
   std::map<const ProcessMaps*, std::unique_ptr<Naming>> namings_;
+  std::map<uint32_t, PerfMap> perf_maps_; // JIT symbols by pid, read on first use
 };
 
 } // namespace ehelf::perf

@@ -41,7 +41,10 @@ struct SamplingOptions {
   uint64_t period = 0;      // -c: one sample every `period` events
   uint32_t stack_size = 16384;
   bool kernel = true;      // kernel frames, where perf_event_paranoid allows them
-  size_t ring_pages = 256; // per CPU; halved down to 8 when the kernel refuses the memory
+  // Per CPU: 4 MiB hold ~250 samples of 16 KiB, a quarter second at 999 Hz, so that a recorder
+  // kept off the CPU by a busy machine loses nothing; halved down to 8 pages when the kernel
+  // refuses the memory (perf_event_mlock_kb for unprivileged users).
+  size_t ring_pages = 1024;
 };
 // The largest user stack copy the kernel takes (a record is at most 64 KiB).
 constexpr uint32_t kMaxStackSize = 65528;

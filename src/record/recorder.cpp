@@ -232,7 +232,15 @@ Result<Recording> record(const RecordOptions& o, const std::atomic<bool>* stop) 
     }
   } else {
     events.enable();
-    for (int pid : target.pids)
+    // What already runs: the processes given, or every process for -a.
+    std::vector<int> running = target.pids;
+    if (target.kind == Target::System)
+      if (DIR* d = ::opendir("/proc")) {
+        while (dirent* e = ::readdir(d))
+          if (e->d_name[0] >= '1' && e->d_name[0] <= '9') running.push_back(std::atoi(e->d_name));
+        ::closedir(d);
+      }
+    for (int pid : running)
       describe_running(pid, *rec.unwinder);
   }
   Drain drain(events, *rec.unwinder, rec.profile);

@@ -114,6 +114,26 @@ unw=$(count cxx.folded 'shapes::Worker::deep;(__cxa_throw|_Unwind_RaiseException
   ok "C++: $deep samples in nested Worker::deep, $add in Accumulator<double>::add, $unw in the throw path" ||
   bad "C++: deep $deep, add $add, throw $unw: $(sort -k2 -n -r cxx.folded | head -5)"
 
+# ---- JIT code named from /tmp/perf-PID.map ----
+"$ehelf" record -q -o jit.folded -- "$fixtures/record_jit" 600 > jit.pid 2> jit.err ||
+  bad "record jit: $(cat jit.err)"
+jit=$(count jit.folded ';jitted_loop ')
+jall=$(total jit.folded)
+rm -f "/tmp/perf-$(cat jit.pid).map"
+[ "$jit" -gt $((jall / 2)) ] &&
+  ok "JIT: $jit of $jall samples named jitted_loop from /tmp/perf-PID.map" ||
+  bad "JIT: $jit of $jall: $(head -3 jit.folded)"
+
+# ---- -a: the whole system, the fixture among the others ----
+"$target" wait > wait2.out &
+wpid=$!
+"$ehelf" record -a -d 1 -o all.folded 2> all.err || bad "record -a: $(cat all.err)"
+kill "$wpid"
+wait "$wpid" 2> /dev/null
+sys=$(count all.folded '^record_target;_start;.*;main;attached_work;spin ')
+[ "$sys" -gt 50 ] && ok "-a: $sys samples of the fixture's attached_work among the system's" ||
+  bad "-a: $sys: $(head -3 all.folded)"
+
 # ---- formats ----
 "$ehelf" record -q -o split.svg -- "$target" split 100 2> svg.err || bad "record svg: $(cat svg.err)"
 python3 - split.svg << 'PY' && ok "svg: well-formed, path_a and path_b frames, the script" || bad "svg"

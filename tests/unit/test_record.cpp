@@ -7,6 +7,7 @@
 #include <linux/perf_event.h>
 #include <vector>
 
+#include "perf/perf_map.hpp"
 #include "record/output.hpp"
 #include "record/profile.hpp"
 #include "record/ring_buffer.hpp"
@@ -114,3 +115,29 @@ TEST(Output, FormatFromFlagOrExtension) {
 
 } // namespace
 } // namespace ehelf::record
+
+namespace ehelf::perf {
+namespace {
+
+TEST(PerfMap, ParsesLinesAndLetsLaterOnesWin) {
+  const PerfMap map = PerfMap::parse("1000 100 first function\n"
+                                     "0x2000 0x10 second\r\n"
+                                     "garbage line\n"
+                                     "3000 0 empty\n"
+                                     "1080 10 newer\n"
+                                     "ffffffffffffff00 200 wraps\n"
+                                     "4000 10\n");
+  ASSERT_NE(map.find(0x1000), nullptr);
+  EXPECT_EQ(map.find(0x1000)->name, "first function");
+  EXPECT_EQ(map.find(0x1085)->name, "newer"); // replaced the middle of "first function"
+  EXPECT_EQ(map.find(0x1095)->name, "first function");
+  EXPECT_EQ(map.find(0x10ff)->name, "first function");
+  EXPECT_EQ(map.find(0x1100), nullptr);
+  EXPECT_EQ(map.find(0x200f)->name, "second");
+  EXPECT_EQ(map.find(0x3000), nullptr); // size 0
+  EXPECT_EQ(map.find(0xffffffffffffff10), nullptr);
+  EXPECT_EQ(map.find(0x4000), nullptr); // no name
+}
+
+} // namespace
+} // namespace ehelf::perf
