@@ -47,7 +47,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::memcpy(&rec.misc, r.data() + 4, 2);
     std::string why;
     if (!perf::decode_kernel_record(r.subspan(8), 8, attr, rec, why)) continue;
-    if (unwinder.feed_raw(rec, raw)) profile.add(raw, unwinder.comm_of(raw.pid, raw.tid));
+    if (unwinder.feed_raw(rec, raw)) profile.add(raw, unwinder.comm_of(raw.pid, raw.tid), unwinder);
   }
   rb.release();
   if (meta.data_tail > meta.data_head) std::abort();

@@ -3,6 +3,7 @@
 #include <map>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -66,6 +67,12 @@ void carve_ranges(std::map<uint64_t, Range>& ranges, uint64_t start, uint64_t en
 // one of them maps something) and with the raw stacks that keep them for naming, so memory
 // stays proportional to the recording.
 struct ProcessMaps {
+  ProcessMaps() = default;
+  ProcessMaps(const ProcessMaps& o) : mappings(o.mappings), modules(o.modules) {}
+  ProcessMaps& operator=(const ProcessMaps&) = delete;
+
+  // Unique over the run: every maps object (a copy too) gets its own.
+  const uint64_t id = next_id();
   struct Mapping {
     uint64_t start, end;
     uint64_t pgoff;
@@ -88,6 +95,12 @@ struct ProcessMaps {
     map.finish();
     return map;
   }
+
+private:
+  static uint64_t next_id() {
+    static std::atomic<uint64_t> counter{0};
+    return ++counter;
+  }
 };
 
 // One recorded process: its maps and an Unwinder over them.
@@ -97,19 +110,12 @@ struct SampleUnwinder::Process {
   std::unique_ptr<Unwinder> unwinder;
   bool dirty = true; // modules changed since `map` was built
 
-  // The maps, made this process's own first if a forked relative or a raw stack shares them.
+  // The maps, made this process's own first if a forked relative shares them.
   ProcessMaps& own() {
     if (maps.use_count() > 1) maps = std::make_shared<ProcessMaps>(*maps);
     dirty = true;
     return *maps;
   }
-};
-
-// Kept maps made searchable for naming raw stacks, with the frames already named in them.
-struct SampleUnwinder::Naming {
-  ProcessMapsRef maps; // keeps the key alive
-  ModuleMap map;
-  std::map<std::pair<uint64_t, bool>, StackFrame> named; // (pc, return address) -> frame
 };
 
 // A module file loaded once for every process that maps it.
@@ -299,36 +305,59 @@ void SampleUnwinder::on_mmap(const MmapRecord& m) {
   maps.modules.emplace(mod.start, std::move(mod));
 }
 
-void SampleUnwinder::name_frame(uint32_t pid, const ProcessMaps& maps, ModuleMap& map,
-                                StackFrame& f, bool return_address) {
+ResolvedFrame SampleUnwinder::resolve_frame(const ProcessMaps& maps, const ModuleMap& map,
+                                            uint64_t pc, bool return_address) {
   // A return address names its call: the instruction before it (the call may be a function's
   // last, with the next function right after it).
-  const uint64_t lookup = return_address ? f.pc - 1 : f.pc;
+  const uint64_t lookup = return_address ? pc - 1 : pc;
+  ResolvedFrame f;
+  f.pc = pc;
+  f.return_address = return_address;
   f.dso_address = lookup;
   if (const ProcessMaps::Mapping* m = maps.mapping_at(lookup)) {
-    f.module = m->path;
+    f.mapping = &*mapping_paths_.insert(m->path).first;
     f.dso_address = lookup - m->start + m->pgoff;
   }
-  const Module* mod = map.find(lookup);
-  if (!options_.symbols) return;
-  if (!mod) {
-    // Code in no file (anonymous memory): a JIT's, named from its perf map as perf does.
-    if (!f.module.empty() && f.module[0] == '/' && f.module != "//anon") return;
-    auto [it, added] = perf_maps_.try_emplace(pid);
-    if (added) it->second = PerfMap::load(pid);
-    if (const PerfMap::Entry* e = it->second.find(lookup)) {
-      f.symbol = e->name;
-      f.symbol_offset = lookup - e->start;
-      f.module = PerfMap::path_for(pid);
-      f.dso_address = lookup;
+  if (const Module* mod = map.find(lookup))
+    f.module = &interned_.try_emplace({mod->data.get(), mod->bias, mod->start, mod->path}, *mod)
+                    .first->second;
+  return f;
+}
+
+void SampleUnwinder::name_resolved(uint32_t pid, const ResolvedFrame& r, StackFrame& f) {
+  const uint64_t lookup = r.return_address ? r.pc - 1 : r.pc;
+  // Named once per (module, address); code in no module once per (process, address).
+  auto [it, added] = named_.try_emplace({r.module, lookup, r.module ? 0 : pid});
+  StackFrame& named = it->second;
+  if (added) {
+    named.module = r.mapping ? *r.mapping : std::string();
+    named.dso_address = r.dso_address;
+    if (options_.symbols && r.module) {
+      SymbolName n = symbolizer_.name(empty_map_, *r.module, lookup);
+      if (!n.name.empty()) {
+        named.symbol = options_.demangle ? demangle(n.name, false) : std::string(n.name);
+        named.symbol_offset = n.offset;
+      }
+    } else if (options_.symbols &&
+               (named.module.empty() || named.module[0] != '/' || named.module == "//anon")) {
+      // Code in no file (anonymous memory): a JIT's, named from its perf map as perf does.
+      auto [pm, fresh] = perf_maps_.try_emplace(pid);
+      if (fresh) pm->second = PerfMap::load(pid);
+      if (const PerfMap::Entry* e = pm->second.find(lookup)) {
+        named.symbol = e->name;
+        named.symbol_offset = lookup - e->start;
+        named.module = PerfMap::path_for(pid);
+        named.dso_address = lookup;
+      }
     }
-    return;
   }
-  SymbolName n = symbolizer_.name(map, *mod, lookup);
-  if (!n.name.empty()) {
-    f.symbol = options_.demangle ? demangle(n.name, false) : std::string(n.name);
-    f.symbol_offset = n.offset;
-  }
+  f = named;
+  f.pc = r.pc;
+}
+
+void SampleUnwinder::name_frame(uint32_t pid, const ProcessMaps& maps, const ModuleMap& map,
+                                StackFrame& f, bool return_address) {
+  name_resolved(pid, resolve_frame(maps, map, f.pc, return_address), f);
 }
 
 void SampleUnwinder::refresh(Process& p) {
@@ -376,16 +405,13 @@ StopReason SampleUnwinder::walk_user(Process& p, const SampleRecord& s,
 
 void SampleUnwinder::name_user_frames(uint32_t pid, const ProcessMaps& maps, ModuleMap& map,
                                       std::span<const uint64_t> pcs, SampleStack& out) {
-  // The first pc is the sampled one, and so is each pc under a signal frame (the interrupted
-  // instruction, which the walk looks up as is): those are named and printed at the pc itself,
-  // as perf does; the others are return addresses, named by their call (pc - 1).
+  // As resolve(): the first pc and each under a signal frame at the pc, the others by their call.
   bool exact = true;
   for (uint64_t pc : pcs) {
-    StackFrame f;
-    f.pc = pc;
-    name_frame(pid, maps, map, f, !exact);
+    out.frames.emplace_back();
+    out.frames.back().pc = pc;
+    name_frame(pid, maps, map, out.frames.back(), !exact);
     exact = in_signal_trampoline(map, exact ? pc : pc - 1);
-    out.frames.push_back(std::move(f));
   }
 }
 
@@ -454,39 +480,49 @@ bool SampleUnwinder::feed_raw(const Record& r, RawStack& out) {
     out.user.clear();
     out.stop = StopReason::None;
   }
-  out.maps = p.maps;
+  out.maps = p.maps.get();
+  out.maps_id = p.maps->id;
   stats_.frames += out.kernel.size() + out.user.size();
   return true;
 }
 
-void SampleUnwinder::name_stack(const RawStack& raw, std::string_view comm, SampleStack& out) {
-  out = SampleStack{};
-  out.comm = std::string(comm);
+ResolvedStack SampleUnwinder::resolve(const RawStack& raw) {
+  ResolvedStack out;
   out.pid = raw.pid;
   out.tid = raw.tid;
   out.time = raw.time;
   out.period = raw.period;
-  for (uint64_t pc : raw.kernel)
-    out.frames.push_back(kernel_frame(pc));
-  if (!raw.maps) return;
-  auto& naming = namings_[raw.maps.get()];
-  if (!naming) {
-    naming = std::make_unique<Naming>();
-    naming->maps = raw.maps;
-    naming->map = raw.maps->module_map();
-  }
-  // Named once per (address, how it is looked up): a profile repeats its frames endlessly.
+  out.kernel = raw.kernel;
+  out.stop = raw.stop;
+  out.user_walked = raw.user_walked;
+  if (!raw.maps || raw.user.empty()) return out;
+  Process& p = process(raw.pid);
+  // The first pc is the sampled one, and so is each pc under a signal frame (the interrupted
+  // instruction, which the walk looks up as is): those are named at the pc itself, as perf
+  // does; the others are return addresses, named by their call (pc - 1).
   bool exact = true;
   for (uint64_t pc : raw.user) {
-    auto [it, added] = naming->named.try_emplace({pc, !exact});
-    if (added) {
-      it->second.pc = pc;
-      name_frame(raw.pid, *raw.maps, naming->map, it->second, !exact);
-    }
-    out.frames.push_back(it->second);
-    exact = in_signal_trampoline(naming->map, exact ? pc : pc - 1);
+    out.user.push_back(resolve_frame(*raw.maps, p.map, pc, !exact));
+    exact = in_signal_trampoline(p.map, exact ? pc : pc - 1);
   }
-  out.stop = raw.user_walked ? std::string(stop_reason_name(raw.stop)) : "no user stack";
+  return out;
+}
+
+void SampleUnwinder::name_stack(const ResolvedStack& stack, std::string_view comm,
+                                SampleStack& out) {
+  out = SampleStack{};
+  out.comm = std::string(comm);
+  out.pid = stack.pid;
+  out.tid = stack.tid;
+  out.time = stack.time;
+  out.period = stack.period;
+  for (uint64_t pc : stack.kernel)
+    out.frames.push_back(kernel_frame(pc));
+  for (const ResolvedFrame& r : stack.user) {
+    out.frames.emplace_back();
+    name_resolved(stack.pid, r, out.frames.back());
+  }
+  out.stop = stack.user_walked ? std::string(stop_reason_name(stack.stop)) : "no user stack";
 }
 
 void SampleUnwinder::unwind_sample(const Record& r, const SampleRecord& s, SampleStack& out) {

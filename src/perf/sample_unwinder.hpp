@@ -13,7 +13,9 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "perf/kernel_symbols.hpp"
@@ -42,13 +44,12 @@ struct RecordingInfo {
   std::string os_release;
 };
 
-// A process's executable mappings at some time, shared copy-on-write (see RawStack::maps).
+// A process's executable mappings at some time, shared copy-on-write.
 struct ProcessMaps;
-using ProcessMapsRef = std::shared_ptr<const ProcessMaps>;
 
-// A sample's call stack as addresses, named later (SampleUnwinder::name_stack): what a profiler
-// keeps per sample. Holding `maps` keeps the modules of the sample's time alive, so that a
-// process that exec'd or unmapped a library since is still named as it was.
+// A sample's call stack as addresses (SampleUnwinder::feed_raw): what a profiler sees per sample.
+// `maps` are the process's maps of the sample's time, valid until the next record is fed;
+// `maps_id` tells them apart from any other maps of the run (a key for distinct stacks).
 struct RawStack {
   uint32_t pid = 0, tid = 0;
   uint64_t time = 0;
@@ -57,7 +58,29 @@ struct RawStack {
   std::vector<uint64_t> user;   // the sampled pc, then return addresses
   StopReason stop = StopReason::None;
   bool user_walked = false; // `user` came from a walk over a stack copy (stop says how it ended)
-  ProcessMapsRef maps;
+  const ProcessMaps* maps = nullptr;
+  uint64_t maps_id = 0;
+};
+
+// One user frame of a raw stack tied to what names it, so that it can be named after the
+// process's maps have changed or it has exited: the module holding it (interned by the
+// SampleUnwinder, which keeps its data alive), the mapping's file and the address perf prints.
+struct ResolvedFrame {
+  uint64_t pc = 0;
+  bool return_address = false; // named by its call (pc - 1)
+  const Module* module = nullptr;
+  const std::string* mapping = nullptr; // the mapped file's path as recorded, or null
+  uint64_t dso_address = 0;
+};
+// A raw stack resolved (SampleUnwinder::resolve): what a profile keeps per distinct stack. It
+// costs O(frames) to make and holds nothing of the process's maps.
+struct ResolvedStack {
+  uint32_t pid = 0, tid = 0;
+  uint64_t time = 0, period = 1;
+  std::vector<uint64_t> kernel;
+  std::vector<ResolvedFrame> user;
+  StopReason stop = StopReason::None;
+  bool user_walked = false;
 };
 
 // Counts for a summary line.
@@ -79,11 +102,13 @@ public:
   // sample.
   bool feed(const Record& r, SampleStack& out);
   // The same as addresses only, for samples (returns true and fills `out`); other records update
-  // the processes. Nothing is named: name_stack does it later, once per distinct stack.
+  // the processes. Nothing is named.
   bool feed_raw(const Record& r, RawStack& out);
-  // Names the frames of a stack from feed_raw (the command name too), as feed() would have: the
-  // same SampleStack. Names are looked up once per distinct (maps, address).
-  void name_stack(const RawStack& raw, std::string_view comm, SampleStack& out);
+  // Ties a stack from the last feed_raw to the modules and mappings that name its frames.
+  ResolvedStack resolve(const RawStack& raw);
+  // Names a resolved stack (the command name too) as feed() would have: the same SampleStack.
+  // Names are looked up once per distinct (module, address).
+  void name_stack(const ResolvedStack& stack, std::string_view comm, SampleStack& out);
   // The command name of a thread now (at the time of the records fed so far).
   std::string comm_of(uint32_t pid, uint32_t tid) const;
 
@@ -98,7 +123,6 @@ public:
 private:
   struct Process;
   struct LoadedFile;
-  struct Naming; // a ModuleMap over kept ProcessMaps, and names found in it
   Process& process(uint32_t pid);
   // Whether `lookup` is in a signal trampoline's FDE ('S' augmentation: __restore_rt): the pc
   // under it is then the interrupted instruction.
@@ -122,7 +146,11 @@ private:
   void refresh(Process& p);
   std::shared_ptr<const ModuleData> data_for(const MmapRecord& m, std::string& path_used,
                                              uint64_t& bias);
-  void name_frame(uint32_t pid, const ProcessMaps& maps, ModuleMap& map, StackFrame& f,
+  // A frame tied to its module and mapping now, and named (once per (module, address)).
+  ResolvedFrame resolve_frame(const ProcessMaps& maps, const ModuleMap& map, uint64_t pc,
+                              bool return_address);
+  void name_resolved(uint32_t pid, const ResolvedFrame& r, StackFrame& f);
+  void name_frame(uint32_t pid, const ProcessMaps& maps, const ModuleMap& map, StackFrame& f,
                   bool return_address);
 
   RecordingInfo info_;
@@ -135,7 +163,11 @@ private:
   KernelSymbols kernel_symbols_;
   bool kernel_symbols_loaded_ = false;
   UnwindStats stats_;
-  std::map<const ProcessMaps*, std::unique_ptr<Naming>> namings_;
+  // Modules and mapped paths that resolved frames point to, kept for naming (node-based: stable).
+  std::map<std::tuple<const ModuleData*, uint64_t, uint64_t, std::string>, Module> interned_;
+  std::set<std::string> mapping_paths_;
+  std::map<std::tuple<const Module*, uint64_t, uint32_t>, StackFrame> named_; // by lookup
+  ModuleMap empty_map_; // what Symbolizer::name takes; resolved modules come loaded
   std::map<uint32_t, PerfMap> perf_maps_; // JIT symbols by pid, read on first use
 };
 

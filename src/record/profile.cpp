@@ -16,14 +16,15 @@ void append(std::string& key, uint64_t v) {
 
 } // namespace
 
-void Profile::add(const perf::RawStack& raw, std::string_view comm) {
+void Profile::add(const perf::RawStack& raw, std::string_view comm,
+                  perf::SampleUnwinder& unwinder) {
   ++samples_;
   tids_[raw.tid] = true;
   if (raw.user_walked && raw.stop != StopReason::EndOfStack)
     ++stopped_early_[std::string(stop_reason_name(raw.stop))];
   // The identity of a stack: the maps it is named in, the thread, its name, every address.
   key_.clear();
-  append(key_, reinterpret_cast<uint64_t>(raw.maps.get()));
+  append(key_, raw.maps_id);
   append(key_, (uint64_t(raw.pid) << 32) | raw.tid);
   append(key_, raw.kernel.size());
   for (uint64_t pc : raw.kernel)
@@ -34,7 +35,7 @@ void Profile::add(const perf::RawStack& raw, std::string_view comm) {
   auto [it, added] = stacks_.try_emplace(key_);
   Entry& e = it->second;
   if (added) {
-    e.raw = raw;
+    e.stack = unwinder.resolve(raw);
     e.comm = std::string(comm);
   }
   ++e.samples;
@@ -51,7 +52,7 @@ std::vector<perf::SampleStack> Profile::timeline(perf::SampleUnwinder& unwinder)
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   for (const auto& [time, e] : sorted) {
     auto [it, added] = named.try_emplace(e);
-    if (added) unwinder.name_stack(e->raw, e->comm, it->second);
+    if (added) unwinder.name_stack(e->stack, e->comm, it->second);
     out.push_back(it->second);
     out.back().time = time;
   }
@@ -63,7 +64,7 @@ std::vector<perf::CountedStack> Profile::named(perf::SampleUnwinder& unwinder) c
   out.reserve(stacks_.size());
   for (const auto& [key, e] : stacks_) {
     perf::CountedStack c;
-    unwinder.name_stack(e.raw, e.comm, c.stack);
+    unwinder.name_stack(e.stack, e.comm, c.stack);
     c.samples = e.samples;
     c.period = e.period;
     out.push_back(std::move(c));

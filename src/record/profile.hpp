@@ -1,8 +1,9 @@
 // Profile: what `ehelf record` keeps of a recording. Each sample is unwound as it arrives and
 // only its stack of addresses is kept, counted once per distinct (process maps, thread, command
-// name, stack); the stack bytes are dropped with the ring buffer's record. Naming happens once,
-// at the end (named()), through the SampleUnwinder that unwound the samples (which keeps each
-// sample's process maps alive, so exec'd or unloaded code is still named as it was).
+// name, stack); the stack bytes are dropped with the ring buffer's record. A stack seen for the
+// first time is resolved against the maps of its time (its frames tied to their modules: O(frames),
+// no names), so that exec'd or unloaded code is named as it was; naming happens once, at the end
+// (named()), through the SampleUnwinder that unwound the samples, once per distinct address.
 #pragma once
 
 #include <cstdint>
@@ -19,8 +20,9 @@ namespace ehelf::record {
 
 class Profile {
 public:
-  // One unwound sample of thread `raw.tid`, whose command name is `comm` at that time.
-  void add(const perf::RawStack& raw, std::string_view comm);
+  // One sample of thread `raw.tid` (from `unwinder`'s last feed_raw), whose command name is `comm`
+  // at that time.
+  void add(const perf::RawStack& raw, std::string_view comm, perf::SampleUnwinder& unwinder);
   // Samples the kernel dropped (PERF_RECORD_LOST: the ring was full).
   void add_lost(uint64_t n) { lost_ += n; }
   void add_corrupt_bytes(uint64_t n) { corrupt_bytes_ += n; }
@@ -43,7 +45,7 @@ public:
 
 private:
   struct Entry {
-    perf::RawStack raw; // the first sample of the stack (keeps its maps alive)
+    perf::ResolvedStack stack; // the first sample of the stack
     std::string comm;
     uint64_t samples = 0, period = 0;
   };

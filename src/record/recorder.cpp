@@ -163,7 +163,8 @@ public:
         profile_.add_lost(lost->lost);
         continue;
       }
-      if (unwinder_.feed_raw(r, raw_)) profile_.add(raw_, unwinder_.comm_of(raw_.pid, raw_.tid));
+      if (unwinder_.feed_raw(r, raw_))
+        profile_.add(raw_, unwinder_.comm_of(raw_.pid, raw_.tid), unwinder_);
     }
     batch_.clear();
     for (RingBuffer& ring : events_.rings())

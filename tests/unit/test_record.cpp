@@ -80,6 +80,7 @@ TEST(RingBuffer, ARecordSizeThatCannotBeIsCountedAndSkipped) {
 
 TEST(Profile, CountsEachDistinctStackOnce) {
   Profile p;
+  perf::SampleUnwinder u(perf::RecordingInfo{}, {});
   perf::RawStack s;
   s.pid = 10;
   s.tid = 11;
@@ -87,14 +88,14 @@ TEST(Profile, CountsEachDistinctStackOnce) {
   s.user_walked = true;
   s.stop = StopReason::EndOfStack;
   s.period = 5;
-  p.add(s, "prog");
-  p.add(s, "prog");
+  p.add(s, "prog", u);
+  p.add(s, "prog", u);
   s.tid = 12; // another thread: another stack
-  p.add(s, "prog");
+  p.add(s, "prog", u);
   s.stop = StopReason::BadRead;
   s.user = {0x1000};
-  p.add(s, "prog");
-  p.add(s, "renamed"); // its command name changed: counted apart
+  p.add(s, "prog", u);
+  p.add(s, "renamed", u); // its command name changed: counted apart
   EXPECT_EQ(p.samples(), 5u);
   EXPECT_EQ(p.distinct_stacks(), 4u);
   EXPECT_EQ(p.threads(), 2u);
