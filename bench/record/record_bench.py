@@ -135,7 +135,7 @@ def main():
             lost_p = sum(int(x) for x in re.findall(r'Processed \d+ events and lost (\d+) chunks', perr))
             t_svg = timed([a.ehelf, 'perf', '-f', 'svg', '-o', os.path.join(work, 'perf.svg'), perf_data])[0]
             t0 = time.time()
-            script = subprocess.run(['perf', 'script', '-i', perf_data, '-F', 'comm,tid,ip,sym,dso'],
+            script = subprocess.run(['perf', 'script', '--no-inline', '-i', perf_data, '-F', 'comm,tid,ip,sym,dso'],
                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                                     errors='replace').stdout
             t_script = time.time() - t0

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <fstream>
-#include <sstream>
 #include <sys/utsname.h>
 
 namespace ehelf::perf {
@@ -11,15 +11,24 @@ namespace ehelf::perf {
 KernelSymbols KernelSymbols::load(std::string_view recorded_release, const std::string& path) {
   utsname u{};
   if (!recorded_release.empty() && (::uname(&u) != 0 || recorded_release != u.release)) return {};
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) return {};
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse(text.str());
+  std::string text;
+  char buf[1 << 16];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0)
+    text.append(buf, static_cast<size_t>(in.gcount()));
+  return parse(std::move(text));
 }
 
 KernelSymbols KernelSymbols::parse(std::string_view text) {
+  return parse(std::string(text));
+}
+
+KernelSymbols KernelSymbols::parse(std::string&& owned) {
   KernelSymbols k;
+  k.text_ = std::move(owned);
+  if (k.text_.size() > UINT32_MAX) return {}; // name offsets are 32-bit (kallsyms is ~10 MB)
+  std::string_view text = k.text_;
   while (!text.empty()) {
     size_t eol = text.find('\n');
     std::string_view line = text.substr(0, eol);
@@ -35,10 +44,12 @@ KernelSymbols KernelSymbols::parse(std::string_view text) {
     std::string_view name = rest.substr(3);
     name = name.substr(0, name.find_first_of("\t "));
     if (name.empty()) continue;
-    k.symbols_.push_back({addr, std::string(name)});
+    k.symbols_.push_back({addr, static_cast<uint32_t>(name.data() - k.text_.data()),
+                          static_cast<uint32_t>(name.size())});
   }
-  std::stable_sort(k.symbols_.begin(), k.symbols_.end(),
-                   [](const Symbol& a, const Symbol& b) { return a.addr < b.addr; });
+  auto by_address = [](const Symbol& a, const Symbol& b) { return a.addr < b.addr; };
+  if (!std::is_sorted(k.symbols_.begin(), k.symbols_.end(), by_address))
+    std::stable_sort(k.symbols_.begin(), k.symbols_.end(), by_address);
   return k;
 }
 
@@ -47,7 +58,7 @@ bool KernelSymbols::name(uint64_t addr, std::string_view& name, uint64_t& offset
                              [](uint64_t a, const Symbol& s) { return a < s.addr; });
   if (it == symbols_.begin()) return false;
   --it;
-  name = it->name;
+  name = std::string_view(text_).substr(it->name_at, it->name_size);
   offset = addr - it->addr;
   return true;
 }

@@ -142,3 +142,31 @@ TEST(PerfMap, ParsesLinesAndLetsLaterOnesWin) {
 
 } // namespace
 } // namespace ehelf::perf
+
+#include "perf/kernel_symbols.hpp"
+
+namespace ehelf::perf {
+namespace {
+
+TEST(KernelSymbols, CodeSymbolsByAddressWithTheirOffsets) {
+  const KernelSymbols k = KernelSymbols::parse(std::string("ffffffff81000200 T second\n"
+                                                           "ffffffff81000100 t first\n"
+                                                           "ffffffff81000180 D data_not_code\n"
+                                                           "0000000000000000 T hidden\n"
+                                                           "ffffffffc0000000 t mod_fn\t[mod]\n"
+                                                           "ffffffff81000200 W alias_later\n"
+                                                           "garbage\n"));
+  std::string_view name;
+  uint64_t offset = 0;
+  ASSERT_TRUE(k.name(0xffffffff81000150, name, offset));
+  EXPECT_EQ(name, "first"); // the data symbol between is not code
+  EXPECT_EQ(offset, 0x50u);
+  ASSERT_TRUE(k.name(0xffffffff81000200, name, offset));
+  EXPECT_EQ(name, "alias_later"); // equal addresses: the last listed, as before
+  ASSERT_TRUE(k.name(0xffffffffc0000010, name, offset));
+  EXPECT_EQ(name, "mod_fn");
+  EXPECT_FALSE(k.name(0xffffffff81000000, name, offset));
+}
+
+} // namespace
+} // namespace ehelf::perf
