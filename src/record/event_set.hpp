@@ -63,8 +63,9 @@ public:
   // Starts sampling (a command's events start by themselves at its exec).
   void enable();
   void disable();
-  // Waits up to `timeout_ms` for a ring to fill past its watermark.
-  void wait(int timeout_ms);
+  // Waits up to `timeout_ms` for a ring to fill past its watermark, or `also` (a pidfd: the
+  // command exited) to become readable.
+  void wait(int timeout_ms, int also = -1);
 
   std::vector<RingBuffer>& rings() { return rings_; }
   // How the records are laid out (for decode_kernel_record).

@@ -104,6 +104,15 @@ kill -0 "$wpid" 2> /dev/null && alive=yes || alive=no
 kill "$wpid"
 wait "$wpid" 2> /dev/null
 
+# ---- SIGINT ends the recording: the profile is written, the command is ended ----
+timeout -s INT 1.5 "$ehelf" record -o int.folded -- "$target" wait > int.out 2> int.err
+st=$?
+ti=$(count int.folded ';main;attached_work;spin ')
+left=$(pgrep -f "$target wait" | wc -l)
+[ "$ti" -gt 50 ] && [ "$st" -eq 143 ] && [ "$left" -eq 0 ] && grep -q 'profile written to int.folded' int.err &&
+  ok "SIGINT: $ti samples written, the command ended by SIGTERM (exit 143 passed on)" ||
+  bad "SIGINT: $ti samples, exit $st, $left left running: $(cat int.err)"
+
 # ---- C++: demangled names, frames through exceptions ----
 "$ehelf" record -q -o cxx.folded -- "$fixtures/record_cxx" 30000 2> cxx.err ||
   bad "record cxx: $(cat cxx.err)"
