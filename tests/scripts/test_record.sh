@@ -105,7 +105,7 @@ kill "$wpid"
 wait "$wpid" 2> /dev/null
 
 # ---- SIGINT ends the recording: the profile is written, the command is ended ----
-timeout -s INT 1.5 "$ehelf" record -o int.folded -- "$target" wait > int.out 2> int.err
+timeout --preserve-status -s INT 1.5 "$ehelf" record -o int.folded -- "$target" wait > int.out 2> int.err
 st=$?
 ti=$(count int.folded ';main;attached_work;spin ')
 left=$(pgrep -f "$target wait" | wc -l)
