@@ -237,6 +237,17 @@ heads=$(grep -cE '^record_target +[0-9]+/[0-9]+ +[0-9]+\.[0-9]+: *$' split.txt)
 grep -qE '^\s+[0-9a-f]+ spin \(.*/record_target\)$' split.txt && [ "$heads" -gt 50 ] &&
   ok "script: $heads samples in perf script's layout" || bad "script: $heads: $(head -5 split.txt)"
 
+# ---- other events and a fixed period ----
+"$ehelf" record -q -e task-clock -o task.folded -- "$target" split 100 2> task.err ||
+  bad "record -e task-clock: $(cat task.err)"
+"$ehelf" record -q -c 2000000 -o period.folded -- "$target" split 100 2> period.err ||
+  bad "record -c: $(cat period.err)"
+tk=$(count task.folded ';path_a;spin ')
+pd=$(count period.folded ';path_a;spin ')
+# -c 2000000 ns of cpu-clock: one sample every 2 ms of CPU, half the default rate.
+[ "$tk" -gt 20 ] && [ "$pd" -gt 10 ] && [ "$pd" -lt "$tk" ] &&
+  ok "-e task-clock: $tk samples in path_a; -c 2000000: $pd" || bad "task-clock $tk, -c $pd"
+
 # ---- bad input: one line, non-zero exit, nothing left running ----
 expect_error() { # expect_error WHAT PATTERN ARGS...
   local what=$1 pattern=$2
