@@ -12,6 +12,7 @@
 
 #include "model/registers.hpp"
 #include "x86/decoder.hpp"
+#include "x86/jump_table.hpp"
 
 namespace ehelf::synth {
 
@@ -212,6 +213,7 @@ struct Synthesizer {
   std::map<uint64_t, uint64_t> known_ends; // start -> end from symbol sizes and FDEs
   std::set<uint64_t> noreturn;             // starts of functions that never return
   std::set<uint64_t> analysed;
+  std::set<uint64_t> indirect_jumps; // each counted once in the statistics
   uint64_t entry = 0;
   SynthResult result;
 
@@ -316,6 +318,59 @@ struct Synthesizer {
     }
   }
 
+  // The targets of the switch dispatch at `jump` (x86/jump_table.hpp), read from the file; none
+  // when the jump is no recognised dispatch, its table is not in the file or one of its first
+  // `entries` targets lies outside the function.
+  template <typename Inside>
+  std::vector<uint64_t>
+  jump_table_targets(uint64_t jump, const std::unordered_map<uint64_t, uint64_t>& predecessor,
+                     uint64_t function_start, const Inside& inside) {
+    constexpr size_t kPathLength = 24;
+    std::vector<x86::PathInstruction> path;
+    for (uint64_t a = jump; path.size() < kPathLength;) {
+      const CodeSection* c = section_of(a);
+      if (!c) break;
+      path.push_back({a, c->bytes.subspan(a - c->begin)});
+      auto p = predecessor.find(a);
+      if (a == function_start || p == predecessor.end() || !p->second) break;
+      a = p->second;
+    }
+    std::reverse(path.begin(), path.end());
+    std::vector<uint64_t> targets;
+    const auto table = x86::recognise_jump_table(path);
+    const bool first_visit = indirect_jumps.insert(jump).second;
+    if (!table) {
+      result.unresolved_indirect_jumps += first_visit;
+      return targets;
+    }
+    const auto bytes = data_at(table->table, uint64_t(table->entries) * table->entry_size);
+    if (bytes.empty()) return targets;
+    for (uint32_t i = 0; i < table->entries; ++i) {
+      const uint8_t* e = bytes.data() + size_t(i) * table->entry_size;
+      uint64_t to;
+      if (table->entry_size == 4) {
+        int32_t v;
+        std::memcpy(&v, e, 4);
+        to = table->base + uint64_t(int64_t(v));
+      } else
+        std::memcpy(&to, e, 8);
+      if (!inside(to)) return {};
+      if (std::find(targets.begin(), targets.end(), to) == targets.end()) targets.push_back(to);
+    }
+    result.jump_tables += first_visit;
+    return targets;
+  }
+
+  // `size` bytes at `address` in an allocated section of the file, or nothing.
+  std::span<const uint8_t> data_at(uint64_t address, uint64_t size) const {
+    for (const Section& s : elf.sections())
+      if ((s.flags & SHF_ALLOC) && s.type != SHT_NOBITS && address >= s.addr &&
+          address - s.addr <= s.size && size <= s.size - (address - s.addr))
+        if (auto d = elf.section_data(s); d && address - s.addr + size <= d->size())
+          return d->subspan(address - s.addr, size);
+    return {};
+  }
+
   // Explores one function from its entry. New call targets become function starts.
   void analyse(uint64_t start) {
     analysed.insert(start);
@@ -331,13 +386,20 @@ struct Synthesizer {
     FrameState initial;
     if (auto j = jumped_in.find(start); j != jumped_in.end() && weak.count(start))
       initial = j->second;
-    std::vector<std::pair<uint64_t, FrameState>> work = {{start, initial}};
+    // Each work item: where to go, the state there, and where from (for the jump tables' paths).
+    struct Step {
+      uint64_t to;
+      FrameState state;
+      uint64_t from;
+    };
+    std::vector<Step> work = {{start, initial, 0}};
+    std::unordered_map<uint64_t, uint64_t> predecessor; // on the first path that reached it
     std::set<uint64_t> reported;
     auto fail = [&](std::string why) {
       if (fn.failure.empty()) fn.failure = std::move(why);
     };
     while (!work.empty()) {
-      auto [a, s] = work.back();
+      auto [a, s, from] = work.back();
       work.pop_back();
       if (auto it = seen.find(a); it != seen.end()) {
         FrameState& old = it->second.first;
@@ -361,6 +423,7 @@ struct Synthesizer {
         continue;
       }
       seen[a] = {s, *in};
+      predecessor.try_emplace(a, from);
       if (!s.cfa_known() && !fn.outermost) {
         fail(fmt::format("CFA lost at {:#x} ({})", a,
                          decoder.format(c->bytes.subspan(a - c->begin), a)));
@@ -371,10 +434,10 @@ struct Synthesizer {
       const uint64_t next = a + in->length;
       auto go = [&](uint64_t to) {
         if (inside(to))
-          work.emplace_back(to, out);
+          work.push_back({to, out, a});
         else if (cold.count(to)) {
           extents.emplace_back(to, extent_end(to));
-          work.emplace_back(to, out);
+          work.push_back({to, out, a});
         } else if (!names.count(to))
           add_start(to, ""); // a tail call to an unknown function
         else if (weak.count(to) && has_frame(out))
@@ -403,6 +466,9 @@ struct Synthesizer {
         go(next);
         break;
       case x86::Flow::jump_indirect:
+        for (uint64_t to : jump_table_targets(a, predecessor, fn.begin, inside))
+          work.push_back({to, out, a});
+        break;
       case x86::Flow::ret:
       case x86::Flow::trap:
       case x86::Flow::other:
@@ -488,7 +554,7 @@ std::string describe(const FrameState& s) {
 }
 
 Result<SynthResult> synthesize(const ElfFile& elf, const UnwindTable* shipped) {
-  Synthesizer s{elf, shipped, {}, {}, {}, {}, {}, {}, {}, {}};
+  Synthesizer s{elf, shipped, {}, {}, {}, {}, {}, {}, {}, {}, {}};
   s.run();
   if (s.code.empty()) return Error::plain("no executable section").in_file(elf.name());
   return std::move(s.result);

@@ -61,7 +61,9 @@ struct SynthResult {
   std::vector<SynthFunction> functions;
   std::vector<AnalysedInstruction> instructions; // sorted by address
   std::vector<Conflict> conflicts;
-  uint64_t text_bytes = 0; // bytes of executable sections analysed
+  uint64_t text_bytes = 0;                // bytes of executable sections analysed
+  uint64_t jump_tables = 0;               // switch dispatches whose targets were read
+  uint64_t unresolved_indirect_jumps = 0; // other `jmp *` (tail calls through a pointer...)
   UnwindTable table;
 };
 
