@@ -10,6 +10,7 @@
 
 #include "dwarf/constants.hpp"
 #include "model/registers.hpp"
+#include "support/leb128_writer.hpp"
 
 namespace ehelf {
 
@@ -20,23 +21,10 @@ constexpr uint8_t kFdeEncoding = dw::EH_PE_pcrel | dw::EH_PE_sdata4;
 constexpr uint8_t kHdrEncoding = dw::EH_PE_datarel | dw::EH_PE_sdata4;
 
 void uleb(std::vector<uint8_t>& out, uint64_t v) {
-  do {
-    uint8_t b = v & 0x7f;
-    v >>= 7;
-    out.push_back(v ? b | 0x80 : b);
-  } while (v);
+  put_uleb128(out, v);
 }
-
 void sleb(std::vector<uint8_t>& out, int64_t v) {
-  for (;;) {
-    uint8_t b = v & 0x7f;
-    v >>= 7; // arithmetic shift
-    if ((v == 0 && !(b & 0x40)) || (v == -1 && (b & 0x40))) {
-      out.push_back(b);
-      return;
-    }
-    out.push_back(b | 0x80);
-  }
+  put_sleb128(out, v);
 }
 
 void u32(std::vector<uint8_t>& out, uint32_t v) {

@@ -40,6 +40,33 @@ for cc in gcc clang; do
     { bad "$cc -O2 -no-pie synth_switch"; head -20 "$out.txt"; }
 done
 
+# Stack realignment: `and $-32,%rsp` under a frame pointer (gcc, clang) and gcc's DRAP (CFA in
+# r10, then an expression reading r10's slot; saves relative to rbp). Every instruction agrees but
+# for gcc's DRAP epilogue, where gcc keeps the rbp-relative save rules past the pops that restored
+# them (and rbp): at most 3 instructions per program, of that category only.
+for cc in gcc clang; do
+  for flags in "-O0 -fomit-frame-pointer" "-O2" "-Os"; do
+    out="$work/synth_realign-$cc-${flags// /_}"
+    "$cc" $flags -o "$out" "$fx/synth_realign.c" 2>/dev/null || { bad "$cc $flags synth_realign: does not build"; continue; }
+    "$ehelf" synth --compare --json "$out" > "$out.json"
+    python3 - "$out.json" <<'PY' && ok "$cc $flags synth_realign: $(python3 -c 'import json,sys;d=json.load(open(sys.argv[1]));print(d["agreeing"],"/",d["compared"], d["categories"])' "$out.json")" || bad "$cc $flags synth_realign"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["functions_failed"] == 0 and d["conflicts"] == 0, d["failures"]
+assert d["compared"] > 80, d["compared"]
+stale = {k: v for k, v in d["categories"].items() if not k.endswith("save rule kept after restore (shipped)")}
+assert not stale, d["categories"]
+assert d["compared"] - d["agreeing"] <= 3, d["categories"]
+PY
+  done
+done
+# gcc's DRAP function gets CFA expressions in the output (the slot r10 was pushed to), as gcc's.
+"$ehelf" synth "$work/synth_realign-gcc--O2" -o "$work/realign.elf" > /dev/null
+ours=$(readelf -wF "$work/realign.elf" | grep -c '^[0-9a-f]\{16\} exp ')
+theirs=$(readelf -wF "$work/synth_realign-gcc--O2" | grep -c '^[0-9a-f]\{16\} exp ')
+[ "$ours" -gt 0 ] && [ "$theirs" -gt 0 ] && ok "DRAP: CFA expressions in the output ($ours rows; gcc $theirs)" ||
+  bad "DRAP: $ours CFA expression rows (gcc $theirs)"
+
 # -o: an ELF readelf reads without a warning, whose rows are the synthesized ones: a function's
 # row after its prologue (gcc -O2 recursion.c, objdump finds the address).
 prog="$work/recursion-gcc--O2"
