@@ -77,6 +77,8 @@ nlohmann::json to_json(const ReportInput& in) {
             {"ranges", r.table.ranges().size()},
             {"conflicts", r.conflicts.size()},
             {"jump_tables", r.jump_tables},
+            {"lsdas", r.lsdas_found},
+            {"lsdas_matched", r.lsdas_matched},
             {"unresolved_indirect_jumps", r.unresolved_indirect_jumps},
             {"text_bytes", r.text_bytes},
             {"seconds", in.seconds}};

@@ -13,6 +13,8 @@
 #include "model/dw_op.hpp"
 #include "model/registers.hpp"
 #include "support/leb128_writer.hpp"
+#include "synth/dynamic_relocations.hpp"
+#include "synth/exception_tables.hpp"
 #include "x86/decoder.hpp"
 #include "x86/jump_table.hpp"
 
@@ -284,6 +286,14 @@ struct Synthesizer {
     return end;
   }
 
+  // The start of the .cold part holding `a` (landing pads jump into their middle), or 0.
+  uint64_t cold_part_of(uint64_t a) const {
+    auto it = cold.upper_bound(a);
+    if (it == cold.begin()) return 0;
+    --it;
+    return a < extent_end(*it) ? *it : 0;
+  }
+
   void add_start(uint64_t a, std::string name) {
     if (!section_of(a)) return;
     auto [it, fresh] = names.try_emplace(a, std::move(name));
@@ -329,29 +339,8 @@ struct Synthesizer {
   // relocations name the symbol each slot is bound to.
   void discover_plt_noreturn() {
     std::unordered_map<uint64_t, std::string_view> slot_names;
-    const Section* dynsym = elf.find_section(".dynsym");
-    const Section* dynstr = elf.find_section(".dynstr");
-    if (!dynsym || !dynstr) return;
-    auto syms = elf.section_data(*dynsym);
-    auto strs = elf.section_data(*dynstr);
-    if (!syms || !strs) return;
-    for (const Section& rs : elf.sections()) {
-      if (rs.type != SHT_RELA || rs.link != dynsym->index) continue;
-      auto data = elf.section_data(rs);
-      if (!data) continue;
-      for (size_t off = 0; off + sizeof(Elf64_Rela) <= data->size(); off += sizeof(Elf64_Rela)) {
-        Elf64_Rela rela;
-        std::memcpy(&rela, data->data() + off, sizeof rela);
-        const uint64_t sym = ELF64_R_SYM(rela.r_info);
-        if ((sym + 1) * sizeof(Elf64_Sym) > syms->size()) continue;
-        Elf64_Sym es;
-        std::memcpy(&es, syms->data() + sym * sizeof(Elf64_Sym), sizeof es);
-        if (es.st_name >= strs->size()) continue;
-        const char* name = reinterpret_cast<const char*>(strs->data()) + es.st_name;
-        const size_t len = strnlen(name, strs->size() - es.st_name);
-        slot_names[rela.r_offset] = std::string_view(name, len);
-      }
-    }
+    for (const NamedRelocation& r : dynamic_relocations(elf))
+      slot_names[r.offset] = r.name;
     for (const Section& s : elf.sections()) {
       if (!s.name.starts_with(".plt") || !(s.flags & SHF_EXECINSTR) || s.type == SHT_NOBITS)
         continue;
@@ -424,14 +413,19 @@ struct Synthesizer {
   }
 
   // Explores one function from its entry. New call targets become function starts.
-  void analyse(uint64_t start) {
+  // `replace`: the index of an earlier analysis of this function, redone with `pads` (landing
+  // pads and the state their exceptions arrive with) as further entries.
+  void analyse(uint64_t start, std::optional<uint32_t> replace = std::nullopt,
+               const std::vector<std::pair<uint64_t, FrameState>>& pads = {}) {
     analysed.insert(start);
-    const uint32_t index = static_cast<uint32_t>(result.functions.size());
-    SynthFunction fn{names[start], start, extent_end(start), 0, start == entry, {}};
-    std::vector<std::pair<uint64_t, uint64_t>> extents = {{fn.begin, fn.end}};
+    const uint32_t index = replace ? *replace : static_cast<uint32_t>(result.functions.size());
+    SynthFunction fn{names[start], start, extent_end(start), 0, start == entry, {}, {}};
+    fn.parts.push_back({fn.begin, fn.end, 0});
+    if (replace) // the parts found before, with their exception tables
+      fn.parts = result.functions[*replace].parts;
     auto inside = [&](uint64_t a) {
-      for (auto [b, e] : extents)
-        if (a >= b && a < e) return true;
+      for (const SynthFunction::Part& p : fn.parts)
+        if (a >= p.begin && a < p.end) return true;
       return false;
     };
     std::unordered_map<uint64_t, std::pair<FrameState, x86::Instruction>> seen;
@@ -445,6 +439,8 @@ struct Synthesizer {
       uint64_t from;
     };
     std::vector<Step> work = {{start, initial, 0}};
+    for (const auto& [pad, state] : pads)
+      work.push_back({pad, state, 0});
     std::unordered_map<uint64_t, uint64_t> predecessor; // on the first path that reached it
     std::set<uint64_t> reported;
     auto fail = [&](std::string why) {
@@ -487,8 +483,8 @@ struct Synthesizer {
       auto go = [&](uint64_t to) {
         if (inside(to))
           work.push_back({to, out, a});
-        else if (cold.count(to)) {
-          extents.emplace_back(to, extent_end(to));
+        else if (const uint64_t part = cold_part_of(to)) {
+          fn.parts.push_back({part, extent_end(part), 0});
           work.push_back({to, out, a});
         } else if (!names.count(to))
           add_start(to, ""); // a tail call to an unknown function
@@ -530,11 +526,13 @@ struct Synthesizer {
     fn.instructions = seen.size();
     for (auto& [a, si] : seen)
       result.instructions.push_back({a, si.second.length, index, si.first});
-    result.functions.push_back(std::move(fn));
+    if (replace)
+      result.functions[*replace] = std::move(fn);
+    else
+      result.functions.push_back(std::move(fn));
   }
 
-  void run() {
-    discover();
+  void analyse_new_starts() {
     // Functions known from symbols, calls and the entry first: their jumps tell which weak
     // starts are cold parts.
     for (bool weak_pass = false;;) {
@@ -546,30 +544,95 @@ struct Synthesizer {
       for (uint64_t a : todo)
         analyse(a);
     }
+  }
+
+  void sort_instructions() {
     std::sort(result.instructions.begin(), result.instructions.end(),
               [](const AnalysedInstruction& x, const AnalysedInstruction& y) {
                 return x.address < y.address;
               });
+  }
+
+  // Landing pads are reached by no jump: each function whose exception tables name pads not yet
+  // analysed is analysed again with them as entries, in the state after the call that throws
+  // (its cold parts, entered from pads, may bring tables of their own: a few rounds).
+  void analyse_landing_pads() {
+    ExceptionTables tables(elf, shipped);
+    for (int round = 0; round < 4; ++round) {
+      std::map<uint32_t, std::vector<std::pair<uint64_t, FrameState>>> seeds;
+      for (const LandingPad& lp : tables.match(result)) {
+        auto at = [&](uint64_t a) {
+          auto it = std::lower_bound(
+              result.instructions.begin(), result.instructions.end(), a,
+              [](const AnalysedInstruction& in, uint64_t v) { return in.address < v; });
+          return it != result.instructions.end() && it->address == a ? &*it : nullptr;
+        };
+        const AnalysedInstruction* call = at(lp.call);
+        if (at(lp.pad) || !call || call->function != lp.function) continue;
+        const CodeSection* c = section_of(lp.call);
+        auto in = c ? decoder.decode(c->bytes.subspan(lp.call - c->begin), lp.call)
+                    : Result<x86::Instruction>(Error::plain("no code"));
+        if (!in) continue;
+        FrameState after = call->state;
+        apply(after, *in);
+        seeds[lp.function].emplace_back(lp.pad, after);
+      }
+      if (seeds.empty()) break;
+      std::erase_if(result.instructions,
+                    [&](const AnalysedInstruction& in) { return seeds.count(in.function) != 0; });
+      for (const auto& [index, pads] : seeds)
+        analyse(result.functions[index].begin, index, pads);
+      analyse_new_starts();
+      sort_instructions();
+    }
+    result.personality_slot = tables.personality_slot();
+    result.personality = tables.personality();
+    result.lsdas_found = tables.found();
+    result.lsdas_matched = tables.matched();
+  }
+
+  void run() {
+    discover();
+    analyse_new_starts();
+    sort_instructions();
+    analyse_landing_pads();
     UnwindTable& t = result.table;
-    std::vector<uint32_t> fn_index;
+    std::vector<uint32_t> first_part; // table function index of each function's first part
     for (const SynthFunction& f : result.functions) {
-      FunctionInfo info;
-      info.pc_begin = f.begin;
-      info.pc_end = f.end;
-      fn_index.push_back(t.add_function(info));
+      first_part.push_back(static_cast<uint32_t>(t.function_count()));
+      for (const SynthFunction::Part& p : f.parts) {
+        FunctionInfo info;
+        info.pc_begin = p.begin;
+        info.pc_end = p.end;
+        if (p.lsda) {
+          info.lsda = p.lsda;
+          info.personality_slot = result.personality_slot;
+          info.personality = result.personality;
+        }
+        t.add_function(info);
+      }
     }
     std::vector<ColumnRule> columns;
     CfaRule cfa;
     ExpressionPool expressions(t);
     for (const AnalysedInstruction& in : result.instructions)
-      if (state_row(in.state, result.functions[in.function].outermost, expressions, columns, cfa))
+      if (state_row(in.state, result.functions[in.function].outermost, expressions, columns, cfa)) {
+        const SynthFunction& f = result.functions[in.function];
+        const auto part = static_cast<uint32_t>(&f.part_of(in.address) - f.parts.data());
         t.add_range({in.address, in.address + in.length, t.intern_row(cfa, columns),
-                     fn_index[in.function], 0});
+                     first_part[in.function] + part, 0});
+      }
     t.finish();
   }
 };
 
 } // namespace
+
+const SynthFunction::Part& SynthFunction::part_of(uint64_t address) const {
+  for (const Part& p : parts)
+    if (address >= p.begin && address < p.end) return p;
+  return parts.front();
+}
 
 uint16_t dwarf_column(Reg r) {
   static constexpr uint16_t map[16] = {0, 2, 1, 3, 7, 6, 4, 5, 8, 9, 10, 11, 12, 13, 14, 15};
@@ -608,11 +671,15 @@ bool state_row(const FrameState& s, bool outermost, ExpressionPool& expressions,
                std::vector<ColumnRule>& columns, CfaRule& cfa) {
   if (!s.cfa_known() && !outermost) return false;
   const auto [aligned, aligned_depth] = aligned_base(s);
-  if (!s.cfa_known())
+  // An outermost frame's row needs no CFA (its return address is undefined), but unwinders
+  // compute it anyway: only from rsp or rbp, which they always know (_start's `mov %rsp,%rdx;
+  // and $-16,%rsp` would give rdx, which libgcc cannot read there).
+  const bool rsp_based = s.rsp_known && !s.rsp_aligned;
+  if (!s.cfa_known() || (outermost && !rsp_based && !(s.cfa_on_rbp && s.rbp_known)))
     cfa = {CfaRule::Kind::RegOffset, x86_64::RSP, 8, kNoExpression};
   else if (s.cfa_on_rbp && s.rbp_known && !s.rbp_aligned)
     cfa = {CfaRule::Kind::RegOffset, x86_64::RBP, s.rbp_depth, kNoExpression};
-  else if (s.rsp_known && !s.rsp_aligned)
+  else if (rsp_based)
     cfa = {CfaRule::Kind::RegOffset, x86_64::RSP, s.height, kNoExpression};
   else if (s.drap != Reg::none)
     cfa = {CfaRule::Kind::RegOffset, dwarf_column(s.drap), s.drap_depth, kNoExpression};

@@ -80,6 +80,14 @@ struct SynthFunction {
   uint64_t instructions = 0;
   bool outermost = false; // the entry point: no caller, the return address is undefined
   std::string failure;    // why (part of) it could not be analysed; empty if it could
+  // Its parts: [begin, end) first, then the split-off .cold parts its jumps entered. Each gets its
+  // own FDE, with its own C++ exception table (synth/exception_tables.hpp; 0: none).
+  struct Part {
+    uint64_t begin = 0, end = 0;
+    uint64_t lsda = 0;
+  };
+  std::vector<Part> parts;
+  const Part& part_of(uint64_t address) const; // the part holding address (else the first)
 };
 
 struct SynthResult {
@@ -89,6 +97,9 @@ struct SynthResult {
   uint64_t text_bytes = 0;                // bytes of executable sections analysed
   uint64_t jump_tables = 0;               // switch dispatches whose targets were read
   uint64_t unresolved_indirect_jumps = 0; // other `jmp *` (tail calls through a pointer...)
+  // C++ exception handling carried over (synth/exception_tables.hpp).
+  uint64_t personality_slot = 0, personality = 0;
+  uint64_t lsdas_found = 0, lsdas_matched = 0;
   UnwindTable table;
 };
 
