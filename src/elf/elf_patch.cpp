@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -12,6 +13,7 @@ namespace ehelf {
 namespace {
 
 constexpr uint64_t kPage = 0x1000;
+constexpr uint64_t kMaxPadding = uint64_t(1) << 28; // zeros written before the new segment
 
 uint64_t align_up(uint64_t v, uint64_t a) {
   return (v + a - 1) / a * a;
@@ -34,16 +36,24 @@ Result<AppendPlan> plan_append(const ElfFile& elf) {
   for (const Segment& s : elf.segments())
     if (s.type == PT_LOAD) {
       if (!first) first = &s;
+      if (s.memsz > kMaxPadding || s.vaddr > UINT64_MAX - s.memsz)
+        return Error::plain("a PT_LOAD segment is too large").in_file(elf.name());
       top = std::max(top, s.vaddr + s.memsz);
     }
   if (!first) return Error::plain("no PT_LOAD segment to extend").in_file(elf.name());
   Elf64_Ehdr eh;
   std::memcpy(&eh, elf.bytes().data(), sizeof eh); // the parse checked the header's size
-  if (eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum != elf.segments().size())
+  if (eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum != elf.segments().size() ||
+      eh.e_phnum > 0xff00)
     return Error::plain("unusual program header table").in_file(elf.name());
   const uint64_t bias = first->vaddr - first->offset; // address minus offset, kept
   AppendPlan plan;
   plan.phnum = static_cast<uint16_t>(elf.segments().size() + 1 + (has_eh_frame_phdr(elf) ? 0 : 1));
+  if (top < bias || first->vaddr < first->offset)
+    return Error::plain("PT_LOAD segments below the first one's base").in_file(elf.name());
+  // The file is padded up to the segment's offset: bounded, as hostile headers may ask for more.
+  if (top - bias > elf.bytes().size() + kMaxPadding)
+    return Error::plain("the segments' memory lies too far beyond the file").in_file(elf.name());
   plan.file_offset = align_up(std::max<uint64_t>(elf.bytes().size(), top - bias), kPage);
   plan.vaddr = plan.file_offset + bias;
   plan.content_addr = align_up(plan.vaddr + plan.phnum * sizeof(Elf64_Phdr), 16);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <unordered_map>
 
 #include "support/byte_cursor.hpp"
 #include "synth/dynamic_relocations.hpp"
@@ -176,16 +177,15 @@ bool ExceptionTables::is_call(uint64_t address) const {
 
 std::vector<LandingPad> ExceptionTables::match(SynthResult& result) {
   if (shipped_) {
-    for (size_t i = 0; i < shipped_->function_count(); ++i) {
-      const FunctionInfo& f = shipped_->function(i);
-      if (!f.lsda) continue;
-      for (SynthFunction& s : result.functions)
-        for (SynthFunction::Part& p : s.parts)
-          if (p.begin == f.pc_begin && !p.lsda) {
-            p.lsda = f.lsda;
-            assigned_.insert(f.lsda);
-          }
-    }
+    std::unordered_map<uint64_t, uint64_t> lsda_of; // FDE start -> LSDA
+    for (size_t i = 0; i < shipped_->function_count(); ++i)
+      if (const FunctionInfo& f = shipped_->function(i); f.lsda) lsda_of[f.pc_begin] = f.lsda;
+    for (SynthFunction& s : result.functions)
+      for (SynthFunction::Part& p : s.parts)
+        if (auto it = lsda_of.find(p.begin); it != lsda_of.end() && !p.lsda) {
+          p.lsda = it->second;
+          assigned_.insert(it->second);
+        }
   } else {
     for (const Lsda& l : lsdas_) {
       if (l.sites.empty() || assigned_.count(l.address)) continue;

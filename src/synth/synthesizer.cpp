@@ -267,7 +267,9 @@ struct Synthesizer {
   std::map<uint64_t, uint64_t> known_ends; // start -> end from symbol sizes and FDEs
   std::set<uint64_t> noreturn;             // starts of functions that never return
   std::set<uint64_t> analysed;
-  std::set<uint64_t> indirect_jumps; // each counted once in the statistics
+  std::map<uint64_t, uint32_t> index_of; // analysed start -> its SynthResult::functions index
+  std::set<uint64_t> entered_by_jump;    // weak starts analysed from a jump's state
+  std::set<uint64_t> indirect_jumps;     // each counted once in the statistics
   uint64_t entry = 0;
   SynthResult result;
 
@@ -430,8 +432,11 @@ struct Synthesizer {
     };
     std::unordered_map<uint64_t, std::pair<FrameState, x86::Instruction>> seen;
     FrameState initial;
-    if (auto j = jumped_in.find(start); j != jumped_in.end() && weak.count(start))
+    if (auto j = jumped_in.find(start); j != jumped_in.end() && weak.count(start)) {
       initial = j->second;
+      entered_by_jump.insert(start);
+    }
+    index_of[start] = index;
     // Each work item: where to go, the state there, and where from (for the jump tables' paths).
     struct Step {
       uint64_t to;
@@ -553,6 +558,15 @@ struct Synthesizer {
               });
   }
 
+  // Analyses the functions `seeds` names again, each with its landing pads as further entries.
+  void reanalyse(const std::map<uint32_t, std::vector<std::pair<uint64_t, FrameState>>>& seeds) {
+    if (seeds.empty()) return;
+    std::erase_if(result.instructions,
+                  [&](const AnalysedInstruction& in) { return seeds.count(in.function) != 0; });
+    for (const auto& [index, pads] : seeds)
+      analyse(result.functions[index].begin, index, pads);
+  }
+
   // Landing pads are reached by no jump: each function whose exception tables name pads not yet
   // analysed is analysed again with them as entries, in the state after the call that throws
   // (its cold parts, entered from pads, may bring tables of their own: a few rounds).
@@ -577,11 +591,16 @@ struct Synthesizer {
         apply(after, *in);
         seeds[lp.function].emplace_back(lp.pad, after);
       }
-      if (seeds.empty()) break;
-      std::erase_if(result.instructions,
-                    [&](const AnalysedInstruction& in) { return seeds.count(in.function) != 0; });
-      for (const auto& [index, pads] : seeds)
-        analyse(result.functions[index].begin, index, pads);
+      reanalyse(seeds);
+      // Cold parts known only from FDEs, analysed before from an entry state, entered by a jump
+      // found since (from a landing pad, or from a function analysed after them): again, from
+      // the state of that jump.
+      std::map<uint32_t, std::vector<std::pair<uint64_t, FrameState>>> entered;
+      for (const auto& [start, state] : jumped_in)
+        if (weak.count(start) && index_of.count(start) && !entered_by_jump.count(start))
+          entered[index_of[start]];
+      reanalyse(entered);
+      if (seeds.empty() && entered.empty()) break;
       analyse_new_starts();
       sort_instructions();
     }
