@@ -33,7 +33,7 @@ done >"$work/files"
 start=$(date +%s)
 # One JSON line per file (the file name first), errors kept apart.
 xargs -0 -P "$jobs" -I{} sh -c '
-  out=$("$1" synth --compare --json --max-print 1 "$2" 2>/dev/null)
+  out=$("$1" synth --compare --json --max-print 200 "$2" 2>/dev/null)
   [ -n "$out" ] && printf "%s\n" "$out" || printf "{\"file\": \"%s\", \"error\": true}\n" "$2"
 ' _ "$ehelf" {} <"$work/files" >"$work/results.jsonl"
 end=$(date +%s)
@@ -52,9 +52,9 @@ example = {}
 for f in ok:
     for k, v in f["categories"].items():
         cats[k] += v
-        if k not in example and f["disagreements"]:
-            d = f["disagreements"][0]
-            example[k] = f"{f['file']}: {d['function']} {d['address']} {d['instruction']}"
+    for d in f["disagreements"]:
+        if d["category"] not in example:
+            example[d["category"]] = f"{f['file']}: {d['function']} {d['address']} {d['instruction']}"
 print(f"files: {len(ok)} compared, {len(errors)} not readable, wall time {sys.argv[2]} s")
 print(f"instructions agreeing: {agreeing:,} / {compared:,} ({100.0 * agreeing / max(compared, 1):.3f}%)")
 print(f"functions not fully analysed: {sum(f['functions_failed'] for f in ok):,} of {sum(f['functions'] for f in ok):,}; conflicts: {sum(f['conflicts'] for f in ok):,}; jump tables read: {sum(f['jump_tables'] for f in ok):,}")

@@ -46,6 +46,14 @@ if [ -x "$bin.patched" ]; then
   [ -z "$warn" ] && ok "readelf -wF reads the patched file without warnings" || bad "readelf: $warn"
 fi
 
+# A file that cannot be patched (a relocatable object has no segment to extend): one line naming
+# it, exit 2.
+g++ -c -o "$work/throw.o" "$prog" 2>/dev/null
+"$ehelf" synth "$work/throw.o" --patch "$work/throw.o.patched" > /dev/null 2> "$work/err"
+status=$?
+[ "$status" = 2 ] && [ "$(wc -l < "$work/err")" = 1 ] && grep -q "throw.o" "$work/err" &&
+  ok "relocatable object: $(cat "$work/err")" || bad "relocatable object: exit $status: $(cat "$work/err")"
+
 # gdb: bt at the deepest frame.
 if command -v gdb >/dev/null; then
   bt() { # FILE [extra gdb commands...]: the function names of `bt` at print_backtrace
