@@ -7,6 +7,7 @@
 # category, and keeps every program that disagrees under OUT/failures.
 #
 # Usage: scripts/synth-campaign.sh [--ehelf PATH] [--seed FIRST] N [OUT]
+#        scripts/synth-campaign.sh --summary OUT   (the table of a run so far, even interrupted)
 #   N      programs per setup (the issue asks for 100)
 #   OUT    kept work directory (default: a temporary one, removed at the end)
 # Exit status: 0 if every program of every setup agrees at 100%, 1 otherwise, 2 on a setup error.
@@ -14,50 +15,56 @@
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/ehelf-binary.sh"
 first_seed=1
+summary_only=""
 while [ $# -gt 0 ]; do
   case $1 in
     --ehelf) ehelf=${2:-}; shift 2 ;;
     --seed) first_seed=${2:-1}; shift 2 ;;
-    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --summary) summary_only=${2:-}; shift 2 ;;
+    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) break ;;
   esac
 done
-count=${1:-}
-[[ "$count" =~ ^[0-9]+$ ]] || { echo "synth-campaign: usage: $0 [--ehelf PATH] [--seed FIRST] N [OUT]" >&2; exit 2; }
-[ -n "$ehelf" ] && [ -x "$ehelf" ] || { echo "synth-campaign: no ehelf binary (build first)" >&2; exit 2; }
-command -v csmith >/dev/null || { echo "synth-campaign: csmith not installed (scripts/setup.sh)" >&2; exit 2; }
-csmith_include=$(dirname "$(find /usr/include -name csmith.h -print -quit 2>/dev/null)")
-[ -n "$csmith_include" ] || { echo "synth-campaign: csmith.h not found (libcsmith-dev)" >&2; exit 2; }
-if [ $# -ge 2 ]; then
-  out=$2
-  mkdir -p "$out"
+if [ -n "$summary_only" ]; then
+  results="$summary_only/results.jsonl"
+  [ -f "$results" ] || { echo "synth-campaign: no $results" >&2; exit 2; }
 else
-  out=$(mktemp -d)
-  trap 'rm -rf "$out"' EXIT
-fi
-mkdir -p "$out/src" "$out/bin" "$out/failures"
-setups=("-O0 -fomit-frame-pointer" "-O1" "-O2" "-O3" "-Os")
-results="$out/results.jsonl"
-: >"$results"
+  count=${1:-}
+  [[ "$count" =~ ^[0-9]+$ ]] || { echo "synth-campaign: usage: $0 [--ehelf PATH] [--seed FIRST] N [OUT]" >&2; exit 2; }
+  [ -n "$ehelf" ] && [ -x "$ehelf" ] || { echo "synth-campaign: no ehelf binary (build first)" >&2; exit 2; }
+  command -v csmith >/dev/null || { echo "synth-campaign: csmith not installed (scripts/setup.sh)" >&2; exit 2; }
+  csmith_include=$(dirname "$(find /usr/include -name csmith.h -print -quit 2>/dev/null)")
+  [ -n "$csmith_include" ] || { echo "synth-campaign: csmith.h not found (libcsmith-dev)" >&2; exit 2; }
+  if [ $# -ge 2 ]; then
+    out=$2
+    mkdir -p "$out"
+  else
+    out=$(mktemp -d)
+    trap 'rm -rf "$out"' EXIT
+  fi
+  mkdir -p "$out/src" "$out/bin" "$out/failures"
+  setups=("-O0 -fomit-frame-pointer" "-O1" "-O2" "-O3" "-Os")
+  results="$out/results.jsonl"
+  : >"$results"
 
-for ((i = 0; i < count; i++)); do
-  seed=$((first_seed + i))
-  prog="$out/src/p$seed.c"
-  csmith --seed "$seed" >"$prog" 2>/dev/null || { echo "synth-campaign: csmith --seed $seed failed" >&2; continue; }
-  for cc in gcc clang; do
-    for flags in "${setups[@]}"; do
-      setup="$cc ${flags}"
-      bin="$out/bin/p$seed-$cc${flags// /}"
-      "$cc" $flags -w -I"$csmith_include" -o "$bin" "$prog" 2>/dev/null ||
-        { echo "{\"setup\":\"$setup\",\"seed\":$seed,\"error\":\"does not build\"}" >>"$results"; continue; }
-      objcopy --remove-section .eh_frame --remove-section .eh_frame_hdr "$bin" "$bin.stripped"
-      "$ehelf" synth "$bin.stripped" --compare-with "$bin" --json --max-print 20 >"$bin.json" 2>"$bin.err"
-      status=$?
-      if [ "$status" -ge 2 ] || ! [ -s "$bin.json" ]; then
-        echo "{\"setup\":\"$setup\",\"seed\":$seed,\"error\":\"exit $status: $(head -c 200 "$bin.err" | tr -d '"\\')\"}" >>"$results"
-        continue
-      fi
-      python3 - "$setup" "$seed" "$bin.json" >>"$results" <<'PY'
+  for ((i = 0; i < count; i++)); do
+    seed=$((first_seed + i))
+    prog="$out/src/p$seed.c"
+    csmith --seed "$seed" >"$prog" 2>/dev/null || { echo "synth-campaign: csmith --seed $seed failed" >&2; continue; }
+    for cc in gcc clang; do
+      for flags in "${setups[@]}"; do
+        setup="$cc ${flags}"
+        bin="$out/bin/p$seed-$cc${flags// /}"
+        "$cc" $flags -w -I"$csmith_include" -o "$bin" "$prog" 2>/dev/null ||
+          { echo "{\"setup\":\"$setup\",\"seed\":$seed,\"error\":\"does not build\"}" >>"$results"; continue; }
+        objcopy --remove-section .eh_frame --remove-section .eh_frame_hdr "$bin" "$bin.stripped"
+        "$ehelf" synth "$bin.stripped" --compare-with "$bin" --json --max-print 20 >"$bin.json" 2>"$bin.err"
+        status=$?
+        if [ "$status" -ge 2 ] || ! [ -s "$bin.json" ]; then
+          echo "{\"setup\":\"$setup\",\"seed\":$seed,\"error\":\"exit $status: $(head -c 200 "$bin.err" | tr -d '"\\')\"}" >>"$results"
+          continue
+        fi
+        python3 - "$setup" "$seed" "$bin.json" >>"$results" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[3]))
 print(json.dumps({"setup": sys.argv[1], "seed": int(sys.argv[2]), "compared": d["compared"],
@@ -65,16 +72,17 @@ print(json.dumps({"setup": sys.argv[1], "seed": int(sys.argv[2]), "compared": d[
                   "conflicts": d["conflicts"], "failed_functions": d["functions_failed"],
                   "disagreements": d["disagreements"][:3]}))
 PY
-      if [ "$status" = 1 ]; then
-        cp "$prog" "$bin" "$bin.json" "$out/failures/" 2>/dev/null
-      else
-        rm -f "$bin" "$bin.stripped" "$bin.json" "$bin.err"
-      fi
+        if [ "$status" = 1 ]; then
+          cp "$prog" "$bin" "$bin.json" "$out/failures/" 2>/dev/null
+        else
+          rm -f "$bin" "$bin.stripped" "$bin.json" "$bin.err"
+        fi
+      done
     done
   done
-done
 
-python3 - "$results" "$count" <<'PY'
+fi
+python3 - "$results" <<'PY'
 import json, sys
 from collections import defaultdict
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
