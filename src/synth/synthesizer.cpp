@@ -269,10 +269,7 @@ struct Synthesizer {
   std::set<uint64_t> analysed;
   std::map<uint64_t, uint32_t> index_of; // analysed start -> its SynthResult::functions index
   std::set<uint64_t> entered_by_jump;    // weak starts analysed from a jump's state
-  // Weak starts a jump with a frame enters from a function known otherwise than by its FDE (a
-  // jump between two FDE-only starts is as often a tail call to a noreturn function).
-  std::set<uint64_t> jumped_from_known;
-  std::set<uint64_t> indirect_jumps; // each counted once in the statistics
+  std::set<uint64_t> indirect_jumps;     // each counted once in the statistics
   uint64_t entry = 0;
   SynthResult result;
 
@@ -496,9 +493,10 @@ struct Synthesizer {
           work.push_back({to, out, a});
         } else if (!names.count(to))
           add_start(to, ""); // a tail call to an unknown function
-        else if (weak.count(to) && has_frame(out)) {
+        else if (weak.count(to) && has_frame(out) && in->has_target() && to == in->target) {
+          // Cold parts are entered by jumps; falling into the next function's start (after a
+          // call to a noreturn function not known as one) says nothing of its state.
           jumped_in.try_emplace(to, out);
-          if (!weak.count(start)) jumped_from_known.insert(to);
         }
       };
       switch (in->flow) {
@@ -598,10 +596,10 @@ struct Synthesizer {
       }
       reanalyse(seeds);
       // Cold parts known only from FDEs, analysed before from an entry state, entered by a jump
-      // found since (from a landing pad, or from a function analysed after them) from a
-      // function known otherwise: again, from the state of that jump.
+      // found since (from a landing pad, or from a function analysed after them): again, from
+      // the state of that jump.
       std::map<uint32_t, std::vector<std::pair<uint64_t, FrameState>>> entered;
-      for (uint64_t start : jumped_from_known)
+      for (const auto& [start, state] : jumped_in)
         if (weak.count(start) && index_of.count(start) && !entered_by_jump.count(start))
           entered[index_of[start]];
       reanalyse(entered);
