@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "cli/commands.hpp"
@@ -15,10 +16,32 @@
 
 namespace ehelf::cli {
 
+namespace {
+
+// Writes `bytes` to `path`, with the permissions of `like` if given (a patched executable stays
+// one).
+bool write_file(const std::string& path, const std::vector<uint8_t>& bytes,
+                const std::string& like) {
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(bytes.data()),
+              static_cast<std::streamsize>(bytes.size()));
+    if (!out.flush()) return false;
+  }
+  std::error_code ec;
+  if (!like.empty())
+    std::filesystem::permissions(path, std::filesystem::status(like, ec).permissions(), ec);
+  return true;
+}
+
+} // namespace
+
 void register_synth(CLI::App& app) {
   struct Options {
     std::string file;
     std::string output;
+    std::string reference;
+    std::string patch;
     bool compare = false;
     bool json = false;
     size_t max_print = 50;
@@ -31,6 +54,14 @@ void register_synth(CLI::App& app) {
   cmd->add_option("-o,--output", opt->output, "Write the synthesized tables to this ELF file");
   cmd->add_flag("--compare", opt->compare,
                 "Compare with the file's own tables at every analysed instruction");
+  cmd->add_option("--patch", opt->patch,
+                  "Write a runnable copy of FILE whose unwind tables are the synthesized ones (a "
+                  "new loaded segment with PT_GNU_EH_FRAME): C++ exceptions and backtrace() work "
+                  "in a binary stripped of its tables");
+  cmd->add_option("--compare-with", opt->reference,
+                  "Compare with this file's tables instead (the same program before its tables "
+                  "were stripped); FILE's own tables, if any, are not used")
+      ->check(CLI::ExistingFile);
   cmd->add_flag("--json", opt->json, "Print the statistics (and disagreements) as JSON");
   cmd->add_option("--max-print", opt->max_print, "Print at most this many disagreements");
   cmd->footer("Exit status: 0 done (and tables agree), 1 tables disagree, 2 the file could not be "
@@ -42,12 +73,15 @@ void register_synth(CLI::App& app) {
       fmt::print(stderr, "ehelf: {}\n", elf.error().to_string());
       return set_exit_code(2);
     }
+    if (!opt->reference.empty()) opt->compare = true;
     // The file's own table: its function starts help discovery; --compare checks against it.
+    // With --compare-with, the reference's table is the one checked against and gives nothing to
+    // the discovery (the synthesis sees only FILE).
     std::optional<UnwindTable> shipped;
     {
       LoadOptions lo;
       lo.debug_frame = false;
-      auto m = load_module_cfi(opt->file, lo);
+      auto m = load_module_cfi(opt->reference.empty() ? opt->file : opt->reference, lo);
       auto table = m ? build_unwind_table(*m) : Result<UnwindTable>(m.error());
       if (table)
         shipped = std::move(*table);
@@ -56,8 +90,9 @@ void register_synth(CLI::App& app) {
         return set_exit_code(2);
       }
     }
+    const UnwindTable* discovery = shipped && opt->reference.empty() ? &*shipped : nullptr;
     const auto t0 = std::chrono::steady_clock::now();
-    auto result = synth::synthesize(**elf, shipped ? &*shipped : nullptr);
+    auto result = synth::synthesize(**elf, discovery);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!result) {
@@ -70,11 +105,16 @@ void register_synth(CLI::App& app) {
         fmt::print(stderr, "ehelf: {}: {}\n", opt->file, image.error().to_string());
         return set_exit_code(2);
       }
-      std::ofstream out(opt->output, std::ios::binary);
-      out.write(reinterpret_cast<const char*>(image->data()),
-                static_cast<std::streamsize>(image->size()));
-      if (!out.flush()) {
+      if (!write_file(opt->output, *image, "")) {
         fmt::print(stderr, "ehelf: {}: cannot write\n", opt->output);
+        return set_exit_code(2);
+      }
+    }
+    if (!opt->patch.empty()) {
+      auto patched = encode_cfi_patch(**elf, result->table);
+      if (!patched || !write_file(opt->patch, *patched, opt->file)) {
+        fmt::print(stderr, "ehelf: {}: {}\n", opt->patch,
+                   patched ? "cannot write" : patched.error().to_string());
         return set_exit_code(2);
       }
     }

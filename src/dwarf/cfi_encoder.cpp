@@ -6,10 +6,12 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <string>
 #include <tuple>
 
 #include "dwarf/constants.hpp"
 #include "model/registers.hpp"
+#include "support/leb128_writer.hpp"
 
 namespace ehelf {
 
@@ -20,23 +22,10 @@ constexpr uint8_t kFdeEncoding = dw::EH_PE_pcrel | dw::EH_PE_sdata4;
 constexpr uint8_t kHdrEncoding = dw::EH_PE_datarel | dw::EH_PE_sdata4;
 
 void uleb(std::vector<uint8_t>& out, uint64_t v) {
-  do {
-    uint8_t b = v & 0x7f;
-    v >>= 7;
-    out.push_back(v ? b | 0x80 : b);
-  } while (v);
+  put_uleb128(out, v);
 }
-
 void sleb(std::vector<uint8_t>& out, int64_t v) {
-  for (;;) {
-    uint8_t b = v & 0x7f;
-    v >>= 7; // arithmetic shift
-    if ((v == 0 && !(b & 0x40)) || (v == -1 && (b & 0x40))) {
-      out.push_back(b);
-      return;
-    }
-    out.push_back(b | 0x80);
-  }
+  put_sleb128(out, v);
 }
 
 void u32(std::vector<uint8_t>& out, uint32_t v) {
@@ -57,8 +46,15 @@ struct CieKey {
   uint16_t return_column;
   bool signal_frame;
   bool standard_start; // initial row as above, else an empty one
+  // C++ exception handling: the personality routine, through the pointer at `personality_slot`
+  // (indirect, as compilers emit DW.ref.__gxx_personality_v0) or at `personality`; and whether
+  // FDEs carry an LSDA pointer.
+  uint64_t personality_slot = 0;
+  uint64_t personality = 0;
+  bool lsda = false;
   auto operator<=>(const CieKey&) const = default;
 };
+constexpr uint8_t kPersonalityIndirect = dw::EH_PE_indirect | dw::EH_PE_pcrel | dw::EH_PE_sdata4;
 
 struct Encoder {
   const UnwindTable& table;
@@ -249,17 +245,28 @@ struct Encoder {
     return s;
   }
 
-  void write_cie(std::vector<uint8_t>& out, const CieKey& key) const {
+  void write_cie(std::vector<uint8_t>& out, const CieKey& key, uint64_t eh_frame_addr) const {
     const size_t start = out.size();
     u32(out, 0); // length, patched below
     u32(out, 0); // CIE id
     out.push_back(1);
-    const char* aug = key.signal_frame ? "zRS" : "zR";
-    out.insert(out.end(), aug, aug + std::strlen(aug) + 1);
+    const bool personality = key.personality_slot || key.personality;
+    std::string aug = "z";
+    if (personality) aug += 'P';
+    if (key.lsda) aug += 'L';
+    aug += key.signal_frame ? "RS" : "R";
+    out.insert(out.end(), aug.begin(), aug.end());
+    out.push_back(0);
     uleb(out, 1);
     sleb(out, kDataAlign);
     uleb(out, key.return_column);
-    uleb(out, 1);
+    uleb(out, 1 + (personality ? 5 : 0) + (key.lsda ? 1 : 0));
+    if (personality) {
+      out.push_back(key.personality_slot ? kPersonalityIndirect : kFdeEncoding);
+      const uint64_t target = key.personality_slot ? key.personality_slot : key.personality;
+      u32(out, static_cast<uint32_t>(target - (eh_frame_addr + out.size())));
+    }
+    if (key.lsda) out.push_back(kFdeEncoding);
     out.push_back(kFdeEncoding);
     if (key.standard_start) {
       out.push_back(dw::CFA_def_cfa);
@@ -284,11 +291,14 @@ struct Encoder {
 
   Result<EncodedCfi> encode(uint64_t eh_frame_addr, uint64_t hdr_addr) const {
     std::span<const TableRange> ranges = table.ranges();
-    // Contiguous runs of one function's ranges become FDEs.
+    // Contiguous runs of one function's ranges become FDEs. A function with an LSDA keeps one
+    // FDE across gaps (its landing pads are offsets from the FDE's start): the row before a gap
+    // covers it.
     std::vector<Run> runs;
     for (size_t i = 0; i < ranges.size(); ++i) {
       if (!runs.empty() && ranges[runs.back().last].function == ranges[i].function &&
-          ranges[runs.back().last].end == ranges[i].begin)
+          (ranges[runs.back().last].end == ranges[i].begin ||
+           table.function(ranges[i].function).lsda))
         runs.back().last = i;
       else
         runs.push_back({i, i});
@@ -297,25 +307,39 @@ struct Encoder {
     std::vector<uint8_t>& out = result.eh_frame;
     std::map<CieKey, uint64_t> cies;                   // key -> offset of the CIE
     std::vector<std::pair<uint64_t, uint64_t>> search; // (pc_begin, FDE address)
+    uint64_t previous_end = 0;
     for (const Run& run : runs) {
       const TableRange& head = ranges[run.first];
       const FunctionInfo& f = table.function(head.function);
       const RowView first_row = table.row(head.row);
       const RegisterRule* ra = first_row.rule_for(f.return_column);
-      CieKey key{f.return_column, f.signal_frame,
-                 first_row.cfa.kind != CfaRule::Kind::Undefined && ra != nullptr};
+      CieKey key{f.return_column,
+                 f.signal_frame,
+                 first_row.cfa.kind != CfaRule::Kind::Undefined && ra != nullptr,
+                 f.personality_slot,
+                 f.personality_slot ? 0 : f.personality,
+                 f.lsda != 0};
       auto [it, fresh] = cies.try_emplace(key, out.size());
-      if (fresh) write_cie(out, key);
+      if (fresh) write_cie(out, key, eh_frame_addr);
       const State initial = initial_state(key);
       State state = initial;
 
       const size_t start = out.size();
       u32(out, 0);
       u32(out, static_cast<uint32_t>(out.size() - it->second)); // CIE pointer
-      const uint64_t begin = head.begin, end = ranges[run.last].end;
+      // An LSDA's offsets count from the function's start, which its first analysed instruction
+      // may lie after (a cold part entered in its middle): the FDE then starts there, with the
+      // initial row until the first range.
+      const bool from_start = f.lsda && f.pc_begin < head.begin && f.pc_begin >= previous_end;
+      const uint64_t begin = from_start ? f.pc_begin : head.begin, end = ranges[run.last].end;
+      previous_end = end;
       u32(out, static_cast<uint32_t>(begin - (eh_frame_addr + out.size())));
       u32(out, static_cast<uint32_t>(end - begin));
-      uleb(out, 0); // augmentation data length
+      if (key.lsda) { // augmentation data: the LSDA pointer
+        uleb(out, 4);
+        u32(out, static_cast<uint32_t>(f.lsda - (eh_frame_addr + out.size())));
+      } else
+        uleb(out, 0);
       uint64_t loc = begin;
       for (size_t r = run.first; r <= run.last; ++r) {
         advance(out, ranges[r].begin - loc);
@@ -359,6 +383,7 @@ Result<uint64_t> encoded_eh_frame_size(const UnwindTable& table) {
 
 } // namespace ehelf
 
+#include "elf/elf_patch.hpp"
 #include "elf/elf_writer.hpp"
 
 namespace ehelf {
@@ -376,6 +401,21 @@ Result<std::vector<uint8_t>> encode_cfi_elf(const UnwindTable& table) {
   sections.push_back({".eh_frame_hdr", hdr_addr, std::move(cfi->eh_frame_hdr), 4});
   sections.push_back({".eh_frame", eh_frame_addr, std::move(cfi->eh_frame), 8});
   return write_elf_image(sections);
+}
+
+Result<std::vector<uint8_t>> encode_cfi_patch(const ElfFile& elf, const UnwindTable& table) {
+  auto plan = plan_append(elf);
+  if (!plan) return std::move(plan).error();
+  auto sized = encode_cfi(table, 0, 0); // the header's size depends on the FDE count only
+  if (!sized) return std::move(sized).error();
+  const uint64_t hdr_addr = plan->content_addr;
+  const uint64_t eh_frame_addr = (hdr_addr + sized->eh_frame_hdr.size() + 7) / 8 * 8;
+  auto cfi = encode_cfi(table, eh_frame_addr, hdr_addr);
+  if (!cfi) return std::move(cfi).error();
+  std::vector<ImageSection> sections;
+  sections.push_back({".eh_frame_hdr", hdr_addr, std::move(cfi->eh_frame_hdr), 4});
+  sections.push_back({".eh_frame", eh_frame_addr, std::move(cfi->eh_frame), 8});
+  return append_loaded_sections(elf, *plan, sections);
 }
 
 } // namespace ehelf

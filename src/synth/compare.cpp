@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+
+#include "model/dw_op.hpp"
 #include "model/registers.hpp"
 #include "x86/instruction.hpp"
 
@@ -16,20 +19,44 @@ struct Column {
 constexpr Column kColumns[] = {{x86::Reg::rbx, 3},  {x86::Reg::rbp, 6},  {x86::Reg::r12, 12},
                                {x86::Reg::r13, 13}, {x86::Reg::r14, 14}, {x86::Reg::r15, 15}};
 
+// `DW_OP_breg<rsp|rbp> k` (then `DW_OP_deref` when `deref`): the base and k, or none.
+std::pair<x86::Reg, int64_t> breg_form(const UnwindTable& table, uint32_t expr, bool deref) {
+  if (expr >= table.expression_count()) return {x86::Reg::none, 0};
+  const auto& ops = table.expression(expr).ops();
+  if (ops.size() != (deref ? 2u : 1u) || (deref && ops[1].opcode != OP_deref))
+    return {x86::Reg::none, 0};
+  if (ops[0].opcode == unsigned(OP_breg0) + x86_64::RBP) return {x86::Reg::rbp, int64_t(ops[0].a)};
+  if (ops[0].opcode == unsigned(OP_breg0) + x86_64::RSP) return {x86::Reg::rsp, int64_t(ops[0].a)};
+  return {x86::Reg::none, 0};
+}
+
+// The offset from the realignment address A of `base + k`, if `base` is known relative to A.
+std::optional<int64_t> aligned_offset(const FrameState& s, x86::Reg base, int64_t k) {
+  if (base == x86::Reg::rbp && s.rbp_known && s.rbp_aligned) return k - s.rbp_depth;
+  if (base == x86::Reg::rsp && s.rsp_known && s.rsp_aligned) return k - s.height;
+  return std::nullopt;
+}
+
+bool same_cfa(const FrameState& s, const UnwindTable& table, const CfaRule& c) {
+  if (c.kind == CfaRule::Kind::Expression) {
+    // A DRAP frame's CFA read from the slot the DRAP register was pushed to.
+    const auto [base, k] = breg_form(table, c.expr, true);
+    const auto at = aligned_offset(s, base, k);
+    return s.drap_slot && at && *at == s.drap_slot;
+  }
+  if (c.kind != CfaRule::Kind::RegOffset) return false;
+  if (c.reg == x86_64::RSP) return s.rsp_known && !s.rsp_aligned && c.offset == s.height;
+  if (c.reg == x86_64::RBP) return s.rbp_known && !s.rbp_aligned && c.offset == s.rbp_depth;
+  return s.drap != x86::Reg::none && dwarf_column(s.drap) == c.reg && c.offset == s.drap_depth;
+}
+
 // The first way `row` and `s` differ, or empty.
-std::string difference(const FrameState& s, RowView row, bool outermost) {
+std::string difference(const FrameState& s, const UnwindTable& table, RowView row, bool outermost) {
   const RegisterRule* ra = row.rule_for(x86_64::RIP);
   // The entry point has no caller: where both say so, the CFA does not matter.
   if (outermost && ra && ra->kind == RegisterRule::Kind::Undefined) return {};
   const CfaRule& c = row.cfa;
-  bool cfa_ok = false;
-  if (c.kind == CfaRule::Kind::RegOffset) {
-    if (c.reg == x86_64::RSP)
-      cfa_ok = s.rsp_known && c.offset == s.height;
-    else if (c.reg == x86_64::RBP)
-      cfa_ok = s.rbp_known && c.offset == s.rbp_depth;
-  }
-  if (!cfa_ok) {
+  if (!same_cfa(s, table, c)) {
     if (c.kind == CfaRule::Kind::Expression) return "cfa expression";
     if (c.kind == CfaRule::Kind::RegOffset && c.reg != x86_64::RSP && c.reg != x86_64::RBP)
       return "cfa other register";
@@ -38,16 +65,32 @@ std::string difference(const FrameState& s, RowView row, bool outermost) {
   if (!ra || ra->kind != RegisterRule::Kind::Offset || ra->offset != -8) return "return address";
   for (const Column& col : kColumns) {
     const RegisterRule* r = row.rule_for(col.dwarf);
-    const int32_t ours = s.saved[unsigned(col.reg)];
-    const bool unchanged = !(s.clobbered >> unsigned(col.reg) & 1);
+    const unsigned reg = unsigned(col.reg);
+    const int32_t ours = s.saved[reg];
+    const bool ours_aligned = s.saved_aligned >> reg & 1;
+    const bool restored_aligned = s.restored_aligned >> reg & 1;
+    const bool unchanged = !(s.clobbered >> reg & 1);
+    const std::string name(x86::reg_name(col.reg));
     if (!r || r->kind == RegisterRule::Kind::SameValue) {
       // Saved but not yet overwritten: the register itself still holds the caller's value.
-      if (ours && !unchanged) return std::string(x86::reg_name(col.reg));
+      if (ours && !unchanged) return name;
     } else if (r->kind == RegisterRule::Kind::Offset) {
-      if (ours != r->offset && s.restored[unsigned(col.reg)] != r->offset)
-        return std::string(x86::reg_name(col.reg));
+      if ((ours != r->offset || ours_aligned) && (s.restored[reg] != r->offset || restored_aligned))
+        return name;
+    } else if (r->kind == RegisterRule::Kind::Expression) {
+      // A save in a realigned frame: the slot's address from rbp or rsp.
+      const auto [base, k] = breg_form(table, r->expr, false);
+      const auto at = aligned_offset(s, base, k);
+      if (at && ((ours && ours_aligned && *at == ours) ||
+                 (s.restored[reg] && restored_aligned && *at == s.restored[reg])))
+        continue;
+      // gcc keeps a DRAP frame's save rules to the end, past the pops that restored the
+      // registers and rbp (its base): the shipped rule then reads the wrong slot.
+      if (!ours && unchanged && base != x86::Reg::none && !at)
+        return name + " save rule kept after restore (shipped)";
+      return name + " expression";
     } else
-      return std::string(x86::reg_name(col.reg)) + " rule kind";
+      return name + " rule kind";
   }
   return {};
 }
@@ -93,8 +136,8 @@ Comparison compare_tables(const SynthResult& synthesized, const UnwindTable& shi
       continue;
     }
     ++out.instructions;
-    std::string why =
-        difference(in.state, shipped.row(r->row), synthesized.functions[in.function].outermost);
+    std::string why = difference(in.state, shipped, shipped.row(r->row),
+                                 synthesized.functions[in.function].outermost);
     if (why.empty()) {
       ++out.agreeing;
       continue;

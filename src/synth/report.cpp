@@ -57,9 +57,11 @@ std::string render_text(const ReportInput& in) {
   const double mb = double(r.text_bytes) / 1e6;
   fmt::format_to(line,
                  "functions: {} ({} not fully analysed), instructions: {}, rows: {}, conflicts: "
-                 "{}, time: {:.3f} s, .text: {:.2f} MB ({:.2f} MB/s)\n",
+                 "{}, jump tables: {} ({} other indirect jumps), time: {:.3f} s, .text: {:.2f} MB "
+                 "({:.2f} MB/s)\n",
                  r.functions.size(), failed_functions(r), r.instructions.size(),
-                 r.table.row_count(), r.conflicts.size(), in.seconds, mb,
+                 r.table.row_count(), r.conflicts.size(), r.jump_tables,
+                 r.unresolved_indirect_jumps, in.seconds, mb,
                  in.seconds > 0 ? mb / in.seconds : 0.0);
   return out;
 }
@@ -74,6 +76,10 @@ nlohmann::json to_json(const ReportInput& in) {
             {"rows", r.table.row_count()},
             {"ranges", r.table.ranges().size()},
             {"conflicts", r.conflicts.size()},
+            {"jump_tables", r.jump_tables},
+            {"lsdas", r.lsdas_found},
+            {"lsdas_matched", r.lsdas_matched},
+            {"unresolved_indirect_jumps", r.unresolved_indirect_jumps},
             {"text_bytes", r.text_bytes},
             {"seconds", in.seconds}};
   json failures = json::array();

@@ -10,8 +10,13 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "model/dw_op.hpp"
 #include "model/registers.hpp"
+#include "support/leb128_writer.hpp"
+#include "synth/dynamic_relocations.hpp"
+#include "synth/exception_tables.hpp"
 #include "x86/decoder.hpp"
+#include "x86/jump_table.hpp"
 
 namespace ehelf::synth {
 
@@ -21,11 +26,6 @@ using x86::Reg;
 using Kind = x86::StackOp::Kind;
 
 constexpr Reg kCalleeSaved[] = {Reg::rbx, Reg::rbp, Reg::r12, Reg::r13, Reg::r14, Reg::r15};
-
-uint16_t dwarf_column(Reg r) {
-  static constexpr uint16_t map[16] = {0, 2, 1, 3, 7, 6, 4, 5, 8, 9, 10, 11, 12, 13, 14, 15};
-  return map[unsigned(r)];
-}
 
 bool callee_saved(Reg r) {
   return std::find(std::begin(kCalleeSaved), std::end(kCalleeSaved), r) != std::end(kCalleeSaved);
@@ -77,81 +77,131 @@ bool same_frame(const FrameState& a, const FrameState& b) {
   if (a.cfa_on_rbp != b.cfa_on_rbp) return false;
   if (a.cfa_on_rbp) {
     if (a.rbp_known != b.rbp_known || (a.rbp_known && a.rbp_depth != b.rbp_depth)) return false;
-  } else if (a.rsp_known != b.rsp_known || (a.rsp_known && a.height != b.height))
+  } else if (a.rsp_known != b.rsp_known ||
+             (a.rsp_known && (a.height != b.height || a.rsp_aligned != b.rsp_aligned)))
     return false;
-  return std::equal(std::begin(a.saved), std::end(a.saved), std::begin(b.saved));
+  return a.saved_aligned == b.saved_aligned &&
+         std::equal(std::begin(a.saved), std::end(a.saved), std::begin(b.saved));
 }
 
 // `into` joined with `other` where same_frame holds: what either path may have lost is lost.
 FrameState join(FrameState into, const FrameState& other) {
-  if (into.rsp_known != other.rsp_known || into.height != other.height) into.rsp_known = false;
-  if (into.rbp_known != other.rbp_known || into.rbp_depth != other.rbp_depth)
+  if (into.rsp_known != other.rsp_known || into.height != other.height ||
+      into.rsp_aligned != other.rsp_aligned)
+    into.rsp_known = false;
+  if (into.rbp_known != other.rbp_known || into.rbp_depth != other.rbp_depth ||
+      into.rbp_aligned != other.rbp_aligned)
     into.rbp_known = false;
+  if (into.drap != other.drap || into.drap_depth != other.drap_depth) into.drap = Reg::none;
+  if (into.drap_slot != other.drap_slot) into.drap_slot = 0;
   into.clobbered |= other.clobbered;
   for (int i = 0; i < 16; ++i)
-    if (into.restored[i] != other.restored[i]) into.restored[i] = 0;
-  if (!into.rsp_known) into.height = 0;
-  if (!into.rbp_known) into.rbp_depth = 0;
+    if (into.restored[i] != other.restored[i] ||
+        ((into.restored_aligned ^ other.restored_aligned) >> i & 1))
+      into.restored[i] = 0;
+  if (!into.rsp_known) into.height = 0, into.rsp_aligned = false;
+  if (!into.rbp_known) into.rbp_depth = 0, into.rbp_aligned = false;
+  if (into.drap == Reg::none) into.drap_depth = 0;
   return into;
+}
+
+bool caller_saved(Reg r) {
+  return r != Reg::none && r != Reg::rsp && !callee_saved(r);
 }
 
 void apply(FrameState& s, const x86::Instruction& in) {
   bool rsp_done = false, rbp_done = false;
+  Reg drap_set = Reg::none; // the DRAP register this instruction defines
   for (unsigned i = 0; i < in.op_count; ++i) {
     const x86::StackOp& op = in.ops[i];
-    auto base_depth = [&](Reg base, int32_t& depth) { // CFA - base
-      if (base == Reg::rsp && s.rsp_known) return depth = s.height, true;
-      if (base == Reg::rbp && s.rbp_known) return depth = s.rbp_depth, true;
-      return false;
+    // Where `base` points: known, relative to A (aligned) or to the CFA, and at what depth.
+    struct Where {
+      bool known = false, aligned = false;
+      int32_t depth = 0; // base = CFA (or A) - depth
     };
+    auto where = [&](Reg base) -> Where {
+      if (base == Reg::rsp && s.rsp_known) return {true, s.rsp_aligned, s.height};
+      if (base == Reg::rbp && s.rbp_known) return {true, s.rbp_aligned, s.rbp_depth};
+      if (base != Reg::none && base == s.drap) return {true, false, s.drap_depth};
+      return {};
+    };
+    const uint16_t bit = op.reg == Reg::none ? 0 : uint16_t(1u << unsigned(op.reg));
     switch (op.kind) {
     case Kind::rsp_add:
       s.height -= op.disp;
       rsp_done = true;
       break;
     case Kind::rsp_align:
-      s.rsp_known = false;
+      // With a DRAP holding the CFA, rsp goes on relative to the aligned address; otherwise
+      // (a frame pointer holds the CFA) it is simply lost until restored from rbp.
+      if (s.rsp_known && !s.rsp_aligned && s.drap != Reg::none) {
+        s.rsp_aligned = true;
+        s.height = 0;
+      } else
+        s.rsp_known = false;
       rsp_done = true;
       break;
     case Kind::copy: {
-      int32_t d;
-      const bool known = base_depth(op.base, d);
+      const Where w = where(op.base);
       if (op.reg == Reg::rbp) {
-        s.rbp_known = known;
-        s.rbp_depth = known ? d - op.disp : 0;
+        s.rbp_known = w.known;
+        s.rbp_aligned = w.known && w.aligned;
+        s.rbp_depth = w.known ? w.depth - op.disp : 0;
         // A frame pointer is `mov %rsp,%rbp` right after the caller's rbp was pushed; other
         // copies (lea 0x20(%rsp),%rbp; mov %rsp,%rbp far below the save slot) use rbp as a general
         // register.
-        if (known && op.base == Reg::rsp && op.disp == 0 && s.saved[unsigned(Reg::rbp)] &&
+        if (w.known && !w.aligned && op.base == Reg::rsp && op.disp == 0 &&
+            s.saved[unsigned(Reg::rbp)] && !(s.saved_aligned & (1u << unsigned(Reg::rbp))) &&
             s.saved[unsigned(Reg::rbp)] == -s.rbp_depth)
           s.cfa_on_rbp = true;
         rbp_done = true;
       } else if (op.reg == Reg::rsp) {
-        s.rsp_known = known;
-        s.height = known ? d - op.disp : 0;
+        s.rsp_known = w.known;
+        s.rsp_aligned = w.known && w.aligned;
+        s.height = w.known ? w.depth - op.disp : 0;
         rsp_done = true;
+      } else if (w.known && !w.aligned && op.base != Reg::none) {
+        // lea 8(%rsp),%r10: a register holding the CFA (the DRAP when rsp is realigned next).
+        s.drap = op.reg;
+        s.drap_depth = w.depth - op.disp;
+        drap_set = op.reg;
       }
       break;
     }
     case Kind::store: {
-      int32_t d;
-      if (op.reg != Reg::none && callee_saved(op.reg) && !(s.clobbered >> unsigned(op.reg) & 1) &&
-          !s.saved[unsigned(op.reg)] && base_depth(op.base, d))
-        s.saved[unsigned(op.reg)] = op.disp - d;
+      const Where w = where(op.base);
+      if (!w.known) break;
+      if (op.reg != Reg::none && op.reg == s.drap && w.aligned && s.drap_depth == 0)
+        s.drap_slot = op.disp - w.depth; // push %r10: the slot now holds the CFA
+      if (op.reg != Reg::none && callee_saved(op.reg) && !(s.clobbered & bit) &&
+          !s.saved[unsigned(op.reg)]) {
+        s.saved[unsigned(op.reg)] = op.disp - w.depth;
+        if (w.aligned) s.saved_aligned |= bit;
+      }
       break;
     }
     case Kind::load: {
-      int32_t d;
       if (op.reg == Reg::none) break;
       const unsigned r = unsigned(op.reg);
-      const int32_t slot = base_depth(op.base, d) ? op.disp - d : 0;
-      if (callee_saved(op.reg) && slot && s.saved[r] == slot) {
+      const Where w = where(op.base);
+      const int32_t slot = w.known ? op.disp - w.depth : 0;
+      const bool slot_aligned = w.known && w.aligned;
+      if (callee_saved(op.reg) && slot && s.saved[r] == slot &&
+          bool(s.saved_aligned & bit) == slot_aligned) {
         s.saved[r] = 0;
+        s.saved_aligned &= uint16_t(~bit);
         s.restored[r] = slot;
-        s.clobbered &= uint16_t(~(1u << r));
+        s.restored_aligned =
+            slot_aligned ? uint16_t(s.restored_aligned | bit) : uint16_t(s.restored_aligned & ~bit);
+        s.clobbered &= uint16_t(~bit);
       } else {
         s.restored[r] = 0;
-        if (callee_saved(op.reg)) s.clobbered |= uint16_t(1u << r);
+        if (callee_saved(op.reg)) s.clobbered |= bit;
+      }
+      if (slot && slot_aligned && slot == s.drap_slot) {
+        s.drap = op.reg; // pop %r10: the DRAP again
+        s.drap_depth = 0;
+        drap_set = op.reg;
       }
       if (op.reg == Reg::rbp) {
         s.rbp_known = false;
@@ -187,8 +237,13 @@ void apply(FrameState& s, const x86::Instruction& in) {
   const bool call = in.flow == x86::Flow::call || in.flow == x86::Flow::call_indirect;
   if (in.writes_reg(Reg::rsp) && !rsp_done && !call) s.rsp_known = false;
   if (in.writes_reg(Reg::rbp) && !rbp_done) s.rbp_known = false;
-  if (!s.rsp_known) s.height = 0;
-  if (!s.rbp_known) s.rbp_depth = 0;
+  // The DRAP register is lost when overwritten, and a caller-saved one across a call.
+  if (s.drap != Reg::none && s.drap != drap_set &&
+      (in.writes_reg(s.drap) || (call && caller_saved(s.drap))))
+    s.drap = Reg::none;
+  if (!s.rsp_known) s.height = 0, s.rsp_aligned = false;
+  if (!s.rbp_known) s.rbp_depth = 0, s.rbp_aligned = false;
+  if (s.drap == Reg::none) s.drap_depth = 0;
   if (s.cfa_on_rbp && !s.rbp_known && s.rsp_known) s.cfa_on_rbp = false;
 }
 
@@ -212,6 +267,9 @@ struct Synthesizer {
   std::map<uint64_t, uint64_t> known_ends; // start -> end from symbol sizes and FDEs
   std::set<uint64_t> noreturn;             // starts of functions that never return
   std::set<uint64_t> analysed;
+  std::map<uint64_t, uint32_t> index_of; // analysed start -> its SynthResult::functions index
+  std::set<uint64_t> entered_by_jump;    // weak starts analysed from a jump's state
+  std::set<uint64_t> indirect_jumps;     // each counted once in the statistics
   uint64_t entry = 0;
   SynthResult result;
 
@@ -228,6 +286,14 @@ struct Synthesizer {
     if (auto k = known_ends.find(start); k != known_ends.end() && k->second > start)
       end = std::min(end, k->second);
     return end;
+  }
+
+  // The start of the .cold part holding `a` (landing pads jump into their middle), or 0.
+  uint64_t cold_part_of(uint64_t a) const {
+    auto it = cold.upper_bound(a);
+    if (it == cold.begin()) return 0;
+    --it;
+    return a < extent_end(*it) ? *it : 0;
   }
 
   void add_start(uint64_t a, std::string name) {
@@ -275,29 +341,8 @@ struct Synthesizer {
   // relocations name the symbol each slot is bound to.
   void discover_plt_noreturn() {
     std::unordered_map<uint64_t, std::string_view> slot_names;
-    const Section* dynsym = elf.find_section(".dynsym");
-    const Section* dynstr = elf.find_section(".dynstr");
-    if (!dynsym || !dynstr) return;
-    auto syms = elf.section_data(*dynsym);
-    auto strs = elf.section_data(*dynstr);
-    if (!syms || !strs) return;
-    for (const Section& rs : elf.sections()) {
-      if (rs.type != SHT_RELA || rs.link != dynsym->index) continue;
-      auto data = elf.section_data(rs);
-      if (!data) continue;
-      for (size_t off = 0; off + sizeof(Elf64_Rela) <= data->size(); off += sizeof(Elf64_Rela)) {
-        Elf64_Rela rela;
-        std::memcpy(&rela, data->data() + off, sizeof rela);
-        const uint64_t sym = ELF64_R_SYM(rela.r_info);
-        if ((sym + 1) * sizeof(Elf64_Sym) > syms->size()) continue;
-        Elf64_Sym es;
-        std::memcpy(&es, syms->data() + sym * sizeof(Elf64_Sym), sizeof es);
-        if (es.st_name >= strs->size()) continue;
-        const char* name = reinterpret_cast<const char*>(strs->data()) + es.st_name;
-        const size_t len = strnlen(name, strs->size() - es.st_name);
-        slot_names[rela.r_offset] = std::string_view(name, len);
-      }
-    }
+    for (const NamedRelocation& r : dynamic_relocations(elf))
+      slot_names[r.offset] = r.name;
     for (const Section& s : elf.sections()) {
       if (!s.name.starts_with(".plt") || !(s.flags & SHF_EXECINSTR) || s.type == SHT_NOBITS)
         continue;
@@ -316,28 +361,98 @@ struct Synthesizer {
     }
   }
 
+  // The targets of the switch dispatch at `jump` (x86/jump_table.hpp), read from the file; none
+  // when the jump is no recognised dispatch, its table is not in the file or one of its first
+  // `entries` targets lies outside the function.
+  template <typename Inside>
+  std::vector<uint64_t>
+  jump_table_targets(uint64_t jump, const std::unordered_map<uint64_t, uint64_t>& predecessor,
+                     uint64_t function_start, const Inside& inside) {
+    constexpr size_t kPathLength = 24;
+    std::vector<x86::PathInstruction> path;
+    for (uint64_t a = jump; path.size() < kPathLength;) {
+      const CodeSection* c = section_of(a);
+      if (!c) break;
+      path.push_back({a, c->bytes.subspan(a - c->begin)});
+      auto p = predecessor.find(a);
+      if (a == function_start || p == predecessor.end() || !p->second) break;
+      a = p->second;
+    }
+    std::reverse(path.begin(), path.end());
+    std::vector<uint64_t> targets;
+    const auto table = x86::recognise_jump_table(path);
+    const bool first_visit = indirect_jumps.insert(jump).second;
+    if (!table) {
+      result.unresolved_indirect_jumps += first_visit;
+      return targets;
+    }
+    const auto bytes = data_at(table->table, uint64_t(table->entries) * table->entry_size);
+    if (bytes.empty()) return targets;
+    for (uint32_t i = 0; i < table->entries; ++i) {
+      const uint8_t* e = bytes.data() + size_t(i) * table->entry_size;
+      uint64_t to;
+      if (table->entry_size == 4) {
+        int32_t v;
+        std::memcpy(&v, e, 4);
+        to = table->base + uint64_t(int64_t(v));
+      } else
+        std::memcpy(&to, e, 8);
+      if (!inside(to)) return {};
+      if (std::find(targets.begin(), targets.end(), to) == targets.end()) targets.push_back(to);
+    }
+    result.jump_tables += first_visit;
+    return targets;
+  }
+
+  // `size` bytes at `address` in an allocated section of the file, or nothing.
+  std::span<const uint8_t> data_at(uint64_t address, uint64_t size) const {
+    for (const Section& s : elf.sections())
+      if ((s.flags & SHF_ALLOC) && s.type != SHT_NOBITS && address >= s.addr &&
+          address - s.addr <= s.size && size <= s.size - (address - s.addr))
+        if (auto d = elf.section_data(s); d && address - s.addr + size <= d->size())
+          return d->subspan(address - s.addr, size);
+    return {};
+  }
+
   // Explores one function from its entry. New call targets become function starts.
-  void analyse(uint64_t start) {
+  // `replace`: the index of an earlier analysis of this function, redone with `pads` (landing
+  // pads and the state their exceptions arrive with) as further entries.
+  void analyse(uint64_t start, std::optional<uint32_t> replace = std::nullopt,
+               const std::vector<std::pair<uint64_t, FrameState>>& pads = {}) {
     analysed.insert(start);
-    const uint32_t index = static_cast<uint32_t>(result.functions.size());
-    SynthFunction fn{names[start], start, extent_end(start), 0, start == entry, {}};
-    std::vector<std::pair<uint64_t, uint64_t>> extents = {{fn.begin, fn.end}};
+    const uint32_t index = replace ? *replace : static_cast<uint32_t>(result.functions.size());
+    SynthFunction fn{names[start], start, extent_end(start), 0, start == entry, {}, {}};
+    fn.parts.push_back({fn.begin, fn.end, 0});
+    if (replace) // the parts found before, with their exception tables
+      fn.parts = result.functions[*replace].parts;
     auto inside = [&](uint64_t a) {
-      for (auto [b, e] : extents)
-        if (a >= b && a < e) return true;
+      for (const SynthFunction::Part& p : fn.parts)
+        if (a >= p.begin && a < p.end) return true;
       return false;
     };
     std::unordered_map<uint64_t, std::pair<FrameState, x86::Instruction>> seen;
     FrameState initial;
-    if (auto j = jumped_in.find(start); j != jumped_in.end() && weak.count(start))
+    if (auto j = jumped_in.find(start); j != jumped_in.end() && weak.count(start)) {
       initial = j->second;
-    std::vector<std::pair<uint64_t, FrameState>> work = {{start, initial}};
+      entered_by_jump.insert(start);
+    }
+    index_of[start] = index;
+    // Each work item: where to go, the state there, and where from (for the jump tables' paths).
+    struct Step {
+      uint64_t to;
+      FrameState state;
+      uint64_t from;
+    };
+    std::vector<Step> work = {{start, initial, 0}};
+    for (const auto& [pad, state] : pads)
+      work.push_back({pad, state, 0});
+    std::unordered_map<uint64_t, uint64_t> predecessor; // on the first path that reached it
     std::set<uint64_t> reported;
     auto fail = [&](std::string why) {
       if (fn.failure.empty()) fn.failure = std::move(why);
     };
     while (!work.empty()) {
-      auto [a, s] = work.back();
+      auto [a, s, from] = work.back();
       work.pop_back();
       if (auto it = seen.find(a); it != seen.end()) {
         FrameState& old = it->second.first;
@@ -361,6 +476,7 @@ struct Synthesizer {
         continue;
       }
       seen[a] = {s, *in};
+      predecessor.try_emplace(a, from);
       if (!s.cfa_known() && !fn.outermost) {
         fail(fmt::format("CFA lost at {:#x} ({})", a,
                          decoder.format(c->bytes.subspan(a - c->begin), a)));
@@ -371,14 +487,17 @@ struct Synthesizer {
       const uint64_t next = a + in->length;
       auto go = [&](uint64_t to) {
         if (inside(to))
-          work.emplace_back(to, out);
-        else if (cold.count(to)) {
-          extents.emplace_back(to, extent_end(to));
-          work.emplace_back(to, out);
+          work.push_back({to, out, a});
+        else if (const uint64_t part = cold_part_of(to)) {
+          fn.parts.push_back({part, extent_end(part), 0});
+          work.push_back({to, out, a});
         } else if (!names.count(to))
           add_start(to, ""); // a tail call to an unknown function
-        else if (weak.count(to) && has_frame(out))
+        else if (weak.count(to) && has_frame(out) && in->has_target() && to == in->target) {
+          // Cold parts are entered by jumps; falling into the next function's start (after a
+          // call to a noreturn function not known as one) says nothing of its state.
           jumped_in.try_emplace(to, out);
+        }
       };
       switch (in->flow) {
       case x86::Flow::next:
@@ -403,6 +522,9 @@ struct Synthesizer {
         go(next);
         break;
       case x86::Flow::jump_indirect:
+        for (uint64_t to : jump_table_targets(a, predecessor, fn.begin, inside))
+          work.push_back({to, out, a});
+        break;
       case x86::Flow::ret:
       case x86::Flow::trap:
       case x86::Flow::other:
@@ -412,11 +534,13 @@ struct Synthesizer {
     fn.instructions = seen.size();
     for (auto& [a, si] : seen)
       result.instructions.push_back({a, si.second.length, index, si.first});
-    result.functions.push_back(std::move(fn));
+    if (replace)
+      result.functions[*replace] = std::move(fn);
+    else
+      result.functions.push_back(std::move(fn));
   }
 
-  void run() {
-    discover();
+  void analyse_new_starts() {
     // Functions known from symbols, calls and the entry first: their jumps tell which weak
     // starts are cold parts.
     for (bool weak_pass = false;;) {
@@ -428,44 +552,174 @@ struct Synthesizer {
       for (uint64_t a : todo)
         analyse(a);
     }
+  }
+
+  void sort_instructions() {
     std::sort(result.instructions.begin(), result.instructions.end(),
               [](const AnalysedInstruction& x, const AnalysedInstruction& y) {
                 return x.address < y.address;
               });
+  }
+
+  // Analyses the functions `seeds` names again, each with its landing pads as further entries.
+  void reanalyse(const std::map<uint32_t, std::vector<std::pair<uint64_t, FrameState>>>& seeds) {
+    if (seeds.empty()) return;
+    std::erase_if(result.instructions,
+                  [&](const AnalysedInstruction& in) { return seeds.count(in.function) != 0; });
+    for (const auto& [index, pads] : seeds)
+      analyse(result.functions[index].begin, index, pads);
+  }
+
+  // Landing pads are reached by no jump: each function whose exception tables name pads not yet
+  // analysed is analysed again with them as entries, in the state after the call that throws
+  // (its cold parts, entered from pads, may bring tables of their own: a few rounds).
+  void analyse_landing_pads() {
+    ExceptionTables tables(elf, shipped);
+    for (int round = 0; round < 4; ++round) {
+      std::map<uint32_t, std::vector<std::pair<uint64_t, FrameState>>> seeds;
+      for (const LandingPad& lp : tables.match(result)) {
+        auto at = [&](uint64_t a) {
+          auto it = std::lower_bound(
+              result.instructions.begin(), result.instructions.end(), a,
+              [](const AnalysedInstruction& in, uint64_t v) { return in.address < v; });
+          return it != result.instructions.end() && it->address == a ? &*it : nullptr;
+        };
+        const AnalysedInstruction* call = at(lp.call);
+        if (at(lp.pad) || !call || call->function != lp.function) continue;
+        const CodeSection* c = section_of(lp.call);
+        auto in = c ? decoder.decode(c->bytes.subspan(lp.call - c->begin), lp.call)
+                    : Result<x86::Instruction>(Error::plain("no code"));
+        if (!in) continue;
+        FrameState after = call->state;
+        apply(after, *in);
+        seeds[lp.function].emplace_back(lp.pad, after);
+      }
+      reanalyse(seeds);
+      // Cold parts known only from FDEs, analysed before from an entry state, entered by a jump
+      // found since (from a landing pad, or from a function analysed after them): again, from
+      // the state of that jump.
+      std::map<uint32_t, std::vector<std::pair<uint64_t, FrameState>>> entered;
+      for (const auto& [start, state] : jumped_in)
+        if (weak.count(start) && index_of.count(start) && !entered_by_jump.count(start))
+          entered[index_of[start]];
+      reanalyse(entered);
+      if (seeds.empty() && entered.empty()) break;
+      analyse_new_starts();
+      sort_instructions();
+    }
+    result.personality_slot = tables.personality_slot();
+    result.personality = tables.personality();
+    result.lsdas_found = tables.found();
+    result.lsdas_matched = tables.matched();
+  }
+
+  void run() {
+    discover();
+    analyse_new_starts();
+    sort_instructions();
+    analyse_landing_pads();
     UnwindTable& t = result.table;
-    std::vector<uint32_t> fn_index;
+    std::vector<uint32_t> first_part; // table function index of each function's first part
     for (const SynthFunction& f : result.functions) {
-      FunctionInfo info;
-      info.pc_begin = f.begin;
-      info.pc_end = f.end;
-      fn_index.push_back(t.add_function(info));
+      first_part.push_back(static_cast<uint32_t>(t.function_count()));
+      for (const SynthFunction::Part& p : f.parts) {
+        FunctionInfo info;
+        info.pc_begin = p.begin;
+        info.pc_end = p.end;
+        if (p.lsda) {
+          info.lsda = p.lsda;
+          info.personality_slot = result.personality_slot;
+          info.personality = result.personality;
+        }
+        t.add_function(info);
+      }
     }
     std::vector<ColumnRule> columns;
     CfaRule cfa;
+    ExpressionPool expressions(t);
     for (const AnalysedInstruction& in : result.instructions)
-      if (state_row(in.state, result.functions[in.function].outermost, columns, cfa))
+      if (state_row(in.state, result.functions[in.function].outermost, expressions, columns, cfa)) {
+        const SynthFunction& f = result.functions[in.function];
+        const auto part = static_cast<uint32_t>(&f.part_of(in.address) - f.parts.data());
         t.add_range({in.address, in.address + in.length, t.intern_row(cfa, columns),
-                     fn_index[in.function], 0});
+                     first_part[in.function] + part, 0});
+      }
     t.finish();
   }
 };
 
 } // namespace
 
-bool state_row(const FrameState& s, bool outermost, std::vector<ColumnRule>& columns,
-               CfaRule& cfa) {
+const SynthFunction::Part& SynthFunction::part_of(uint64_t address) const {
+  for (const Part& p : parts)
+    if (address >= p.begin && address < p.end) return p;
+  return parts.front();
+}
+
+uint16_t dwarf_column(Reg r) {
+  static constexpr uint16_t map[16] = {0, 2, 1, 3, 7, 6, 4, 5, 8, 9, 10, 11, 12, 13, 14, 15};
+  return map[std::min<unsigned>(unsigned(r), 15)];
+}
+
+uint32_t ExpressionPool::intern(const std::vector<uint8_t>& bytes) {
+  std::string key(bytes.begin(), bytes.end());
+  if (auto it = ids_.find(key); it != ids_.end()) return it->second;
+  auto e = Expression::decode(bytes);
+  const uint32_t id = table_.add_expression(e ? std::move(*e) : Expression{});
+  ids_.emplace(std::move(key), id);
+  return id;
+}
+
+namespace {
+
+// `DW_OP_breg<base> offset` (the address base + offset), then `DW_OP_deref` if asked.
+std::vector<uint8_t> breg_expression(Reg base, int64_t offset, bool deref) {
+  std::vector<uint8_t> bytes = {uint8_t(OP_breg0 + dwarf_column(base))};
+  put_sleb128(bytes, offset);
+  if (deref) bytes.push_back(OP_deref);
+  return bytes;
+}
+
+// The register an aligned save slot is reached from (rbp, else rsp) and its depth below A.
+std::pair<Reg, int32_t> aligned_base(const FrameState& s) {
+  if (s.rbp_known && s.rbp_aligned) return {Reg::rbp, s.rbp_depth};
+  if (s.rsp_known && s.rsp_aligned) return {Reg::rsp, s.height};
+  return {Reg::none, 0};
+}
+
+} // namespace
+
+bool state_row(const FrameState& s, bool outermost, ExpressionPool& expressions,
+               std::vector<ColumnRule>& columns, CfaRule& cfa) {
   if (!s.cfa_known() && !outermost) return false;
-  if (!s.cfa_known())
+  const auto [aligned, aligned_depth] = aligned_base(s);
+  // An outermost frame's row needs no CFA (its return address is undefined), but unwinders
+  // compute it anyway: only from rsp or rbp, which they always know (_start's `mov %rsp,%rdx;
+  // and $-16,%rsp` would give rdx, which libgcc cannot read there).
+  const bool rsp_based = s.rsp_known && !s.rsp_aligned;
+  if (!s.cfa_known() || (outermost && !rsp_based && !(s.cfa_on_rbp && s.rbp_known)))
     cfa = {CfaRule::Kind::RegOffset, x86_64::RSP, 8, kNoExpression};
-  else
-    cfa = {CfaRule::Kind::RegOffset,
-           s.cfa_on_rbp && s.rbp_known ? uint16_t(x86_64::RBP) : uint16_t(x86_64::RSP),
-           s.cfa_on_rbp && s.rbp_known ? s.rbp_depth : s.height, kNoExpression};
+  else if (s.cfa_on_rbp && s.rbp_known && !s.rbp_aligned)
+    cfa = {CfaRule::Kind::RegOffset, x86_64::RBP, s.rbp_depth, kNoExpression};
+  else if (rsp_based)
+    cfa = {CfaRule::Kind::RegOffset, x86_64::RSP, s.height, kNoExpression};
+  else if (s.drap != Reg::none)
+    cfa = {CfaRule::Kind::RegOffset, dwarf_column(s.drap), s.drap_depth, kNoExpression};
+  else // the DRAP's slot holds the CFA
+    cfa = {CfaRule::Kind::Expression, 0, 0,
+           expressions.intern(breg_expression(aligned, s.drap_slot + aligned_depth, true))};
   columns.clear();
-  for (Reg r : kCalleeSaved)
-    if (s.saved[unsigned(r)])
+  for (Reg r : kCalleeSaved) {
+    const int32_t slot = s.saved[unsigned(r)];
+    if (!slot) continue;
+    if (!(s.saved_aligned >> unsigned(r) & 1))
+      columns.push_back({dwarf_column(r), {RegisterRule::Kind::Offset, 0, slot, kNoExpression}});
+    else if (aligned != Reg::none)
       columns.push_back(
-          {dwarf_column(r), {RegisterRule::Kind::Offset, 0, s.saved[unsigned(r)], kNoExpression}});
+          {dwarf_column(r),
+           {RegisterRule::Kind::Expression, 0, 0,
+            expressions.intern(breg_expression(aligned, slot + aligned_depth, false))}});
+  }
   columns.push_back(
       {x86_64::RIP, outermost ? RegisterRule{RegisterRule::Kind::Undefined, 0, 0, kNoExpression}
                               : RegisterRule{RegisterRule::Kind::Offset, 0, -8, kNoExpression}});
@@ -476,19 +730,31 @@ bool state_row(const FrameState& s, bool outermost, std::vector<ColumnRule>& col
 
 std::string describe(const FrameState& s) {
   std::string out;
-  if (s.cfa_on_rbp && s.rbp_known)
+  const auto [aligned, aligned_depth] = aligned_base(s);
+  if (s.cfa_on_rbp && s.rbp_known && !s.rbp_aligned)
     out = fmt::format("CFA=rbp+{}", s.rbp_depth);
-  else if (s.rsp_known)
+  else if (s.rsp_known && !s.rsp_aligned)
     out = fmt::format("CFA=rsp+{}", s.height);
+  else if (s.drap != Reg::none)
+    out = fmt::format("CFA={}+{}", x86::reg_name(s.drap), s.drap_depth);
+  else if (s.drap_slot_base() != Reg::none)
+    out = fmt::format("CFA=[{}{:+}]", x86::reg_name(aligned), s.drap_slot + aligned_depth);
   else
     out = "CFA=?";
-  for (Reg r : kCalleeSaved)
-    if (s.saved[unsigned(r)]) out += fmt::format(" {}@{}", x86::reg_name(r), s.saved[unsigned(r)]);
+  for (Reg r : kCalleeSaved) {
+    const int32_t slot = s.saved[unsigned(r)];
+    if (!slot) continue;
+    if (!(s.saved_aligned >> unsigned(r) & 1))
+      out += fmt::format(" {}@{}", x86::reg_name(r), slot);
+    else
+      out += fmt::format(" {}@[{}{:+}]", x86::reg_name(r), x86::reg_name(aligned),
+                         slot + aligned_depth);
+  }
   return out;
 }
 
 Result<SynthResult> synthesize(const ElfFile& elf, const UnwindTable* shipped) {
-  Synthesizer s{elf, shipped, {}, {}, {}, {}, {}, {}, {}, {}};
+  Synthesizer s{elf, shipped, {}, {}, {}, {}, {}, {}, {}, {}, {}};
   s.run();
   if (s.code.empty()) return Error::plain("no executable section").in_file(elf.name());
   return std::move(s.result);

@@ -6,18 +6,12 @@
 
 #include <algorithm>
 
+#include "x86/zydis_registers.hpp"
+
 namespace ehelf::x86 {
 namespace {
 
 constexpr ZydisMachineMode kMode = ZYDIS_MACHINE_MODE_LONG_64;
-
-// The 64-bit register enclosing r, if it is a general-purpose register.
-Reg gpr(ZydisRegister r) {
-  if (r == ZYDIS_REGISTER_NONE) return Reg::none;
-  ZydisRegister wide = ZydisRegisterGetLargestEnclosing(kMode, r);
-  if (wide < ZYDIS_REGISTER_RAX || wide > ZYDIS_REGISTER_R15) return Reg::none;
-  return Reg(wide - ZYDIS_REGISTER_RAX);
-}
 
 // A 64-bit general-purpose register operand (not eax, not ax).
 Reg gpr64(const ZydisDecodedOperand& op) {

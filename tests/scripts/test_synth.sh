@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `ehelf synth`: tables recomputed from the machine code agree with the compiler's own at every
 # instruction of every function (--compare), for small C programs compiled here by gcc and clang
-# at -O0 -fomit-frame-pointer, -O2 and -Os; the -o output is an ELF that readelf -wF reads
-# without a warning, with the synthesized rows; a sample of libc agrees in its vast majority.
+# at -O0 -fomit-frame-pointer, -O2 and -Os (switches through jump tables too, PIE and not); the -o
+# output is an ELF that readelf -wF reads without a warning, with the synthesized rows; a sample of libc agrees in its vast majority.
 source "$(dirname "$0")/common.sh" "$@"
 src=$2
 fx="$src/tests/fixtures"
@@ -10,7 +10,7 @@ fx="$src/tests/fixtures"
 for cc in gcc clang; do
   command -v "$cc" >/dev/null || { bad "$cc not installed"; continue; }
   for flags in "-O0 -fomit-frame-pointer" "-O2" "-Os"; do
-    for prog in synth_shapes recursion stack_target; do
+    for prog in synth_shapes recursion stack_target synth_switch; do
       out="$work/$prog-$cc-${flags// /_}"
       "$cc" $flags -o "$out" "$fx/$prog.c" 2>/dev/null || { bad "$cc $flags $prog: does not build"; continue; }
       if "$ehelf" synth --compare "$out" > "$out.txt"; then
@@ -18,12 +18,54 @@ for cc in gcc clang; do
       else
         bad "$cc $flags $prog: tables disagree"; head -20 "$out.txt"
       fi
+      # The switches' cases are reached through their jump tables (3 per program).
+      if [ "$prog" = synth_switch ]; then
+        tables=$(sed -n 's/.*jump tables: \([0-9]*\) .*/\1/p' "$out.txt")
+        [ "${tables:-0}" -ge 3 ] && ok "$cc $flags $prog: $tables jump tables read" ||
+          bad "$cc $flags $prog: ${tables:-0} jump tables read"
+      fi
       # The agreement is not vacuous: most instructions were compared.
       compared=$(sed -n 's/^agreeing: [0-9]*\/\([0-9]*\) .*/\1/p' "$out.txt")
       [ "${compared:-0}" -gt 50 ] || bad "$cc $flags $prog: only ${compared:-0} instructions compared"
     done
   done
 done
+
+# Jump tables in a non-PIE executable (absolute 8-byte entries, `jmp *table(,%reg,8)`).
+for cc in gcc clang; do
+  out="$work/synth_switch-$cc-nopie"
+  "$cc" -O2 -fno-pie -no-pie -o "$out" "$fx/synth_switch.c" 2>/dev/null || { bad "$cc -no-pie: does not build"; continue; }
+  "$ehelf" synth --compare "$out" > "$out.txt" && grep -q 'jump tables: 3 ' "$out.txt" &&
+    ok "$cc -O2 -no-pie synth_switch: $(grep '^agreeing' "$out.txt")" ||
+    { bad "$cc -O2 -no-pie synth_switch"; head -20 "$out.txt"; }
+done
+
+# Stack realignment: `and $-32,%rsp` under a frame pointer (gcc, clang) and gcc's DRAP (CFA in
+# r10, then an expression reading r10's slot; saves relative to rbp). Every instruction agrees but
+# for gcc's DRAP epilogue, where gcc keeps the rbp-relative save rules past the pops that restored
+# them (and rbp): at most 3 instructions per program, of that category only.
+for cc in gcc clang; do
+  for flags in "-O0 -fomit-frame-pointer" "-O2" "-Os"; do
+    out="$work/synth_realign-$cc-${flags// /_}"
+    "$cc" $flags -o "$out" "$fx/synth_realign.c" 2>/dev/null || { bad "$cc $flags synth_realign: does not build"; continue; }
+    "$ehelf" synth --compare --json "$out" > "$out.json"
+    python3 - "$out.json" <<'PY' && ok "$cc $flags synth_realign: $(python3 -c 'import json,sys;d=json.load(open(sys.argv[1]));print(d["agreeing"],"/",d["compared"], d["categories"])' "$out.json")" || bad "$cc $flags synth_realign"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["functions_failed"] == 0 and d["conflicts"] == 0, d["failures"]
+assert d["compared"] > 80, d["compared"]
+stale = {k: v for k, v in d["categories"].items() if not k.endswith("save rule kept after restore (shipped)")}
+assert not stale, d["categories"]
+assert d["compared"] - d["agreeing"] <= 3, d["categories"]
+PY
+  done
+done
+# gcc's DRAP function gets CFA expressions in the output (the slot r10 was pushed to), as gcc's.
+"$ehelf" synth "$work/synth_realign-gcc--O2" -o "$work/realign.elf" > /dev/null
+ours=$(readelf -wF "$work/realign.elf" | grep -c '^[0-9a-f]\{16\} exp ')
+theirs=$(readelf -wF "$work/synth_realign-gcc--O2" | grep -c '^[0-9a-f]\{16\} exp ')
+[ "$ours" -gt 0 ] && [ "$theirs" -gt 0 ] && ok "DRAP: CFA expressions in the output ($ours rows; gcc $theirs)" ||
+  bad "DRAP: $ours CFA expression rows (gcc $theirs)"
 
 # -o: an ELF readelf reads without a warning, whose rows are the synthesized ones: a function's
 # row after its prologue (gcc -O2 recursion.c, objdump finds the address).

@@ -1,0 +1,37 @@
+#include "synth/dynamic_relocations.hpp"
+
+#include <elf.h>
+
+#include <cstring>
+
+namespace ehelf::synth {
+
+std::vector<NamedRelocation> dynamic_relocations(const ElfFile& elf) {
+  std::vector<NamedRelocation> out;
+  const Section* dynsym = elf.find_section(".dynsym");
+  const Section* dynstr = elf.find_section(".dynstr");
+  if (!dynsym || !dynstr) return out;
+  auto syms = elf.section_data(*dynsym);
+  auto strs = elf.section_data(*dynstr);
+  if (!syms || !strs) return out;
+  for (const Section& rs : elf.sections()) {
+    if (rs.type != SHT_RELA || rs.link != dynsym->index) continue;
+    auto data = elf.section_data(rs);
+    if (!data) continue;
+    for (size_t off = 0; off + sizeof(Elf64_Rela) <= data->size(); off += sizeof(Elf64_Rela)) {
+      Elf64_Rela rela;
+      std::memcpy(&rela, data->data() + off, sizeof rela);
+      const uint64_t sym = ELF64_R_SYM(rela.r_info);
+      if (!sym || (sym + 1) * sizeof(Elf64_Sym) > syms->size()) continue;
+      Elf64_Sym es;
+      std::memcpy(&es, syms->data() + sym * sizeof(Elf64_Sym), sizeof es);
+      if (es.st_name >= strs->size()) continue;
+      const char* name = reinterpret_cast<const char*>(strs->data()) + es.st_name;
+      const size_t len = strnlen(name, strs->size() - es.st_name);
+      out.push_back({rela.r_offset, uint32_t(ELF64_R_TYPE(rela.r_info)), {name, len}});
+    }
+  }
+  return out;
+}
+
+} // namespace ehelf::synth

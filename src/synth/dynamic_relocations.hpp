@@ -1,0 +1,23 @@
+// The dynamic relocations of a file with the names of their symbols: which GOT or data slot the
+// loader binds to which function (the PLT stubs of noreturn functions, the personality routine's
+// pointer).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "elf/elf_file.hpp"
+
+namespace ehelf::synth {
+
+struct NamedRelocation {
+  uint64_t offset = 0; // the slot's SVMA
+  uint32_t type = 0;   // R_X86_64_*
+  std::string_view name;
+};
+
+// Every SHT_RELA entry bound to .dynsym, with a symbol (names point into the file).
+std::vector<NamedRelocation> dynamic_relocations(const ElfFile& elf);
+
+} // namespace ehelf::synth

@@ -1,0 +1,64 @@
+// What a file's FDEs told C++ exception handling, carried into the synthesized table: the
+// personality routine (through its pointer slot) and each function's LSDA in .gcc_except_table.
+// With the file's own table they are copied from its FDEs; without (tables stripped), the LSDAs
+// are parsed from .gcc_except_table and each is matched to the one function whose code fits its
+// call-site table (every region ends right after a call, no landing pad falls inside another
+// instruction), and the personality slot is the data word the loader binds to
+// __gxx_personality_v0 (or __gcc_personality_v0). The landing pads, which no jump reaches, are
+// what the synthesizer then analyses.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <span>
+#include <vector>
+
+#include "elf/elf_file.hpp"
+#include "model/unwind_table.hpp"
+#include "synth/synthesizer.hpp"
+#include "x86/decoder.hpp"
+
+namespace ehelf::synth {
+
+struct LandingPad {
+  uint32_t function = 0; // into SynthResult::functions
+  uint64_t pad = 0;      // where an exception thrown by the call lands
+  uint64_t call = 0;     // the call (the last one of its call-site region)
+};
+
+class ExceptionTables {
+public:
+  // `shipped`: the file's own table, if it has FDEs.
+  ExceptionTables(const ElfFile& elf, const UnwindTable* shipped);
+
+  // Gives the parts of `result`'s functions their LSDA (from the shipped FDEs, or matched; parts
+  // already holding one keep it) and returns the landing pads of every part with one.
+  std::vector<LandingPad> match(SynthResult& result);
+
+  uint64_t personality_slot() const { return personality_slot_; }
+  uint64_t personality() const { return personality_; }
+  uint64_t found() const { return lsdas_.size(); }
+  uint64_t matched() const { return assigned_.size(); }
+
+private:
+  struct CallSite {
+    uint64_t start = 0, length = 0, landing_pad = 0;
+  };
+  struct Lsda {
+    uint64_t address = 0;
+    std::vector<CallSite> sites;
+  };
+  const Lsda* lsda_at(uint64_t address) const;
+  bool is_call(uint64_t address) const;
+  bool fits(const SynthResult& r, const Lsda& l, uint32_t fn, const SynthFunction::Part& p) const;
+  static std::vector<Lsda> parse(std::span<const uint8_t> data, uint64_t addr);
+
+  const ElfFile& elf_;
+  const UnwindTable* shipped_;
+  std::vector<Lsda> lsdas_; // by address
+  std::set<uint64_t> assigned_;
+  uint64_t personality_slot_ = 0, personality_ = 0;
+  x86::Decoder decoder_;
+};
+
+} // namespace ehelf::synth
