@@ -1,0 +1,355 @@
+#include "runtime/general_step.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "eh_elf/register_slots.hpp"
+
+namespace ehelf {
+
+std::string_view backend_name(BackendKind b) {
+  switch (b) {
+  case BackendKind::Auto:
+    return "auto";
+  case BackendKind::Compiled:
+    return "compiled";
+  case BackendKind::Table:
+    return "table";
+  case BackendKind::Interpreter:
+    return "interp";
+  }
+  return "?";
+}
+
+BackendKind backend_from_name(std::string_view name) {
+  for (BackendKind b : {BackendKind::Compiled, BackendKind::Table, BackendKind::Interpreter})
+    if (name == backend_name(b)) return b;
+  return BackendKind::Auto;
+}
+
+std::string slow_steps_summary(const SlowSteps& steps) {
+  uint64_t total = 0;
+  std::string parts;
+  for (unsigned i = 0; i < kNotExpressibleCount; ++i) {
+    if (!steps[i]) continue;
+    total += steps[i];
+    const auto why = NotExpressible(i);
+    parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ",
+                         why == NotExpressible::None ? std::string_view("compiled code asked")
+                                                     : not_expressible_name(why),
+                         steps[i]);
+  }
+  if (!total) return {};
+  return fmt::format("{} step{} ran the interpreter: {}", total, total == 1 ? "" : "s", parts);
+}
+
+namespace {
+StopReason stop_reason_of(ErrorKind kind) {
+  switch (kind) {
+  case ErrorKind::BadRead:
+    return StopReason::BadRead;
+  case ErrorKind::MissingRegister:
+    return StopReason::MissingRegister;
+  case ErrorKind::Other:
+    break;
+  }
+  return StopReason::RuleFailed;
+}
+} // namespace
+
+inline __attribute__((always_inline)) bool
+GeneralStep::fill_from(const ModuleData& data, uint64_t svma, uint64_t key, HotRule& slot) {
+  const HotRule* hot = data.hot.data(); // null: no compact table
+  if (!hot) return false;
+  HotRule h = hot[data.compact.rule_index(svma)];
+  if (h.op == HotRule::kEmpty) return false;
+  h.key = key;
+  slot = h;
+  return true;
+}
+
+void GeneralStep::fill_into(RuleCache& cache, const ModuleData& data, uint64_t svma, uint64_t key) {
+  HotRule h;
+  if (fill_from(data, svma, key, h)) cache.install(h);
+}
+
+bool GeneralStep::fill_found(const ModuleData& data, uint64_t svma, uint64_t key, HotRule& slot) {
+  FoundRow row;
+  const RowLookup* rows = data.row_lookup();
+  if (!rows || rows->find(svma, row) != RowStatus::Found) return false;
+  HotRule h = hot_form(to_unwind_rule(row.view(), row.function));
+  if (h.op == HotRule::kEmpty) return false;
+  h.key = key;
+  slot = h;
+  return true;
+}
+
+__attribute__((noinline)) bool GeneralStep::fill_hot(RuleCache& cache, uint64_t lookup,
+                                                     uint64_t key, HotRule& slot) {
+  const ModuleRules* m = cache.recent_module(lookup, map_.generation());
+  // A module not among the last two: a tail call, so this common path saves no registers.
+  if (!m) [[unlikely]]
+    return fill_hot_module(cache, lookup, key, slot);
+  HotRule h = m->rule(lookup);
+  if (h.op == HotRule::kEmpty) return false;
+  h.key = key;
+  slot = h;
+  return true;
+}
+
+__attribute__((noinline)) bool GeneralStep::fill_hot_module(RuleCache& cache, uint64_t lookup,
+                                                            uint64_t key, HotRule& slot) {
+  const Module* mod = map_.find(lookup);
+  if (!mod) return false;
+  const ModuleData* data = mod->data.get();
+  if (!data) {
+    if (!options_.allow_loading) return false;
+    data = &map_.load(*mod, options_.policy);
+  }
+  if (data->hot.empty()) return fill_found(*data, lookup - mod->bias, key, slot);
+  // Where the module's code and its table overlap (a table may claim more than the module).
+  const uint64_t table_lo = mod->bias + data->compact.base();
+  const uint64_t lo = std::max(mod->start, table_lo);
+  const uint64_t hi = std::min(mod->end, mod->bias + data->compact.end());
+  if (lookup < lo || lookup >= hi) return false; // no FDE can cover it
+  ModuleRules m{lo, hi - lo, table_lo, data->compact.index(), data->hot.data()};
+  cache.remember_module(m, map_.generation());
+  HotRule h = m.rule(lookup);
+  if (h.op == HotRule::kEmpty) return false;
+  h.key = key;
+  slot = h;
+  return true;
+}
+
+StopReason GeneralStep::step_found(const ModuleData& data, uint64_t svma, RegisterState& regs,
+                                   MemoryReader& mem, bool& signal_frame, BackendKind& backend,
+                                   RuleCache* cache, uint64_t key, SaveSlots* saved) {
+  FoundRow row;
+  const RowLookup* rows = data.row_lookup();
+  if (!rows) return StopReason::NoTable;
+  switch (rows->find(svma, row)) {
+  case RowStatus::Found:
+    break;
+  case RowStatus::NoEntry:
+    return StopReason::NoTable;
+  case RowStatus::Malformed:
+  case RowStatus::TooComplex:
+    return StopReason::RuleFailed;
+  }
+  signal_frame = row.function.signal_frame;
+  if (backend != BackendKind::Interpreter) {
+    const UnwindRule rule = to_unwind_rule(row.view(), row.function);
+    if (rule.kind == UnwindRule::CfaRsp || rule.kind == UnwindRule::CfaRbp) {
+      backend = BackendKind::Table;
+      if (cache)
+        if (HotRule h = hot_form(rule); h.op != HotRule::kEmpty) {
+          h.key = key;
+          cache->install(h);
+        }
+      return apply_rule(rule, regs, mem);
+    }
+  }
+  if (backend != BackendKind::Interpreter)
+    count_slow(to_unwind_rule(row.view(), row.function).interpret_reason());
+  backend = BackendKind::Interpreter;
+  const FoundRow::Expressions expressions(row);
+  auto step = evaluate_row(row.view(), expressions, regs, mem, row.function.return_column,
+                           /*messages=*/false, saved);
+  if (!step) return stop_reason_of(step.error().kind);
+  regs = step->caller;
+  return StopReason::None;
+}
+
+StopReason GeneralStep::apply_hot(const HotRule& h, RegisterState& regs, MemoryReader& mem) {
+  if (h.op & HotRule::kEnd) {
+    regs.clear(x86_64::RIP);
+    return StopReason::None; // step() reports the end of the stack
+  }
+  return apply_rule(unwind_rule_of(h), regs, mem);
+}
+
+StopReason GeneralStep::interpret(const ModuleData& data, uint64_t svma, RegisterState& regs,
+                                  MemoryReader& mem, bool& signal_frame, SaveSlots* saved) {
+  const TableRange* r = data.table->find(svma);
+  if (!r) return StopReason::NoTable;
+  const FunctionInfo& fn = data.table->function(r->function);
+  signal_frame = fn.signal_frame;
+  // Without messages: evaluating never allocates, also when it fails (signal handlers).
+  auto step = data.table->evaluate(r->row, regs, mem, fn.return_column, /*messages=*/false, saved);
+  if (!step) return stop_reason_of(step.error().kind);
+  regs = step->caller;
+  return StopReason::None;
+}
+
+namespace {
+int deref_through(uint64_t addr, uint64_t* value, void* arg) {
+  return static_cast<MemoryReader*>(arg)->read_u64(addr, *value) ? 0 : 1;
+}
+} // namespace
+
+StopReason GeneralStep::run_compiled(const ModuleData& data, uint64_t svma, RegisterState& regs,
+                                     MemoryReader& mem, bool& signal_frame, bool& fallback) {
+  const RegisterSet set = register_set_of(data.compiled->info());
+  ehelf_context_t ctx = to_context(regs, set);
+  int rc = data.compiled->unwind_remote(svma, &ctx, deref_through, &mem);
+  switch (rc) {
+  case EHELF_OK:
+    break;
+  case EHELF_NEEDS_INTERPRETER:
+    fallback = true;
+    return StopReason::None;
+  case EHELF_NO_ENTRY:
+    return StopReason::NoTable;
+  case EHELF_BAD_READ:
+    return StopReason::BadRead;
+  case EHELF_MISSING_REGISTER:
+    return StopReason::MissingRegister;
+  default:
+    return StopReason::RuleFailed;
+  }
+  signal_frame = (ctx.flags & EHELF_FLAG_SIGNAL_FRAME) != 0;
+  from_context(ctx, set, regs);
+  return StopReason::None;
+}
+
+StopReason GeneralStep::frame_pointer_step(RegisterState& regs, MemoryReader& mem,
+                                           SaveSlots* saved) {
+  if (!regs.has(x86_64::RBP)) return StopReason::NoTable;
+  const StopReason r = apply_rule(kFramePointerRule, regs, mem);
+  if (saved && r == StopReason::None) {
+    // kFramePointerRule: the return address at CFA - 8, the caller's rbp at CFA - 16.
+    const uint64_t cfa = regs.get(x86_64::RSP);
+    saved->clear(x86_64::RSP);
+    saved->set(x86_64::RIP, cfa - 8);
+    if (regs.has(x86_64::RBP))
+      saved->set(x86_64::RBP, cfa - 16);
+    else
+      saved->clear(x86_64::RBP);
+  }
+  return r;
+}
+
+StopReason GeneralStep::step_with(RegisterState& regs, MemoryReader& mem, bool exact_pc,
+                                  FrameInfo& info, RuleCache* cache, BackendKind backend,
+                                  SaveSlots* saved) {
+  if (!regs.has(x86_64::RIP)) return StopReason::EndOfStack;
+  if (!regs.has(x86_64::RSP)) return StopReason::MissingRegister;
+  uint64_t pc = regs.get(x86_64::RIP);
+  uint64_t sp = regs.get(x86_64::RSP);
+retry:
+  info = FrameInfo{};
+  info.pc = pc;
+  info.sp = sp;
+  uint64_t lookup = exact_pc ? pc : pc - 1;
+  bool signal_frame = false;
+  StopReason r = StopReason::None;
+
+  HotRule* slot = nullptr;
+  if (cache) {
+    const uint64_t key = RuleCache::key(pc, exact_pc);
+    slot = cache->find(key);
+    if (slot && slot->op != HotRule::kEmpty) {
+      info.module = map_.find(lookup);
+      info.backend = BackendKind::Table;
+      r = apply_hot(*slot, regs, mem);
+      goto done;
+    }
+  }
+  {
+    const Module* mod = map_.find(lookup);
+    info.module = mod;
+    if (!mod) return StopReason::NoModule;
+    const ModuleData* data = mod->data.get();
+    if (!data) {
+      if (!options_.allow_loading) {
+        r = StopReason::NoTable;
+        goto done;
+      }
+      data = &map_.load(*mod, options_.policy);
+    }
+    if (!data->has_table() && !data->has_rows()) {
+      if (!options_.frame_pointer_fallback) {
+        r = StopReason::NoTable;
+        goto done;
+      }
+      info.via_frame_pointer = true;
+      r = frame_pointer_step(regs, mem, saved);
+      goto done;
+    }
+    uint64_t svma = lookup - mod->bias;
+    BackendKind b = backend;
+    if (b == BackendKind::Auto) b = data->compiled ? BackendKind::Compiled : BackendKind::Table;
+    if (b == BackendKind::Compiled && !data->compiled) b = BackendKind::Table;
+    info.backend = b;
+    if (b == BackendKind::Compiled) {
+      bool fallback = false;
+      r = run_compiled(*data, svma, regs, mem, signal_frame, fallback);
+      if (fallback) {
+        info.backend = BackendKind::Interpreter;
+        count_slow(NotExpressible::None);
+        if (data->has_table()) {
+          r = interpret(*data, svma, regs, mem, signal_frame, saved);
+        } else {
+          BackendKind evaluated = BackendKind::Interpreter;
+          r = step_found(*data, svma, regs, mem, signal_frame, evaluated, nullptr, 0, saved);
+        }
+      }
+      // The cache sits in front of every backend: later visits of this pc take the compact
+      // rule (same table, same answer) without calling into the eh_elf.
+      if (cache && r == StopReason::None) {
+        const uint64_t key = RuleCache::key(pc, exact_pc);
+        HotRule h;
+        if (!data->hot.empty())
+          fill_into(*cache, *data, svma, key);
+        else if (fill_found(*data, svma, key, h))
+          cache->install(h);
+      }
+    } else if (!data->has_table()) { // rows found on demand (Table or Interpreter)
+      r = step_found(*data, svma, regs, mem, signal_frame, info.backend, cache,
+                     RuleCache::key(pc, exact_pc), saved);
+    } else if (b == BackendKind::Table) {
+      const UnwindRule& rule = data->compact.lookup(svma);
+      if (rule.kind == UnwindRule::NoEntry) {
+        // The compact table may not have been built (LoadPolicy.compact off), or may end before
+        // the module's tables (beyond 4 GiB): ask the model.
+        if (data->compact.ranges() == 0 || !data->compact.covers(svma)) {
+          info.backend = BackendKind::Interpreter;
+          r = interpret(*data, svma, regs, mem, signal_frame, saved);
+        } else {
+          r = StopReason::NoTable;
+        }
+      } else if (rule.kind == UnwindRule::Interpret) {
+        info.backend = BackendKind::Interpreter;
+        count_slow(rule.interpret_reason());
+        r = interpret(*data, svma, regs, mem, signal_frame, saved);
+      } else {
+        if (cache) fill_into(*cache, *data, svma, RuleCache::key(pc, exact_pc));
+        signal_frame = rule.signal_frame;
+        r = apply_rule(rule, regs, mem);
+      }
+    } else {
+      r = interpret(*data, svma, regs, mem, signal_frame, saved);
+    }
+  }
+done:
+  // A return address with no unwind entry before it, but one at the address itself: a function
+  // "returned" to at its entry (makecontext makes __start_context the return address of a
+  // coroutine's first function). Unwound from its entry, as gdb does. (NoTable is decided before
+  // any rule runs: `regs` are still the frame's own.)
+  if (r == StopReason::NoTable && !exact_pc) [[unlikely]] {
+    exact_pc = true;
+    goto retry;
+  }
+  info.signal_frame = signal_frame;
+  if (r != StopReason::None) return r;
+  if (!regs.has(x86_64::RIP) || regs.get(x86_64::RIP) == 0) return StopReason::EndOfStack;
+  if (!regs.has(x86_64::RSP)) return StopReason::MissingRegister;
+  // The stack grows down, so callers' frames are above: a walk that does not move up is looping
+  // (signal frames may switch stacks, e.g. from an alternate signal stack, and are exempt).
+  if (!signal_frame && regs.get(x86_64::RSP) <= sp) return StopReason::CfaNotGrowing;
+  return StopReason::None;
+}
+
+} // namespace ehelf
