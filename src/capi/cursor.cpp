@@ -52,18 +52,27 @@ int error_of(StopReason r) {
   return UNW_EUNSPEC;
 }
 
-// One step of `c` into `regs`, without moving the cursor. Cursors step with every register's
-// rule evaluated, so that unw_get_reg gives callers' callee-saved registers (r12-r15 too).
-StopReason step_copy(Cursor& c, RegisterState& regs, FrameInfo& info) {
+// One step of `c` into `regs` (and `saved`, if given), without moving the cursor. Cursors step
+// with every register's rule evaluated, so that unw_get_reg gives callers' callee-saved
+// registers (r12-r15 too).
+StopReason step_copy(Cursor& c, RegisterState& regs, FrameInfo& info, SaveSlots* saved) {
   if (!c.remote) {
     SelfMemory mem = local_memory(c);
-    return c.local->walker.step_every_register(regs, mem, c.exact, info);
+    return c.local->walker.step_every_register(regs, mem, c.exact, info, saved);
   }
   AccessorMemory mem(c.as, c.arg);
   Where w;
   locate(c, w); // loads the module's data through the accessors if needed
-  return c.as->walker->step_every_register(regs, mem, c.exact, info);
+  return c.as->walker->step_every_register(regs, mem, c.exact, info, saved);
 }
+
+// The registers whose save locations unw_get_save_loc gives, as libunwind does on x86_64: the
+// callee-saved ones, rsp and rip. A scratch register is not preserved across calls, so a
+// caller's value of one has no save slot to speak of (libunwind answers UNW_SLT_NONE for them
+// in every frame, the first one included).
+constexpr uint32_t kSaveLocRegisters = 1u << x86_64::RBX | 1u << x86_64::RBP | 1u << x86_64::RSP |
+                                       1u << x86_64::R12 | 1u << x86_64::R13 | 1u << x86_64::R14 |
+                                       1u << x86_64::R15 | 1u << x86_64::RIP;
 
 } // namespace
 
@@ -84,8 +93,12 @@ int init_local(unw_cursor_t* cursor, const unw_context_t* context, bool exact) {
   c->as = &g_local_space_object;
   c->local = s;
   c->exact = exact;
-  for (unsigned r = 0; r < x86_64::kGeneralRegs; ++r)
+  // The first frame's registers are in the context, where libunwind's save locations point too
+  // (the context must outlive the cursor: unw_init_local(3)).
+  for (unsigned r = 0; r < x86_64::kGeneralRegs; ++r) {
     c->regs.set(r, static_cast<uint64_t>(context->uc_mcontext.gregs[kGregOfDwarf[r]]));
+    c->saved.set(r, reinterpret_cast<uint64_t>(&context->uc_mcontext.gregs[kGregOfDwarf[r]]));
+  }
   for (const DirectRange& r : mem.ranges())
     c->ranges[c->range_count++] = AddressRange{r.begin, r.end};
   return UNW_ESUCCESS;
@@ -121,10 +134,11 @@ int step(Cursor& c) {
   if (c.magic != Cursor::kMagic) return -UNW_EINVAL;
   if (c.done) return 0;
   RegisterState regs = c.regs;
+  SaveSlots saved = c.saved;
   FrameInfo info;
   StopReason r;
   try {
-    r = step_copy(c, regs, info);
+    r = step_copy(c, regs, info, &saved);
   } catch (...) { // only error paths allocate (their messages)
     return -UNW_EUNSPEC;
   }
@@ -136,7 +150,9 @@ int step(Cursor& c) {
   }
   if (r != StopReason::None) return -error_of(r);
   c.regs = regs;
+  c.saved = saved;
   c.exact = info.signal_frame; // after a signal frame the pc is the interrupted instruction
+  c.last_entry_signal = info.signal_frame;
   return 1;
 }
 
@@ -152,7 +168,7 @@ int get_reg(Cursor& c, int reg, unw_word_t* value) {
     FrameInfo info;
     StopReason r;
     try {
-      r = step_copy(c, regs, info);
+      r = step_copy(c, regs, info, nullptr);
     } catch (...) {
       return -UNW_EUNSPEC;
     }
@@ -169,6 +185,7 @@ int set_reg(Cursor& c, int reg, unw_word_t value) {
   if (reg == UNW_X86_64_RSP || reg == UNW_X86_64_CFA) return -UNW_EREADONLYREG;
   if (reg < 0 || reg >= int(x86_64::kGeneralRegs)) return -UNW_EBADREG;
   c.regs.set(unsigned(reg), value);
+  c.saved.clear(unsigned(reg)); // the value is the cursor's own now, in no save slot
   if (reg == UNW_X86_64_RIP) c.done = false;
   return UNW_ESUCCESS;
 }
@@ -177,8 +194,24 @@ int get_save_loc(Cursor& c, int reg, unw_save_loc_t* loc) {
   if (c.magic != Cursor::kMagic || !loc) return -UNW_EINVAL;
   if (reg < 0 || reg > UNW_X86_64_CFA) return -UNW_EBADREG;
   std::memset(loc, 0, sizeof *loc);
-  loc->type = UNW_SLT_NONE; // ehelf tracks values, not where they were saved
+  // Where the frame's value was read from: the context the walk started from, a save slot of
+  // a callee's frame (CFA + offset, or a signal context through the trampoline's expressions),
+  // kept through frames that did not save the register again. A caller's rsp is the CFA, a
+  // value held nowhere: UNW_SLT_NONE, where libunwind 1.6 answers an out-of-date address (the
+  // first frame's, which does not hold the caller's rsp; tests/capi/signal_frames.c).
+  if (reg < int(x86_64::kGeneralRegs) && (kSaveLocRegisters >> reg) & 1u &&
+      c.saved.has(unsigned(reg))) {
+    loc->type = UNW_SLT_MEMORY;
+    loc->u.addr = c.saved.address[unsigned(reg)];
+  } else {
+    loc->type = UNW_SLT_NONE;
+  }
   return UNW_ESUCCESS;
+}
+
+int is_signal_frame(const Cursor& c) {
+  if (c.magic != Cursor::kMagic) return -UNW_EINVAL;
+  return c.last_entry_signal ? 1 : 0;
 }
 
 } // namespace ehelf::capi

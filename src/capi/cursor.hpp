@@ -16,10 +16,14 @@ struct Cursor {
   bool remote = false;
   bool exact = false; // regs.rip is an interrupted instruction, not a return address
   bool done = false;  // the walk reached its end
+  // The unwind entry the cursor looked up last is a signal trampoline's: unw_is_signal_frame's
+  // answer (see is_signal_frame).
+  bool last_entry_signal = false;
   unw_addr_space* as = nullptr;
   void* arg = nullptr;         // remote: unw_init_remote's argument
   LocalSpace* local = nullptr; // local: the space the walk started with
   RegisterState regs;          // the current frame
+  SaveSlots saved;             // where its registers' values are in memory (unw_get_save_loc)
   uint32_t range_count = 0;    // local: the readable stack ranges
   AddressRange ranges[LocalMemory::kMaxRanges];
 };
@@ -33,6 +37,13 @@ int step(Cursor& c);
 int get_reg(Cursor& c, int reg, unw_word_t* value);
 int set_reg(Cursor& c, int reg, unw_word_t value);
 int get_save_loc(Cursor& c, int reg, unw_save_loc_t* loc);
+// As libunwind 1.6 on x86_64, whose answer is about the unwind entry the cursor looked up last:
+// after unw_step, the frame it stepped out of (1 on the frame after __restore_rt, the
+// interrupted one, whose registers a step took from the signal context); after
+// unw_get_proc_info, the current frame's (1 on __restore_rt's frame itself, the frame the
+// kernel made, as unw_is_signal_frame(3) describes a signal frame). 0 after unw_init_local(2),
+// also with UNW_INIT_SIGNAL_FRAME. Reads the cursor only: safe in signal handlers.
+int is_signal_frame(const Cursor& c);
 
 // The cursor's memory: this process's (the cursor's stack ranges read directly), or the
 // accessors'.

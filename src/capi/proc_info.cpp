@@ -26,6 +26,13 @@ std::optional<FunctionInfo> function_at(const Where& w) {
   if (!w.data) return std::nullopt;
   return w.data->function_at(w.lookup - w.module->bias);
 }
+// The FDE at `pc` itself, for a return address with none before it.
+bool locate_at_entry(ModuleMap& map, uint64_t pc, MemoryReader* memory, Where& w) {
+  Where at_pc;
+  if (!locate_in(map, pc, memory, at_pc) || !function_at(at_pc)) return false;
+  w = at_pc;
+  return true;
+}
 } // namespace
 
 bool locate(Cursor& c, Where& w) {
@@ -36,13 +43,18 @@ bool locate(Cursor& c, Where& w) {
   AccessorMemory remote(c.as, c.arg);
   MemoryReader* memory = c.remote ? &remote : nullptr;
   bool found = locate_in(*map, c.exact ? pc : pc - 1, memory, w);
-  if (c.exact || (found && function_at(w))) return found;
-  Where at_pc;
-  if (locate_in(*map, pc, memory, at_pc) && function_at(at_pc)) {
-    w = at_pc;
+  if (c.exact) return found;
+  if (found) {
+    const std::optional<FunctionInfo> fn = function_at(w);
+    if (!fn) return locate_at_entry(*map, pc, memory, w) || found;
+    Where at_pc;
+    if (fn->signal_frame && locate_in(*map, pc, memory, at_pc)) {
+      const std::optional<FunctionInfo> same = function_at(at_pc);
+      if (same && same->pc_begin == fn->pc_begin) w = at_pc;
+    }
     return true;
   }
-  return found;
+  return locate_at_entry(*map, pc, memory, w);
 }
 
 namespace {
@@ -119,26 +131,17 @@ ModuleMap* map_for(unw_addr_space* as, void* arg) {
 
 } // namespace
 
-// (Remote lookups may load a module's data, which allocates and may throw.)
-int is_signal_frame(Cursor& c) {
-  if (c.magic != Cursor::kMagic) return -UNW_EINVAL;
-  try {
-    Where w;
-    if (!locate(c, w)) return 0;
-    const std::optional<FunctionInfo> fn = function_at(w);
-    return fn && fn->signal_frame ? 1 : 0;
-  } catch (...) {
-    return -UNW_EUNSPEC;
-  }
-}
-
 int get_proc_info(Cursor& c, unw_proc_info_t* info) {
   if (c.magic != Cursor::kMagic || !info) return -UNW_EINVAL;
   try {
     Where w;
     if (!locate(c, w)) return -UNW_ENOINFO;
+    const std::optional<FunctionInfo> fn = function_at(w);
+    if (!fn) return -UNW_ENOINFO;
     AccessorMemory remote(c.as, c.arg);
-    return proc_info_at(w, info, c.remote ? &remote : nullptr);
+    fill_proc_info(w, *fn, info, c.remote ? &remote : nullptr);
+    c.last_entry_signal = fn->signal_frame; // the entry looked up last now (is_signal_frame)
+    return UNW_ESUCCESS;
   } catch (...) {
     return -UNW_EUNSPEC;
   }

@@ -22,12 +22,13 @@ struct Where {
 // The module holding `lookup` in `map`, its data loaded through `memory` if needed (null: this
 // process, where nothing is loaded after the space was built). False when none holds it.
 bool locate_in(ModuleMap& map, uint64_t lookup, MemoryReader* memory, Where& w);
-// The frame's module, looked up at pc - 1 for a return address; but when no FDE covers pc - 1
-// and one covers pc, at pc: a function "returned" to at its entry (makecontext), as
-// GeneralStep::step does.
+// The frame's module, looked up at pc - 1 for a return address; but at pc when no FDE covers
+// pc - 1 and one covers pc (a function "returned" to at its entry: makecontext, as
+// GeneralStep::step does), and when the FDE is a signal trampoline's ('S': its pc, e.g.
+// __restore_rt's first instruction as a signal handler's return address, is looked up as is;
+// pc - 1 is the nop that FDE covers for unwinders that subtract 1, outside any symbol).
 bool locate(Cursor& c, Where& w);
 
-int is_signal_frame(Cursor& c);
 int get_proc_info(Cursor& c, unw_proc_info_t* info);
 int get_proc_name(Cursor& c, char* buf, size_t size, unw_word_t* offset);
 int proc_info_by_ip(unw_addr_space* as, unw_word_t ip, unw_proc_info_t* info, void* arg);
