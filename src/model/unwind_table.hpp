@@ -61,12 +61,16 @@ protected:
 
 // What a step through `row` gives from the callee's registers `regs` (UnwindTable::evaluate
 // says how). The one definition of applying a row, for the table and for rows found on demand.
-// `saved`, if given: the callee's save slots in, the caller's out (a register read from memory
-// is at the address it was read from; one without a rule stays where it was; rsp = CFA and any
-// other computed or unknown register is in no slot). Unchanged when the step fails.
 Result<RowStep> evaluate_row(RowView row, const RowExpressions& expressions,
                              const RegisterState& regs, MemoryReader& mem, uint16_t return_column,
-                             bool messages, SaveSlots* saved = nullptr);
+                             bool messages);
+// The same, also following where the registers are: `saved` holds the callee's save slots and
+// becomes the caller's (a register read from memory is at the address it was read from; one
+// without a rule stays where it was; rsp = CFA and any other computed or unknown register is in
+// no slot). Null: as above. Unchanged when the step fails.
+Result<RowStep> evaluate_row(RowView row, const RowExpressions& expressions,
+                             const RegisterState& regs, MemoryReader& mem, uint16_t return_column,
+                             bool messages, SaveSlots* saved);
 
 struct TableRange {
   uint64_t begin = 0;
@@ -112,10 +116,11 @@ public:
   using Step = RowStep;
   // `messages` false: errors carry only their kind (Error::quiet) and evaluating never
   // allocates, for unwinding in signal handlers.
-  // `saved`: as in evaluate_row.
   Result<Step> evaluate(uint32_t row_index, const RegisterState& regs, MemoryReader& mem,
-                        uint16_t return_column = x86_64::RIP, bool messages = true,
-                        SaveSlots* saved = nullptr) const;
+                        uint16_t return_column = x86_64::RIP, bool messages = true) const;
+  // The same, with `saved` as in evaluate_row.
+  Result<Step> evaluate(uint32_t row_index, const RegisterState& regs, MemoryReader& mem,
+                        uint16_t return_column, bool messages, SaveSlots* saved) const;
 
 private:
   struct RowRecord {

@@ -123,9 +123,10 @@ __attribute__((noinline)) bool GeneralStep::fill_hot_module(RuleCache& cache, ui
   return true;
 }
 
+template <typename Slots>
 StopReason GeneralStep::step_found(const ModuleData& data, uint64_t svma, RegisterState& regs,
                                    MemoryReader& mem, bool& signal_frame, BackendKind& backend,
-                                   RuleCache* cache, uint64_t key, SaveSlots* saved) {
+                                   RuleCache* cache, uint64_t key, Slots saved) {
   FoundRow row;
   const RowLookup* rows = data.row_lookup();
   if (!rows) return StopReason::NoTable;
@@ -155,8 +156,13 @@ StopReason GeneralStep::step_found(const ModuleData& data, uint64_t svma, Regist
     count_slow(to_unwind_rule(row.view(), row.function).interpret_reason());
   backend = BackendKind::Interpreter;
   const FoundRow::Expressions expressions(row);
-  auto step = evaluate_row(row.view(), expressions, regs, mem, row.function.return_column,
-                           /*messages=*/false, saved);
+  const uint16_t rc = row.function.return_column;
+  auto step = [&] {
+    if constexpr (kEveryRegister<Slots>)
+      return evaluate_row(row.view(), expressions, regs, mem, rc, /*messages=*/false, saved);
+    else
+      return evaluate_row(row.view(), expressions, regs, mem, rc, /*messages=*/false);
+  }();
   if (!step) return stop_reason_of(step.error().kind);
   regs = step->caller;
   return StopReason::None;
@@ -170,14 +176,20 @@ StopReason GeneralStep::apply_hot(const HotRule& h, RegisterState& regs, MemoryR
   return apply_rule(unwind_rule_of(h), regs, mem);
 }
 
+template <typename Slots>
 StopReason GeneralStep::interpret(const ModuleData& data, uint64_t svma, RegisterState& regs,
-                                  MemoryReader& mem, bool& signal_frame, SaveSlots* saved) {
+                                  MemoryReader& mem, bool& signal_frame, Slots saved) {
   const TableRange* r = data.table->find(svma);
   if (!r) return StopReason::NoTable;
   const FunctionInfo& fn = data.table->function(r->function);
   signal_frame = fn.signal_frame;
   // Without messages: evaluating never allocates, also when it fails (signal handlers).
-  auto step = data.table->evaluate(r->row, regs, mem, fn.return_column, /*messages=*/false, saved);
+  auto step = [&] {
+    if constexpr (kEveryRegister<Slots>)
+      return data.table->evaluate(r->row, regs, mem, fn.return_column, /*messages=*/false, saved);
+    else
+      return data.table->evaluate(r->row, regs, mem, fn.return_column, /*messages=*/false);
+  }();
   if (!step) return stop_reason_of(step.error().kind);
   regs = step->caller;
   return StopReason::None;
@@ -214,11 +226,12 @@ StopReason GeneralStep::run_compiled(const ModuleData& data, uint64_t svma, Regi
   return StopReason::None;
 }
 
-StopReason GeneralStep::frame_pointer_step(RegisterState& regs, MemoryReader& mem,
-                                           SaveSlots* saved) {
+template <typename Slots>
+StopReason GeneralStep::frame_pointer_step(RegisterState& regs, MemoryReader& mem, Slots saved) {
   if (!regs.has(x86_64::RBP)) return StopReason::NoTable;
   const StopReason r = apply_rule(kFramePointerRule, regs, mem);
-  if (saved && r == StopReason::None) {
+  if constexpr (kEveryRegister<Slots>) {
+    if (!saved || r != StopReason::None) return r;
     // kFramePointerRule: the return address at CFA - 8, the caller's rbp at CFA - 16.
     const uint64_t cfa = regs.get(x86_64::RSP);
     saved->clear(x86_64::RSP);
@@ -231,9 +244,10 @@ StopReason GeneralStep::frame_pointer_step(RegisterState& regs, MemoryReader& me
   return r;
 }
 
+template <typename Slots>
 StopReason GeneralStep::step_with(RegisterState& regs, MemoryReader& mem, bool exact_pc,
-                                  FrameInfo& info, RuleCache* cache, BackendKind backend,
-                                  SaveSlots* saved) {
+                                  FrameInfo& info, RuleCache* cache, Slots saved) {
+  const BackendKind backend = kEveryRegister<Slots> ? BackendKind::Interpreter : options_.backend;
   if (!regs.has(x86_64::RIP)) return StopReason::EndOfStack;
   if (!regs.has(x86_64::RSP)) return StopReason::MissingRegister;
   uint64_t pc = regs.get(x86_64::RIP);
@@ -351,5 +365,10 @@ done:
   if (!signal_frame && regs.get(x86_64::RSP) <= sp) return StopReason::CfaNotGrowing;
   return StopReason::None;
 }
+
+template StopReason GeneralStep::step_with(RegisterState&, MemoryReader&, bool, FrameInfo&,
+                                           RuleCache*, NoSlots);
+template StopReason GeneralStep::step_with(RegisterState&, MemoryReader&, bool, FrameInfo&,
+                                           RuleCache*, SaveSlots*);
 
 } // namespace ehelf

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "model/register_state.hpp"
 #include "runtime/memory.hpp"
@@ -59,16 +60,16 @@ public:
   // there and taken from there (null: none; the caller decides whether its backend caches).
   StopReason step(RegisterState& regs, MemoryReader& mem, bool exact_pc, FrameInfo& info,
                   RuleCache* cache) {
-    return step_with(regs, mem, exact_pc, info, cache, options_.backend, nullptr);
+    return step_with(regs, mem, exact_pc, info, cache, NoSlots{});
   }
 
   // The same with every register's rule evaluated (the interpreter, whatever the backend), so
   // that callers' callee-saved registers (r12-r15 too) are known, as a libunwind cursor gives
   // them; no rule cache. `saved`, if given: the frame's save slots (where its registers' values
-  // are in memory), which become the caller's (SaveSlots::follow).
+  // are in memory) in, the caller's out (evaluate_row says how).
   StopReason step_every_register(RegisterState& regs, MemoryReader& mem, bool exact_pc,
                                  FrameInfo& info, SaveSlots* saved = nullptr) {
-    return step_with(regs, mem, exact_pc, info, nullptr, BackendKind::Interpreter, saved);
+    return step_with(regs, mem, exact_pc, info, nullptr, saved);
   }
 
   // Fills `slot` with the hot form of the rule for `lookup` (module found, loaded if allowed);
@@ -96,10 +97,18 @@ public:
   const StepOptions& options() const { return options_; }
 
 private:
-  // step() with the given cache and backend; a return address without an unwind entry before
-  // it is retried at the address itself (makecontext). `saved`: see step_every_register.
+  // What a step tracks besides the registers: nothing (NoSlots: step(), the configured backend;
+  // an empty argument, which takes no register), or where they were read from (SaveSlots*:
+  // step_every_register(), the interpreter).
+  struct NoSlots {};
+  template <typename Slots>
+  static constexpr bool kEveryRegister = std::is_same_v<Slots, SaveSlots*>;
+
+  // The step of step() and step_every_register(); a return address without an unwind entry
+  // before it is retried at the address itself (makecontext).
+  template <typename Slots>
   StopReason step_with(RegisterState& regs, MemoryReader& mem, bool exact_pc, FrameInfo& info,
-                       RuleCache* cache, BackendKind backend, SaveSlots* saved);
+                       RuleCache* cache, Slots saved);
   // fill_hot for a module not remembered: finds it in the map, loads it if allowed.
   bool fill_hot_module(RuleCache& cache, uint64_t lookup, uint64_t key, HotRule& slot);
   static bool fill_from(const ModuleData& data, uint64_t svma, uint64_t key, HotRule& slot);
@@ -108,17 +117,20 @@ private:
   // A step through the row found on demand for `svma`: as a compact rule where one expresses it
   // (filling `cache`, if given, under `key`), else evaluated (evaluate_row). `backend` in: the
   // one asked for (Interpreter: always evaluate); out: the one that ran.
+  template <typename Slots>
   StopReason step_found(const ModuleData& data, uint64_t svma, RegisterState& regs,
                         MemoryReader& mem, bool& signal_frame, BackendKind& backend,
-                        RuleCache* cache, uint64_t key, SaveSlots* saved);
+                        RuleCache* cache, uint64_t key, Slots saved);
   static void fill_into(RuleCache& cache, const ModuleData& data, uint64_t svma, uint64_t key);
   StopReason apply_hot(const HotRule& rule, RegisterState& regs, MemoryReader& mem);
+  template <typename Slots>
   StopReason interpret(const ModuleData& data, uint64_t svma, RegisterState& regs,
-                       MemoryReader& mem, bool& signal_frame, SaveSlots* saved);
+                       MemoryReader& mem, bool& signal_frame, Slots saved);
   StopReason run_compiled(const ModuleData& data, uint64_t svma, RegisterState& regs,
                           MemoryReader& mem, bool& signal_frame, bool& fallback);
   // kFramePointerRule, for a module without tables (NoTable when rbp is unknown).
-  StopReason frame_pointer_step(RegisterState& regs, MemoryReader& mem, SaveSlots* saved);
+  template <typename Slots>
+  StopReason frame_pointer_step(RegisterState& regs, MemoryReader& mem, Slots saved);
   // Counts a step the interpreter took because the row has no UnwindRule.
   void count_slow(NotExpressible why) {
     slow_steps_[unsigned(why)].fetch_add(1, std::memory_order_relaxed);

@@ -28,7 +28,8 @@ struct UnwinderOptions : StepOptions {
 class Unwinder {
 public:
   Unwinder(ModuleMap& map, UnwinderOptions options = {})
-      : general_(map, options), options_(options) {}
+      : general_(map, options), options_(options),
+        fast_(general_, cacheable() ? &cache_ : nullptr) {}
 
   // One GeneralStep::step with this Unwinder's rule cache (when its backend caches rules).
   StopReason step(RegisterState& regs, MemoryReader& mem, bool exact_pc, FrameInfo& info) {
@@ -46,7 +47,9 @@ public:
   size_t backtrace_direct(const RegisterState& regs, const LocalMemory& memory, uint64_t* pcs,
                           size_t max, StopReason* why = nullptr, bool exact_first = false,
                           RuleCache* cache = nullptr) {
-    return fast(cache).direct(regs, memory, pcs, limit(max), why, exact_first);
+    if (cache && cacheable())
+      return FastWalk(general_, cache).direct(regs, memory, pcs, limit(max), why, exact_first);
+    return fast_.direct(regs, memory, pcs, limit(max), why, exact_first);
   }
   size_t backtrace_local(const RegisterState& regs, AddressRange stack, uint64_t* pcs, size_t max,
                          StopReason* why = nullptr, bool exact_first = false) {
@@ -56,7 +59,7 @@ public:
   // The same from the four registers a walk needs (capture_walk_start()), rbp and rbx known.
   size_t backtrace_local(const WalkStart& start, AddressRange stack, uint64_t* pcs, size_t max,
                          StopReason* why = nullptr, bool exact_first = false) {
-    return fast(nullptr).local(start, stack, pcs, limit(max), why, exact_first);
+    return fast_.local(start, stack, pcs, limit(max), why, exact_first);
   }
 
   // Steps that ran the interpreter since this Unwinder was made (GeneralStep::slow_steps).
@@ -70,14 +73,12 @@ public:
 
 private:
   bool cacheable() const { return options_.use_cache && general_.backend_cacheable(); }
-  FastWalk fast(RuleCache* own) {
-    return FastWalk(general_, cacheable() ? (own ? own : &cache_) : nullptr);
-  }
   size_t limit(size_t max) const { return std::min(max, options_.max_depth); }
 
   GeneralStep general_;
   UnwinderOptions options_;
   RuleCache cache_;
+  FastWalk fast_; // over general_ with cache_ (none when the backend's rules are not cached)
 };
 
 } // namespace ehelf
