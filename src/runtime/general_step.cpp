@@ -366,6 +366,23 @@ done:
   return StopReason::None;
 }
 
+size_t GeneralStep::walk(RegisterState regs, MemoryReader& mem, FrameInfo* out, size_t limit,
+                         StopReason* why, bool exact_first, RuleCache* cache) {
+  size_t n = 0;
+  bool exact = exact_first;
+  StopReason r = StopReason::None;
+  while (n < limit) {
+    FrameInfo info;
+    r = step_with(regs, mem, exact, info, cache, NoSlots{});
+    if (info.pc || r == StopReason::None) out[n++] = info;
+    if (r != StopReason::None) break;
+    exact = info.signal_frame; // after a signal frame the pc is the interrupted instruction
+  }
+  if (n == limit && r == StopReason::None) r = StopReason::DepthLimit;
+  if (why) *why = r;
+  return n;
+}
+
 template StopReason GeneralStep::step_with(RegisterState&, MemoryReader&, bool, FrameInfo&,
                                            RuleCache*, NoSlots);
 template StopReason GeneralStep::step_with(RegisterState&, MemoryReader&, bool, FrameInfo&,

@@ -72,6 +72,12 @@ public:
     return step_with(regs, mem, exact_pc, info, nullptr, saved);
   }
 
+  // The general walk: steps from `regs` (cache as in step()), filling up to `limit` frames (the
+  // first is regs' own frame). Returns the frame count; `why` says why the walk ended.
+  // `exact_first`: regs.rip is an interrupted pc rather than a return address.
+  size_t walk(RegisterState regs, MemoryReader& mem, FrameInfo* out, size_t limit, StopReason* why,
+              bool exact_first, RuleCache* cache);
+
   // Fills `slot` with the hot form of the rule for `lookup` (module found, loaded if allowed);
   // false if it has none. Remembers the module in `cache`: a module among its last two costs
   // a range check and the compact table's search. (The fast walk's cache misses.)

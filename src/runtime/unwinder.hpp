@@ -40,7 +40,10 @@ public:
   // frame count; `why` says why the walk ended. `exact_first`: regs.rip is an interrupted pc
   // (ptrace, perf sample, signal context) rather than a return address (capture_local()).
   size_t backtrace(RegisterState regs, MemoryReader& mem, FrameInfo* out, size_t max,
-                   StopReason* why = nullptr, bool exact_first = true);
+                   StopReason* why = nullptr, bool exact_first = true) {
+    return general_.walk(regs, mem, out, limit(max), why, exact_first,
+                         cacheable() ? &cache_ : nullptr);
+  }
 
   // The fast walk (FastWalk::direct): pcs only. `cache`: a rule cache of the caller's own (one
   // per thread when the Unwinder is shared), else the Unwinder's.
