@@ -152,10 +152,11 @@ Result<RowStep> UnwindTable::evaluate(uint32_t row_index, const RegisterState& r
 namespace {
 
 // evaluate_row; kTrack: with `saved` (the step without it costs nothing more for them).
+// Inlined into both: a call more would copy the row view once more per step.
 template <bool kTrack>
-Result<RowStep> evaluate_row_impl(RowView row, const RowExpressions& expressions,
-                                  const RegisterState& regs, MemoryReader& mem,
-                                  uint16_t return_column, bool messages, SaveSlots* saved) {
+inline __attribute__((always_inline)) Result<RowStep>
+evaluate_row_impl(RowView row, const RowExpressions& expressions, const RegisterState& regs,
+                  MemoryReader& mem, uint16_t return_column, bool messages, SaveSlots* saved) {
   // `describe` builds the message only when messages are wanted (it allocates).
   auto fail = [messages](ErrorKind kind, auto&& describe) {
     return messages ? Error::plain(std::string(describe())).with_kind(kind) : Error::quiet(kind);
