@@ -6,7 +6,7 @@ PACKAGES=(
   libcli11-dev libfmt-dev nlohmann-json3-dev zlib1g-dev libzstd-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   binutils python3 time
-  libunwind-dev libdw-dev valgrind strace
+  libunwind-dev libdw-dev valgrind strace libc6-dbg
   elfutils gdb linux-perf
   sqlite3
   libzydis-dev

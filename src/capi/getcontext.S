@@ -2,7 +2,7 @@
  * uc->uc_mcontext.gregs (glibc's REG_* slots; unw_context_t is a ucontext_t) as they will be right
  * after this call returns: rsp above the return address, rip = the return address. So
  * unw_init_local's first frame is the caller of unw_getcontext. Returns 0; clobbers only rax.
- * Floating-point state is not saved. Offsets are checked in unwind_impl.cpp. */
+ * Floating-point state is not saved. Offsets are checked in cursor.cpp. */
 #define GREG(n) (40 + 8 * (n))
         .text
         .globl  unw_getcontext

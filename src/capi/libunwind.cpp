@@ -1,11 +1,15 @@
-// libunwind's C API: each function is a cast and one call into unwind_impl.cpp (the rules on
-// locking and allocation are described in unwind_impl.hpp).
+// libunwind's C API: each function is a cast and one call into address_space, cursor,
+// proc_info or backtrace (the rules on locking and allocation are described in
+// address_space.hpp), and libunwind's names of errors and registers.
 //
 // Besides the plain unw_* names, every function is exported under libunwind's x86_64 link names
 // (libunwind's headers #define unw_step to _ULx86_64_step with UNW_LOCAL_ONLY, _Ux86_64_step
 // without), so programs compiled against libunwind's own headers link with libehelf-unwind too:
 // unw_context_t, unw_cursor_t and the other types have libunwind's layout.
-#include "capi/unwind_impl.hpp"
+#include "capi/address_space.hpp"
+#include "capi/backtrace.hpp"
+#include "capi/cursor.hpp"
+#include "capi/proc_info.hpp"
 
 #define UNW_API extern "C" __attribute__((visibility("default")))
 
@@ -119,11 +123,40 @@ UNW_API int unw_get_proc_name(unw_cursor_t* cursor, char* buf, size_t size, unw_
 // ---- names ----
 
 UNW_API const char* unw_regname(unw_regnum_t reg) {
-  return capi::register_name(reg);
+  static const char* const names[] = {"RAX", "RDX", "RCX", "RBX", "RSI", "RDI",
+                                      "RBP", "RSP", "R8",  "R9",  "R10", "R11",
+                                      "R12", "R13", "R14", "R15", "RIP", "CFA"};
+  if (reg < 0 || reg > UNW_X86_64_CFA) return "???";
+  return names[reg];
 }
 
 UNW_API const char* unw_strerror(int error) {
-  return capi::error_text(error);
+  switch (error < 0 ? -error : error) {
+  case UNW_ESUCCESS:
+    return "no error";
+  case UNW_EUNSPEC:
+    return "unspecified (general) error";
+  case UNW_ENOMEM:
+    return "out of memory";
+  case UNW_EBADREG:
+    return "bad register number";
+  case UNW_EREADONLYREG:
+    return "attempt to write read-only register";
+  case UNW_ESTOPUNWIND:
+    return "stop unwinding";
+  case UNW_EINVALIDIP:
+    return "invalid IP";
+  case UNW_EBADFRAME:
+    return "bad frame";
+  case UNW_EINVAL:
+    return "unsupported operation or bad value";
+  case UNW_EBADVERSION:
+    return "unwind info has unsupported version";
+  case UNW_ENOINFO:
+    return "no unwind info found";
+  default:
+    return "invalid error code";
+  }
 }
 
 // ---- libunwind's link names ----

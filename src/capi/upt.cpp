@@ -4,7 +4,8 @@
 #include <sys/ptrace.h>
 #include <sys/user.h>
 
-#include "capi/unwind_impl.hpp"
+#include "capi/address_space.hpp"
+#include "capi/proc_info.hpp"
 #include "ehelf/libunwind-ptrace.h"
 #include "runtime/ptrace_process.hpp"
 

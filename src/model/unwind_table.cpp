@@ -119,26 +119,44 @@ size_t UnwindTable::memory_bytes() const {
   return n;
 }
 
+namespace {
+// UnwindTable's expressions, for evaluate_row.
+struct Pool final : RowExpressions {
+  const std::vector<Expression>& pool;
+  explicit Pool(const std::vector<Expression>& p) : pool(p) {}
+  Result<uint64_t> evaluate(uint32_t expr, const RegisterState& regs, MemoryReader& mem,
+                            std::optional<uint64_t> initial, std::optional<uint64_t> cfa,
+                            const EvalLimits& limits) const override {
+    return pool[expr].evaluate(regs, mem, initial, cfa, limits);
+  }
+};
+} // namespace
+
 Result<RowStep> UnwindTable::evaluate(uint32_t row_index, const RegisterState& regs,
                                       MemoryReader& mem, uint16_t return_column,
                                       bool messages) const {
   if (row_index >= rows_.size())
     return messages ? Error::plain("row index out of range") : Error::quiet(ErrorKind::Other);
-  struct Pool final : RowExpressions {
-    const std::vector<Expression>& pool;
-    explicit Pool(const std::vector<Expression>& p) : pool(p) {}
-    Result<uint64_t> evaluate(uint32_t expr, const RegisterState& regs, MemoryReader& mem,
-                              std::optional<uint64_t> initial, std::optional<uint64_t> cfa,
-                              const EvalLimits& limits) const override {
-      return pool[expr].evaluate(regs, mem, initial, cfa, limits);
-    }
-  } pool(expressions_);
-  return evaluate_row(row(row_index), pool, regs, mem, return_column, messages);
+  return evaluate_row(row(row_index), Pool(expressions_), regs, mem, return_column, messages);
 }
 
-Result<RowStep> evaluate_row(RowView row, const RowExpressions& expressions,
-                             const RegisterState& regs, MemoryReader& mem, uint16_t return_column,
-                             bool messages) {
+Result<RowStep> UnwindTable::evaluate(uint32_t row_index, const RegisterState& regs,
+                                      MemoryReader& mem, uint16_t return_column, bool messages,
+                                      SaveSlots* saved) const {
+  if (row_index >= rows_.size())
+    return messages ? Error::plain("row index out of range") : Error::quiet(ErrorKind::Other);
+  return evaluate_row(row(row_index), Pool(expressions_), regs, mem, return_column, messages,
+                      saved);
+}
+
+namespace {
+
+// evaluate_row; kTrack: with `saved` (the step without it costs nothing more for them).
+// Inlined into both: a call more would copy the row view once more per step.
+template <bool kTrack>
+inline __attribute__((always_inline)) Result<RowStep>
+evaluate_row_impl(RowView row, const RowExpressions& expressions, const RegisterState& regs,
+                  MemoryReader& mem, uint16_t return_column, bool messages, SaveSlots* saved) {
   // `describe` builds the message only when messages are wanted (it allocates).
   auto fail = [messages](ErrorKind kind, auto&& describe) {
     return messages ? Error::plain(std::string(describe())).with_kind(kind) : Error::quiet(kind);
@@ -164,10 +182,16 @@ Result<RowStep> evaluate_row(RowView row, const RowExpressions& expressions,
   }
 
   step.caller = regs; // no rule: same value (callee-saved convention)
+  // For `saved`: the registers given a rule other than same value, those read from memory, and
+  // where.
+  [[maybe_unused]] uint32_t ruled = 0, read = 0;
+  [[maybe_unused]] uint64_t read_at[x86_64::kGeneralRegs];
   for (const auto& c : row.columns) {
     if (c.column >= x86_64::kGeneralRegs) continue;
     const RegisterRule& r = c.rule;
     uint64_t v = 0;
+    if constexpr (kTrack)
+      if (r.kind != RegisterRule::Kind::SameValue) ruled |= 1u << c.column;
     switch (r.kind) {
     case RegisterRule::Kind::Undefined:
       step.caller.clear(c.column);
@@ -185,6 +209,10 @@ Result<RowStep> evaluate_row(RowView row, const RowExpressions& expressions,
           });
         step.caller.clear(c.column);
         continue;
+      }
+      if constexpr (kTrack) {
+        read |= 1u << c.column;
+        read_at[c.column] = step.cfa + static_cast<uint64_t>(r.offset);
       }
       break;
     case RegisterRule::Kind::ValOffset:
@@ -214,6 +242,11 @@ Result<RowStep> evaluate_row(RowView row, const RowExpressions& expressions,
         step.caller.clear(c.column);
         continue;
       }
+      if constexpr (kTrack)
+        if (r.kind == RegisterRule::Kind::Expression) {
+          read |= 1u << c.column;
+          read_at[c.column] = *addr;
+        }
       break;
     }
     case RegisterRule::Kind::Architectural:
@@ -233,7 +266,38 @@ Result<RowStep> evaluate_row(RowView row, const RowExpressions& expressions,
     step.caller.clear(x86_64::RIP);
   }
   if (!row.rule_for(x86_64::RSP)) step.caller.set(x86_64::RSP, step.cfa);
+  if constexpr (kTrack) {
+    // rsp without a rule is the CFA, a value held nowhere; rip is the return-address column.
+    if (!row.rule_for(x86_64::RSP)) ruled |= 1u << x86_64::RSP;
+    saved->valid &= ~ruled;
+    for (unsigned reg = 0; reg < x86_64::kGeneralRegs; ++reg)
+      if ((read >> reg) & 1u) saved->set(reg, read_at[reg]);
+    if (return_column != x86_64::RIP) {
+      if (return_column < x86_64::kGeneralRegs && saved->has(return_column) &&
+          step.caller.has(x86_64::RIP))
+        saved->set(x86_64::RIP, saved->address[return_column]);
+      else
+        saved->clear(x86_64::RIP);
+    }
+    if (!step.caller.has(x86_64::RIP)) saved->clear(x86_64::RIP);
+  }
   return step;
+}
+
+} // namespace
+
+Result<RowStep> evaluate_row(RowView row, const RowExpressions& expressions,
+                             const RegisterState& regs, MemoryReader& mem, uint16_t return_column,
+                             bool messages) {
+  return evaluate_row_impl<false>(row, expressions, regs, mem, return_column, messages, nullptr);
+}
+
+Result<RowStep> evaluate_row(RowView row, const RowExpressions& expressions,
+                             const RegisterState& regs, MemoryReader& mem, uint16_t return_column,
+                             bool messages, SaveSlots* saved) {
+  if (!saved)
+    return evaluate_row_impl<false>(row, expressions, regs, mem, return_column, messages, nullptr);
+  return evaluate_row_impl<true>(row, expressions, regs, mem, return_column, messages, saved);
 }
 
 } // namespace ehelf

@@ -64,6 +64,13 @@ protected:
 Result<RowStep> evaluate_row(RowView row, const RowExpressions& expressions,
                              const RegisterState& regs, MemoryReader& mem, uint16_t return_column,
                              bool messages);
+// The same, also following where the registers are: `saved` holds the callee's save slots and
+// becomes the caller's (a register read from memory is at the address it was read from; one
+// without a rule stays where it was; rsp = CFA and any other computed or unknown register is in
+// no slot). Null: as above. Unchanged when the step fails.
+Result<RowStep> evaluate_row(RowView row, const RowExpressions& expressions,
+                             const RegisterState& regs, MemoryReader& mem, uint16_t return_column,
+                             bool messages, SaveSlots* saved);
 
 struct TableRange {
   uint64_t begin = 0;
@@ -111,6 +118,9 @@ public:
   // allocates, for unwinding in signal handlers.
   Result<Step> evaluate(uint32_t row_index, const RegisterState& regs, MemoryReader& mem,
                         uint16_t return_column = x86_64::RIP, bool messages = true) const;
+  // The same, with `saved` as in evaluate_row.
+  Result<Step> evaluate(uint32_t row_index, const RegisterState& regs, MemoryReader& mem,
+                        uint16_t return_column, bool messages, SaveSlots* saved) const;
 
 private:
   struct RowRecord {

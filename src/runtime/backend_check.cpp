@@ -27,7 +27,7 @@ std::vector<BackendCheck> check_runtime_backends(const UnwindTable& table,
   rules.step = [&compact](uint64_t pc, const TableRange&, RegisterState& regs, MemoryReader& mem,
                           const SyntheticStack&, bool& signal_frame) {
     const UnwindRule& rule = compact.lookup(pc);
-    // Beyond the table's 4 GiB the runtime asks the interpreter (Unwinder::step_with).
+    // Beyond the table's 4 GiB the runtime asks the interpreter (GeneralStep::step_with).
     if (rule.kind == UnwindRule::Interpret || !compact.covers(pc))
       return BackendAnswer::NotApplicable;
     if (rule.kind == UnwindRule::NoEntry) return BackendAnswer::Failed;

@@ -1,49 +1,11 @@
-// The fast walk (Unwinder::backtrace_direct, backtrace_local): pcs only, through the rule
-// cache's hot forms and their caller links; frames it cannot take alone go to the general step
-// (unwinder.cpp) one at a time.
+// The fast walk: pcs only, through the rule cache's hot forms and their caller links; frames it
+// cannot take alone go to the general step (general_step.cpp) one at a time.
+#include "runtime/fast_walk.hpp"
+
 #include <algorithm>
 #include <cstring>
 
-#include "runtime/unwinder.hpp"
-
 namespace ehelf {
-
-__attribute__((noinline)) bool Unwinder::fill_hot(RuleCache& cache, uint64_t lookup, uint64_t key,
-                                                  HotRule& slot) {
-  const ModuleRules* m = cache.recent_module(lookup, map_.generation());
-  // A module not among the last two: a tail call, so this common path saves no registers.
-  if (!m) [[unlikely]]
-    return fill_hot_module(cache, lookup, key, slot);
-  HotRule h = m->rule(lookup);
-  if (h.op == HotRule::kEmpty) return false;
-  h.key = key;
-  slot = h;
-  return true;
-}
-
-__attribute__((noinline)) bool Unwinder::fill_hot_module(RuleCache& cache, uint64_t lookup,
-                                                         uint64_t key, HotRule& slot) {
-  const Module* mod = map_.find(lookup);
-  if (!mod) return false;
-  const ModuleData* data = mod->data.get();
-  if (!data) {
-    if (!options_.allow_loading) return false;
-    data = &map_.load(*mod, options_.policy);
-  }
-  if (data->hot.empty()) return fill_found(*data, lookup - mod->bias, key, slot);
-  // Where the module's code and its table overlap (a table may claim more than the module).
-  const uint64_t table_lo = mod->bias + data->compact.base();
-  const uint64_t lo = std::max(mod->start, table_lo);
-  const uint64_t hi = std::min(mod->end, mod->bias + data->compact.end());
-  if (lookup < lo || lookup >= hi) return false; // no FDE can cover it
-  ModuleRules m{lo, hi - lo, table_lo, data->compact.index(), data->hot.data()};
-  cache.remember_module(m, map_.generation());
-  HotRule h = m.rule(lookup);
-  if (h.op == HotRule::kEmpty) return false;
-  h.key = key;
-  slot = h;
-  return true;
-}
 
 namespace {
 
@@ -152,41 +114,36 @@ FastExit fast_walk(RuleCache& cache, const Bounds& b, FastState& st, uint64_t* e
 
 } // namespace
 
-size_t Unwinder::backtrace_direct(const RegisterState& start, const LocalMemory& memory,
-                                  uint64_t* pcs, size_t max, StopReason* why, bool exact_first,
-                                  RuleCache* own_cache) {
+size_t FastWalk::direct(const RegisterState& start, const LocalMemory& memory, uint64_t* pcs,
+                        size_t limit, StopReason* why, bool exact_first) {
   if (!start.has(x86_64::RIP) || !start.has(x86_64::RSP)) {
     if (why) *why = StopReason::MissingRegister;
     return 0;
   }
   WalkStart w{start.get(x86_64::RIP), start.get(x86_64::RSP), start.get(x86_64::RBP),
               start.get(x86_64::RBX)};
-  return walk_direct(w, start.has(x86_64::RBP), start.has(x86_64::RBX), memory.ranges(), pcs, max,
-                     why, exact_first, own_cache ? *own_cache : cache_);
+  return walk(w, start.has(x86_64::RBP), start.has(x86_64::RBX), memory.ranges(), pcs, limit, why,
+              exact_first);
 }
 
-size_t Unwinder::backtrace_local(const RegisterState& start, AddressRange stack, uint64_t* pcs,
-                                 size_t max, StopReason* why, bool exact_first) {
-  LocalMemory memory(stack);
-  return backtrace_direct(start, memory, pcs, max, why, exact_first);
-}
-
-size_t Unwinder::backtrace_local(const WalkStart& start, AddressRange stack, uint64_t* pcs,
-                                 size_t max, StopReason* why, bool exact_first) {
+size_t FastWalk::local(const WalkStart& start, AddressRange stack, uint64_t* pcs, size_t limit,
+                       StopReason* why, bool exact_first) {
   // A profiler's usual walk (every rule cached or cacheable, to the outermost frame or the
-  // limit) in a function with little to set up; anything else is walked again by walk_direct.
+  // limit) in a function with little to set up; anything else is walked again by walk().
   const uint64_t lo = stack.begin, hi = stack.end;
-  const size_t limit = std::min(max, options_.max_depth);
-  if (limit > 1 && cacheable() && start.sp - lo < hi - lo && hi - lo >= 16 && hi <= kFastWalkEnd) {
+  if (limit > 1 && cache_ && start.sp - lo < hi - lo && hi - lo >= 16 && hi <= kFastWalkEnd) {
     pcs[0] = start.pc;
     const uint64_t key = RuleCache::key(start.pc, exact_first);
-    HotRule* first = cache_.find(key);
-    if (!first) first = fill_first(cache_, exact_first ? start.pc : start.pc - 1, key);
+    RuleCache& cache = *cache_;
+    HotRule* first = cache.find(key);
+    if (!first) first = fill_first(exact_first ? start.pc : start.pc - 1, key);
     if (first && first->op != HotRule::kEmpty) {
       FastState st{first, start.sp, start.bp, pcs + 1};
-      FastExit exit = fast_walk(
-          cache_, Bounds{lo, hi, 0}, st, pcs + limit,
-          [this](uint64_t l, uint64_t k, HotRule& h) { return fill_hot(cache_, l, k, h); });
+      GeneralStep& general = general_;
+      FastExit exit = fast_walk(cache, Bounds{lo, hi, 0}, st, pcs + limit,
+                                [&general, &cache](uint64_t l, uint64_t k, HotRule& h) {
+                                  return general.fill_hot(cache, l, k, h);
+                                });
       StopReason r = StopReason::None;
       if (exit == FastExit::End) { // the usual end: the outermost frame's rule says so
         r = StopReason::EndOfStack;
@@ -202,24 +159,23 @@ size_t Unwinder::backtrace_local(const WalkStart& start, AddressRange stack, uin
       }
     }
   }
-  return walk_local(start, lo, hi, pcs, max, why, exact_first);
+  return walk_local(start, lo, hi, pcs, limit, why, exact_first);
 }
 
-HotRule* Unwinder::fill_first(RuleCache& cache, uint64_t lookup, uint64_t key) {
+HotRule* FastWalk::fill_first(uint64_t lookup, uint64_t key) {
   HotRule filled;
-  return fill_hot(cache, lookup, key, filled) ? &cache.install(filled) : nullptr;
+  return general_.fill_hot(*cache_, lookup, key, filled) ? &cache_->install(filled) : nullptr;
 }
 
-size_t Unwinder::walk_local(const WalkStart& start, uint64_t lo, uint64_t hi, uint64_t* pcs,
-                            size_t max, StopReason* why, bool exact_first) {
+size_t FastWalk::walk_local(const WalkStart& start, uint64_t lo, uint64_t hi, uint64_t* pcs,
+                            size_t limit, StopReason* why, bool exact_first) {
   const DirectRange range{lo, hi, 0};
-  return walk_direct(start, true, true, {&range, 1}, pcs, max, why, exact_first, cache_);
+  return walk(start, true, true, {&range, 1}, pcs, limit, why, exact_first);
 }
 
-size_t Unwinder::walk_direct(const WalkStart& start, const bool bp_known, const bool bx_known,
-                             std::span<const DirectRange> ranges, uint64_t* pcs, size_t max,
-                             StopReason* why, bool exact_first, RuleCache& cache) {
-  const size_t limit = std::min(max, options_.max_depth);
+size_t FastWalk::walk(const WalkStart& start, const bool bp_known, const bool bx_known,
+                      std::span<const DirectRange> ranges, uint64_t* pcs, size_t limit,
+                      StopReason* why, bool exact_first) {
   if (limit == 0) {
     if (why) *why = StopReason::DepthLimit;
     return 0;
@@ -230,26 +186,27 @@ size_t Unwinder::walk_direct(const WalkStart& start, const bool bp_known, const 
   uint64_t* out = pcs;
   uint64_t* const end = pcs + limit;
   *out++ = regs.pc;
-  const bool use_cache = cacheable();
+  RuleCache* const cache = cache_;
   Bounds b = bounds_for(ranges, regs.sp);
   bool bx_dropped = false;
 
   // Invariant at the top: regs.pc is written; regs are this frame's.
   for (;;) {
     HotRule* cur = nullptr;
-    if (use_cache && b.hi) {
+    if (cache && b.hi) {
       const uint64_t key = RuleCache::key(regs.pc, regs.exact);
-      cur = cache.find(key);
+      cur = cache->find(key);
       HotRule filled;
-      if (!cur && fill_hot(cache, regs.exact ? regs.pc : regs.pc - 1, key, filled))
-        cur = &cache.install(filled);
+      if (!cur && general_.fill_hot(*cache, regs.exact ? regs.pc : regs.pc - 1, key, filled))
+        cur = &cache->install(filled);
       if (cur && cur->op == HotRule::kEmpty) cur = nullptr;
     }
     if (cur) {
       FastState st{cur, regs.sp, regs.bp_ok ? regs.bp : 0, out};
+      GeneralStep& general = general_;
       FastExit exit =
-          fast_walk(cache, b, st, end, [this, &cache](uint64_t l, uint64_t k, HotRule& h) {
-            return fill_hot(cache, l, k, h);
+          fast_walk(*cache, b, st, end, [&general, cache](uint64_t l, uint64_t k, HotRule& h) {
+            return general.fill_hot(*cache, l, k, h);
           });
       if (st.out != out) { // frames were walked
         out = st.out;
@@ -277,7 +234,7 @@ size_t Unwinder::walk_direct(const WalkStart& start, const bool bp_known, const 
     }
     // The general step: signal frames, expressions, other backends, frame pointers, rules the
     // fast walk declined, and the precise reason when the walk must stop.
-    r = general_step(regs, ranges, use_cache ? &cache : nullptr);
+    r = general_step(regs, ranges);
     if (r != StopReason::None) break;
     if (out == end) {
       r = StopReason::DepthLimit;
@@ -298,8 +255,7 @@ size_t Unwinder::walk_direct(const WalkStart& start, const bool bp_known, const 
   return static_cast<size_t>(out - pcs);
 }
 
-StopReason Unwinder::general_step(WalkRegs& w, std::span<const DirectRange> ranges,
-                                  RuleCache* cache) {
+StopReason FastWalk::general_step(WalkRegs& w, std::span<const DirectRange> ranges) {
   RegisterState regs;
   regs.set(x86_64::RIP, w.pc);
   regs.set(x86_64::RSP, w.sp);
@@ -309,7 +265,7 @@ StopReason Unwinder::general_step(WalkRegs& w, std::span<const DirectRange> rang
   for (const DirectRange& d : ranges)
     mem.add(AddressRange{d.begin, d.end}, d.delta);
   FrameInfo info;
-  StopReason r = step_with(regs, mem, w.exact, info, cache);
+  StopReason r = general_.step(regs, mem, w.exact, info, cache_);
   if (r != StopReason::None) return r;
   w = WalkRegs{regs.get(x86_64::RIP), regs.get(x86_64::RSP), regs.get(x86_64::RBP),
                regs.get(x86_64::RBX), regs.has(x86_64::RBP), regs.has(x86_64::RBX),
@@ -317,7 +273,7 @@ StopReason Unwinder::general_step(WalkRegs& w, std::span<const DirectRange> rang
   return StopReason::None;
 }
 
-size_t Unwinder::walk_general(RegisterState regs, std::span<const DirectRange> ranges,
+size_t FastWalk::walk_general(RegisterState regs, std::span<const DirectRange> ranges,
                               uint64_t* pcs, size_t limit, StopReason* why, bool exact) {
   LocalMemory mem;
   for (const DirectRange& d : ranges)
@@ -327,7 +283,7 @@ size_t Unwinder::walk_general(RegisterState regs, std::span<const DirectRange> r
   pcs[n++] = regs.get(x86_64::RIP);
   for (;;) {
     FrameInfo info;
-    r = step_with(regs, mem, exact, info, nullptr);
+    r = general_.step(regs, mem, exact, info, nullptr);
     if (r != StopReason::None) break;
     if (n == limit) {
       r = StopReason::DepthLimit;

@@ -15,7 +15,8 @@ Every field must be equal, except the name in two cases:
     gdb do, from the debug file's .symtab (static functions such as msort_with_tmp.part.0, or
     another alias: __qsort_r for qsort_r, raise for gsignal). That is accepted only if the
     module has no .symtab and ehelf's name is a symbol of the debug file (found by build-id,
-    read with nm) that contains the pc, at exactly the offset ehelf printed.
+    read with nm) that contains the pc, at exactly the offset ehelf printed (a symbol without a
+    size, as the signal trampoline __restore_rt, only at its own address).
 
 Usage: compare_walks.py EXPECTED ACTUAL BINARY
 """
@@ -92,6 +93,8 @@ def debug_symbols(path):
                              text=True).stdout
         for line in out.splitlines():
             parts = line.split()
+            if len(parts) == 3:  # no size: a label such as __restore_rt, named at its address
+                parts = [parts[0], "0", parts[1], parts[2]]
             if len(parts) == 4 and parts[2] in "tTwWi":
                 table.setdefault(parts[3], []).append((int(parts[0], 16), int(parts[1], 16)))
         _debug_symbols[path] = table

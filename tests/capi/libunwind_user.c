@@ -25,6 +25,8 @@
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 
+#include "describe.h"
+
 #include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
@@ -33,20 +35,6 @@
 #include <string.h>
 #include <time.h>
 #include <ucontext.h>
-
-static void describe(unw_word_t addr, char* out, size_t size) {
-  Dl_info info;
-  Dl_info self;
-  if (addr == 0 || !dladdr((void*)addr, &info) || !info.dli_fname) {
-    snprintf(out, size, "?");
-    return;
-  }
-  const char* base = strrchr(info.dli_fname, '/');
-  base = base ? base + 1 : info.dli_fname;
-  if (dladdr((void*)&describe, &self) && self.dli_fbase == info.dli_fbase) base = "main";
-  else if (strstr(base, "unwind")) base = "unwinder";
-  snprintf(out, size, "%s+%#lx", base, (unsigned long)(addr - (unw_word_t)info.dli_fbase));
-}
 
 static void print_walk(const char* label, unw_cursor_t* cursor) {
   unw_word_t sp0 = 0;

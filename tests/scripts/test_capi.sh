@@ -3,8 +3,10 @@
 # libunwind-using programs (tests/capi/) unchanged against the real libunwind and against ours
 # (pkg-config ehelf-unwind), run both and compare what they print: local walks through qsort and
 # through a signal frame, unw_backtrace (also from several threads at once and from signal
-# handlers interrupting it), a library dlopened after the first walk, remote walks of a
-# ptrace-stopped child (our accessors, libunwind-ptrace's, and bare memory+register accessors),
+# handlers interrupting it), signal frames (unw_is_signal_frame, unw_get_save_loc,
+# unw_get_proc_name, walks from a handler's ucontext), a library dlopened after the first walk,
+# remote walks of a ptrace-stopped child (our accessors, libunwind-ptrace's, and bare
+# memory+register accessors),
 # plus a check that local walks do not allocate once initialised, and binary compatibility
 # (compiled with libunwind's headers, linked with ours).
 # Usage: test_capi.sh BUILD_DIR SOURCE_DIR
@@ -170,6 +172,42 @@ grep -q "FRAME with_try lsda=1 handler=__gxx_personality_v0" "$TMP/proc_info_rea
 diff "$TMP/proc_info_real.txt" "$TMP/proc_info_ours.txt" ||
   fail "unw_get_proc_info on C++ frames differs from libunwind's"
 echo "unw_get_proc_info: lsda and handler (the personality routine) as libunwind gives them"
+
+# Signal frames (tests/capi/signal_frames.c), against libunwind's answers in a SA_SIGINFO handler:
+# unw_is_signal_frame (after unw_step and after unw_get_proc_info), unw_get_proc_name on every
+# frame (__restore_rt included), unw_get_save_loc of rbx, rbp, rsp, r12-r15 and rip, and walks
+# from the handler's ucontext (unw_init_local and unw_init_local2, also interrupting a busy loop).
+# One difference is by design: a caller's rsp is the CFA, held in no save slot; we answer
+# UNW_SLT_NONE where libunwind gives an address that does not hold it ("stale"), counted.
+cc "${CFLAGS[@]}" -o "$TMP/signal_frames_ours" "$CAPI/signal_frames.c" $OURS
+cc "${CFLAGS[@]}" -o "$TMP/signal_frames_real" "$CAPI/signal_frames.c" -lunwind
+"$TMP/signal_frames_ours" > "$TMP/signal_frames_ours.txt" || fail "signal_frames (ours) exited with $?"
+"$TMP/signal_frames_real" > "$TMP/signal_frames_real.txt" ||
+  fail "signal_frames (libunwind) exited with $?"
+cat "$TMP/signal_frames_ours.txt"
+! grep -q '=stale' "$TMP/signal_frames_ours.txt" ||
+  fail "a save location of ours does not hold the register's value"
+grep -q '^FRAME getcontext #1 .* sig=0/1 name=ok ' "$TMP/signal_frames_ours.txt" ||
+  fail "the trampoline frame (__restore_rt) is not a named signal frame once looked up"
+grep -q '^FRAME getcontext #2 .* sig=1/0 .* rip=sigctx+168$' "$TMP/signal_frames_ours.txt" ||
+  fail "the interrupted frame does not come from the signal context"
+[ "$(grep -c '^FRAME ucontext ' "$TMP/signal_frames_ours.txt")" -ge 5 ] ||
+  fail "the walk from a signal handler's ucontext stops short"
+stale=$(grep -o 'rsp=stale' "$TMP/signal_frames_real.txt" | wc -l)
+normalize() { # the stale rsp answers, and the names where libc has no debug file
+  sed -e 's/rsp=stale/rsp=-/' "$1" | { [ "$libc_debug" = 1 ] && cat || sed -e 's/ name=[a-z]*//'; } |
+    awk '/^ASYNC/ { if (!seen[$0]++) print; next } { print }'
+}
+libc_debug=0
+libc_id=$(readelf -n "$(ldd "$TMP/signal_frames_ours" | awk '/libc\.so\.6/ {print $3}')" |
+          awk '/Build ID/ {print $3}')
+[ -n "$libc_id" ] && [ -e "/usr/lib/debug/.build-id/${libc_id:0:2}/${libc_id:2}.debug" ] &&
+  libc_debug=1
+[ $libc_debug = 1 ] ||
+  echo "NOTE: no debug file for libc (libc6-dbg): names of static libc functions not compared"
+diff <(normalize "$TMP/signal_frames_real.txt") <(normalize "$TMP/signal_frames_ours.txt") ||
+  fail "signal frames differ from libunwind's"
+echo "signal frames: as libunwind, except $stale rsp save locations libunwind gives that do not hold rsp"
 
 # Binary compatibility: compiled with libunwind's headers, linked with ours.
 cc "${CFLAGS[@]}" -c -o "$TMP/local_binary.o" "$CAPI/libunwind_user.c"

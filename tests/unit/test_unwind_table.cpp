@@ -151,6 +151,45 @@ TEST(UnwindTable, WhatFailsAStepAndWhatOnlyLosesARegister) {
   EXPECT_TRUE(quiet.error().message.empty());
 }
 
+// Where the caller's registers were read from (SaveSlots, for unw_get_save_loc): a register
+// read at CFA + offset or at an expression's address is there; one without a rule stays where
+// the callee's was; rsp (the CFA) and registers given a value or made unknown are in no slot.
+TEST(UnwindTable, SaveSlotsFollowTheRules) {
+  Words mem;
+  mem.words = {{0x7008, 0x402000}, {0x7000, 0xaaaa}, {0x7200, 0xdddd}};
+  UnwindTable t;
+  const uint32_t at_7200 =
+      t.add_expression(*Expression::decode(std::vector<uint8_t>{0x0a, 0x00, 0x72})); // const2u
+  const uint32_t row = t.intern_row(
+      rsp_plus(16),
+      std::vector<ColumnRule>{{x86_64::RBX, rule(RegisterRule::Kind::Offset, -16)},
+                              {x86_64::RBP, rule(RegisterRule::Kind::Undefined)},
+                              {x86_64::R12, rule(RegisterRule::Kind::ValOffset, -24)},
+                              {x86_64::R13, rule(RegisterRule::Kind::Expression, 0, 0, at_7200)},
+                              {x86_64::R14, rule(RegisterRule::Kind::SameValue)},
+                              {x86_64::RIP, rule(RegisterRule::Kind::Offset, -8)}});
+  SaveSlots saved;
+  for (unsigned r = 0; r < x86_64::kGeneralRegs; ++r)
+    saved.set(r, 0x9000 + 8 * r); // the callee's: a context
+  auto s = t.evaluate(row, callee(), mem, x86_64::RIP, true, &saved);
+  ASSERT_TRUE(s) << s.error().to_string();
+  EXPECT_EQ(saved.address[x86_64::RBX], 0x7000u);
+  EXPECT_EQ(saved.address[x86_64::R13], 0x7200u);
+  EXPECT_EQ(saved.address[x86_64::RIP], 0x7008u);
+  EXPECT_TRUE(saved.has(x86_64::RBX) && saved.has(x86_64::R13) && saved.has(x86_64::RIP));
+  EXPECT_FALSE(saved.has(x86_64::RBP)); // undefined
+  EXPECT_FALSE(saved.has(x86_64::R12)); // a value (CFA - 24), held nowhere
+  EXPECT_FALSE(saved.has(x86_64::RSP)); // the CFA
+  EXPECT_EQ(saved.address[x86_64::R14], 0x9000u + 8 * x86_64::R14); // same value: kept
+  EXPECT_EQ(saved.address[x86_64::R15], 0x9000u + 8 * x86_64::R15); // no rule: kept
+  // A failing step leaves them unchanged.
+  SaveSlots before = saved;
+  Words nothing;
+  EXPECT_FALSE(t.evaluate(row, callee(), nothing, x86_64::RIP, false, &saved));
+  EXPECT_EQ(saved.valid, before.valid);
+  EXPECT_EQ(saved.address, before.address);
+}
+
 TEST(UnwindTable, RowsAreInternedAndRangesJoinedAndClipped) {
   UnwindTable t;
   const std::vector<ColumnRule> ra{{x86_64::RIP, rule(RegisterRule::Kind::Offset, -8)}};

@@ -1,4 +1,4 @@
-#include "runtime/unwinder.hpp"
+#include "runtime/general_step.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -60,7 +60,7 @@ StopReason stop_reason_of(ErrorKind kind) {
 } // namespace
 
 inline __attribute__((always_inline)) bool
-Unwinder::fill_from(const ModuleData& data, uint64_t svma, uint64_t key, HotRule& slot) {
+GeneralStep::fill_from(const ModuleData& data, uint64_t svma, uint64_t key, HotRule& slot) {
   const HotRule* hot = data.hot.data(); // null: no compact table
   if (!hot) return false;
   HotRule h = hot[data.compact.rule_index(svma)];
@@ -70,12 +70,12 @@ Unwinder::fill_from(const ModuleData& data, uint64_t svma, uint64_t key, HotRule
   return true;
 }
 
-void Unwinder::fill_into(RuleCache& cache, const ModuleData& data, uint64_t svma, uint64_t key) {
+void GeneralStep::fill_into(RuleCache& cache, const ModuleData& data, uint64_t svma, uint64_t key) {
   HotRule h;
   if (fill_from(data, svma, key, h)) cache.install(h);
 }
 
-bool Unwinder::fill_found(const ModuleData& data, uint64_t svma, uint64_t key, HotRule& slot) {
+bool GeneralStep::fill_found(const ModuleData& data, uint64_t svma, uint64_t key, HotRule& slot) {
   FoundRow row;
   const RowLookup* rows = data.row_lookup();
   if (!rows || rows->find(svma, row) != RowStatus::Found) return false;
@@ -86,9 +86,47 @@ bool Unwinder::fill_found(const ModuleData& data, uint64_t svma, uint64_t key, H
   return true;
 }
 
-StopReason Unwinder::step_found(const ModuleData& data, uint64_t svma, RegisterState& regs,
-                                MemoryReader& mem, bool& signal_frame, BackendKind& backend,
-                                RuleCache* cache, uint64_t key) {
+__attribute__((noinline)) bool GeneralStep::fill_hot(RuleCache& cache, uint64_t lookup,
+                                                     uint64_t key, HotRule& slot) {
+  const ModuleRules* m = cache.recent_module(lookup, map_.generation());
+  // A module not among the last two: a tail call, so this common path saves no registers.
+  if (!m) [[unlikely]]
+    return fill_hot_module(cache, lookup, key, slot);
+  HotRule h = m->rule(lookup);
+  if (h.op == HotRule::kEmpty) return false;
+  h.key = key;
+  slot = h;
+  return true;
+}
+
+__attribute__((noinline)) bool GeneralStep::fill_hot_module(RuleCache& cache, uint64_t lookup,
+                                                            uint64_t key, HotRule& slot) {
+  const Module* mod = map_.find(lookup);
+  if (!mod) return false;
+  const ModuleData* data = mod->data.get();
+  if (!data) {
+    if (!options_.allow_loading) return false;
+    data = &map_.load(*mod, options_.policy);
+  }
+  if (data->hot.empty()) return fill_found(*data, lookup - mod->bias, key, slot);
+  // Where the module's code and its table overlap (a table may claim more than the module).
+  const uint64_t table_lo = mod->bias + data->compact.base();
+  const uint64_t lo = std::max(mod->start, table_lo);
+  const uint64_t hi = std::min(mod->end, mod->bias + data->compact.end());
+  if (lookup < lo || lookup >= hi) return false; // no FDE can cover it
+  ModuleRules m{lo, hi - lo, table_lo, data->compact.index(), data->hot.data()};
+  cache.remember_module(m, map_.generation());
+  HotRule h = m.rule(lookup);
+  if (h.op == HotRule::kEmpty) return false;
+  h.key = key;
+  slot = h;
+  return true;
+}
+
+template <typename Slots>
+StopReason GeneralStep::step_found(const ModuleData& data, uint64_t svma, RegisterState& regs,
+                                   MemoryReader& mem, bool& signal_frame, BackendKind& backend,
+                                   RuleCache* cache, uint64_t key, Slots saved) {
   FoundRow row;
   const RowLookup* rows = data.row_lookup();
   if (!rows) return StopReason::NoTable;
@@ -118,14 +156,19 @@ StopReason Unwinder::step_found(const ModuleData& data, uint64_t svma, RegisterS
     count_slow(to_unwind_rule(row.view(), row.function).interpret_reason());
   backend = BackendKind::Interpreter;
   const FoundRow::Expressions expressions(row);
-  auto step = evaluate_row(row.view(), expressions, regs, mem, row.function.return_column,
-                           /*messages=*/false);
+  const uint16_t rc = row.function.return_column;
+  auto step = [&] {
+    if constexpr (kEveryRegister<Slots>)
+      return evaluate_row(row.view(), expressions, regs, mem, rc, /*messages=*/false, saved);
+    else
+      return evaluate_row(row.view(), expressions, regs, mem, rc, /*messages=*/false);
+  }();
   if (!step) return stop_reason_of(step.error().kind);
   regs = step->caller;
   return StopReason::None;
 }
 
-StopReason Unwinder::apply_hot(const HotRule& h, RegisterState& regs, MemoryReader& mem) {
+StopReason GeneralStep::apply_hot(const HotRule& h, RegisterState& regs, MemoryReader& mem) {
   if (h.op & HotRule::kEnd) {
     regs.clear(x86_64::RIP);
     return StopReason::None; // step() reports the end of the stack
@@ -133,14 +176,20 @@ StopReason Unwinder::apply_hot(const HotRule& h, RegisterState& regs, MemoryRead
   return apply_rule(unwind_rule_of(h), regs, mem);
 }
 
-StopReason Unwinder::interpret(const ModuleData& data, uint64_t svma, RegisterState& regs,
-                               MemoryReader& mem, bool& signal_frame) {
+template <typename Slots>
+StopReason GeneralStep::interpret(const ModuleData& data, uint64_t svma, RegisterState& regs,
+                                  MemoryReader& mem, bool& signal_frame, Slots saved) {
   const TableRange* r = data.table->find(svma);
   if (!r) return StopReason::NoTable;
   const FunctionInfo& fn = data.table->function(r->function);
   signal_frame = fn.signal_frame;
   // Without messages: evaluating never allocates, also when it fails (signal handlers).
-  auto step = data.table->evaluate(r->row, regs, mem, fn.return_column, /*messages=*/false);
+  auto step = [&] {
+    if constexpr (kEveryRegister<Slots>)
+      return data.table->evaluate(r->row, regs, mem, fn.return_column, /*messages=*/false, saved);
+    else
+      return data.table->evaluate(r->row, regs, mem, fn.return_column, /*messages=*/false);
+  }();
   if (!step) return stop_reason_of(step.error().kind);
   regs = step->caller;
   return StopReason::None;
@@ -152,8 +201,8 @@ int deref_through(uint64_t addr, uint64_t* value, void* arg) {
 }
 } // namespace
 
-StopReason Unwinder::run_compiled(const ModuleData& data, uint64_t svma, RegisterState& regs,
-                                  MemoryReader& mem, bool& signal_frame, bool& fallback) {
+StopReason GeneralStep::run_compiled(const ModuleData& data, uint64_t svma, RegisterState& regs,
+                                     MemoryReader& mem, bool& signal_frame, bool& fallback) {
   const RegisterSet set = register_set_of(data.compiled->info());
   ehelf_context_t ctx = to_context(regs, set);
   int rc = data.compiled->unwind_remote(svma, &ctx, deref_through, &mem);
@@ -177,17 +226,28 @@ StopReason Unwinder::run_compiled(const ModuleData& data, uint64_t svma, Registe
   return StopReason::None;
 }
 
-StopReason Unwinder::frame_pointer_step(RegisterState& regs, MemoryReader& mem) {
+template <typename Slots>
+StopReason GeneralStep::frame_pointer_step(RegisterState& regs, MemoryReader& mem, Slots saved) {
   if (!regs.has(x86_64::RBP)) return StopReason::NoTable;
-  return apply_rule(kFramePointerRule, regs, mem);
+  const StopReason r = apply_rule(kFramePointerRule, regs, mem);
+  if constexpr (kEveryRegister<Slots>) {
+    if (!saved || r != StopReason::None) return r;
+    // kFramePointerRule: the return address at CFA - 8, the caller's rbp at CFA - 16.
+    const uint64_t cfa = regs.get(x86_64::RSP);
+    saved->clear(x86_64::RSP);
+    saved->set(x86_64::RIP, cfa - 8);
+    if (regs.has(x86_64::RBP))
+      saved->set(x86_64::RBP, cfa - 16);
+    else
+      saved->clear(x86_64::RBP);
+  }
+  return r;
 }
 
-StopReason Unwinder::step(RegisterState& regs, MemoryReader& mem, bool exact_pc, FrameInfo& info) {
-  return step_with(regs, mem, exact_pc, info, cacheable() ? &cache_ : nullptr);
-}
-
-StopReason Unwinder::step_with(RegisterState& regs, MemoryReader& mem, bool exact_pc,
-                               FrameInfo& info, RuleCache* cache) {
+template <typename Slots>
+StopReason GeneralStep::step_with(RegisterState& regs, MemoryReader& mem, bool exact_pc,
+                                  FrameInfo& info, RuleCache* cache, Slots saved) {
+  const BackendKind backend = kEveryRegister<Slots> ? BackendKind::Interpreter : options_.backend;
   if (!regs.has(x86_64::RIP)) return StopReason::EndOfStack;
   if (!regs.has(x86_64::RSP)) return StopReason::MissingRegister;
   uint64_t pc = regs.get(x86_64::RIP);
@@ -229,11 +289,11 @@ retry:
         goto done;
       }
       info.via_frame_pointer = true;
-      r = frame_pointer_step(regs, mem);
+      r = frame_pointer_step(regs, mem, saved);
       goto done;
     }
     uint64_t svma = lookup - mod->bias;
-    BackendKind b = options_.backend;
+    BackendKind b = backend;
     if (b == BackendKind::Auto) b = data->compiled ? BackendKind::Compiled : BackendKind::Table;
     if (b == BackendKind::Compiled && !data->compiled) b = BackendKind::Table;
     info.backend = b;
@@ -244,10 +304,10 @@ retry:
         info.backend = BackendKind::Interpreter;
         count_slow(NotExpressible::None);
         if (data->has_table()) {
-          r = interpret(*data, svma, regs, mem, signal_frame);
+          r = interpret(*data, svma, regs, mem, signal_frame, saved);
         } else {
           BackendKind evaluated = BackendKind::Interpreter;
-          r = step_found(*data, svma, regs, mem, signal_frame, evaluated, nullptr, 0);
+          r = step_found(*data, svma, regs, mem, signal_frame, evaluated, nullptr, 0, saved);
         }
       }
       // The cache sits in front of every backend: later visits of this pc take the compact
@@ -262,7 +322,7 @@ retry:
       }
     } else if (!data->has_table()) { // rows found on demand (Table or Interpreter)
       r = step_found(*data, svma, regs, mem, signal_frame, info.backend, cache,
-                     RuleCache::key(pc, exact_pc));
+                     RuleCache::key(pc, exact_pc), saved);
     } else if (b == BackendKind::Table) {
       const UnwindRule& rule = data->compact.lookup(svma);
       if (rule.kind == UnwindRule::NoEntry) {
@@ -270,21 +330,21 @@ retry:
         // the module's tables (beyond 4 GiB): ask the model.
         if (data->compact.ranges() == 0 || !data->compact.covers(svma)) {
           info.backend = BackendKind::Interpreter;
-          r = interpret(*data, svma, regs, mem, signal_frame);
+          r = interpret(*data, svma, regs, mem, signal_frame, saved);
         } else {
           r = StopReason::NoTable;
         }
       } else if (rule.kind == UnwindRule::Interpret) {
         info.backend = BackendKind::Interpreter;
         count_slow(rule.interpret_reason());
-        r = interpret(*data, svma, regs, mem, signal_frame);
+        r = interpret(*data, svma, regs, mem, signal_frame, saved);
       } else {
         if (cache) fill_into(*cache, *data, svma, RuleCache::key(pc, exact_pc));
         signal_frame = rule.signal_frame;
         r = apply_rule(rule, regs, mem);
       }
     } else {
-      r = interpret(*data, svma, regs, mem, signal_frame);
+      r = interpret(*data, svma, regs, mem, signal_frame, saved);
     }
   }
 done:
@@ -306,15 +366,14 @@ done:
   return StopReason::None;
 }
 
-size_t Unwinder::backtrace(RegisterState regs, MemoryReader& mem, FrameInfo* out, size_t max,
-                           StopReason* why, bool exact_first) {
+size_t GeneralStep::walk(RegisterState regs, MemoryReader& mem, FrameInfo* out, size_t limit,
+                         StopReason* why, bool exact_first, RuleCache* cache) {
   size_t n = 0;
   bool exact = exact_first;
   StopReason r = StopReason::None;
-  size_t limit = std::min(max, options_.max_depth);
   while (n < limit) {
     FrameInfo info;
-    r = step(regs, mem, exact, info);
+    r = step_with(regs, mem, exact, info, cache, NoSlots{});
     if (info.pc || r == StopReason::None) out[n++] = info;
     if (r != StopReason::None) break;
     exact = info.signal_frame; // after a signal frame the pc is the interrupted instruction
@@ -323,5 +382,10 @@ size_t Unwinder::backtrace(RegisterState regs, MemoryReader& mem, FrameInfo* out
   if (why) *why = r;
   return n;
 }
+
+template StopReason GeneralStep::step_with(RegisterState&, MemoryReader&, bool, FrameInfo&,
+                                           RuleCache*, NoSlots);
+template StopReason GeneralStep::step_with(RegisterState&, MemoryReader&, bool, FrameInfo&,
+                                           RuleCache*, SaveSlots*);
 
 } // namespace ehelf

@@ -1,0 +1,68 @@
+// FastWalk: the pcs-only walk for profilers and unw_backtrace, over a stack readable in this
+// process (the calling thread's, or a copy: see LocalMemory's deltas). Frames whose rule is in
+// the rule cache cost a few instructions and one dependent load when the cache has seen the call
+// chain before (RuleCache's links); others fill the cache from the compact table (through the
+// GeneralStep) or go through GeneralStep::step one at a time (signal frames, expressions, other
+// backends, frame pointers).
+//
+// A FastWalk is two pointers, made for each walk: the GeneralStep it runs over and the rule
+// cache it fills. Threads may share the GeneralStep (see general_step.hpp), never a cache.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "runtime/general_step.hpp"
+
+namespace ehelf {
+
+// The registers a walk from a frame needs: its pc, rsp, rbp and rbx (the last two may be
+// unknown: see FastWalk::direct's validity mask).
+struct WalkStart {
+  uint64_t pc = 0, sp = 0, bp = 0, bx = 0;
+};
+
+class FastWalk {
+public:
+  // `cache`: null walks every frame with the general step (a backend whose rules are not cached).
+  FastWalk(GeneralStep& general, RuleCache* cache) : general_(general), cache_(cache) {}
+
+  // Walks from `regs` through `memory`'s ranges, writing up to `limit` pcs (the first is regs'
+  // own pc). Returns the frame count; `why` says why the walk ended. `exact_first`: regs.rip is
+  // an interrupted pc (ptrace, perf sample, signal context) rather than a return address.
+  size_t direct(const RegisterState& regs, const LocalMemory& memory, uint64_t* pcs, size_t limit,
+                StopReason* why = nullptr, bool exact_first = false);
+  // The same from the four registers of a WalkStart (rbp and rbx known) over one stack range,
+  // with little to set up for a profiler's usual walk.
+  size_t local(const WalkStart& start, AddressRange stack, uint64_t* pcs, size_t limit,
+               StopReason* why = nullptr, bool exact_first = false);
+
+private:
+  // The walk behind direct and local: `bp_known`/`bx_known` say whether rbp and rbx are known.
+  size_t walk(const WalkStart& start, bool bp_known, bool bx_known,
+              std::span<const DirectRange> ranges, uint64_t* pcs, size_t limit, StopReason* why,
+              bool exact_first);
+  // Out of local's way (it stays small): the first frame's fill, installed (null when the pc
+  // has no cacheable rule), and the walk of a local stack by walk().
+  __attribute__((noinline)) HotRule* fill_first(uint64_t lookup, uint64_t key);
+  __attribute__((noinline)) size_t walk_local(const WalkStart& start, uint64_t lo, uint64_t hi,
+                                              uint64_t* pcs, size_t limit, StopReason* why,
+                                              bool exact_first);
+  // A walk's registers between frames.
+  struct WalkRegs {
+    uint64_t pc, sp, bp, bx;
+    bool bp_ok, bx_ok;
+    bool exact; // pc is an interrupted instruction, looked up as is
+  };
+  // One GeneralStep::step of a walk, out of line: the fast walk's function stays small.
+  __attribute__((noinline)) StopReason general_step(WalkRegs& regs,
+                                                    std::span<const DirectRange> ranges);
+  // The same walk with GeneralStep::step alone (every register tracked, no cache).
+  size_t walk_general(RegisterState regs, std::span<const DirectRange> ranges, uint64_t* pcs,
+                      size_t limit, StopReason* why, bool exact);
+
+  GeneralStep& general_;
+  RuleCache* cache_;
+};
+
+} // namespace ehelf
