@@ -51,6 +51,11 @@ std::string format_text(const CheckResult& result) {
                  "{} calls, {} resynchronisations, {} signal handlers; {:.2f} s, {:.0f} "
                  "instructions/s; {}\n",
                  s.calls, s.resyncs, s.signals, s.seconds, rate(s), program_end(s));
+  if (s.undetermined)
+    fmt::format_to(o,
+                   "{} instructions not judged: a rule of the tables needs a register or memory "
+                   "word the trace does not hold\n",
+                   s.undetermined);
   return out;
 }
 
@@ -84,6 +89,9 @@ nlohmann::json to_json(const CheckResult& result) {
                     {"blocks", s.blocks},
                     {"block_mismatches", s.block_mismatches},
                     {"unchecked_signal_steps", s.unchecked_signal_steps},
+                    {"undetermined", s.undetermined},
+                    {"processes", s.processes},
+                    {"execs", s.execs},
                     {"seconds", s.seconds},
                     {"instructions_per_second", rate(s)},
                     {"step_limit", s.step_limit},

@@ -15,10 +15,11 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "check/row_check.hpp"
 #include "check/shadow_stack.hpp"
 #include "check/straight_line.hpp"
+#include "check/trace.hpp"
 #include "model/registers.hpp"
-#include "report/table_json.hpp"
 #include "runtime/memory.hpp"
 #include "runtime/module_map.hpp"
 #include "runtime/ptrace_process.hpp"
@@ -27,8 +28,6 @@
 
 namespace ehelf::check {
 namespace {
-
-constexpr unsigned kRa = x86_64::RIP;
 
 // What the checker knows of one pc, found once.
 struct PcInfo {
@@ -40,36 +39,9 @@ struct PcInfo {
   bool checked = false;              // the module is among those to check
 };
 
-std::string reg_text(unsigned dwarf) {
-  std::string_view n = x86_64::register_name(dwarf);
-  return n.empty() ? fmt::format("r{}", dwarf) : std::string(n);
-}
-
-// "CFA=rsp+16 rbx=c-16 ra=c-8": the cells of readelf -wF's row, named.
-std::string row_text(RowView row) {
-  std::string out = "CFA=" + cfa_rule_text(row.cfa);
-  for (const ColumnRule& c : row.columns)
-    out += fmt::format(" {}={}", c.column == kRa ? "ra" : reg_text(c.column),
-                       register_rule_text(c.rule));
-  return out;
-}
-
-// A row whose return address is in a register, or saved at or above the CFA, describes where
-// a jump goes rather than a frame entered by a call (a call leaves it below the CFA): glibc's
-// __longjmp, setcontext and swapcontext describe their target context this way. Nothing to
-// compare it with.
-bool describes_jump_target(const RegisterRule* ra) {
-  return ra && (ra->kind == RegisterRule::Kind::Register ||
-                (ra->kind == RegisterRule::Kind::Offset && ra->offset >= 0));
-}
-
-std::string offset_text(int64_t v) {
-  return fmt::format("{:+d}", v);
-}
-
-class Checker {
+class Checker final : SiteNames {
 public:
-  explicit Checker(const CheckOptions& options) : options_(options) {}
+  explicit Checker(const CheckOptions& options) : options_(options), judge_(*this) {}
   Result<CheckResult> run();
 
 private:
@@ -94,8 +66,8 @@ private:
   bool plan_block(pid_t tid, Thread& t, const user_regs_struct& now);
   void commit_block(pid_t tid, Thread& t, size_t count);
   void block_stopped(pid_t tid, Thread& t, int sig);
-  void report(pid_t tid, const PcInfo& info, uint64_t pc, RowView row, std::string column,
-              std::string expected, std::string table);
+  std::string function(const Site& site) override;
+  std::string instruction(const Site& site) override;
   void step(pid_t tid, Thread& t, int signal);
   void after_step(pid_t tid, Thread& t);
   bool handler_entered(const Thread& t, const user_regs_struct& after, uint64_t& restorer);
@@ -112,12 +84,9 @@ private:
   std::map<std::pair<std::string, uint64_t>, std::shared_ptr<const ModuleData>> loaded_;
   std::unordered_map<uint64_t, PcInfo> pcs_;
   std::unordered_map<pid_t, Thread> threads_;
-  std::set<std::tuple<std::string, uint64_t, std::string>> reported_;
-  std::unordered_set<uint64_t> checked_pcs_;
-  std::set<std::pair<const ModuleData*, uint32_t>> functions_;
-  std::set<const ModuleData*> modules_;
-  std::set<std::pair<std::string, std::string>> uncovered_;
-  CheckResult result_;
+  RowCheck judge_;
+  CheckResult& result_ = judge_.result();
+  std::unique_ptr<TraceWriter> trace_; // --record
   bool stop_ = false;
   std::string error_;
 };
@@ -170,117 +139,36 @@ const PcInfo& Checker::info_for(uint64_t pc) {
   return pcs_.emplace(pc, info).first->second;
 }
 
-void Checker::report(pid_t tid, const PcInfo& info, uint64_t pc, RowView row, std::string column,
-                     std::string expected, std::string table) {
-  uint64_t svma = pc - info.module->bias;
-  if (!reported_.emplace(info.module->path, svma, column).second) return;
-  Inconsistency r;
-  r.module = info.module->path;
-  r.address = svma;
-  r.function = format_symbol(names_.name(*map_, *info.module, pc));
-  uint8_t code[16];
-  size_t n = sizeof code;
-  while (n > 0 && !memory_->read(pc, code, n))
-    --n;
-  r.instruction = decoder_.format(std::span<const uint8_t>(code, n), svma);
-  r.row = row_text(row);
-  r.column = std::move(column);
-  r.expected = std::move(expected);
-  r.table = std::move(table);
-  r.tid = tid;
-  result_.inconsistencies.push_back(std::move(r));
+std::string Checker::function(const Site& site) {
+  return format_symbol(names_.name(*map_, *site.module, site.pc));
 }
 
-// Compares the row at the thread's pc with its innermost shadow frame.
+std::string Checker::instruction(const Site& site) {
+  uint8_t code[16];
+  size_t n = sizeof code;
+  while (n > 0 && !memory_->read(site.pc, code, n))
+    --n;
+  return decoder_.format(std::span<const uint8_t>(code, n), site.pc - site.module->bias);
+}
+
+// Judges the instruction at the thread's pc (in a checked module, its innermost frame known)
+// against its row, and records it with --record.
 void Checker::check(pid_t tid, Thread& t, const RegisterState& regs, const PcInfo& info) {
-  const ShadowFrame& f = t.stack.frames().back();
-  const uint64_t pc = regs.get(x86_64::RIP);
-  const UnwindTable& table = *info.data->table;
-  ++result_.summary.checked;
-  checked_pcs_.insert(pc);
-  modules_.insert(info.data);
-  if (!info.range) {
-    // No table covers the code (crt files' functions, hand-written code without CFI): nothing
-    // to compare; listed apart, since unwinders know they have no row there.
-    ++result_.summary.no_row;
-    std::string name = format_symbol(names_.name(*map_, *info.module, pc));
-    if (size_t plus = name.find('+'); plus != std::string::npos) name.resize(plus);
-    uncovered_.emplace(info.module->path, name.empty() ? "?" : name);
+  const ShadowFrame& frame = t.stack.frames().back();
+  const Site site{info.module, info.data, info.range, regs.get(x86_64::RIP), tid};
+  if (!trace_) {
+    if (info.data->table) judge_.check(site, regs, frame, *memory_);
     return;
   }
-  functions_.emplace(info.data, info.range->function);
-  RowView row = table.row(info.range->row);
-  const RegisterRule* ra = row.rule_for(kRa);
-  if (describes_jump_target(ra)) {
-    ++result_.summary.jump_rows;
-    return;
-  }
-  const uint64_t expected_cfa = f.slot + 8;
-  // The CFA.
-  uint64_t cfa = 0;
-  std::optional<RowStep> evaluated; // the whole row, for the rules that need memory
-  auto evaluate = [&]() -> const RowStep* {
-    if (!evaluated) {
-      auto s = table.evaluate(info.range->row, regs, *memory_,
-                              table.function(info.range->function).return_column, false);
-      if (!s) return nullptr;
-      evaluated = std::move(*s);
-    }
-    return &*evaluated;
-  };
-  if (row.cfa.kind == CfaRule::Kind::RegOffset && regs.has(row.cfa.reg)) {
-    cfa = regs.get(row.cfa.reg) + uint64_t(row.cfa.offset);
-    if (cfa != expected_cfa) {
-      int64_t want = int64_t(expected_cfa - regs.get(row.cfa.reg));
-      report(tid, info, pc, row, "CFA", reg_text(row.cfa.reg) + offset_text(want),
-             cfa_rule_text(row.cfa));
-      return;
-    }
-  } else {
-    const RowStep* s = evaluate();
-    if (!s || s->cfa != expected_cfa) {
-      report(tid, info, pc, row, "CFA",
-             fmt::format("{:#x} (rsp{})", expected_cfa,
-                         offset_text(int64_t(expected_cfa - regs.get(x86_64::RSP)))),
-             s ? fmt::format("{} = {:#x}", cfa_rule_text(row.cfa), s->cfa)
-               : cfa_rule_text(row.cfa) + " (cannot be evaluated)");
-      return;
-    }
-    cfa = s->cfa;
-  }
-  // The return address: at CFA-8.
-  if (!ra || ra->kind != RegisterRule::Kind::Offset || ra->offset != -8) {
-    const RowStep* s = ra && ra->kind != RegisterRule::Kind::Undefined ? evaluate() : nullptr;
-    if (!s || !s->caller.has(x86_64::RIP) || s->caller.get(x86_64::RIP) != f.return_address)
-      report(tid, info, pc, row, "ra", "c-8", ra ? register_rule_text(*ra) : "none");
-  }
-  // The callee-saved registers.
-  for (unsigned i = 0; i < kCalleeSaved.size(); ++i) {
-    const unsigned reg = kCalleeSaved[i];
-    const RegisterRule* rule = row.rule_for(reg);
-    const uint64_t now = regs.get(reg);
-    std::string where = f.save_count[i]
-                            ? "c" + offset_text(int64_t(f.saves[i][f.save_count[i] - 1] - cfa))
-                            : std::string("s");
-    if (!rule || rule->kind == RegisterRule::Kind::SameValue) {
-      // Saved and changed since, but the row says it is still in the register.
-      if (now != f.entry[i] && f.save_count[i])
-        report(tid, info, pc, row, reg_text(reg), where, rule ? "s" : "none");
-      continue;
-    }
-    if (rule->kind == RegisterRule::Kind::Offset) {
-      if (!f.saved_at(i, cfa + uint64_t(rule->offset)))
-        report(tid, info, pc, row, reg_text(reg), where, register_rule_text(*rule));
-      continue;
-    }
-    if (rule->kind == RegisterRule::Kind::Undefined) continue; // says nothing
-    const RowStep* s = evaluate();
-    if (!s || !s->caller.has(reg) || s->caller.get(reg) != f.entry[i])
-      report(tid, info, pc, row, reg_text(reg), fmt::format("{:#x}", f.entry[i]),
-             s && s->caller.has(reg)
-                 ? fmt::format("{} = {:#x}", register_rule_text(*rule), s->caller.get(reg))
-                 : register_rule_text(*rule) + " (cannot be evaluated)");
-  }
+  RecordingMemory memory(*memory_);
+  if (info.data->table) judge_.check(site, regs, frame, memory);
+  TraceModule m;
+  m.path = info.module->path;
+  m.bias = info.module->bias;
+  if (info.data->elf)
+    if (auto id = info.data->elf->build_id()) m.build_id.assign(id->begin(), id->end());
+  if (info.module->vdso) m.image = info.data->image;
+  trace_->step(tid, trace_->module(m), site.pc - m.bias, regs, frame, memory.reads());
 }
 
 void Checker::step(pid_t tid, Thread& t, int signal) {
@@ -351,8 +239,7 @@ void Checker::step_from(pid_t tid, Thread& t, const user_regs_struct& now, int s
   ++result_.summary.steps;
   const PcInfo& info = info_for(now.rip);
   if (t.stack.mode() == Mode::altstack) ++result_.summary.unchecked_signal_steps;
-  if (t.stack.checkable() && info.checked && info.data && info.data->table)
-    check(tid, t, to_register_state(now), info);
+  if (t.stack.checkable() && info.checked && info.data) check(tid, t, to_register_state(now), info);
   t.before = now;
   t.decoded = info.decoded;
   t.insn = info.insn;
@@ -364,7 +251,7 @@ void Checker::step_from(pid_t tid, Thread& t, const user_regs_struct& now, int s
 bool Checker::checks_statically(const PcInfo& info, const RegisterState& regs) const {
   if (!info.checked || !info.data || !info.data->table || !info.range) return true;
   RowView row = info.data->table->row(info.range->row);
-  const RegisterRule* ra = row.rule_for(kRa);
+  const RegisterRule* ra = row.rule_for(x86_64::RIP);
   if (describes_jump_target(ra)) return true;
   if (row.cfa.kind != CfaRule::Kind::RegOffset || !regs.has(row.cfa.reg)) return false;
   if (ra && ra->kind != RegisterRule::Kind::Undefined &&
@@ -454,8 +341,7 @@ void Checker::commit_block(pid_t tid, Thread& t, size_t count) {
     const Block::Step& st = b.steps[i];
     ++result_.summary.steps;
     const PcInfo& info = info_for(st.before.get(x86_64::RIP));
-    if (t.stack.checkable() && info.checked && info.data && info.data->table)
-      check(tid, t, st.before, info);
+    if (t.stack.checkable() && info.checked && info.data) check(tid, t, st.before, info);
     const RegisterState& after = i + 1 < b.steps.size() ? b.steps[i + 1].before : b.end;
     size_t frames = t.stack.frames().size();
     result_.summary.resyncs += t.stack.executed(st.insn, st.before, after);
@@ -540,6 +426,11 @@ Status Checker::start() {
 Result<CheckResult> Checker::run() {
   TerminationGuard guard;
   auto t0 = std::chrono::steady_clock::now();
+  if (!options_.record.empty()) {
+    auto writer = TraceWriter::create(options_.record);
+    if (!writer) return std::move(writer).error();
+    trace_ = std::move(*writer);
+  }
   if (Status st = start(); !st.ok()) return std::move(st).error();
   {
     Thread& first = threads_[pid_];
@@ -607,13 +498,10 @@ Result<CheckResult> Checker::run() {
   if (!error_.empty()) return Error::plain(error_);
   auto& s = result_.summary;
   s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  s.distinct_addresses = checked_pcs_.size();
-  s.functions = functions_.size();
-  s.modules = modules_.size();
   s.threads += 1;
-  for (const auto& [module, function] : uncovered_)
-    result_.uncovered.push_back(module + ": " + function);
-  return std::move(result_);
+  if (trace_)
+    if (Status st = trace_->finish(s); !st.ok()) return std::move(st).error();
+  return judge_.finish();
 }
 
 } // namespace

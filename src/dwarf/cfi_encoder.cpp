@@ -10,6 +10,7 @@
 
 #include "dwarf/constants.hpp"
 #include "model/registers.hpp"
+#include "support/byte_writer.hpp"
 
 namespace ehelf {
 
@@ -19,30 +20,6 @@ constexpr int64_t kDataAlign = -8;
 constexpr uint8_t kFdeEncoding = dw::EH_PE_pcrel | dw::EH_PE_sdata4;
 constexpr uint8_t kHdrEncoding = dw::EH_PE_datarel | dw::EH_PE_sdata4;
 
-void uleb(std::vector<uint8_t>& out, uint64_t v) {
-  do {
-    uint8_t b = v & 0x7f;
-    v >>= 7;
-    out.push_back(v ? b | 0x80 : b);
-  } while (v);
-}
-
-void sleb(std::vector<uint8_t>& out, int64_t v) {
-  for (;;) {
-    uint8_t b = v & 0x7f;
-    v >>= 7; // arithmetic shift
-    if ((v == 0 && !(b & 0x40)) || (v == -1 && (b & 0x40))) {
-      out.push_back(b);
-      return;
-    }
-    out.push_back(b | 0x80);
-  }
-}
-
-void u32(std::vector<uint8_t>& out, uint32_t v) {
-  for (int i = 0; i < 4; ++i)
-    out.push_back(static_cast<uint8_t>(v >> (8 * i)));
-}
 void patch_u32(std::vector<uint8_t>& out, size_t at, uint32_t v) {
   for (int i = 0; i < 4; ++i)
     out[at + i] = static_cast<uint8_t>(v >> (8 * i));
@@ -75,7 +52,7 @@ struct Encoder {
 
   void block(std::vector<uint8_t>& out, uint32_t expr) const {
     const std::vector<uint8_t>& bytes = table.expression(expr).bytes();
-    uleb(out, bytes.size());
+    put_uleb(out, bytes.size());
     out.insert(out.end(), bytes.begin(), bytes.end());
   }
 
@@ -92,7 +69,7 @@ struct Encoder {
       out.push_back(static_cast<uint8_t>(delta >> 8));
     } else {
       out.push_back(dw::CFA_advance_loc4);
-      u32(out, static_cast<uint32_t>(delta));
+      put_u32(out, static_cast<uint32_t>(delta));
     }
   }
 
@@ -113,21 +90,21 @@ struct Encoder {
     if (to.offset >= 0) {
       if (same_reg) {
         out.push_back(dw::CFA_def_cfa_offset);
-        uleb(out, static_cast<uint64_t>(to.offset));
+        put_uleb(out, static_cast<uint64_t>(to.offset));
       } else if (from.kind == CfaRule::Kind::RegOffset && from.offset == to.offset) {
         out.push_back(dw::CFA_def_cfa_register);
-        uleb(out, to.reg);
+        put_uleb(out, to.reg);
       } else {
         out.push_back(dw::CFA_def_cfa);
-        uleb(out, to.reg);
-        uleb(out, static_cast<uint64_t>(to.offset));
+        put_uleb(out, to.reg);
+        put_uleb(out, static_cast<uint64_t>(to.offset));
       }
       return std::nullopt;
     }
     if (to.offset % kDataAlign != 0) return fail(pc, "a negative CFA offset not a multiple of 8");
     out.push_back(dw::CFA_def_cfa_sf);
-    uleb(out, to.reg);
-    sleb(out, to.offset / kDataAlign);
+    put_uleb(out, to.reg);
+    put_sleb(out, to.offset / kDataAlign);
     return std::nullopt;
   }
 
@@ -138,18 +115,18 @@ struct Encoder {
         out.push_back(static_cast<uint8_t>(dw::CFA_restore | col));
       else {
         out.push_back(dw::CFA_restore_extended);
-        uleb(out, col);
+        put_uleb(out, col);
       }
       return std::nullopt;
     }
     switch (r.kind) {
     case RegisterRule::Kind::Undefined:
       out.push_back(dw::CFA_undefined);
-      uleb(out, col);
+      put_uleb(out, col);
       break;
     case RegisterRule::Kind::SameValue:
       out.push_back(dw::CFA_same_value);
-      uleb(out, col);
+      put_uleb(out, col);
       break;
     case RegisterRule::Kind::Offset:
     case RegisterRule::Kind::ValOffset: {
@@ -158,28 +135,28 @@ struct Encoder {
       const bool val = r.kind == RegisterRule::Kind::ValOffset;
       if (f >= 0 && !val && col < 64) {
         out.push_back(static_cast<uint8_t>(dw::CFA_offset | col));
-        uleb(out, static_cast<uint64_t>(f));
+        put_uleb(out, static_cast<uint64_t>(f));
       } else if (f >= 0) {
         out.push_back(val ? dw::CFA_val_offset : dw::CFA_offset_extended);
-        uleb(out, col);
-        uleb(out, static_cast<uint64_t>(f));
+        put_uleb(out, col);
+        put_uleb(out, static_cast<uint64_t>(f));
       } else {
         out.push_back(val ? dw::CFA_val_offset_sf : dw::CFA_offset_extended_sf);
-        uleb(out, col);
-        sleb(out, f);
+        put_uleb(out, col);
+        put_sleb(out, f);
       }
       break;
     }
     case RegisterRule::Kind::Register:
       out.push_back(dw::CFA_register);
-      uleb(out, col);
-      uleb(out, r.reg);
+      put_uleb(out, col);
+      put_uleb(out, r.reg);
       break;
     case RegisterRule::Kind::Expression:
     case RegisterRule::Kind::ValExpression:
       out.push_back(r.kind == RegisterRule::Kind::Expression ? dw::CFA_expression
                                                              : dw::CFA_val_expression);
-      uleb(out, col);
+      put_uleb(out, col);
       block(out, r.expr);
       break;
     case RegisterRule::Kind::Architectural:
@@ -213,7 +190,7 @@ struct Encoder {
           out.push_back(static_cast<uint8_t>(dw::CFA_restore | col));
         else {
           out.push_back(dw::CFA_restore_extended);
-          uleb(out, col);
+          put_uleb(out, col);
         }
         ++i;
       } else if (take_new) {
@@ -232,7 +209,7 @@ struct Encoder {
     if (args_size != state.args_size) {
       if (args_size < 0) return fail(pc, "a negative args_size");
       out.push_back(dw::CFA_GNU_args_size);
-      uleb(out, static_cast<uint64_t>(args_size));
+      put_uleb(out, static_cast<uint64_t>(args_size));
     }
     state.cfa = row.cfa;
     state.columns.assign(row.columns.begin(), row.columns.end());
@@ -251,27 +228,27 @@ struct Encoder {
 
   void write_cie(std::vector<uint8_t>& out, const CieKey& key) const {
     const size_t start = out.size();
-    u32(out, 0); // length, patched below
-    u32(out, 0); // CIE id
+    put_u32(out, 0); // length, patched below
+    put_u32(out, 0); // CIE id
     out.push_back(1);
     const char* aug = key.signal_frame ? "zRS" : "zR";
     out.insert(out.end(), aug, aug + std::strlen(aug) + 1);
-    uleb(out, 1);
-    sleb(out, kDataAlign);
-    uleb(out, key.return_column);
-    uleb(out, 1);
+    put_uleb(out, 1);
+    put_sleb(out, kDataAlign);
+    put_uleb(out, key.return_column);
+    put_uleb(out, 1);
     out.push_back(kFdeEncoding);
     if (key.standard_start) {
       out.push_back(dw::CFA_def_cfa);
-      uleb(out, x86_64::RSP);
-      uleb(out, 8);
+      put_uleb(out, x86_64::RSP);
+      put_uleb(out, 8);
       if (key.return_column < 64)
         out.push_back(static_cast<uint8_t>(dw::CFA_offset | key.return_column));
       else {
         out.push_back(dw::CFA_offset_extended);
-        uleb(out, key.return_column);
+        put_uleb(out, key.return_column);
       }
-      uleb(out, 1);
+      put_uleb(out, 1);
     }
     while ((out.size() - start) % 8)
       out.push_back(dw::CFA_nop);
@@ -310,12 +287,12 @@ struct Encoder {
       State state = initial;
 
       const size_t start = out.size();
-      u32(out, 0);
-      u32(out, static_cast<uint32_t>(out.size() - it->second)); // CIE pointer
+      put_u32(out, 0);
+      put_u32(out, static_cast<uint32_t>(out.size() - it->second)); // CIE pointer
       const uint64_t begin = head.begin, end = ranges[run.last].end;
-      u32(out, static_cast<uint32_t>(begin - (eh_frame_addr + out.size())));
-      u32(out, static_cast<uint32_t>(end - begin));
-      uleb(out, 0); // augmentation data length
+      put_u32(out, static_cast<uint32_t>(begin - (eh_frame_addr + out.size())));
+      put_u32(out, static_cast<uint32_t>(end - begin));
+      put_uleb(out, 0); // augmentation data length
       uint64_t loc = begin;
       for (size_t r = run.first; r <= run.last; ++r) {
         advance(out, ranges[r].begin - loc);
@@ -329,17 +306,17 @@ struct Encoder {
       patch_u32(out, start, static_cast<uint32_t>(out.size() - start - 4));
       search.emplace_back(begin, eh_frame_addr + start);
     }
-    u32(out, 0); // terminator
+    put_u32(out, 0); // terminator
     result.fde_count = search.size();
 
     std::vector<uint8_t>& hdr = result.eh_frame_hdr;
     hdr = {1, kFdeEncoding, dw::EH_PE_udata4, kHdrEncoding};
-    u32(hdr, static_cast<uint32_t>(eh_frame_addr - (hdr_addr + 4)));
-    u32(hdr, static_cast<uint32_t>(search.size()));
+    put_u32(hdr, static_cast<uint32_t>(eh_frame_addr - (hdr_addr + 4)));
+    put_u32(hdr, static_cast<uint32_t>(search.size()));
     std::sort(search.begin(), search.end());
     for (auto [pc, fde] : search) {
-      u32(hdr, static_cast<uint32_t>(pc - hdr_addr));
-      u32(hdr, static_cast<uint32_t>(fde - hdr_addr));
+      put_u32(hdr, static_cast<uint32_t>(pc - hdr_addr));
+      put_u32(hdr, static_cast<uint32_t>(fde - hdr_addr));
     }
     return result;
   }

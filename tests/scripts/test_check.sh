@@ -57,6 +57,33 @@ else
   bad "--max-steps"; cat "$work/out"
 fi
 
+# --record / --replay: the replay of a wrong-CFI run prints the live run's report lines; the run
+# judged by tables ehelf synth -o recomputed from the machine code gives none, for a correct
+# program and for the wrong-CFI fixture (the synthesizer's tables are right where the
+# hand-written CFI is wrong).
+"$ehelf" check --record "$work/pop.trace" -- "$fixtures/check_pop_adjust" > "$work/live" 2>&1
+"$ehelf" check --replay "$work/pop.trace" > "$work/replayed" 2>&1
+rc=$?
+if [ $rc -eq 1 ] && diff <(grep -v instructions/s "$work/live") <(grep -v instructions/s "$work/replayed") &&
+    grep -q "CFA: expected rsp+8, table says rsp+16" "$work/replayed"; then
+  ok "--replay: the live run's report ($(stat -c %s "$work/pop.trace") bytes of trace)"
+else
+  bad "--replay: rc=$rc"; cat "$work/live" "$work/replayed"
+fi
+for prog in check_correct check_pop_adjust; do
+  "$ehelf" synth "$fixtures/$prog" -o "$work/$prog.synth" > /dev/null 2>&1 || bad "synth $prog"
+  "$ehelf" check --record "$work/$prog.trace" -- "$fixtures/$prog" > /dev/null 2>&1
+  "$ehelf" check --replay "$work/$prog.trace" --tables "$prog=$work/$prog.synth" > "$work/out" 2>&1
+  rc=$?
+  checked=$(grep -o "[0-9]* instructions checked" "$work/out")
+  if [ $rc -eq 0 ] && grep -q "^0 inconsistencies; " "$work/out" && ! grep -q "not judged" "$work/out" &&
+      [ "${checked%% *}" -gt 5 ]; then
+    ok "--replay $prog --tables (ehelf synth -o): none, $checked"
+  else
+    bad "--replay $prog --tables synth: rc=$rc"; cat "$work/out"
+  fi
+done
+
 expect_usage() { # name, expected stderr text, arguments...
   local name=$1 want=$2
   shift 2
@@ -72,4 +99,16 @@ expect_usage no-program "command is required"
 expect_usage missing-program "cannot run $work/none: No such file or directory" -- "$work/none"
 expect_usage no-symbol "no symbol nothing_here" --from nothing_here -- "$fixtures/check_correct"
 expect_usage both-starts "excludes" --from main --from-entry -- "$fixtures/check_correct"
+expect_usage replay-and-command "excludes" --replay "$work/pop.trace" -- "$fixtures/check_correct"
+expect_usage tables-without-replay "requires --replay" --tables a=b -- "$fixtures/check_correct"
+expect_usage tables-form "is not MODULE=ELF" --replay "$work/pop.trace" --tables nothing
+expect_usage tables-unused "no module of the trace is libnothing.so" --replay "$work/pop.trace" \
+  --tables "libnothing.so=$work/check_correct.synth"
+expect_usage tables-no-cfi "no unwind tables" --replay "$work/pop.trace" --tables "check_pop_adjust=/etc/hostname"
+expect_usage replay-missing "$work/none" --replay "$work/none"
+head -c 40 "$work/pop.trace" > "$work/cut.trace"
+expect_usage replay-truncated "cut.trace: offset 0x" --replay "$work/cut.trace"
+printf 'EHELFTRC\x09\x00' > "$work/v9.trace"
+expect_usage replay-version "trace version 9" --replay "$work/v9.trace"
+expect_usage record-unwritable "cannot write" --record /nonexistent/dir/t -- "$fixtures/check_correct"
 exit $fail
