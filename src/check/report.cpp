@@ -43,10 +43,13 @@ std::string format_text(const CheckResult& result) {
   }
   fmt::format_to(o,
                  "{} inconsistenc{}; {} instructions checked ({} steps), {} distinct addresses, "
-                 "{} functions, {} modules, {} thread{}\n",
+                 "{} functions, {} modules, {} thread{}",
                  result.inconsistencies.size(), result.inconsistencies.size() == 1 ? "y" : "ies",
                  s.checked, s.steps, s.distinct_addresses, s.functions, s.modules, s.threads,
                  s.threads == 1 ? "" : "s");
+  if (s.processes > 1) fmt::format_to(o, " in {} processes", s.processes);
+  if (s.execs) fmt::format_to(o, ", {} left to run unchecked at exec", s.execs);
+  out += '\n';
   fmt::format_to(o,
                  "{} calls, {} resynchronisations, {} signal handlers; {:.2f} s, {:.0f} "
                  "instructions/s; {}\n",

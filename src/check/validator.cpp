@@ -39,13 +39,36 @@ struct PcInfo {
   bool checked = false;              // the module is among those to check
 };
 
+// The thread group of a thread, from /proc (0 if it cannot be read).
+pid_t thread_group(pid_t tid) {
+  std::FILE* f = std::fopen(fmt::format("/proc/{}/status", tid).c_str(), "re");
+  if (!f) return 0;
+  char line[256];
+  pid_t tgid = 0;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "Tgid: %d", &tgid) == 1) break;
+  std::fclose(f);
+  return tgid;
+}
+
 class Checker final : SiteNames {
 public:
   explicit Checker(const CheckOptions& options) : options_(options), judge_(*this) {}
   Result<CheckResult> run();
 
 private:
+  // One traced process (the program, or a child followed with --follow-fork): its modules, its
+  // memory and what is known of each pc in it.
+  struct Process {
+    pid_t pid = 0;
+    std::optional<ModuleMap> map;
+    std::optional<ProcessMemory> memory;
+    std::unordered_map<uint64_t, PcInfo> pcs;
+    size_t threads = 0;         // its threads followed now
+    bool shares_memory = false; // a vfork child, in its parent's memory: no breakpoints
+  };
   struct Thread {
+    Process* process = nullptr;
     ShadowStack stack;
     bool fresh = true;     // not stopped yet (a new thread's first stop is a SIGSTOP)
     bool stepping = false; // `before` is the instruction being stepped
@@ -57,8 +80,13 @@ private:
   };
 
   Status start();
-  const PcInfo& info_for(uint64_t pc);
-  void refresh_modules();
+  Process& add_process(pid_t pid);
+  Thread& add_thread(pid_t tid, Process& process);
+  void forget_thread(pid_t tid);
+  void new_child(Thread& parent, int event, pid_t child);
+  void exec_called(Thread& t);
+  const PcInfo& info_for(Process& p, uint64_t pc);
+  void refresh_modules(Process& p);
   void check(pid_t tid, Thread& t, const RegisterState& regs, const PcInfo& info);
   void at_instruction(pid_t tid, Thread& t, const user_regs_struct& now);
   void step_from(pid_t tid, Thread& t, const user_regs_struct& now, int signal);
@@ -76,13 +104,15 @@ private:
   const CheckOptions& options_;
   std::optional<TracedProgram> program_;
   pid_t pid_ = 0;
-  std::optional<ModuleMap> map_;
-  std::optional<ProcessMemory> memory_;
+  std::unordered_map<pid_t, std::unique_ptr<Process>> processes_;
+  // Followed children whose first stop came before their parent's fork event: held stopped
+  // until the event says which thread they are a copy of.
+  std::set<pid_t> early_children_;
+  Process* judging_ = nullptr; // the process of the instruction being checked (for SiteNames)
   x86::Decoder decoder_;
   Symbolizer names_;
   LoadPolicy policy_;
   std::map<std::pair<std::string, uint64_t>, std::shared_ptr<const ModuleData>> loaded_;
-  std::unordered_map<uint64_t, PcInfo> pcs_;
   std::unordered_map<pid_t, Thread> threads_;
   RowCheck judge_;
   CheckResult& result_ = judge_.result();
@@ -101,28 +131,28 @@ bool Checker::module_selected(const Module& m) const {
   return false;
 }
 
-void Checker::refresh_modules() {
-  auto m = ModuleMap::for_process(pid_);
+void Checker::refresh_modules(Process& p) {
+  auto m = ModuleMap::for_process(p.pid);
   if (!m) return;
-  pcs_.clear(); // PcInfo points into the old map
-  map_ = std::move(*m);
-  for (Module& mod : map_->modules()) {
+  p.pcs.clear(); // PcInfo points into the old map
+  p.map = std::move(*m);
+  for (Module& mod : p.map->modules()) {
     auto it = loaded_.find({mod.path, mod.bias});
     if (it != loaded_.end()) mod.data = it->second;
   }
 }
 
-const PcInfo& Checker::info_for(uint64_t pc) {
-  if (auto it = pcs_.find(pc); it != pcs_.end()) return it->second;
-  const Module* m = map_->find(pc);
+const PcInfo& Checker::info_for(Process& p, uint64_t pc) {
+  if (auto it = p.pcs.find(pc); it != p.pcs.end()) return it->second;
+  const Module* m = p.map->find(pc);
   if (!m) { // a library loaded since: read the maps again
-    refresh_modules();
-    m = map_->find(pc);
+    refresh_modules(p);
+    m = p.map->find(pc);
   }
   PcInfo info;
   uint8_t code[16];
   size_t n = sizeof code;
-  while (n > 0 && !memory_->read(pc, code, n))
+  while (n > 0 && !p.memory->read(pc, code, n))
     --n; // the last bytes of a mapping
   if (auto insn = decoder_.decode(std::span<const uint8_t>(code, n), pc); insn.ok()) {
     info.decoded = true;
@@ -130,23 +160,23 @@ const PcInfo& Checker::info_for(uint64_t pc) {
   }
   if (m) {
     info.module = m;
-    const ModuleData& data = map_->load(*m, policy_, &*memory_);
+    const ModuleData& data = p.map->load(*m, policy_, &*p.memory);
     loaded_[{m->path, m->bias}] = m->data;
     info.data = &data;
     info.checked = module_selected(*m);
     if (data.table) info.range = data.table->find(pc - m->bias);
   }
-  return pcs_.emplace(pc, info).first->second;
+  return p.pcs.emplace(pc, info).first->second;
 }
 
 std::string Checker::function(const Site& site) {
-  return format_symbol(names_.name(*map_, *site.module, site.pc));
+  return format_symbol(names_.name(*judging_->map, *site.module, site.pc));
 }
 
 std::string Checker::instruction(const Site& site) {
   uint8_t code[16];
   size_t n = sizeof code;
-  while (n > 0 && !memory_->read(site.pc, code, n))
+  while (n > 0 && !judging_->memory->read(site.pc, code, n))
     --n;
   return decoder_.format(std::span<const uint8_t>(code, n), site.pc - site.module->bias);
 }
@@ -156,11 +186,12 @@ std::string Checker::instruction(const Site& site) {
 void Checker::check(pid_t tid, Thread& t, const RegisterState& regs, const PcInfo& info) {
   const ShadowFrame& frame = t.stack.frames().back();
   const Site site{info.module, info.data, info.range, regs.get(x86_64::RIP), tid};
+  judging_ = t.process;
   if (!trace_) {
-    if (info.data->table) judge_.check(site, regs, frame, *memory_);
+    if (info.data->table) judge_.check(site, regs, frame, *t.process->memory);
     return;
   }
-  RecordingMemory memory(*memory_);
+  RecordingMemory memory(*t.process->memory);
   if (info.data->table) judge_.check(site, regs, frame, memory);
   TraceModule m;
   m.path = info.module->path;
@@ -193,9 +224,10 @@ bool Checker::handler_entered(const Thread& t, const user_regs_struct& after, ui
   const user_regs_struct& before = t.before;
   constexpr uint64_t kMcontext = 8 + 40; // pretcode, uc_flags, uc_link, uc_stack
   uint64_t frame_rsp = 0, frame_rip = 0;
-  if (!memory_->read(after.rsp, &restorer, 8) ||
-      !memory_->read(after.rsp + kMcontext + 15 * 8, &frame_rsp, 8) ||
-      !memory_->read(after.rsp + kMcontext + 16 * 8, &frame_rip, 8))
+  ProcessMemory& memory = *t.process->memory;
+  if (!memory.read(after.rsp, &restorer, 8) ||
+      !memory.read(after.rsp + kMcontext + 15 * 8, &frame_rsp, 8) ||
+      !memory.read(after.rsp + kMcontext + 16 * 8, &frame_rip, 8))
     return false;
   return frame_rsp == before.rsp &&
          (frame_rip == before.rip || (t.decoded && frame_rip == before.rip + t.insn.length));
@@ -237,7 +269,7 @@ void Checker::at_instruction(pid_t tid, Thread& t, const user_regs_struct& now) 
 // Checks the instruction at now.rip and single-steps it (delivering `signal`, if not 0).
 void Checker::step_from(pid_t tid, Thread& t, const user_regs_struct& now, int signal) {
   ++result_.summary.steps;
-  const PcInfo& info = info_for(now.rip);
+  const PcInfo& info = info_for(*t.process, now.rip);
   if (t.stack.mode() == Mode::altstack) ++result_.summary.unchecked_signal_steps;
   if (t.stack.checkable() && info.checked && info.data) check(tid, t, to_register_state(now), info);
   t.before = now;
@@ -272,9 +304,11 @@ bool Checker::checks_statically(const PcInfo& info, const RegisterState& regs) c
 // Past the single-step loop: from here to the next branch, system call or instruction the x86
 // layer cannot follow, the registers each instruction needs are known from the current ones, so
 // the run goes on to a breakpoint there and its instructions are checked as if stepped. Only
-// with one thread (a breakpoint in shared code would stop the others).
+// in a process of one thread, in memory of its own (a breakpoint in shared code would stop the
+// others; a forked child has a copy).
 bool Checker::plan_block(pid_t tid, Thread& t, const user_regs_struct& now) {
-  if (threads_.size() != 1 || t.stack.mode() == Mode::altstack) return false;
+  Process& p = *t.process;
+  if (p.threads != 1 || p.shares_memory || t.stack.mode() == Mode::altstack) return false;
   uint64_t budget = kMaxBlock;
   if (options_.max_steps)
     // Leave the last step of the budget to the instruction at the breakpoint.
@@ -285,8 +319,8 @@ bool Checker::plan_block(pid_t tid, Thread& t, const user_regs_struct& now) {
   RegisterState regs = to_register_state(now);
   while (b.steps.size() < budget) {
     const uint64_t pc = regs.get(x86_64::RIP);
-    if (!map_->find(pc)) break; // info_for would read the maps again
-    const PcInfo& info = info_for(pc);
+    if (!p.map->find(pc)) break; // info_for would read the maps again
+    const PcInfo& info = info_for(p, pc);
     if (!info.decoded) break;
     // On through direct calls and jumps (where they go is in the instruction; a call's frame
     // takes the callee-saved registers' values at entry, so those must be known).
@@ -340,7 +374,7 @@ void Checker::commit_block(pid_t tid, Thread& t, size_t count) {
   for (size_t i = 0; i < count; ++i) {
     const Block::Step& st = b.steps[i];
     ++result_.summary.steps;
-    const PcInfo& info = info_for(st.before.get(x86_64::RIP));
+    const PcInfo& info = info_for(*t.process, st.before.get(x86_64::RIP));
     if (t.stack.checkable() && info.checked && info.data) check(tid, t, st.before, info);
     const RegisterState& after = i + 1 < b.steps.size() ? b.steps[i + 1].before : b.end;
     size_t frames = t.stack.frames().size();
@@ -382,17 +416,85 @@ void Checker::block_stopped(pid_t tid, Thread& t, int sig) {
   step_from(tid, t, now, sig == SIGTRAP ? 0 : sig);
 }
 
+Checker::Process& Checker::add_process(pid_t pid) {
+  auto& p = processes_[pid];
+  p = std::make_unique<Process>();
+  p->pid = pid;
+  p->memory.emplace(pid);
+  refresh_modules(*p);
+  return *p;
+}
+
+Checker::Thread& Checker::add_thread(pid_t tid, Process& process) {
+  auto [it, added] = threads_.try_emplace(tid);
+  if (added) {
+    it->second.process = &process;
+    ++process.threads;
+    ++result_.summary.threads;
+  }
+  return it->second;
+}
+
+void Checker::forget_thread(pid_t tid) {
+  auto it = threads_.find(tid);
+  if (it == threads_.end()) return;
+  Process* p = it->second.process;
+  threads_.erase(it);
+  if (--p->threads == 0) processes_.erase(p->pid);
+}
+
+// The thread was in clone, fork or vfork, and `child` is new: a thread of its process, or (with
+// --follow-fork) a process of its own whose frames are, at first, a copy of the parent thread's:
+// it returns from the same system call into the same functions.
+void Checker::new_child(Thread& parent, int event, pid_t child) {
+  if (threads_.count(child)) return; // its first stop came first, as a thread of a known process
+  if (event == PTRACE_EVENT_CLONE && thread_group(child) == parent.process->pid) {
+    add_thread(child, *parent.process);
+    return;
+  }
+  Process& p = add_process(child);
+  p.shares_memory = event != PTRACE_EVENT_FORK; // vfork, or a clone that is no thread
+  ++result_.summary.processes;
+  Thread& t = add_thread(child, p);
+  t.stack = parent.stack;
+  t.stepping = parent.stepping;
+  t.before = parent.before;
+  t.decoded = parent.decoded;
+  t.insn = parent.insn;
+  if (early_children_.erase(child)) { // stopped already: its first instruction comes next
+    t.fresh = false;
+    after_step(child, t);
+  }
+}
+
+// A new program in the thread's process: its tables are another story. The process runs on
+// unchecked.
+void Checker::exec_called(Thread& t) {
+  Process* p = t.process;
+  ++result_.summary.execs;
+  if (p->pid == pid_) result_.summary.exec_detached = true;
+  std::vector<pid_t> gone;
+  for (auto& [other, state] : threads_)
+    if (state.process == p) gone.push_back(other);
+  for (pid_t other : gone) {
+    ::ptrace(PTRACE_DETACH, other, nullptr, nullptr);
+    forget_thread(other);
+  }
+  if (p->pid == pid_) program_->forget(); // no longer ours to kill
+}
+
 Status Checker::start() {
-  auto program = TracedProgram::start(options_.argv, !options_.randomize);
+  auto program = TracedProgram::start(options_.argv, !options_.randomize, options_.follow_fork);
   if (!program) return std::move(program).error();
   program_.emplace(std::move(*program));
   pid_ = program_->pid();
-  memory_.emplace(pid_);
   policy_.compiled = false;
   policy_.compact = false;
   policy_.whole_table = true;
-  refresh_modules();
-  if (!map_) return Error::plain(fmt::format("cannot read the modules of process {}", pid_));
+  Process& p = add_process(pid_);
+  if (!p.map) return Error::plain(fmt::format("cannot read the modules of process {}", pid_));
+  Thread& t = add_thread(pid_, p);
+  t.fresh = false;
   if (options_.start == CheckOptions::Start::entry) return Ok{};
   // The executable: the module whose file is /proc/PID/exe.
   char exe[4096];
@@ -401,9 +503,9 @@ Status Checker::start() {
   exe[len] = 0;
   const std::string symbol =
       options_.start == CheckOptions::Start::main ? std::string("main") : options_.from_symbol;
-  for (const Module& m : map_->modules()) {
+  for (const Module& m : p.map->modules()) {
     if (m.path != exe) continue;
-    const ModuleData& data = map_->load(m, policy_, &*memory_);
+    const ModuleData& data = p.map->load(m, policy_, &*p.memory);
     if (!data.elf) break;
     for (const Symbol& s : data.elf->symbols())
       if (s.name == symbol) {
@@ -412,9 +514,7 @@ Status Checker::start() {
         if (::ptrace(PTRACE_GETREGS, pid_, nullptr, &regs) != 0)
           return Error::plain(fmt::format("PTRACE_GETREGS: {}", std::strerror(errno)));
         uint64_t ret = 0;
-        memory_->read(regs.rsp, &ret, 8);
-        Thread& t = threads_[pid_];
-        t.fresh = false;
+        p.memory->read(regs.rsp, &ret, 8);
         t.stack.push_call(to_register_state(regs), ret);
         return Ok{};
       }
@@ -432,11 +532,7 @@ Result<CheckResult> Checker::run() {
     trace_ = std::move(*writer);
   }
   if (Status st = start(); !st.ok()) return std::move(st).error();
-  {
-    Thread& first = threads_[pid_];
-    first.fresh = false;
-    after_step(pid_, first); // checks the first instruction and steps it
-  }
+  after_step(pid_, threads_.at(pid_)); // checks the first instruction and steps it
   while (!stop_) {
     int status = 0;
     pid_t tid = ::waitpid(-1, &status, __WALL);
@@ -450,27 +546,35 @@ Result<CheckResult> Checker::run() {
         result_.summary.exit_status = status;
         program_->forget();
       }
-      threads_.erase(tid);
+      forget_thread(tid);
+      early_children_.erase(tid);
       continue;
     }
     if (!WIFSTOPPED(status)) continue;
-    auto [it, added] = threads_.try_emplace(tid);
-    Thread& t = it->second;
-    if (added) ++result_.summary.threads;
+    auto known = threads_.find(tid);
+    if (known == threads_.end()) {
+      // A new thread's or child's first stop before its parent's event: a thread of a process
+      // followed now joins it; a new process waits for the event.
+      auto p = processes_.find(thread_group(tid));
+      if (p == processes_.end() || p->first == tid) {
+        early_children_.insert(tid);
+        continue;
+      }
+      add_thread(tid, *p->second);
+      known = threads_.find(tid);
+    }
+    Thread& t = known->second;
     const int sig = WSTOPSIG(status), event = status >> 16;
     if (event == PTRACE_EVENT_EXEC) {
-      // A new program: its tables are another story. Let it run unchecked.
-      result_.summary.exec_detached = true;
-      for (auto& [other, state] : threads_)
-        if (other != tid) ::ptrace(PTRACE_DETACH, other, nullptr, nullptr);
-      ::ptrace(PTRACE_DETACH, tid, nullptr, nullptr);
+      exec_called(t);
       continue;
     }
-    if (event != 0) { // clone (the new thread reports its own stop) or another event
+    if (event != 0) { // clone, fork, vfork (the child reports its own stop) or another event
       unsigned long child = 0;
-      if (event == PTRACE_EVENT_CLONE && ::ptrace(PTRACE_GETEVENTMSG, tid, nullptr, &child) == 0 &&
-          threads_.try_emplace(pid_t(child)).second)
-        ++result_.summary.threads; // known now: no run to a breakpoint while it exists
+      if ((event == PTRACE_EVENT_CLONE || event == PTRACE_EVENT_FORK ||
+           event == PTRACE_EVENT_VFORK) &&
+          ::ptrace(PTRACE_GETEVENTMSG, tid, nullptr, &child) == 0)
+        new_child(t, event, pid_t(child)); // known now: no run to a breakpoint meanwhile
       step(tid, t, 0);
       t.injected = false;
       continue;
@@ -494,11 +598,15 @@ Result<CheckResult> Checker::run() {
     // the step, which stops at the handler's first instruction if it has one.
     step(tid, t, sig);
   }
+  // Followed children die with the program when the check stops early.
+  for (const auto& [pid, process] : processes_)
+    if (pid != pid_) ::kill(pid, SIGKILL);
+  for (pid_t child : early_children_)
+    ::kill(child, SIGKILL);
   if (program_ && program_->pid()) program_->kill();
   if (!error_.empty()) return Error::plain(error_);
   auto& s = result_.summary;
   s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  s.threads += 1;
   if (trace_)
     if (Status st = trace_->finish(s); !st.ok()) return std::move(st).error();
   return judge_.finish();

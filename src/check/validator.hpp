@@ -36,6 +36,9 @@ struct CheckOptions {
   // Keep the program's address-space randomisation (by default it runs without, as under gdb,
   // so that two runs execute the same instructions).
   bool randomize = false;
+  // Follow the children the program forks (each a process of its own, checked from the
+  // parent's frames at the fork). Otherwise they run unchecked and untraced.
+  bool follow_fork = false;
   // Write the checked path to this file (trace.hpp), for --replay against other tables.
   std::string record;
 };

@@ -48,6 +48,9 @@ void register_check(CLI::App& app) {
       "--randomize", opt->check.randomize,
       "Keep the program's address-space randomisation (by default it runs without, as "
       "under gdb, so that runs repeat)");
+  auto* follow_fork =
+      cmd->add_flag("--follow-fork", opt->check.follow_fork,
+                    "Check the children the program forks too (by default they run unchecked)");
   auto* record = cmd->add_option("--record", opt->check.record,
                                  "Write the checked path to FILE, for --replay");
   auto* replay =
@@ -63,7 +66,7 @@ void register_check(CLI::App& app) {
       cmd->add_option("command", opt->check.argv, "The program and its arguments (after --)");
   // A replay runs nothing: the options of a run are the recording's.
   for (CLI::Option* run_option :
-       {command, record, from, from_entry, only, max_steps, single_step, randomize})
+       {command, record, from, from_entry, only, max_steps, single_step, randomize, follow_fork})
     replay->excludes(run_option);
   cmd->callback([opt] {
     check::CheckOptions& o = opt->check;

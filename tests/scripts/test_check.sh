@@ -84,6 +84,20 @@ for prog in check_correct check_pop_adjust; do
   fi
 done
 
+# --follow-fork: the forked child's wrong CFI is found (by default the child runs unchecked; the
+# program exits with the child's status either way).
+"$ehelf" check -- "$fixtures/check_fork" > "$work/out" 2>&1
+rc=$?
+"$ehelf" check --follow-fork -- "$fixtures/check_fork" > "$work/followed" 2>&1
+rc2=$?
+if [ $rc -eq 0 ] && grep -q "^0 inconsistencies; .* 1 thread$" "$work/out" && grep -q "exited with 2$" "$work/out" &&
+    [ $rc2 -eq 1 ] && grep -q "check_fork: 0x[0-9a-f]* pops+0xc: ret$" "$work/followed" &&
+    grep -q "^1 inconsistency; .* 2 threads in 2 processes$" "$work/followed" && grep -q "exited with 2$" "$work/followed"; then
+  ok "--follow-fork: the child's inconsistency ($(grep -c . "$work/followed") lines), none without"
+else
+  bad "--follow-fork: rc=$rc rc2=$rc2"; cat "$work/out" "$work/followed"
+fi
+
 expect_usage() { # name, expected stderr text, arguments...
   local name=$1 want=$2
   shift 2
@@ -99,6 +113,7 @@ expect_usage no-program "command is required"
 expect_usage missing-program "cannot run $work/none: No such file or directory" -- "$work/none"
 expect_usage no-symbol "no symbol nothing_here" --from nothing_here -- "$fixtures/check_correct"
 expect_usage both-starts "excludes" --from main --from-entry -- "$fixtures/check_correct"
+expect_usage replay-and-follow "excludes" --replay "$work/pop.trace" --follow-fork
 expect_usage replay-and-command "excludes" --replay "$work/pop.trace" -- "$fixtures/check_correct"
 expect_usage tables-without-replay "requires --replay" --tables a=b -- "$fixtures/check_correct"
 expect_usage tables-form "is not MODULE=ELF" --replay "$work/pop.trace" --tables nothing

@@ -487,3 +487,59 @@ TEST(Check, DamagedTracesAreRefused) {
   EXPECT_NE(rebuilt.error().to_string().find("build id"), std::string::npos)
       << rebuilt.error().to_string();
 }
+
+// A child of fork: by default it runs untraced to its end (the program exits with its status,
+// nothing of it is checked); with --follow-fork it is checked from its parent's frames and its
+// wrong CFI is found, in both stepping modes, and a replay of the recorded run says the same.
+TEST(Check, FollowFork) {
+  const std::string program = fixture("check_fork");
+  const std::set<Finding> want = expected_findings(program);
+  ASSERT_EQ(want.size(), 1u);
+  CheckOptions o;
+  o.argv = {program};
+  auto unfollowed = run_check(o);
+  ASSERT_TRUE(unfollowed.ok());
+  EXPECT_TRUE(unfollowed->inconsistencies.empty()) << describe(*unfollowed);
+  EXPECT_EQ(unfollowed->summary.processes, 1u);
+  ASSERT_TRUE(WIFEXITED(unfollowed->summary.exit_status));
+  EXPECT_EQ(WEXITSTATUS(unfollowed->summary.exit_status), 2); // the child's result
+  test::TempDir dir;
+  const std::string trace = (dir.path / "fork.trace").string();
+  for (bool single_step : {false, true}) {
+    SCOPED_TRACE(single_step);
+    o.follow_fork = true;
+    o.single_step = single_step;
+    o.record = trace;
+    auto followed = run_check(o);
+    ASSERT_TRUE(followed.ok());
+    EXPECT_EQ(findings_in(*followed, program), want) << describe(*followed);
+    EXPECT_EQ(followed->summary.processes, 2u);
+    EXPECT_EQ(followed->summary.threads, 2u);
+    ASSERT_EQ(followed->inconsistencies.size(), 1u);
+    EXPECT_NE(followed->inconsistencies[0].tid, 0);
+    ASSERT_TRUE(WIFEXITED(followed->summary.exit_status));
+    EXPECT_EQ(WEXITSTATUS(followed->summary.exit_status), 2);
+    CheckResult again = replay(trace);
+    EXPECT_EQ(full_reports(*followed), full_reports(again));
+    EXPECT_EQ(followed->summary.checked, again.summary.checked);
+  }
+}
+
+// Children that exec at once (fork + execl, posix_spawn's vfork-like clone): followed, each is
+// left to run unchecked at its exec; nothing is reported, the program ends normally.
+TEST(Check, FollowedChildrenThatExec) {
+  for (bool follow : {false, true}) {
+    SCOPED_TRACE(follow);
+    CheckOptions o;
+    o.argv = {fixture("check_spawn")};
+    o.follow_fork = follow;
+    auto r = run_check(o);
+    ASSERT_TRUE(r.ok());
+    EXPECT_TRUE(r->inconsistencies.empty()) << describe(*r);
+    EXPECT_EQ(r->summary.processes, follow ? 3u : 1u);
+    EXPECT_EQ(r->summary.execs, follow ? 2u : 0u);
+    EXPECT_FALSE(r->summary.exec_detached); // the program itself did not exec
+    ASSERT_TRUE(WIFEXITED(r->summary.exit_status));
+    EXPECT_EQ(WEXITSTATUS(r->summary.exit_status), 0);
+  }
+}
