@@ -91,6 +91,7 @@ nlohmann::json to_json(const CheckResult& result) {
                     {"jump_rows", s.jump_rows},
                     {"blocks", s.blocks},
                     {"block_mismatches", s.block_mismatches},
+                    {"blocks_among_threads", s.blocks_among_threads},
                     {"unchecked_signal_steps", s.unchecked_signal_steps},
                     {"undetermined", s.undetermined},
                     {"processes", s.processes},

@@ -6,12 +6,14 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <map>
 #include <set>
 #include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <tuple>
+#include <unistd.h>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -38,6 +40,11 @@ struct PcInfo {
   const TableRange* range = nullptr; // null: no row covers the pc
   bool checked = false;              // the module is among those to check
 };
+
+// Whether a system call (its number in rax) makes a process: clone, fork, vfork, clone3.
+bool makes_process(uint64_t number) {
+  return number == 56 || number == 57 || number == 58 || number == 435;
+}
 
 // The thread group of a thread, from /proc (0 if it cannot be read).
 pid_t thread_group(pid_t tid) {
@@ -66,6 +73,29 @@ private:
     std::unordered_map<uint64_t, PcInfo> pcs;
     size_t threads = 0;         // its threads followed now
     bool shares_memory = false; // a vfork child, in its parent's memory: no breakpoints
+    // The breakpoints at the ends of its threads' straight-line runs: the byte each replaced,
+    // and how many runs end there. Written through /proc/PID/mem (byte by byte, whether the
+    // threads are stopped or not).
+    struct Breakpoint {
+      uint8_t original = 0;
+      unsigned users = 0;
+    };
+    std::map<uint64_t, Breakpoint> breakpoints;
+    int mem = -1; // /proc/PID/mem, read-write
+    ~Process() {
+      if (mem >= 0) ::close(mem);
+    }
+    // Threads in flight over a system call that makes a process (clone, fork, vfork, clone3):
+    // while one is, no breakpoint is set (a child would inherit it, or run it in shared memory).
+    unsigned spawning = 0;
+    // Stopped threads waiting to be stepped: over an instruction where a breakpoint is (until it
+    // goes), or over a system call that makes a process (until no breakpoint is left: at 0).
+    struct Parked {
+      pid_t tid;
+      int signal;
+      uint64_t breakpoint;
+    };
+    std::vector<Parked> parked;
   };
   struct Thread {
     Process* process = nullptr;
@@ -73,6 +103,8 @@ private:
     bool fresh = true;     // not stopped yet (a new thread's first stop is a SIGSTOP)
     bool stepping = false; // `before` is the instruction being stepped
     bool injected = false; // the step delivers a signal
+    bool running = false;  // resumed, not stopped since
+    bool spawning = false; // counted in its process's `spawning`
     user_regs_struct before{};
     bool decoded = false;  // the stepped instruction (a copy: the pc cache is cleared when
     x86::Instruction insn; // libraries come and go)
@@ -99,6 +131,11 @@ private:
   void step(pid_t tid, Thread& t, int signal);
   void after_step(pid_t tid, Thread& t);
   bool handler_entered(const Thread& t, const user_regs_struct& after, uint64_t& restorer);
+  static void unpatched(const Process& p, uint64_t address, uint8_t* code, size_t n);
+  bool plant(Process& p, uint64_t address);
+  void unplant(Process& p, uint64_t address);
+  bool conflicts(const Process& p, pid_t tid, uint64_t address) const;
+  void unpark(Process& p, uint64_t breakpoint);
   bool module_selected(const Module& m) const;
 
   const CheckOptions& options_;
@@ -154,6 +191,7 @@ const PcInfo& Checker::info_for(Process& p, uint64_t pc) {
   size_t n = sizeof code;
   while (n > 0 && !p.memory->read(pc, code, n))
     --n; // the last bytes of a mapping
+  unpatched(p, pc, code, n);
   if (auto insn = decoder_.decode(std::span<const uint8_t>(code, n), pc); insn.ok()) {
     info.decoded = true;
     info.insn = *insn;
@@ -178,6 +216,7 @@ std::string Checker::instruction(const Site& site) {
   size_t n = sizeof code;
   while (n > 0 && !judging_->memory->read(site.pc, code, n))
     --n;
+  unpatched(*judging_, site.pc, code, n);
   return decoder_.format(std::span<const uint8_t>(code, n), site.pc - site.module->bias);
 }
 
@@ -208,6 +247,20 @@ void Checker::step(pid_t tid, Thread& t, int signal) {
     stop_ = true;
     return;
   }
+  Process& p = *t.process;
+  if (t.stepping && p.breakpoints.count(t.before.rip)) { // it would run the int3
+    p.parked.push_back({tid, signal, t.before.rip});
+    return;
+  }
+  if (t.stepping && !t.spawning && t.decoded && t.insn.flow == x86::Flow::syscall &&
+      makes_process(t.before.rax)) {
+    if (!p.breakpoints.empty()) {
+      p.parked.push_back({tid, signal, 0});
+      return;
+    }
+    t.spawning = true;
+    ++p.spawning;
+  }
   if (::ptrace(PTRACE_SINGLESTEP, tid, nullptr, reinterpret_cast<void*>(long(signal))) != 0) {
     if (errno == ESRCH) return; // killed meanwhile
     error_ = fmt::format("PTRACE_SINGLESTEP: {}", std::strerror(errno));
@@ -215,6 +268,65 @@ void Checker::step(pid_t tid, Thread& t, int signal) {
     return;
   }
   t.injected = signal != 0;
+  t.running = true;
+}
+
+// The code bytes [address, address + n) as the program has them, without our breakpoints.
+void Checker::unpatched(const Process& p, uint64_t address, uint8_t* code, size_t n) {
+  for (auto it = p.breakpoints.lower_bound(address);
+       it != p.breakpoints.end() && it->first - address < n; ++it)
+    code[it->first - address] = it->second.original;
+}
+
+bool Checker::plant(Process& p, uint64_t address) {
+  auto [it, added] = p.breakpoints.try_emplace(address);
+  if (added) {
+    const uint8_t trap = 0xcc;
+    if (::pread(p.mem, &it->second.original, 1, off_t(address)) != 1 ||
+        ::pwrite(p.mem, &trap, 1, off_t(address)) != 1) {
+      p.breakpoints.erase(it);
+      return false;
+    }
+  }
+  ++it->second.users;
+  return true;
+}
+
+void Checker::unplant(Process& p, uint64_t address) {
+  auto it = p.breakpoints.find(address);
+  if (it == p.breakpoints.end() || --it->second.users > 0) return;
+  (void)!::pwrite(p.mem, &it->second.original, 1, off_t(address));
+  p.breakpoints.erase(it);
+  unpark(p, address);
+  if (p.breakpoints.empty()) unpark(p, 0);
+}
+
+// Steps the threads parked for `breakpoint` (0: for a process-making system call).
+void Checker::unpark(Process& p, uint64_t breakpoint) {
+  std::vector<Process::Parked> waiting;
+  std::erase_if(p.parked, [&](const Process::Parked& w) {
+    if (w.breakpoint != breakpoint) return false;
+    waiting.push_back(w);
+    return true;
+  });
+  for (const Process::Parked& w : waiting)
+    if (auto it = threads_.find(w.tid); it != threads_.end()) step(w.tid, it->second, w.signal);
+}
+
+// Whether a breakpoint at `address` could be run by another thread of the process than `tid`:
+// one in flight over the instruction there, or running a straight-line run through it (ending
+// there is fine: the breakpoint is shared).
+bool Checker::conflicts(const Process& p, pid_t tid, uint64_t address) const {
+  for (const auto& [other, u] : threads_) {
+    if (other == tid || u.process != &p || !u.running) continue;
+    if (u.block.active) {
+      for (const Block::Step& st : u.block.steps)
+        if (st.before.get(x86_64::RIP) == address) return true;
+    } else if (u.before.rip == address) {
+      return true;
+    }
+  }
+  return false;
 }
 
 // The kernel's rt_sigframe at the handler's rsp: the restorer, then a ucontext whose
@@ -235,6 +347,10 @@ bool Checker::handler_entered(const Thread& t, const user_regs_struct& after, ui
 
 // The thread stopped after a step: account for the instruction, check the next, step again.
 void Checker::after_step(pid_t tid, Thread& t) {
+  if (t.spawning) { // the process-making system call returned
+    t.spawning = false;
+    --t.process->spawning;
+  }
   user_regs_struct now;
   if (::ptrace(PTRACE_GETREGS, tid, nullptr, &now) != 0) return;
   if (t.stepping && !t.injected && now.rip == t.before.rip && now.rsp == t.before.rsp) {
@@ -303,12 +419,17 @@ bool Checker::checks_statically(const PcInfo& info, const RegisterState& regs) c
 
 // Past the single-step loop: from here to the next branch, system call or instruction the x86
 // layer cannot follow, the registers each instruction needs are known from the current ones, so
-// the run goes on to a breakpoint there and its instructions are checked as if stepped. Only
-// in a process of one thread, in memory of its own (a breakpoint in shared code would stop the
-// others; a forked child has a copy).
+// the run goes on to a breakpoint there and its instructions are checked as if stepped. Not in a
+// vfork child (a breakpoint would be in its parent's memory too), nor while a thread makes a
+// process; with several threads, a run ends where another's does (the breakpoint is shared) or
+// before, and never where another thread could run into it (conflicts()).
 bool Checker::plan_block(pid_t tid, Thread& t, const user_regs_struct& now) {
   Process& p = *t.process;
-  if (p.threads != 1 || p.shares_memory || t.stack.mode() == Mode::altstack) return false;
+  if (p.shares_memory || p.spawning || t.stack.mode() == Mode::altstack ||
+      p.breakpoints.count(now.rip) ||
+      std::any_of(p.parked.begin(), p.parked.end(),
+                  [](const Process::Parked& w) { return w.breakpoint == 0; }))
+    return false;
   uint64_t budget = kMaxBlock;
   if (options_.max_steps)
     // Leave the last step of the budget to the instruction at the breakpoint.
@@ -345,25 +466,21 @@ bool Checker::plan_block(pid_t tid, Thread& t, const user_regs_struct& now) {
       break;
     b.steps.push_back({regs, info.insn});
     regs = after;
+    if (p.breakpoints.count(next)) break; // another run's end: this one ends there too
   }
   if (b.steps.size() < 2) return false;
   b.end = regs;
   b.end_pc = regs.get(x86_64::RIP);
-  errno = 0;
-  b.saved_word = ::ptrace(PTRACE_PEEKTEXT, tid, reinterpret_cast<void*>(b.end_pc), nullptr);
-  if (errno != 0) return false;
-  long trap = (b.saved_word & ~0xffL) | 0xcc;
-  if (::ptrace(PTRACE_POKETEXT, tid, reinterpret_cast<void*>(b.end_pc),
-               reinterpret_cast<void*>(trap)) != 0)
-    return false;
+  if (conflicts(p, tid, b.end_pc) || !plant(p, b.end_pc)) return false;
   if (::ptrace(PTRACE_CONT, tid, nullptr, nullptr) != 0) {
-    ::ptrace(PTRACE_POKETEXT, tid, reinterpret_cast<void*>(b.end_pc),
-             reinterpret_cast<void*>(b.saved_word));
+    unplant(p, b.end_pc);
     return false;
   }
   b.active = true;
   t.stepping = false;
+  t.running = true;
   ++result_.summary.blocks;
+  if (p.threads > 1) ++result_.summary.blocks_among_threads;
   return true;
 }
 
@@ -387,8 +504,7 @@ void Checker::commit_block(pid_t tid, Thread& t, size_t count) {
 void Checker::block_stopped(pid_t tid, Thread& t, int sig) {
   Block& b = t.block;
   b.active = false;
-  ::ptrace(PTRACE_POKETEXT, tid, reinterpret_cast<void*>(b.end_pc),
-           reinterpret_cast<void*>(b.saved_word));
+  unplant(*t.process, b.end_pc);
   user_regs_struct now;
   if (::ptrace(PTRACE_GETREGS, tid, nullptr, &now) != 0) return;
   if (sig == SIGTRAP && now.rip == b.end_pc + 1) {
@@ -421,6 +537,7 @@ Checker::Process& Checker::add_process(pid_t pid) {
   p = std::make_unique<Process>();
   p->pid = pid;
   p->memory.emplace(pid);
+  p->mem = ::open(fmt::format("/proc/{}/mem", pid).c_str(), O_RDWR | O_CLOEXEC);
   refresh_modules(*p);
   return *p;
 }
@@ -439,7 +556,11 @@ void Checker::forget_thread(pid_t tid) {
   auto it = threads_.find(tid);
   if (it == threads_.end()) return;
   Process* p = it->second.process;
+  const Thread t = std::move(it->second);
   threads_.erase(it);
+  std::erase_if(p->parked, [&](const Process::Parked& w) { return w.tid == tid; });
+  if (t.spawning) --p->spawning;
+  if (t.block.active) unplant(*p, t.block.end_pc);
   if (--p->threads == 0) processes_.erase(p->pid);
 }
 
@@ -564,6 +685,7 @@ Result<CheckResult> Checker::run() {
       known = threads_.find(tid);
     }
     Thread& t = known->second;
+    t.running = false;
     const int sig = WSTOPSIG(status), event = status >> 16;
     if (event == PTRACE_EVENT_EXEC) {
       exec_called(t);

@@ -70,7 +70,8 @@ struct CheckSummary {
   uint64_t no_row = 0;             // instructions of checked frames that no row covers
   uint64_t jump_rows = 0;          // instructions whose row describes a jump's target (not checked)
   uint64_t blocks = 0;             // straight-line runs executed to a breakpoint
-  uint64_t block_mismatches = 0;   // runs that ended with registers other than the simulated ones
+  uint64_t blocks_among_threads = 0; // of which in a process that had other threads
+  uint64_t block_mismatches = 0;     // runs that ended with registers other than the simulated ones
   uint64_t unchecked_signal_steps = 0; // steps in handlers on an alternate stack (not checked)
   uint64_t undetermined = 0; // replays: instructions a rule of the tables could not be judged at
                              // (it needs a register or memory word the trace does not hold)

@@ -543,3 +543,28 @@ TEST(Check, FollowedChildrenThatExec) {
     EXPECT_EQ(WEXITSTATUS(r->summary.exit_status), 0);
   }
 }
+
+// Several threads running the same code: their straight-line runs go to breakpoints at the same
+// time (shared where they end at one address; a thread about to run an instruction where
+// another's breakpoint is waits for it to go; none is set while a thread creates one), with the
+// same reports and instructions checked as stepping every instruction, and the program's
+// result (it exits 1 if the threads computed otherwise than one thread). Repeated: the interleavings differ from run to run.
+TEST(Check, ThreadsRunToBreakpointsTogether) {
+  const std::string program = fixture("check_threads");
+  CheckResult steps = run({program}, 0, /*single_step=*/true);
+  EXPECT_TRUE(steps.inconsistencies.empty()) << describe(steps);
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(round);
+    CheckResult blocks = run({program});
+    EXPECT_TRUE(blocks.inconsistencies.empty()) << describe(blocks);
+    EXPECT_EQ(blocks.summary.threads, 5u);
+    EXPECT_EQ(blocks.summary.block_mismatches, 0u);
+    EXPECT_GT(blocks.summary.blocks_among_threads, 1000u);
+    // The futexes of the joins and of stdio take paths that depend on timing: the checked
+    // instructions agree within them.
+    EXPECT_NEAR(double(blocks.summary.checked), double(steps.summary.checked),
+                0.01 * double(steps.summary.checked));
+    ASSERT_TRUE(WIFEXITED(blocks.summary.exit_status));
+    EXPECT_EQ(WEXITSTATUS(blocks.summary.exit_status), 0);
+  }
+}
