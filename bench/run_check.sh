@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # ehelf check's speed: instructions checked per second on programs compiled here (the libc
-# program of the check tests at -O2 and -O0, a C++ program throwing across frames) and on
+# program of the check tests at -O2 and -O0, a C++ program throwing across frames, four threads
+# running the same code: tests/fixtures/check_threads.c) and on
 # /bin/ls from the loader's entry, with straight-line runs to breakpoints (the default) and
 # stepping every instruction (--single-step); next to the bare loop of a gdb+Python validator
 # of the paper's kind (bench/check/gdb_step_rate.py) on the same program. Prints a Markdown table.
@@ -14,6 +15,7 @@ trap 'rm -rf "$work"' EXIT
 gcc -O2 -pthread tests/fixtures/check_libc.c -o "$work/libc_O2"
 gcc -O0 -pthread tests/fixtures/check_libc.c -o "$work/libc_O0"
 g++ -O2 tests/fixtures/exceptions.cpp -o "$work/exceptions"
+gcc -O2 -pthread tests/fixtures/check_threads.c -o "$work/threads"
 row() { # label, ehelf check arguments...
   local label=$1
   shift
@@ -32,6 +34,7 @@ for mode in "" --single-step; do
   row "libc program -O2, $name" $mode -- "$work/libc_O2"
   row "libc program -O0, $name" $mode -- "$work/libc_O0"
   row "C++ exceptions -O2, $name" $mode -- "$work/exceptions"
+  row "4 threads -O2, $name" $mode -- "$work/threads"
   row "/bin/ls /usr from the entry, $name" $mode --from-entry -- /bin/ls /usr
 done
 if command -v gdb > /dev/null; then

@@ -144,6 +144,21 @@ run_target() { # NAME
       rm -f "$elf"
     done
   fi
+  if [ "$name" = fuzz_check_trace ]; then
+    # Traces ehelf check records here (the release build's CLI, if built): a wrong-CFI fixture
+    # and a C program through libc (threads, signals, the vDSO), in both stepping modes.
+    for cli in build/bin/ehelf build-asan/bin/ehelf; do
+      [ -x "$cli" ] || continue
+      cc tests/fixtures/check_pop_adjust.S -o "$work/pop.elf"
+      cc -O2 -pthread tests/fixtures/check_libc.c -o "$work/libc.elf"
+      "$cli" check --record "$work/pop.trace" -- "$work/pop.elf" > /dev/null 2>&1
+      "$cli" check --single-step --record "$work/pop-step.trace" -- "$work/pop.elf" > /dev/null 2>&1
+      "$cli" check --max-steps 20000 --record "$work/libc.trace" -- "$work/libc.elf" \
+        > /dev/null 2>&1
+      rm -f "$work"/*.elf
+      break
+    done
+  fi
   if [ "$name" = fuzz_perf ]; then
     perf_seeds "$work"
   fi

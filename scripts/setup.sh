@@ -10,7 +10,7 @@ PACKAGES=(
   elfutils gdb linux-perf
   sqlite3
   libzydis-dev
-  csmith libcsmith-dev
+  csmith libcsmith-dev cvise
   libprotobuf-dev python3-protobuf
   chromium chromium-driver python3-selenium
 )

@@ -43,14 +43,22 @@ std::string format_text(const CheckResult& result) {
   }
   fmt::format_to(o,
                  "{} inconsistenc{}; {} instructions checked ({} steps), {} distinct addresses, "
-                 "{} functions, {} modules, {} thread{}\n",
+                 "{} functions, {} modules, {} thread{}",
                  result.inconsistencies.size(), result.inconsistencies.size() == 1 ? "y" : "ies",
                  s.checked, s.steps, s.distinct_addresses, s.functions, s.modules, s.threads,
                  s.threads == 1 ? "" : "s");
+  if (s.processes > 1) fmt::format_to(o, " in {} processes", s.processes);
+  if (s.execs) fmt::format_to(o, ", {} left to run unchecked at exec", s.execs);
+  out += '\n';
   fmt::format_to(o,
                  "{} calls, {} resynchronisations, {} signal handlers; {:.2f} s, {:.0f} "
                  "instructions/s; {}\n",
                  s.calls, s.resyncs, s.signals, s.seconds, rate(s), program_end(s));
+  if (s.undetermined)
+    fmt::format_to(o,
+                   "{} instructions not judged: a rule of the tables needs a register or memory "
+                   "word the trace does not hold\n",
+                   s.undetermined);
   return out;
 }
 
@@ -83,7 +91,11 @@ nlohmann::json to_json(const CheckResult& result) {
                     {"jump_rows", s.jump_rows},
                     {"blocks", s.blocks},
                     {"block_mismatches", s.block_mismatches},
+                    {"blocks_among_threads", s.blocks_among_threads},
                     {"unchecked_signal_steps", s.unchecked_signal_steps},
+                    {"undetermined", s.undetermined},
+                    {"processes", s.processes},
+                    {"execs", s.execs},
                     {"seconds", s.seconds},
                     {"instructions_per_second", rate(s)},
                     {"step_limit", s.step_limit},

@@ -21,7 +21,6 @@ struct Block {
   std::vector<Step> steps;
   RegisterState end;   // before the instruction at the breakpoint
   uint64_t end_pc = 0; // where the breakpoint is
-  long saved_word = 0; // the code word the breakpoint replaced
   bool active = false;
 };
 

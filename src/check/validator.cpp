@@ -6,19 +6,22 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <map>
 #include <set>
 #include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <tuple>
+#include <unistd.h>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "check/row_check.hpp"
 #include "check/shadow_stack.hpp"
 #include "check/straight_line.hpp"
+#include "check/trace.hpp"
 #include "model/registers.hpp"
-#include "report/table_json.hpp"
 #include "runtime/memory.hpp"
 #include "runtime/module_map.hpp"
 #include "runtime/ptrace_process.hpp"
@@ -27,8 +30,6 @@
 
 namespace ehelf::check {
 namespace {
-
-constexpr unsigned kRa = x86_64::RIP;
 
 // What the checker knows of one pc, found once.
 struct PcInfo {
@@ -40,44 +41,70 @@ struct PcInfo {
   bool checked = false;              // the module is among those to check
 };
 
-std::string reg_text(unsigned dwarf) {
-  std::string_view n = x86_64::register_name(dwarf);
-  return n.empty() ? fmt::format("r{}", dwarf) : std::string(n);
+// Whether a system call (its number in rax) makes a process: clone, fork, vfork, clone3.
+bool makes_process(uint64_t number) {
+  return number == 56 || number == 57 || number == 58 || number == 435;
 }
 
-// "CFA=rsp+16 rbx=c-16 ra=c-8": the cells of readelf -wF's row, named.
-std::string row_text(RowView row) {
-  std::string out = "CFA=" + cfa_rule_text(row.cfa);
-  for (const ColumnRule& c : row.columns)
-    out += fmt::format(" {}={}", c.column == kRa ? "ra" : reg_text(c.column),
-                       register_rule_text(c.rule));
-  return out;
+// The thread group of a thread, from /proc (0 if it cannot be read).
+pid_t thread_group(pid_t tid) {
+  std::FILE* f = std::fopen(fmt::format("/proc/{}/status", tid).c_str(), "re");
+  if (!f) return 0;
+  char line[256];
+  pid_t tgid = 0;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "Tgid: %d", &tgid) == 1) break;
+  std::fclose(f);
+  return tgid;
 }
 
-// A row whose return address is in a register, or saved at or above the CFA, describes where
-// a jump goes rather than a frame entered by a call (a call leaves it below the CFA): glibc's
-// __longjmp, setcontext and swapcontext describe their target context this way. Nothing to
-// compare it with.
-bool describes_jump_target(const RegisterRule* ra) {
-  return ra && (ra->kind == RegisterRule::Kind::Register ||
-                (ra->kind == RegisterRule::Kind::Offset && ra->offset >= 0));
-}
-
-std::string offset_text(int64_t v) {
-  return fmt::format("{:+d}", v);
-}
-
-class Checker {
+class Checker final : SiteNames {
 public:
-  explicit Checker(const CheckOptions& options) : options_(options) {}
+  explicit Checker(const CheckOptions& options) : options_(options), judge_(*this) {}
   Result<CheckResult> run();
 
 private:
+  // One traced process (the program, or a child followed with --follow-fork): its modules, its
+  // memory and what is known of each pc in it.
+  struct Process {
+    pid_t pid = 0;
+    std::optional<ModuleMap> map;
+    std::optional<ProcessMemory> memory;
+    std::unordered_map<uint64_t, PcInfo> pcs;
+    size_t threads = 0;         // its threads followed now
+    bool shares_memory = false; // a vfork child, in its parent's memory: no breakpoints
+    // The breakpoints at the ends of its threads' straight-line runs: the byte each replaced,
+    // and how many runs end there. Written through /proc/PID/mem (byte by byte, whether the
+    // threads are stopped or not).
+    struct Breakpoint {
+      uint8_t original = 0;
+      unsigned users = 0;
+    };
+    std::map<uint64_t, Breakpoint> breakpoints;
+    int mem = -1; // /proc/PID/mem, read-write
+    ~Process() {
+      if (mem >= 0) ::close(mem);
+    }
+    // Threads in flight over a system call that makes a process (clone, fork, vfork, clone3):
+    // while one is, no breakpoint is set (a child would inherit it, or run it in shared memory).
+    unsigned spawning = 0;
+    // Stopped threads waiting to be stepped: over an instruction where a breakpoint is (until it
+    // goes), or over a system call that makes a process (until no breakpoint is left: at 0).
+    struct Parked {
+      pid_t tid;
+      int signal;
+      uint64_t breakpoint;
+    };
+    std::vector<Parked> parked;
+  };
   struct Thread {
+    Process* process = nullptr;
     ShadowStack stack;
     bool fresh = true;     // not stopped yet (a new thread's first stop is a SIGSTOP)
     bool stepping = false; // `before` is the instruction being stepped
     bool injected = false; // the step delivers a signal
+    bool running = false;  // resumed, not stopped since
+    bool spawning = false; // counted in its process's `spawning`
     user_regs_struct before{};
     bool decoded = false;  // the stepped instruction (a copy: the pc cache is cleared when
     x86::Instruction insn; // libraries come and go)
@@ -85,8 +112,13 @@ private:
   };
 
   Status start();
-  const PcInfo& info_for(uint64_t pc);
-  void refresh_modules();
+  Process& add_process(pid_t pid);
+  Thread& add_thread(pid_t tid, Process& process);
+  void forget_thread(pid_t tid);
+  void new_child(Thread& parent, int event, pid_t child);
+  void exec_called(Thread& t);
+  const PcInfo& info_for(Process& p, uint64_t pc);
+  void refresh_modules(Process& p);
   void check(pid_t tid, Thread& t, const RegisterState& regs, const PcInfo& info);
   void at_instruction(pid_t tid, Thread& t, const user_regs_struct& now);
   void step_from(pid_t tid, Thread& t, const user_regs_struct& now, int signal);
@@ -94,30 +126,34 @@ private:
   bool plan_block(pid_t tid, Thread& t, const user_regs_struct& now);
   void commit_block(pid_t tid, Thread& t, size_t count);
   void block_stopped(pid_t tid, Thread& t, int sig);
-  void report(pid_t tid, const PcInfo& info, uint64_t pc, RowView row, std::string column,
-              std::string expected, std::string table);
+  std::string function(const Site& site) override;
+  std::string instruction(const Site& site) override;
   void step(pid_t tid, Thread& t, int signal);
   void after_step(pid_t tid, Thread& t);
   bool handler_entered(const Thread& t, const user_regs_struct& after, uint64_t& restorer);
+  static void unpatched(const Process& p, uint64_t address, uint8_t* code, size_t n);
+  bool plant(Process& p, uint64_t address);
+  void unplant(Process& p, uint64_t address);
+  bool conflicts(const Process& p, pid_t tid, uint64_t address) const;
+  void unpark(Process& p, uint64_t breakpoint);
   bool module_selected(const Module& m) const;
 
   const CheckOptions& options_;
   std::optional<TracedProgram> program_;
   pid_t pid_ = 0;
-  std::optional<ModuleMap> map_;
-  std::optional<ProcessMemory> memory_;
+  std::unordered_map<pid_t, std::unique_ptr<Process>> processes_;
+  // Followed children whose first stop came before their parent's fork event: held stopped
+  // until the event says which thread they are a copy of.
+  std::set<pid_t> early_children_;
+  Process* judging_ = nullptr; // the process of the instruction being checked (for SiteNames)
   x86::Decoder decoder_;
   Symbolizer names_;
   LoadPolicy policy_;
   std::map<std::pair<std::string, uint64_t>, std::shared_ptr<const ModuleData>> loaded_;
-  std::unordered_map<uint64_t, PcInfo> pcs_;
   std::unordered_map<pid_t, Thread> threads_;
-  std::set<std::tuple<std::string, uint64_t, std::string>> reported_;
-  std::unordered_set<uint64_t> checked_pcs_;
-  std::set<std::pair<const ModuleData*, uint32_t>> functions_;
-  std::set<const ModuleData*> modules_;
-  std::set<std::pair<std::string, std::string>> uncovered_;
-  CheckResult result_;
+  RowCheck judge_;
+  CheckResult& result_ = judge_.result();
+  std::unique_ptr<TraceWriter> trace_; // --record
   bool stop_ = false;
   std::string error_;
 };
@@ -132,155 +168,77 @@ bool Checker::module_selected(const Module& m) const {
   return false;
 }
 
-void Checker::refresh_modules() {
-  auto m = ModuleMap::for_process(pid_);
+void Checker::refresh_modules(Process& p) {
+  auto m = ModuleMap::for_process(p.pid);
   if (!m) return;
-  pcs_.clear(); // PcInfo points into the old map
-  map_ = std::move(*m);
-  for (Module& mod : map_->modules()) {
+  p.pcs.clear(); // PcInfo points into the old map
+  p.map = std::move(*m);
+  for (Module& mod : p.map->modules()) {
     auto it = loaded_.find({mod.path, mod.bias});
     if (it != loaded_.end()) mod.data = it->second;
   }
 }
 
-const PcInfo& Checker::info_for(uint64_t pc) {
-  if (auto it = pcs_.find(pc); it != pcs_.end()) return it->second;
-  const Module* m = map_->find(pc);
+const PcInfo& Checker::info_for(Process& p, uint64_t pc) {
+  if (auto it = p.pcs.find(pc); it != p.pcs.end()) return it->second;
+  const Module* m = p.map->find(pc);
   if (!m) { // a library loaded since: read the maps again
-    refresh_modules();
-    m = map_->find(pc);
+    refresh_modules(p);
+    m = p.map->find(pc);
   }
   PcInfo info;
   uint8_t code[16];
   size_t n = sizeof code;
-  while (n > 0 && !memory_->read(pc, code, n))
+  while (n > 0 && !p.memory->read(pc, code, n))
     --n; // the last bytes of a mapping
+  unpatched(p, pc, code, n);
   if (auto insn = decoder_.decode(std::span<const uint8_t>(code, n), pc); insn.ok()) {
     info.decoded = true;
     info.insn = *insn;
   }
   if (m) {
     info.module = m;
-    const ModuleData& data = map_->load(*m, policy_, &*memory_);
+    const ModuleData& data = p.map->load(*m, policy_, &*p.memory);
     loaded_[{m->path, m->bias}] = m->data;
     info.data = &data;
     info.checked = module_selected(*m);
     if (data.table) info.range = data.table->find(pc - m->bias);
   }
-  return pcs_.emplace(pc, info).first->second;
+  return p.pcs.emplace(pc, info).first->second;
 }
 
-void Checker::report(pid_t tid, const PcInfo& info, uint64_t pc, RowView row, std::string column,
-                     std::string expected, std::string table) {
-  uint64_t svma = pc - info.module->bias;
-  if (!reported_.emplace(info.module->path, svma, column).second) return;
-  Inconsistency r;
-  r.module = info.module->path;
-  r.address = svma;
-  r.function = format_symbol(names_.name(*map_, *info.module, pc));
+std::string Checker::function(const Site& site) {
+  return format_symbol(names_.name(*judging_->map, *site.module, site.pc));
+}
+
+std::string Checker::instruction(const Site& site) {
   uint8_t code[16];
   size_t n = sizeof code;
-  while (n > 0 && !memory_->read(pc, code, n))
+  while (n > 0 && !judging_->memory->read(site.pc, code, n))
     --n;
-  r.instruction = decoder_.format(std::span<const uint8_t>(code, n), svma);
-  r.row = row_text(row);
-  r.column = std::move(column);
-  r.expected = std::move(expected);
-  r.table = std::move(table);
-  r.tid = tid;
-  result_.inconsistencies.push_back(std::move(r));
+  unpatched(*judging_, site.pc, code, n);
+  return decoder_.format(std::span<const uint8_t>(code, n), site.pc - site.module->bias);
 }
 
-// Compares the row at the thread's pc with its innermost shadow frame.
+// Judges the instruction at the thread's pc (in a checked module, its innermost frame known)
+// against its row, and records it with --record.
 void Checker::check(pid_t tid, Thread& t, const RegisterState& regs, const PcInfo& info) {
-  const ShadowFrame& f = t.stack.frames().back();
-  const uint64_t pc = regs.get(x86_64::RIP);
-  const UnwindTable& table = *info.data->table;
-  ++result_.summary.checked;
-  checked_pcs_.insert(pc);
-  modules_.insert(info.data);
-  if (!info.range) {
-    // No table covers the code (crt files' functions, hand-written code without CFI): nothing
-    // to compare; listed apart, since unwinders know they have no row there.
-    ++result_.summary.no_row;
-    std::string name = format_symbol(names_.name(*map_, *info.module, pc));
-    if (size_t plus = name.find('+'); plus != std::string::npos) name.resize(plus);
-    uncovered_.emplace(info.module->path, name.empty() ? "?" : name);
+  const ShadowFrame& frame = t.stack.frames().back();
+  const Site site{info.module, info.data, info.range, regs.get(x86_64::RIP), tid};
+  judging_ = t.process;
+  if (!trace_) {
+    if (info.data->table) judge_.check(site, regs, frame, *t.process->memory);
     return;
   }
-  functions_.emplace(info.data, info.range->function);
-  RowView row = table.row(info.range->row);
-  const RegisterRule* ra = row.rule_for(kRa);
-  if (describes_jump_target(ra)) {
-    ++result_.summary.jump_rows;
-    return;
-  }
-  const uint64_t expected_cfa = f.slot + 8;
-  // The CFA.
-  uint64_t cfa = 0;
-  std::optional<RowStep> evaluated; // the whole row, for the rules that need memory
-  auto evaluate = [&]() -> const RowStep* {
-    if (!evaluated) {
-      auto s = table.evaluate(info.range->row, regs, *memory_,
-                              table.function(info.range->function).return_column, false);
-      if (!s) return nullptr;
-      evaluated = std::move(*s);
-    }
-    return &*evaluated;
-  };
-  if (row.cfa.kind == CfaRule::Kind::RegOffset && regs.has(row.cfa.reg)) {
-    cfa = regs.get(row.cfa.reg) + uint64_t(row.cfa.offset);
-    if (cfa != expected_cfa) {
-      int64_t want = int64_t(expected_cfa - regs.get(row.cfa.reg));
-      report(tid, info, pc, row, "CFA", reg_text(row.cfa.reg) + offset_text(want),
-             cfa_rule_text(row.cfa));
-      return;
-    }
-  } else {
-    const RowStep* s = evaluate();
-    if (!s || s->cfa != expected_cfa) {
-      report(tid, info, pc, row, "CFA",
-             fmt::format("{:#x} (rsp{})", expected_cfa,
-                         offset_text(int64_t(expected_cfa - regs.get(x86_64::RSP)))),
-             s ? fmt::format("{} = {:#x}", cfa_rule_text(row.cfa), s->cfa)
-               : cfa_rule_text(row.cfa) + " (cannot be evaluated)");
-      return;
-    }
-    cfa = s->cfa;
-  }
-  // The return address: at CFA-8.
-  if (!ra || ra->kind != RegisterRule::Kind::Offset || ra->offset != -8) {
-    const RowStep* s = ra && ra->kind != RegisterRule::Kind::Undefined ? evaluate() : nullptr;
-    if (!s || !s->caller.has(x86_64::RIP) || s->caller.get(x86_64::RIP) != f.return_address)
-      report(tid, info, pc, row, "ra", "c-8", ra ? register_rule_text(*ra) : "none");
-  }
-  // The callee-saved registers.
-  for (unsigned i = 0; i < kCalleeSaved.size(); ++i) {
-    const unsigned reg = kCalleeSaved[i];
-    const RegisterRule* rule = row.rule_for(reg);
-    const uint64_t now = regs.get(reg);
-    std::string where = f.save_count[i]
-                            ? "c" + offset_text(int64_t(f.saves[i][f.save_count[i] - 1] - cfa))
-                            : std::string("s");
-    if (!rule || rule->kind == RegisterRule::Kind::SameValue) {
-      // Saved and changed since, but the row says it is still in the register.
-      if (now != f.entry[i] && f.save_count[i])
-        report(tid, info, pc, row, reg_text(reg), where, rule ? "s" : "none");
-      continue;
-    }
-    if (rule->kind == RegisterRule::Kind::Offset) {
-      if (!f.saved_at(i, cfa + uint64_t(rule->offset)))
-        report(tid, info, pc, row, reg_text(reg), where, register_rule_text(*rule));
-      continue;
-    }
-    if (rule->kind == RegisterRule::Kind::Undefined) continue; // says nothing
-    const RowStep* s = evaluate();
-    if (!s || !s->caller.has(reg) || s->caller.get(reg) != f.entry[i])
-      report(tid, info, pc, row, reg_text(reg), fmt::format("{:#x}", f.entry[i]),
-             s && s->caller.has(reg)
-                 ? fmt::format("{} = {:#x}", register_rule_text(*rule), s->caller.get(reg))
-                 : register_rule_text(*rule) + " (cannot be evaluated)");
-  }
+  RecordingMemory memory(*t.process->memory);
+  if (info.data->table) judge_.check(site, regs, frame, memory);
+  TraceModule m;
+  m.path = info.module->path;
+  m.bias = info.module->bias;
+  if (info.data->elf)
+    if (auto id = info.data->elf->build_id()) m.build_id.assign(id->begin(), id->end());
+  if (info.module->vdso) m.image = info.data->image;
+  trace_->step(tid, trace_->module(m), site.pc - m.bias, regs, frame, memory.reads());
 }
 
 void Checker::step(pid_t tid, Thread& t, int signal) {
@@ -289,6 +247,20 @@ void Checker::step(pid_t tid, Thread& t, int signal) {
     stop_ = true;
     return;
   }
+  Process& p = *t.process;
+  if (t.stepping && p.breakpoints.count(t.before.rip)) { // it would run the int3
+    p.parked.push_back({tid, signal, t.before.rip});
+    return;
+  }
+  if (t.stepping && !t.spawning && t.decoded && t.insn.flow == x86::Flow::syscall &&
+      makes_process(t.before.rax)) {
+    if (!p.breakpoints.empty()) {
+      p.parked.push_back({tid, signal, 0});
+      return;
+    }
+    t.spawning = true;
+    ++p.spawning;
+  }
   if (::ptrace(PTRACE_SINGLESTEP, tid, nullptr, reinterpret_cast<void*>(long(signal))) != 0) {
     if (errno == ESRCH) return; // killed meanwhile
     error_ = fmt::format("PTRACE_SINGLESTEP: {}", std::strerror(errno));
@@ -296,6 +268,65 @@ void Checker::step(pid_t tid, Thread& t, int signal) {
     return;
   }
   t.injected = signal != 0;
+  t.running = true;
+}
+
+// The code bytes [address, address + n) as the program has them, without our breakpoints.
+void Checker::unpatched(const Process& p, uint64_t address, uint8_t* code, size_t n) {
+  for (auto it = p.breakpoints.lower_bound(address);
+       it != p.breakpoints.end() && it->first - address < n; ++it)
+    code[it->first - address] = it->second.original;
+}
+
+bool Checker::plant(Process& p, uint64_t address) {
+  auto [it, added] = p.breakpoints.try_emplace(address);
+  if (added) {
+    const uint8_t trap = 0xcc;
+    if (::pread(p.mem, &it->second.original, 1, off_t(address)) != 1 ||
+        ::pwrite(p.mem, &trap, 1, off_t(address)) != 1) {
+      p.breakpoints.erase(it);
+      return false;
+    }
+  }
+  ++it->second.users;
+  return true;
+}
+
+void Checker::unplant(Process& p, uint64_t address) {
+  auto it = p.breakpoints.find(address);
+  if (it == p.breakpoints.end() || --it->second.users > 0) return;
+  (void)!::pwrite(p.mem, &it->second.original, 1, off_t(address));
+  p.breakpoints.erase(it);
+  unpark(p, address);
+  if (p.breakpoints.empty()) unpark(p, 0);
+}
+
+// Steps the threads parked for `breakpoint` (0: for a process-making system call).
+void Checker::unpark(Process& p, uint64_t breakpoint) {
+  std::vector<Process::Parked> waiting;
+  std::erase_if(p.parked, [&](const Process::Parked& w) {
+    if (w.breakpoint != breakpoint) return false;
+    waiting.push_back(w);
+    return true;
+  });
+  for (const Process::Parked& w : waiting)
+    if (auto it = threads_.find(w.tid); it != threads_.end()) step(w.tid, it->second, w.signal);
+}
+
+// Whether a breakpoint at `address` could be run by another thread of the process than `tid`:
+// one in flight over the instruction there, or running a straight-line run through it (ending
+// there is fine: the breakpoint is shared).
+bool Checker::conflicts(const Process& p, pid_t tid, uint64_t address) const {
+  for (const auto& [other, u] : threads_) {
+    if (other == tid || u.process != &p || !u.running) continue;
+    if (u.block.active) {
+      for (const Block::Step& st : u.block.steps)
+        if (st.before.get(x86_64::RIP) == address) return true;
+    } else if (u.before.rip == address) {
+      return true;
+    }
+  }
+  return false;
 }
 
 // The kernel's rt_sigframe at the handler's rsp: the restorer, then a ucontext whose
@@ -305,9 +336,10 @@ bool Checker::handler_entered(const Thread& t, const user_regs_struct& after, ui
   const user_regs_struct& before = t.before;
   constexpr uint64_t kMcontext = 8 + 40; // pretcode, uc_flags, uc_link, uc_stack
   uint64_t frame_rsp = 0, frame_rip = 0;
-  if (!memory_->read(after.rsp, &restorer, 8) ||
-      !memory_->read(after.rsp + kMcontext + 15 * 8, &frame_rsp, 8) ||
-      !memory_->read(after.rsp + kMcontext + 16 * 8, &frame_rip, 8))
+  ProcessMemory& memory = *t.process->memory;
+  if (!memory.read(after.rsp, &restorer, 8) ||
+      !memory.read(after.rsp + kMcontext + 15 * 8, &frame_rsp, 8) ||
+      !memory.read(after.rsp + kMcontext + 16 * 8, &frame_rip, 8))
     return false;
   return frame_rsp == before.rsp &&
          (frame_rip == before.rip || (t.decoded && frame_rip == before.rip + t.insn.length));
@@ -315,6 +347,10 @@ bool Checker::handler_entered(const Thread& t, const user_regs_struct& after, ui
 
 // The thread stopped after a step: account for the instruction, check the next, step again.
 void Checker::after_step(pid_t tid, Thread& t) {
+  if (t.spawning) { // the process-making system call returned
+    t.spawning = false;
+    --t.process->spawning;
+  }
   user_regs_struct now;
   if (::ptrace(PTRACE_GETREGS, tid, nullptr, &now) != 0) return;
   if (t.stepping && !t.injected && now.rip == t.before.rip && now.rsp == t.before.rsp) {
@@ -349,10 +385,9 @@ void Checker::at_instruction(pid_t tid, Thread& t, const user_regs_struct& now) 
 // Checks the instruction at now.rip and single-steps it (delivering `signal`, if not 0).
 void Checker::step_from(pid_t tid, Thread& t, const user_regs_struct& now, int signal) {
   ++result_.summary.steps;
-  const PcInfo& info = info_for(now.rip);
+  const PcInfo& info = info_for(*t.process, now.rip);
   if (t.stack.mode() == Mode::altstack) ++result_.summary.unchecked_signal_steps;
-  if (t.stack.checkable() && info.checked && info.data && info.data->table)
-    check(tid, t, to_register_state(now), info);
+  if (t.stack.checkable() && info.checked && info.data) check(tid, t, to_register_state(now), info);
   t.before = now;
   t.decoded = info.decoded;
   t.insn = info.insn;
@@ -364,7 +399,7 @@ void Checker::step_from(pid_t tid, Thread& t, const user_regs_struct& now, int s
 bool Checker::checks_statically(const PcInfo& info, const RegisterState& regs) const {
   if (!info.checked || !info.data || !info.data->table || !info.range) return true;
   RowView row = info.data->table->row(info.range->row);
-  const RegisterRule* ra = row.rule_for(kRa);
+  const RegisterRule* ra = row.rule_for(x86_64::RIP);
   if (describes_jump_target(ra)) return true;
   if (row.cfa.kind != CfaRule::Kind::RegOffset || !regs.has(row.cfa.reg)) return false;
   if (ra && ra->kind != RegisterRule::Kind::Undefined &&
@@ -384,10 +419,17 @@ bool Checker::checks_statically(const PcInfo& info, const RegisterState& regs) c
 
 // Past the single-step loop: from here to the next branch, system call or instruction the x86
 // layer cannot follow, the registers each instruction needs are known from the current ones, so
-// the run goes on to a breakpoint there and its instructions are checked as if stepped. Only
-// with one thread (a breakpoint in shared code would stop the others).
+// the run goes on to a breakpoint there and its instructions are checked as if stepped. Not in a
+// vfork child (a breakpoint would be in its parent's memory too), nor while a thread makes a
+// process; with several threads, a run ends where another's does (the breakpoint is shared) or
+// before, and never where another thread could run into it (conflicts()).
 bool Checker::plan_block(pid_t tid, Thread& t, const user_regs_struct& now) {
-  if (threads_.size() != 1 || t.stack.mode() == Mode::altstack) return false;
+  Process& p = *t.process;
+  if (p.shares_memory || p.spawning || t.stack.mode() == Mode::altstack ||
+      p.breakpoints.count(now.rip) ||
+      std::any_of(p.parked.begin(), p.parked.end(),
+                  [](const Process::Parked& w) { return w.breakpoint == 0; }))
+    return false;
   uint64_t budget = kMaxBlock;
   if (options_.max_steps)
     // Leave the last step of the budget to the instruction at the breakpoint.
@@ -398,8 +440,8 @@ bool Checker::plan_block(pid_t tid, Thread& t, const user_regs_struct& now) {
   RegisterState regs = to_register_state(now);
   while (b.steps.size() < budget) {
     const uint64_t pc = regs.get(x86_64::RIP);
-    if (!map_->find(pc)) break; // info_for would read the maps again
-    const PcInfo& info = info_for(pc);
+    if (!p.map->find(pc)) break; // info_for would read the maps again
+    const PcInfo& info = info_for(p, pc);
     if (!info.decoded) break;
     // On through direct calls and jumps (where they go is in the instruction; a call's frame
     // takes the callee-saved registers' values at entry, so those must be known).
@@ -424,25 +466,21 @@ bool Checker::plan_block(pid_t tid, Thread& t, const user_regs_struct& now) {
       break;
     b.steps.push_back({regs, info.insn});
     regs = after;
+    if (p.breakpoints.count(next)) break; // another run's end: this one ends there too
   }
   if (b.steps.size() < 2) return false;
   b.end = regs;
   b.end_pc = regs.get(x86_64::RIP);
-  errno = 0;
-  b.saved_word = ::ptrace(PTRACE_PEEKTEXT, tid, reinterpret_cast<void*>(b.end_pc), nullptr);
-  if (errno != 0) return false;
-  long trap = (b.saved_word & ~0xffL) | 0xcc;
-  if (::ptrace(PTRACE_POKETEXT, tid, reinterpret_cast<void*>(b.end_pc),
-               reinterpret_cast<void*>(trap)) != 0)
-    return false;
+  if (conflicts(p, tid, b.end_pc) || !plant(p, b.end_pc)) return false;
   if (::ptrace(PTRACE_CONT, tid, nullptr, nullptr) != 0) {
-    ::ptrace(PTRACE_POKETEXT, tid, reinterpret_cast<void*>(b.end_pc),
-             reinterpret_cast<void*>(b.saved_word));
+    unplant(p, b.end_pc);
     return false;
   }
   b.active = true;
   t.stepping = false;
+  t.running = true;
   ++result_.summary.blocks;
+  if (p.threads > 1) ++result_.summary.blocks_among_threads;
   return true;
 }
 
@@ -453,9 +491,8 @@ void Checker::commit_block(pid_t tid, Thread& t, size_t count) {
   for (size_t i = 0; i < count; ++i) {
     const Block::Step& st = b.steps[i];
     ++result_.summary.steps;
-    const PcInfo& info = info_for(st.before.get(x86_64::RIP));
-    if (t.stack.checkable() && info.checked && info.data && info.data->table)
-      check(tid, t, st.before, info);
+    const PcInfo& info = info_for(*t.process, st.before.get(x86_64::RIP));
+    if (t.stack.checkable() && info.checked && info.data) check(tid, t, st.before, info);
     const RegisterState& after = i + 1 < b.steps.size() ? b.steps[i + 1].before : b.end;
     size_t frames = t.stack.frames().size();
     result_.summary.resyncs += t.stack.executed(st.insn, st.before, after);
@@ -467,8 +504,7 @@ void Checker::commit_block(pid_t tid, Thread& t, size_t count) {
 void Checker::block_stopped(pid_t tid, Thread& t, int sig) {
   Block& b = t.block;
   b.active = false;
-  ::ptrace(PTRACE_POKETEXT, tid, reinterpret_cast<void*>(b.end_pc),
-           reinterpret_cast<void*>(b.saved_word));
+  unplant(*t.process, b.end_pc);
   user_regs_struct now;
   if (::ptrace(PTRACE_GETREGS, tid, nullptr, &now) != 0) return;
   if (sig == SIGTRAP && now.rip == b.end_pc + 1) {
@@ -496,17 +532,90 @@ void Checker::block_stopped(pid_t tid, Thread& t, int sig) {
   step_from(tid, t, now, sig == SIGTRAP ? 0 : sig);
 }
 
+Checker::Process& Checker::add_process(pid_t pid) {
+  auto& p = processes_[pid];
+  p = std::make_unique<Process>();
+  p->pid = pid;
+  p->memory.emplace(pid);
+  p->mem = ::open(fmt::format("/proc/{}/mem", pid).c_str(), O_RDWR | O_CLOEXEC);
+  refresh_modules(*p);
+  return *p;
+}
+
+Checker::Thread& Checker::add_thread(pid_t tid, Process& process) {
+  auto [it, added] = threads_.try_emplace(tid);
+  if (added) {
+    it->second.process = &process;
+    ++process.threads;
+    ++result_.summary.threads;
+  }
+  return it->second;
+}
+
+void Checker::forget_thread(pid_t tid) {
+  auto it = threads_.find(tid);
+  if (it == threads_.end()) return;
+  Process* p = it->second.process;
+  const Thread t = std::move(it->second);
+  threads_.erase(it);
+  std::erase_if(p->parked, [&](const Process::Parked& w) { return w.tid == tid; });
+  if (t.spawning) --p->spawning;
+  if (t.block.active) unplant(*p, t.block.end_pc);
+  if (--p->threads == 0) processes_.erase(p->pid);
+}
+
+// The thread was in clone, fork or vfork, and `child` is new: a thread of its process, or (with
+// --follow-fork) a process of its own whose frames are, at first, a copy of the parent thread's:
+// it returns from the same system call into the same functions.
+void Checker::new_child(Thread& parent, int event, pid_t child) {
+  if (threads_.count(child)) return; // its first stop came first, as a thread of a known process
+  if (event == PTRACE_EVENT_CLONE && thread_group(child) == parent.process->pid) {
+    add_thread(child, *parent.process);
+    return;
+  }
+  Process& p = add_process(child);
+  p.shares_memory = event != PTRACE_EVENT_FORK; // vfork, or a clone that is no thread
+  ++result_.summary.processes;
+  Thread& t = add_thread(child, p);
+  t.stack = parent.stack;
+  t.stepping = parent.stepping;
+  t.before = parent.before;
+  t.decoded = parent.decoded;
+  t.insn = parent.insn;
+  if (early_children_.erase(child)) { // stopped already: its first instruction comes next
+    t.fresh = false;
+    after_step(child, t);
+  }
+}
+
+// A new program in the thread's process: its tables are another story. The process runs on
+// unchecked.
+void Checker::exec_called(Thread& t) {
+  Process* p = t.process;
+  ++result_.summary.execs;
+  if (p->pid == pid_) result_.summary.exec_detached = true;
+  std::vector<pid_t> gone;
+  for (auto& [other, state] : threads_)
+    if (state.process == p) gone.push_back(other);
+  for (pid_t other : gone) {
+    ::ptrace(PTRACE_DETACH, other, nullptr, nullptr);
+    forget_thread(other);
+  }
+  if (p->pid == pid_) program_->forget(); // no longer ours to kill
+}
+
 Status Checker::start() {
-  auto program = TracedProgram::start(options_.argv, !options_.randomize);
+  auto program = TracedProgram::start(options_.argv, !options_.randomize, options_.follow_fork);
   if (!program) return std::move(program).error();
   program_.emplace(std::move(*program));
   pid_ = program_->pid();
-  memory_.emplace(pid_);
   policy_.compiled = false;
   policy_.compact = false;
   policy_.whole_table = true;
-  refresh_modules();
-  if (!map_) return Error::plain(fmt::format("cannot read the modules of process {}", pid_));
+  Process& p = add_process(pid_);
+  if (!p.map) return Error::plain(fmt::format("cannot read the modules of process {}", pid_));
+  Thread& t = add_thread(pid_, p);
+  t.fresh = false;
   if (options_.start == CheckOptions::Start::entry) return Ok{};
   // The executable: the module whose file is /proc/PID/exe.
   char exe[4096];
@@ -515,9 +624,9 @@ Status Checker::start() {
   exe[len] = 0;
   const std::string symbol =
       options_.start == CheckOptions::Start::main ? std::string("main") : options_.from_symbol;
-  for (const Module& m : map_->modules()) {
+  for (const Module& m : p.map->modules()) {
     if (m.path != exe) continue;
-    const ModuleData& data = map_->load(m, policy_, &*memory_);
+    const ModuleData& data = p.map->load(m, policy_, &*p.memory);
     if (!data.elf) break;
     for (const Symbol& s : data.elf->symbols())
       if (s.name == symbol) {
@@ -526,9 +635,7 @@ Status Checker::start() {
         if (::ptrace(PTRACE_GETREGS, pid_, nullptr, &regs) != 0)
           return Error::plain(fmt::format("PTRACE_GETREGS: {}", std::strerror(errno)));
         uint64_t ret = 0;
-        memory_->read(regs.rsp, &ret, 8);
-        Thread& t = threads_[pid_];
-        t.fresh = false;
+        p.memory->read(regs.rsp, &ret, 8);
         t.stack.push_call(to_register_state(regs), ret);
         return Ok{};
       }
@@ -540,12 +647,13 @@ Status Checker::start() {
 Result<CheckResult> Checker::run() {
   TerminationGuard guard;
   auto t0 = std::chrono::steady_clock::now();
-  if (Status st = start(); !st.ok()) return std::move(st).error();
-  {
-    Thread& first = threads_[pid_];
-    first.fresh = false;
-    after_step(pid_, first); // checks the first instruction and steps it
+  if (!options_.record.empty()) {
+    auto writer = TraceWriter::create(options_.record);
+    if (!writer) return std::move(writer).error();
+    trace_ = std::move(*writer);
   }
+  if (Status st = start(); !st.ok()) return std::move(st).error();
+  after_step(pid_, threads_.at(pid_)); // checks the first instruction and steps it
   while (!stop_) {
     int status = 0;
     pid_t tid = ::waitpid(-1, &status, __WALL);
@@ -559,27 +667,36 @@ Result<CheckResult> Checker::run() {
         result_.summary.exit_status = status;
         program_->forget();
       }
-      threads_.erase(tid);
+      forget_thread(tid);
+      early_children_.erase(tid);
       continue;
     }
     if (!WIFSTOPPED(status)) continue;
-    auto [it, added] = threads_.try_emplace(tid);
-    Thread& t = it->second;
-    if (added) ++result_.summary.threads;
+    auto known = threads_.find(tid);
+    if (known == threads_.end()) {
+      // A new thread's or child's first stop before its parent's event: a thread of a process
+      // followed now joins it; a new process waits for the event.
+      auto p = processes_.find(thread_group(tid));
+      if (p == processes_.end() || p->first == tid) {
+        early_children_.insert(tid);
+        continue;
+      }
+      add_thread(tid, *p->second);
+      known = threads_.find(tid);
+    }
+    Thread& t = known->second;
+    t.running = false;
     const int sig = WSTOPSIG(status), event = status >> 16;
     if (event == PTRACE_EVENT_EXEC) {
-      // A new program: its tables are another story. Let it run unchecked.
-      result_.summary.exec_detached = true;
-      for (auto& [other, state] : threads_)
-        if (other != tid) ::ptrace(PTRACE_DETACH, other, nullptr, nullptr);
-      ::ptrace(PTRACE_DETACH, tid, nullptr, nullptr);
+      exec_called(t);
       continue;
     }
-    if (event != 0) { // clone (the new thread reports its own stop) or another event
+    if (event != 0) { // clone, fork, vfork (the child reports its own stop) or another event
       unsigned long child = 0;
-      if (event == PTRACE_EVENT_CLONE && ::ptrace(PTRACE_GETEVENTMSG, tid, nullptr, &child) == 0 &&
-          threads_.try_emplace(pid_t(child)).second)
-        ++result_.summary.threads; // known now: no run to a breakpoint while it exists
+      if ((event == PTRACE_EVENT_CLONE || event == PTRACE_EVENT_FORK ||
+           event == PTRACE_EVENT_VFORK) &&
+          ::ptrace(PTRACE_GETEVENTMSG, tid, nullptr, &child) == 0)
+        new_child(t, event, pid_t(child)); // known now: no run to a breakpoint meanwhile
       step(tid, t, 0);
       t.injected = false;
       continue;
@@ -603,17 +720,18 @@ Result<CheckResult> Checker::run() {
     // the step, which stops at the handler's first instruction if it has one.
     step(tid, t, sig);
   }
+  // Followed children die with the program when the check stops early.
+  for (const auto& [pid, process] : processes_)
+    if (pid != pid_) ::kill(pid, SIGKILL);
+  for (pid_t child : early_children_)
+    ::kill(child, SIGKILL);
   if (program_ && program_->pid()) program_->kill();
   if (!error_.empty()) return Error::plain(error_);
   auto& s = result_.summary;
   s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  s.distinct_addresses = checked_pcs_.size();
-  s.functions = functions_.size();
-  s.modules = modules_.size();
-  s.threads += 1;
-  for (const auto& [module, function] : uncovered_)
-    result_.uncovered.push_back(module + ": " + function);
-  return std::move(result_);
+  if (trace_)
+    if (Status st = trace_->finish(s); !st.ok()) return std::move(st).error();
+  return judge_.finish();
 }
 
 } // namespace

@@ -36,6 +36,11 @@ struct CheckOptions {
   // Keep the program's address-space randomisation (by default it runs without, as under gdb,
   // so that two runs execute the same instructions).
   bool randomize = false;
+  // Follow the children the program forks (each a process of its own, checked from the
+  // parent's frames at the fork). Otherwise they run unchecked and untraced.
+  bool follow_fork = false;
+  // Write the checked path to this file (trace.hpp), for --replay against other tables.
+  std::string record;
 };
 
 // One inconsistency between a row and the execution, reported once per (module, address,
@@ -65,8 +70,13 @@ struct CheckSummary {
   uint64_t no_row = 0;             // instructions of checked frames that no row covers
   uint64_t jump_rows = 0;          // instructions whose row describes a jump's target (not checked)
   uint64_t blocks = 0;             // straight-line runs executed to a breakpoint
-  uint64_t block_mismatches = 0;   // runs that ended with registers other than the simulated ones
+  uint64_t blocks_among_threads = 0; // of which in a process that had other threads
+  uint64_t block_mismatches = 0;     // runs that ended with registers other than the simulated ones
   uint64_t unchecked_signal_steps = 0; // steps in handlers on an alternate stack (not checked)
+  uint64_t undetermined = 0; // replays: instructions a rule of the tables could not be judged at
+                             // (it needs a register or memory word the trace does not hold)
+  uint64_t processes = 1;    // processes checked (the program, and with --follow-fork its children)
+  uint64_t execs = 0;        // processes left to run unchecked at an exec
   double seconds = 0;
   bool step_limit = false;    // stopped at max_steps
   int exit_status = -1;       // the program's wait status (-1: killed by the checker or detached)

@@ -11,7 +11,7 @@
 
 #include "dwarf/constants.hpp"
 #include "model/registers.hpp"
-#include "support/leb128_writer.hpp"
+#include "support/byte_writer.hpp"
 
 namespace ehelf {
 
@@ -22,15 +22,13 @@ constexpr uint8_t kFdeEncoding = dw::EH_PE_pcrel | dw::EH_PE_sdata4;
 constexpr uint8_t kHdrEncoding = dw::EH_PE_datarel | dw::EH_PE_sdata4;
 
 void uleb(std::vector<uint8_t>& out, uint64_t v) {
-  put_uleb128(out, v);
+  put_uleb(out, v);
 }
 void sleb(std::vector<uint8_t>& out, int64_t v) {
-  put_sleb128(out, v);
+  put_sleb(out, v);
 }
-
 void u32(std::vector<uint8_t>& out, uint32_t v) {
-  for (int i = 0; i < 4; ++i)
-    out.push_back(static_cast<uint8_t>(v >> (8 * i)));
+  put_u32(out, v);
 }
 void patch_u32(std::vector<uint8_t>& out, size_t at, uint32_t v) {
   for (int i = 0; i < 4; ++i)

@@ -171,7 +171,7 @@ std::string ProcessAttachment::attach(pid_t tid) {
 }
 
 Result<TracedProgram> TracedProgram::start(const std::vector<std::string>& argv,
-                                           bool same_addresses) {
+                                           bool same_addresses, bool follow_forks) {
   if (argv.empty()) return Error::plain("no program to run");
   std::vector<char*> args;
   for (const std::string& a : argv)
@@ -216,6 +216,7 @@ Result<TracedProgram> TracedProgram::start(const std::vector<std::string>& argv,
     return Error::plain(fmt::format("{} did not stop after exec (status {:#x})", argv[0], status));
   }
   long options = PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXEC | PTRACE_O_EXITKILL;
+  if (follow_forks) options |= PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK;
   if (::ptrace(PTRACE_SETOPTIONS, pid, nullptr, reinterpret_cast<void*>(options)) != 0)
     return Error::plain(fmt::format("PTRACE_SETOPTIONS: {}", std::strerror(errno)));
   return program;

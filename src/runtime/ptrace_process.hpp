@@ -83,13 +83,14 @@ private:
 // A program started under ptrace: fork, PTRACE_TRACEME, exec. start() returns once it is stopped
 // at its first instruction (the dynamic loader's entry, or the program's for a static one), with
 // PTRACE_O_TRACECLONE (its threads are traced too), PTRACE_O_TRACEEXEC and PTRACE_O_EXITKILL (it
-// dies with the tracer) set. The destructor kills it if it still runs.
+// dies with the tracer) set, and with `follow_forks` PTRACE_O_TRACEFORK and PTRACE_O_TRACEVFORK
+// (its children are traced too). The destructor kills it if it still runs.
 class TracedProgram {
 public:
   // `same_addresses`: without address-space randomisation (personality ADDR_NO_RANDOMIZE, as
   // gdb runs programs), so that runs repeat exactly.
   static Result<TracedProgram> start(const std::vector<std::string>& argv,
-                                     bool same_addresses = false);
+                                     bool same_addresses = false, bool follow_forks = false);
   TracedProgram(TracedProgram&& o) noexcept : pid_(o.pid_) { o.pid_ = 0; }
   TracedProgram& operator=(TracedProgram&&) = delete;
   ~TracedProgram();

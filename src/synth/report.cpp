@@ -1,23 +1,12 @@
 #include "synth/report.hpp"
 
-#include <elf.h>
-
 #include <iterator>
 
 #include <fmt/format.h>
 
-#include "x86/decoder.hpp"
+#include "x86/elf_code.hpp"
 
 namespace ehelf::synth {
-
-std::string instruction_text(const ElfFile& elf, uint64_t address) {
-  static const x86::Decoder decoder;
-  for (const Section& s : elf.sections())
-    if (address >= s.addr && address - s.addr < s.size && (s.flags & SHF_EXECINSTR))
-      if (auto d = elf.section_data(s))
-        return decoder.format(d->subspan(address - s.addr), address);
-  return "?";
-}
 
 namespace {
 
@@ -41,8 +30,9 @@ std::string render_text(const ReportInput& in) {
     for (size_t i = 0; i < cmp->disagreements.size() && i < in.max_print; ++i) {
       const Disagreement& d = cmp->disagreements[i];
       fmt::format_to(line, "{} {:#x} {:<32} {}: synthesized {} | shipped {}\n",
-                     r.functions[d.function].name, d.address, instruction_text(*in.elf, d.address),
-                     d.category, d.synthesized, d.shipped);
+                     r.functions[d.function].name, d.address,
+                     x86::instruction_text(*in.elf, d.address), d.category, d.synthesized,
+                     d.shipped);
     }
     for (const auto& [category, n] : cmp->by_category)
       fmt::format_to(line, "disagreements: {}: {}\n", category, n);
@@ -96,7 +86,7 @@ nlohmann::json to_json(const ReportInput& in) {
       const Disagreement& d = cmp->disagreements[i];
       disagreements.push_back({{"function", r.functions[d.function].name},
                                {"address", fmt::format("{:#x}", d.address)},
-                               {"instruction", instruction_text(*in.elf, d.address)},
+                               {"instruction", x86::instruction_text(*in.elf, d.address)},
                                {"category", d.category},
                                {"synthesized", d.synthesized},
                                {"shipped", d.shipped}});

@@ -21,9 +21,6 @@ struct ReportInput {
   size_t max_print = 50;                  // disagreements listed at most
 };
 
-// The instruction at `address` in an executable section of `elf` (AT&T, objdump's look), or "?".
-std::string instruction_text(const ElfFile& elf, uint64_t address);
-
 // Conflicts, then disagreements and the agreement summary (with a comparison), then one line of
 // statistics (functions, instructions, rows, conflicts, time, MB/s).
 std::string render_text(const ReportInput& in);

@@ -12,7 +12,7 @@
 
 #include "model/dw_op.hpp"
 #include "model/registers.hpp"
-#include "support/leb128_writer.hpp"
+#include "support/byte_writer.hpp"
 #include "synth/dynamic_relocations.hpp"
 #include "synth/exception_tables.hpp"
 #include "x86/decoder.hpp"
@@ -675,7 +675,7 @@ namespace {
 // `DW_OP_breg<base> offset` (the address base + offset), then `DW_OP_deref` if asked.
 std::vector<uint8_t> breg_expression(Reg base, int64_t offset, bool deref) {
   std::vector<uint8_t> bytes = {uint8_t(OP_breg0 + dwarf_column(base))};
-  put_sleb128(bytes, offset);
+  put_sleb(bytes, offset);
   if (deref) bytes.push_back(OP_deref);
   return bytes;
 }

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "check/replay.hpp"
 #include "check/validator.hpp"
 #include "elf/elf_file.hpp"
 #include "test_support.hpp"
@@ -315,4 +316,255 @@ TEST(Check, ContextSwitches) {
   EXPECT_GE(r.summary.resyncs, 4u);
   EXPECT_GT(r.summary.jump_rows, 0u);
   EXPECT_GT(r.summary.checked, 3000u);
+}
+
+namespace {
+
+// Everything an inconsistency says, for comparing two runs' reports field for field.
+std::vector<std::string> full_reports(const CheckResult& r) {
+  std::vector<std::string> out;
+  for (const Inconsistency& i : r.inconsistencies)
+    out.push_back(i.module + " " + std::to_string(i.address) + " " + i.function + " | " +
+                  i.instruction + " | " + i.row + " | " + i.column + ": " + i.expected + " / " +
+                  i.table + " tid " + std::to_string(i.tid));
+  return out;
+}
+
+CheckResult replay(const std::string& trace,
+                   std::vector<std::pair<std::string, std::string>> tables = {}) {
+  ReplayOptions o;
+  o.trace = trace;
+  o.tables = std::move(tables);
+  auto r = replay_check(o);
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().to_string());
+  return r.ok() ? std::move(*r) : CheckResult{};
+}
+
+} // namespace
+
+// A recorded run judged again from its trace against the same tables gives the live run's
+// reports, field for field, and its counts: the wrong-CFI fixtures, gcc -O0's DRAP epilogue
+// (expression rules that read the stack), libgcc's eh_return rows, signals, a thread, the vDSO;
+// in both stepping modes.
+TEST(Check, ReplayGivesTheLiveReports) {
+  test::TempDir dir;
+  std::vector<std::string> programs;
+  for (const char* name : {"check_pop_adjust", "check_save_offset", "check_late_advance",
+                           "check_cfa_register", "check_restore_state", "check_missing_save"})
+    programs.push_back(fixture(name));
+  const std::string libc_prog = (dir.path / "libc_prog").string();
+  ASSERT_TRUE(compile_fixture("gcc -O0 -pthread", "check_libc.c", libc_prog));
+  programs.push_back(libc_prog);
+  const std::string exceptions = (dir.path / "exceptions").string();
+  ASSERT_TRUE(compile_fixture("g++ -O2", "exceptions.cpp", exceptions));
+  programs.push_back(exceptions);
+  const std::string trace = (dir.path / "trace").string();
+  for (const std::string& program : programs)
+    for (bool single_step : {false, true}) {
+      SCOPED_TRACE(program + (single_step ? " --single-step" : ""));
+      CheckOptions o;
+      o.argv = {program};
+      o.single_step = single_step;
+      o.record = trace;
+      auto live = run_check(o);
+      ASSERT_TRUE(live.ok()) << live.error().to_string();
+      CheckResult again = replay(trace);
+      EXPECT_EQ(full_reports(*live), full_reports(again));
+      EXPECT_EQ(live->uncovered, again.uncovered);
+      const CheckSummary &a = live->summary, &b = again.summary;
+      EXPECT_EQ(a.checked, b.checked);
+      EXPECT_EQ(a.distinct_addresses, b.distinct_addresses);
+      EXPECT_EQ(a.functions, b.functions);
+      EXPECT_EQ(a.modules, b.modules);
+      EXPECT_EQ(a.no_row, b.no_row);
+      EXPECT_EQ(a.jump_rows, b.jump_rows);
+      EXPECT_EQ(a.steps, b.steps);
+      EXPECT_EQ(a.calls, b.calls);
+      EXPECT_EQ(a.signals, b.signals);
+      EXPECT_EQ(a.threads, b.threads);
+      EXPECT_EQ(a.exit_status, b.exit_status);
+      EXPECT_EQ(b.undetermined, 0u);
+      EXPECT_GT(b.checked, 5u);
+      if (program == libc_prog) {
+        EXPECT_FALSE(again.inconsistencies.empty()); // gcc -O0's DRAP epilogue
+        EXPECT_GE(b.modules, 3u);
+      }
+    }
+}
+
+// Each wrong-CFI fixture assembled again with its CFI corrected (-DEHELF_FIXED: the same code at
+// the same addresses): its recorded run judged by the corrected tables gives no report, and the
+// corrected program's run judged by the wrong tables gives exactly the fixture's finding.
+TEST(Check, ReplayAgainstFixedTables) {
+  test::TempDir dir;
+  for (const char* name : {"check_pop_adjust", "check_save_offset", "check_late_advance",
+                           "check_cfa_register", "check_restore_state", "check_missing_save"}) {
+    SCOPED_TRACE(name);
+    const std::string source = std::string(name) + ".S";
+    const std::string wrong = (dir.path / name).string();
+    const std::string fixed = (dir.path / (std::string(name) + "_fixed")).string();
+    ASSERT_TRUE(compile_fixture("gcc", source.c_str(), wrong));
+    ASSERT_TRUE(compile_fixture("gcc -DEHELF_FIXED", source.c_str(), fixed));
+    ASSERT_EQ(
+        test::run_command("objcopy -O binary --only-section=.text " + wrong + " /dev/stdout"),
+        test::run_command("objcopy -O binary --only-section=.text " + fixed + " /dev/stdout"));
+    const std::set<Finding> want = expected_findings(wrong);
+    ASSERT_EQ(want.size(), 1u);
+
+    const std::string trace = (dir.path / "wrong.trace").string();
+    CheckOptions o;
+    o.argv = {wrong};
+    o.record = trace;
+    auto live = run_check(o);
+    ASSERT_TRUE(live.ok());
+    EXPECT_EQ(findings_in(*live, wrong), want);
+    CheckResult own = replay(trace);
+    EXPECT_EQ(findings_in(own, wrong), want);
+    CheckResult corrected = replay(trace, {{name, fixed}}); // the module by its file name
+    EXPECT_TRUE(corrected.inconsistencies.empty()) << describe(corrected);
+    EXPECT_EQ(corrected.summary.checked, own.summary.checked);
+    EXPECT_EQ(corrected.summary.undetermined, 0u);
+
+    const std::string fixed_trace = (dir.path / "fixed.trace").string();
+    o.argv = {fixed};
+    o.record = fixed_trace;
+    auto fixed_live = run_check(o);
+    ASSERT_TRUE(fixed_live.ok());
+    EXPECT_TRUE(fixed_live->inconsistencies.empty()) << describe(*fixed_live);
+    CheckResult judged_wrong = replay(fixed_trace, {{fixed, wrong}}); // by its path
+    // The fixed program's addresses are the wrong one's (the same code).
+    EXPECT_EQ(findings_in(judged_wrong, fixed), want) << describe(judged_wrong);
+  }
+}
+
+// A trace cut at every length, and with each byte changed, is refused with an error naming the
+// file and an offset within it, or read to its end: never a crash. The file changed since the
+// recording (another build id) is refused.
+TEST(Check, DamagedTracesAreRefused) {
+  test::TempDir dir;
+  const std::string program = (dir.path / "pop").string();
+  ASSERT_TRUE(compile_fixture("gcc", "check_pop_adjust.S", program));
+  const std::string trace = (dir.path / "trace").string();
+  CheckOptions o;
+  o.argv = {program};
+  o.record = trace;
+  ASSERT_TRUE(run_check(o).ok());
+  const std::vector<uint8_t> bytes = test::read_file(trace);
+  ASSERT_GT(bytes.size(), 20u);
+  const std::string damaged = (dir.path / "damaged").string();
+  auto write = [&](std::vector<uint8_t> content) { test::write_file(damaged, content); };
+  ReplayOptions ro;
+  ro.trace = damaged;
+  for (size_t cut = 0; cut < bytes.size(); ++cut) {
+    write(std::vector<uint8_t>(bytes.begin(), bytes.begin() + cut));
+    auto r = replay_check(ro);
+    ASSERT_FALSE(r.ok()) << "cut at " << cut;
+    EXPECT_EQ(r.error().file, damaged);
+    EXPECT_TRUE(r.error().has_offset) << r.error().to_string();
+    EXPECT_LE(r.error().offset, cut) << r.error().to_string();
+  }
+  size_t refused = 0;
+  for (size_t at = 0; at < bytes.size(); ++at) {
+    std::vector<uint8_t> changed = bytes;
+    changed[at] ^= 0x5a;
+    write(changed);
+    auto r = replay_check(ro);
+    refused += !r.ok();
+  }
+  EXPECT_GT(refused, 0u);
+  std::vector<uint8_t> longer = bytes;
+  longer.push_back('x');
+  write(longer);
+  auto trailing = replay_check(ro);
+  ASSERT_FALSE(trailing.ok());
+  EXPECT_NE(trailing.error().message.find("after the end record"), std::string::npos);
+
+  // The program rebuilt differently since the recording.
+  ASSERT_TRUE(compile_fixture("gcc -DEHELF_FIXED", "check_pop_adjust.S", program));
+  ro.trace = trace;
+  auto rebuilt = replay_check(ro);
+  ASSERT_FALSE(rebuilt.ok());
+  EXPECT_NE(rebuilt.error().to_string().find("build id"), std::string::npos)
+      << rebuilt.error().to_string();
+}
+
+// A child of fork: by default it runs untraced to its end (the program exits with its status,
+// nothing of it is checked); with --follow-fork it is checked from its parent's frames and its
+// wrong CFI is found, in both stepping modes, and a replay of the recorded run says the same.
+TEST(Check, FollowFork) {
+  const std::string program = fixture("check_fork");
+  const std::set<Finding> want = expected_findings(program);
+  ASSERT_EQ(want.size(), 1u);
+  CheckOptions o;
+  o.argv = {program};
+  auto unfollowed = run_check(o);
+  ASSERT_TRUE(unfollowed.ok());
+  EXPECT_TRUE(unfollowed->inconsistencies.empty()) << describe(*unfollowed);
+  EXPECT_EQ(unfollowed->summary.processes, 1u);
+  ASSERT_TRUE(WIFEXITED(unfollowed->summary.exit_status));
+  EXPECT_EQ(WEXITSTATUS(unfollowed->summary.exit_status), 2); // the child's result
+  test::TempDir dir;
+  const std::string trace = (dir.path / "fork.trace").string();
+  for (bool single_step : {false, true}) {
+    SCOPED_TRACE(single_step);
+    o.follow_fork = true;
+    o.single_step = single_step;
+    o.record = trace;
+    auto followed = run_check(o);
+    ASSERT_TRUE(followed.ok());
+    EXPECT_EQ(findings_in(*followed, program), want) << describe(*followed);
+    EXPECT_EQ(followed->summary.processes, 2u);
+    EXPECT_EQ(followed->summary.threads, 2u);
+    ASSERT_EQ(followed->inconsistencies.size(), 1u);
+    EXPECT_NE(followed->inconsistencies[0].tid, 0);
+    ASSERT_TRUE(WIFEXITED(followed->summary.exit_status));
+    EXPECT_EQ(WEXITSTATUS(followed->summary.exit_status), 2);
+    CheckResult again = replay(trace);
+    EXPECT_EQ(full_reports(*followed), full_reports(again));
+    EXPECT_EQ(followed->summary.checked, again.summary.checked);
+  }
+}
+
+// Children that exec at once (fork + execl, posix_spawn's vfork-like clone): followed, each is
+// left to run unchecked at its exec; nothing is reported, the program ends normally.
+TEST(Check, FollowedChildrenThatExec) {
+  for (bool follow : {false, true}) {
+    SCOPED_TRACE(follow);
+    CheckOptions o;
+    o.argv = {fixture("check_spawn")};
+    o.follow_fork = follow;
+    auto r = run_check(o);
+    ASSERT_TRUE(r.ok());
+    EXPECT_TRUE(r->inconsistencies.empty()) << describe(*r);
+    EXPECT_EQ(r->summary.processes, follow ? 3u : 1u);
+    EXPECT_EQ(r->summary.execs, follow ? 2u : 0u);
+    EXPECT_FALSE(r->summary.exec_detached); // the program itself did not exec
+    ASSERT_TRUE(WIFEXITED(r->summary.exit_status));
+    EXPECT_EQ(WEXITSTATUS(r->summary.exit_status), 0);
+  }
+}
+
+// Several threads running the same code: their straight-line runs go to breakpoints at the same
+// time (shared where they end at one address; a thread about to run an instruction where
+// another's breakpoint is waits for it to go; none is set while a thread creates one), with the
+// same reports and instructions checked as stepping every instruction, and the program's
+// result (it exits 1 if the threads computed otherwise than one thread). Repeated: the interleavings differ from run to run.
+TEST(Check, ThreadsRunToBreakpointsTogether) {
+  const std::string program = fixture("check_threads");
+  CheckResult steps = run({program}, 0, /*single_step=*/true);
+  EXPECT_TRUE(steps.inconsistencies.empty()) << describe(steps);
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(round);
+    CheckResult blocks = run({program});
+    EXPECT_TRUE(blocks.inconsistencies.empty()) << describe(blocks);
+    EXPECT_EQ(blocks.summary.threads, 5u);
+    EXPECT_EQ(blocks.summary.block_mismatches, 0u);
+    EXPECT_GT(blocks.summary.blocks_among_threads, 1000u);
+    // The futexes of the joins and of stdio take paths that depend on timing: the checked
+    // instructions agree within them.
+    EXPECT_NEAR(double(blocks.summary.checked), double(steps.summary.checked),
+                0.01 * double(steps.summary.checked));
+    ASSERT_TRUE(WIFEXITED(blocks.summary.exit_status));
+    EXPECT_EQ(WEXITSTATUS(blocks.summary.exit_status), 0);
+  }
 }
