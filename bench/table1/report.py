@@ -75,15 +75,40 @@ def main():
       f'*x faster* are {REFERENCE}\'s instructions and time per frame divided by the peer\'s. '
       '*ended early*: walks that stopped before the outermost frame, with the most common '
       'reasons in the peer\'s own words.\n')
+    w('## Summary\n')
+    w('Instructions per frame (callgrind) and, in parentheses, ns per frame; *x fewer* is '
+      f'{REFERENCE}\'s instructions per frame over the ehelf fast walk\'s; *same frames*: samples '
+      'whose frames the fast walk and libunwind agree on exactly.\n')
+    names = ['ehelf fast walk', 'ehelf general, compiled', 'ehelf general, table',
+             REFERENCE, 'libunwind remote, UNW_CACHE_NONE', 'elfutils libdwfl']
+    w('| workload | samples | frames | ' + ' | '.join(names) + ' | x fewer | same frames |')
+    w('|---|---:|---:|' + '---:|' * len(names) + '---:|---:|')
+    for run in result['workloads']:
+        by = {p['peer']: p for p in run['peers']}
+        cells = []
+        for n in names:
+            p = by.get(n)
+            ipf = p.get('instructions_per_frame') if p else None
+            cells.append(f'{ipf:,.0f} ({p["ns_per_frame"]:,.0f})' if ipf else '-')
+        fast, ref = by.get('ehelf fast walk'), by.get(REFERENCE)
+        ratio = (ref['instructions_per_frame'] / fast['instructions_per_frame']
+                 if fast and ref and fast.get('instructions_per_frame') and
+                 ref.get('instructions_per_frame') else None)
+        same = ref['vs_fast_walk']['same'] if ref else 0
+        w(f'| {run["workload"]} | {run["samples"]:,} | {fast["frames"] if fast else 0:,} | ' +
+          ' | '.join(cells) + f' | {f"{ratio:.0f}x" if ratio else "-"} | '
+          f'{100.0 * same / max(run["samples"], 1):.2f} % |')
+    w('')
     for run in result['workloads']:
         peers = run['peers']
         ref = next((p for p in peers if p['peer'] == REFERENCE), None)
         w(f'## {run["workload"]}\n')
-        w(f'{run["samples"]} user samples with a stack copy (of {run["samples_recorded"]} '
-          'recorded).')
+        text = (f'{run["samples"]:,} user samples with a stack copy (of '
+                f'{run["samples_recorded"]:,} recorded).')
         if run['mappings_without_file']:
-            w(' Mappings without a usable file (no peer unwinds through them): ' +
-              ', '.join(f'{k} ({v})' for k, v in run['mappings_without_file'].items()) + '.')
+            text += (' Mappings without a usable file (no peer unwinds through them): ' +
+                     ', '.join(f'{k} ({v})' for k, v in run['mappings_without_file'].items()) + '.')
+        w(text)
         w('')
         w('| peer | frames | setup | time | ns/frame | instr/frame | x fewer instr | x faster | ended early (why) |')
         w('|---|---:|---:|---:|---:|---:|---:|---:|---|')
