@@ -7,11 +7,12 @@
 #      table and interpreter backends; libunwind remote over the stack copy, cached and
 #      UNW_CACHE_NONE; elfutils libdwfl with sample callbacks) walks every sample from the same
 #      registers and stack bytes: frames, time, early stops, frames compared per sample;
-#   2. each peer under callgrind over the first TABLE1_CALLGRIND_SAMPLES samples (one uncollected
-#      warm-up pass, then collection toggled around one pass): instructions per frame;
+#   2. each peer under callgrind over about TABLE1_CALLGRIND_SAMPLES samples spread over the
+#      recording (every k-th; one uncollected warm-up pass, then collection toggled around one
+#      pass): instructions per frame;
 # and writes bench/results/table1.json and bench/results/table1.md (bench/table1/report.py).
 #
-# Environment: TABLE1_MIN_SAMPLES (20000), TABLE1_CALLGRIND_SAMPLES (2000), TABLE1_ROUNDS (5),
+# Environment: TABLE1_MIN_SAMPLES (20000), TABLE1_CALLGRIND_SAMPLES (4000), TABLE1_ROUNDS (5),
 # TABLE1_WORKLOADS (all: "xz sqlite3 find python3 hackbench"), TABLE1_KEEP (a directory: keep the
 # recordings there and reuse them on the next run).
 set -euo pipefail
@@ -19,7 +20,7 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 command_line="bench/run_table1.sh${*:+ $*}"
 min_samples="${TABLE1_MIN_SAMPLES:-20000}"
-callgrind_samples="${TABLE1_CALLGRIND_SAMPLES:-2000}"
+callgrind_samples="${TABLE1_CALLGRIND_SAMPLES:-4000}"
 rounds="${TABLE1_ROUNDS:-5}"
 workloads="${TABLE1_WORKLOADS:-xz sqlite3 find python3 hackbench}"
 
@@ -86,9 +87,7 @@ for w in $workloads; do
     scale=$((scale * 2))
   done
   # eh_elfs for every file the recording maps (the compiled backend's peer needs them).
-  perf buildid-list -i "$data" 2> /dev/null | awk '{print $2}' | while read -r f; do
-    [ -f "$f" ] && echo "$f"
-  done | sort -u > "$work/$w.files"
+  "$bin" "$data" --list-files > "$work/$w.files"
   xargs -a "$work/$w.files" "$ehelf" compile --cache -j2 > /dev/null 2> "$work/$w.compile.log" ||
     echo "$w: some files did not compile (their tables unwind them): $(head -c 300 "$work/$w.compile.log")"
 done
@@ -102,11 +101,13 @@ for w in $workloads; do
   "$bin" "$data" --workload "$w" --rounds "$rounds" --json "$work/$w.json"
   runs+=("$work/$w.json")
   : > "$work/$w.callgrind.jsonl"
+  samples="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["samples"])' "$work/$w.json")"
+  stride=$(( (samples + callgrind_samples - 1) / callgrind_samples ))
   for p in "${peers[@]}"; do
     echo "== $w: callgrind, $p"
     out="$work/callgrind.out"
     valgrind --tool=callgrind --collect-atstart=no --callgrind-out-file="$out" \
-      "$bin" "$data" --only "$p" --callgrind --limit "$callgrind_samples" \
+      "$bin" "$data" --only "$p" --callgrind --stride "$stride" \
       2> "$work/valgrind.log" > "$work/cg.json" || { tail -5 "$work/valgrind.log" >&2; exit 1; }
     ir="$(awk '/^(summary|totals):/ {print $2; exit}' "$out")"
     python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["instructions"]=int(sys.argv[2]); print(json.dumps(d))' \
@@ -115,6 +116,6 @@ for w in $workloads; do
 done
 
 mkdir -p bench/results
-python3 bench/table1/report.py --command "$command_line" --callgrind-samples "$callgrind_samples" \
+python3 bench/table1/report.py --command "$command_line" \
   --json bench/results/table1.json --md bench/results/table1.md "${runs[@]}"
 cat bench/results/table1.md

@@ -5,7 +5,11 @@
 // the ehelf fast walk's (same, shorter, longer, different) by category.
 //
 //   table1 PERF_DATA [--workload NAME] [--json OUT] [--rounds N] [--limit SAMPLES]
-//          [--max-depth N] [--only PEER] [--callgrind]
+//          [--stride K] [--max-depth N] [--only PEER] [--callgrind] [--list-files]
+//
+// --stride K keeps every K-th sample (callgrind runs: a subset spread over the whole recording
+// rather than its first samples, which are the processes' start). --list-files prints the module
+// files the samples' processes map (what the compiled backend needs eh_elfs for) and exits.
 //
 // --callgrind (with --only): no timing; one uncollected pass (warms the caches, as the timed
 // runs' first pass does), then CALLGRIND_TOGGLE_COLLECT around one more pass; prints the frames
@@ -32,14 +36,15 @@ using nlohmann::json;
 
 struct Options {
   std::string data, workload, json_out, only;
-  size_t rounds = 3, limit = 0, max_depth = 512;
-  bool callgrind = false;
+  size_t rounds = 3, limit = 0, stride = 1, max_depth = 512;
+  bool callgrind = false, list_files = false;
 };
 
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr,
                "table1: %s\nusage: table1 PERF_DATA [--workload NAME] [--json OUT] [--rounds N] "
-               "[--limit SAMPLES] [--max-depth N] [--only PEER] [--callgrind]\n",
+               "[--limit SAMPLES] [--stride K] [--max-depth N] [--only PEER] [--callgrind] "
+               "[--list-files]\n",
                why);
   std::exit(2);
 }
@@ -64,8 +69,12 @@ Options parse(int argc, char** argv) {
       o.max_depth = std::stoul(value());
     else if (a == "--only")
       o.only = value();
+    else if (a == "--stride")
+      o.stride = std::stoul(value());
     else if (a == "--callgrind")
       o.callgrind = true;
+    else if (a == "--list-files")
+      o.list_files = true;
     else if (!a.empty() && a[0] == '-')
       usage(("unknown option " + a).c_str());
     else
@@ -74,6 +83,7 @@ Options parse(int argc, char** argv) {
   if (o.data.empty()) usage("no recording given");
   if (o.callgrind && o.only.empty()) usage("--callgrind needs --only PEER");
   if (o.max_depth == 0) usage("--max-depth must be positive");
+  if (o.stride == 0) usage("--stride must be positive");
   return o;
 }
 
@@ -187,6 +197,17 @@ json compare(const Recording& rec, const Walks& ref, const Walks& peer) {
 
 int run(const Options& o) {
   Recording rec = read_recording(o.data, o.limit);
+  if (o.list_files) {
+    for (const auto& f : rec.files)
+      std::printf("%s\n", f->path.c_str());
+    return 0;
+  }
+  if (o.stride > 1) {
+    std::vector<Sample> kept;
+    for (size_t i = 0; i < rec.samples.size(); i += o.stride)
+      kept.push_back(rec.samples[i]);
+    rec.samples = std::move(kept);
+  }
   std::vector<std::unique_ptr<Peer>> peers;
   add_ehelf_peers(peers);
   add_libunwind_peers(peers);
@@ -216,6 +237,7 @@ int run(const Options& o) {
   out["recording"] = o.data;
   out["samples_recorded"] = rec.all_samples;
   out["samples"] = rec.samples.size();
+  out["stride"] = o.stride;
   out["max_depth"] = o.max_depth;
   out["rounds"] = o.rounds;
   std::map<std::string, uint64_t> missing;

@@ -5,7 +5,7 @@
 // so libdwfl's per-module CFI caches stay warm across samples: its best case.
 #include <elfutils/libdwfl.h>
 
-#include <map>
+#include <memory>
 #include <set>
 #include <string>
 
@@ -59,13 +59,14 @@ const Dwfl_Callbacks kCallbacks = {
 class DwflPeer final : public Peer {
 public:
   ~DwflPeer() override {
-    for (auto& [maps, ctx] : contexts_)
-      if (ctx->dwfl) dwfl_end(ctx->dwfl);
+    for (auto& ctx : contexts_)
+      if (ctx && ctx->dwfl) dwfl_end(ctx->dwfl);
   }
   const char* name() const override { return "elfutils libdwfl"; }
 
   void prepare(const Maps& maps) override {
-    auto& ctx = contexts_[&maps];
+    if (contexts_.size() <= maps.index) contexts_.resize(maps.index + 1);
+    auto& ctx = contexts_[maps.index];
     if (ctx) return;
     ctx = std::make_unique<Context>();
     ctx->maps = &maps;
@@ -83,7 +84,7 @@ public:
   }
 
   size_t unwind(const Sample& s, uint64_t* pcs, size_t max, Stop& stop) override {
-    Context& ctx = *contexts_.find(s.maps)->second;
+    Context& ctx = *contexts_[s.maps->index];
     ctx.sample = &s;
     bench::DwflWalk w{pcs, 0, max};
     int rc = dwfl_getthread_frames(ctx.dwfl, pid_t(s.tid), bench::dwfl_collect_pc, &w);
@@ -107,7 +108,7 @@ private:
   // libdwfl's message may live in a buffer it reuses: kept here for the report.
   const char* intern(const char* message) { return messages_.insert(message).first->c_str(); }
 
-  std::map<const Maps*, std::unique_ptr<Context>> contexts_;
+  std::vector<std::unique_ptr<Context>> contexts_; // by Maps::index
   std::set<std::string> messages_;
   size_t failed_reports_ = 0;
   bool attached_ = true;

@@ -2,6 +2,7 @@
 // the fast walk (Unwinder::backtrace_direct, ehelf perf's) and the general walk
 // (Unwinder::backtrace) with each backend. One ModuleMap and Unwinder per process version, as
 // ehelf perf keeps one per process; module data loaded once per file.
+#include <deque>
 #include <map>
 
 #include "peer.hpp"
@@ -21,7 +22,8 @@ public:
   const char* name() const override { return name_; }
 
   void prepare(const Maps& maps) override {
-    auto& ctx = contexts_[&maps];
+    if (contexts_.size() <= maps.index) contexts_.resize(maps.index + 1);
+    Context& ctx = contexts_[maps.index];
     if (ctx.unwinder) return;
     for (const ModuleRef& ref : maps.modules) {
       auto& data = data_[ref.file];
@@ -46,10 +48,15 @@ public:
   }
 
   size_t unwind(const Sample& s, uint64_t* pcs, size_t max, Stop& stop) override {
-    Context& ctx = contexts_.find(s.maps)->second;
+    Context& ctx = contexts_[s.maps->index];
+    // The fast walk reads rip, rsp, rbp and rbx only (ehelf perf passes those four); the
+    // general walk tracks every register.
     RegisterState regs;
-    for (unsigned r = 0; r < 17; ++r)
-      if (s.valid & (1u << r)) regs.set(r, s.regs[r]);
+    const uint32_t wanted = fast_ ? (1u << 16 | 1u << 7 | 1u << 6 | 1u << 3) : 0x1ffffu;
+    for (uint32_t m = s.valid & wanted; m; m &= m - 1) {
+      const unsigned r = unsigned(__builtin_ctz(m));
+      regs.set(r, s.regs[r]);
+    }
     LocalMemory memory;
     memory.add(AddressRange{s.sp(), s.sp() + s.stack.size()},
                static_cast<int64_t>(reinterpret_cast<uint64_t>(s.stack.data()) - s.sp()));
@@ -84,7 +91,7 @@ private:
   BackendKind backend_;
   bool fast_;
   LoadPolicy policy_;
-  std::map<const Maps*, Context> contexts_;
+  std::deque<Context> contexts_; // by Maps::index (a ModuleMap must not move)
   std::map<const ModuleFile*, std::shared_ptr<const ModuleData>> data_;
   std::map<std::string, bool> without_eh_elf_;
   std::vector<FrameInfo> frames_;

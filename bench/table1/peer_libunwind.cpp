@@ -6,6 +6,7 @@
 #include <libunwind.h>
 
 #include <cstring>
+#include <deque>
 #include <map>
 
 #include "peer.hpp"
@@ -136,13 +137,14 @@ class LibunwindPeer final : public Peer {
 public:
   LibunwindPeer(const char* name, unw_caching_policy_t policy) : name_(name), policy_(policy) {}
   ~LibunwindPeer() override {
-    for (auto& [maps, ctx] : contexts_)
-      unw_destroy_addr_space(ctx.as);
+    for (Context& ctx : contexts_)
+      if (ctx.as) unw_destroy_addr_space(ctx.as);
   }
   const char* name() const override { return name_; }
 
   void prepare(const Maps& maps) override {
-    Context& ctx = contexts_[&maps];
+    if (contexts_.size() <= maps.index) contexts_.resize(maps.index + 1);
+    Context& ctx = contexts_[maps.index];
     if (ctx.as) return;
     ctx.maps = &maps;
     ctx.tables = &tables_;
@@ -151,7 +153,7 @@ public:
   }
 
   size_t unwind(const Sample& s, uint64_t* pcs, size_t max, Stop& stop) override {
-    Context& ctx = contexts_.find(s.maps)->second;
+    Context& ctx = contexts_[s.maps->index];
     ctx.sample = &s;
     unw_cursor_t cursor;
     int rc = unw_init_remote(&cursor, ctx.as, &ctx);
@@ -178,7 +180,7 @@ public:
 private:
   const char* name_;
   unw_caching_policy_t policy_;
-  std::map<const Maps*, Context> contexts_;
+  std::deque<Context> contexts_; // by Maps::index (the address spaces point to them)
   std::map<const ModuleFile*, HdrTable> tables_;
 };
 

@@ -149,6 +149,7 @@ private:
       }
       maps->modules.push_back(ModuleRef{m.start, m.end, *bias, f});
     }
+    maps->index = rec_.maps.size();
     p.maps = maps;
     rec_.maps.push_back(maps);
     return maps.get();

@@ -33,6 +33,7 @@ struct ModuleRef {
 
 // The modules of one process from one mmap to the next (immutable; samples point to it).
 struct Maps {
+  size_t index = 0;               // in Recording::maps (peers keep their state per index)
   std::vector<ModuleRef> modules; // sorted by start
   // Mappings without a usable file (name, for reports).
   std::vector<std::pair<uint64_t, std::string>> missing;

@@ -29,7 +29,6 @@ def reasons(d, limit=3):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--command', required=True)
-    ap.add_argument('--callgrind-samples', type=int, required=True)
     ap.add_argument('--json', required=True)
     ap.add_argument('--md', required=True)
     ap.add_argument('runs', nargs='+')
@@ -70,8 +69,9 @@ def main():
       'stack bytes (bench/table1). *time* is one pass over all samples after a first one that '
       'loaded what each peer loads lazily (the best of the rounds; the JSON has the median too); *setup* is the untimed '
       'preparation per process (module tables, address spaces, Dwfl sessions). '
-      f'*instr/frame* is callgrind\'s count over the first {a.callgrind_samples} samples '
-      '(collection toggled around one pass, after an uncollected one). *x fewer instr* and '
+      '*instr/frame* is callgrind\'s count over every k-th sample of the recording (k and the '
+      'count under each table; collection toggled around one pass, after an uncollected one). '
+      '*x fewer instr* and '
       f'*x faster* are {REFERENCE}\'s instructions and time per frame divided by the peer\'s. '
       '*ended early*: walks that stopped before the outermost frame, with the most common '
       'reasons in the peer\'s own words.\n')
@@ -108,6 +108,10 @@ def main():
         if run['mappings_without_file']:
             text += (' Mappings without a usable file (no peer unwinds through them): ' +
                      ', '.join(f'{k} ({v})' for k, v in run['mappings_without_file'].items()) + '.')
+        cg = [p['callgrind'] for p in peers if p.get('callgrind')]
+        if cg:
+            text += (f' Callgrind: every {cg[0].get("stride", 1)}th sample, {cg[0]["samples"]:,} '
+                     'samples.')
         w(text)
         w('')
         w('| peer | frames | setup | time | ns/frame | instr/frame | x fewer instr | x faster | ended early (why) |')
