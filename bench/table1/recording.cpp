@@ -17,8 +17,8 @@ using namespace ehelf;
 using namespace ehelf::perf;
 
 bool ModuleFile::read(uint64_t svma, void* out, size_t size) const {
-  for (const Segment& s : elf->segments()) {
-    if (s.type != 1 /* PT_LOAD */ || svma < s.vaddr || svma - s.vaddr >= s.filesz) continue;
+  for (const Segment& s : loads) {
+    if (svma < s.vaddr || svma - s.vaddr >= s.filesz) continue;
     const uint64_t off = s.offset + (svma - s.vaddr);
     if (s.filesz - (svma - s.vaddr) < size || off + size > elf->bytes().size()) return false;
     std::memcpy(out, elf->bytes().data() + off, size);
@@ -36,11 +36,13 @@ const ModuleRef* Maps::find(uint64_t avma) const {
 }
 
 bool Maps::read_file(uint64_t avma, void* out, size_t size) const {
-  // Unwind tables sit outside the executable mapping (in the read-only segment after it): any
-  // module whose file holds the address, as perf reads a dso's file.
-  for (const ModuleRef& m : modules)
-    if (avma >= m.bias && m.file->read(avma - m.bias, out, size)) return true;
-  return false;
+  // Unwind tables sit outside the executable mapping (in the read-only segment after it): the
+  // module whose file image holds the address, read from the file as perf reads a dso's.
+  auto it = std::upper_bound(images.begin(), images.end(), avma,
+                             [](uint64_t a, const Image& i) { return a < i.begin; });
+  if (it == images.begin()) return false;
+  --it;
+  return avma < it->end && it->module->file->read(avma - it->module->bias, out, size);
 }
 
 bool Sample::read_stack(uint64_t addr, void* out, size_t size) const {
@@ -128,6 +130,8 @@ private:
           auto f = std::make_unique<ModuleFile>();
           f->path = m.path;
           f->elf = std::move(*elf);
+          for (const Segment& seg : f->elf->segments())
+            if (seg.type == 1 /* PT_LOAD */ && seg.filesz) f->loads.push_back(seg);
           result = f.get();
           rec_.files.push_back(std::move(f));
         }
@@ -149,6 +153,16 @@ private:
       }
       maps->modules.push_back(ModuleRef{m.start, m.end, *bias, f});
     }
+    for (const ModuleRef& m : maps->modules) {
+      uint64_t lo = ~uint64_t(0), hi = 0;
+      for (const Segment& seg : m.file->loads) {
+        lo = std::min(lo, seg.vaddr);
+        hi = std::max(hi, seg.vaddr + seg.filesz);
+      }
+      if (lo < hi) maps->images.push_back(Maps::Image{m.bias + lo, m.bias + hi, &m});
+    }
+    std::sort(maps->images.begin(), maps->images.end(),
+              [](const Maps::Image& a, const Maps::Image& b) { return a.begin < b.begin; });
     maps->index = rec_.maps.size();
     p.maps = maps;
     rec_.maps.push_back(maps);

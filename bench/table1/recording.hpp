@@ -19,6 +19,7 @@ namespace table1 {
 struct ModuleFile {
   std::string path;
   std::unique_ptr<ehelf::ElfFile> elf;
+  std::vector<ehelf::Segment> loads; // its PT_LOAD segments with bytes in the file
   // Reads `size` bytes at the file's SVMA `svma` (through its PT_LOAD segments): what a
   // profiler reads from the file for addresses outside the stack copy (unwind tables).
   bool read(uint64_t svma, void* out, size_t size) const;
@@ -35,6 +36,13 @@ struct ModuleRef {
 struct Maps {
   size_t index = 0;               // in Recording::maps (peers keep their state per index)
   std::vector<ModuleRef> modules; // sorted by start
+  // Where each module's file image lies (bias + its PT_LOAD segments), sorted: reads outside the
+  // stack (unwind tables) find their module by binary search, as perf's map lookup does.
+  struct Image {
+    uint64_t begin, end;
+    const ModuleRef* module;
+  };
+  std::vector<Image> images;
   // Mappings without a usable file (name, for reports).
   std::vector<std::pair<uint64_t, std::string>> missing;
   const ModuleRef* find(uint64_t avma) const;
