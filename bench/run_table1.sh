@@ -19,6 +19,9 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 command_line="bench/run_table1.sh${*:+ $*}"
+for v in TABLE1_MIN_SAMPLES TABLE1_CALLGRIND_SAMPLES TABLE1_ROUNDS TABLE1_WORKLOADS; do
+  [ -n "${!v:-}" ] && command_line="$v=${!v} $command_line"
+done
 min_samples="${TABLE1_MIN_SAMPLES:-20000}"
 callgrind_samples="${TABLE1_CALLGRIND_SAMPLES:-4000}"
 rounds="${TABLE1_ROUNDS:-5}"
