@@ -225,10 +225,12 @@ int run(const Options& o) {
     CALLGRIND_TOGGLE_COLLECT;
     const uint64_t frames = pass(peer, rec, o.max_depth, nullptr);
     CALLGRIND_TOGGLE_COLLECT;
-    std::printf("%s\n",
-                json({{"peer", peer.name()}, {"samples", rec.samples.size()}, {"frames", frames}})
-                    .dump()
-                    .c_str());
+    std::printf("%s\n", json({{"peer", peer.name()},
+                              {"samples", rec.samples.size()},
+                              {"stride", o.stride},
+                              {"frames", frames}})
+                            .dump()
+                            .c_str());
     return 0;
   }
 
