@@ -33,8 +33,8 @@ std::string signed_literal(int64_t v) {
 // The body of a row of the common shape as one call of the shared ehelf_step (see its comment
 // in the generated prelude) with the row's constants, or empty if the row has another shape:
 // CFA = tracked register + offset; the return address (column 16) saved at CFA + 8k; the other
-// tracked registers saved at CFA + 8k (|k| <= 128), unchanged or undefined; rsp without a rule.
-// Most rows have it; a body of its own for each cost libc's callee-saved eh_elf 60 KiB of code.
+// tracked registers saved at CFA + 8k (-128 <= k <= 127), unchanged or undefined; no rule for rsp.
+// Most rows have it; a body of its own for each cost libc's callee-saved eh_elf 120 KiB of code.
 std::string shared_step_body(RowView row, uint16_t return_column, bool signal_frame,
                              int (*slot_of)(unsigned)) {
   if (row.cfa.kind != CfaRule::Kind::RegOffset || return_column != 16) return {};
@@ -50,7 +50,8 @@ std::string shared_step_body(RowView row, uint16_t return_column, bool signal_fr
   bool ra_saved = false;
   for (const ColumnRule& c : row.columns) {
     const int slot = slot_of(c.column);
-    if (slot < 0) continue; // untracked column: its rule cannot affect tracked registers
+    if (slot < 0) continue;   // untracked column: its rule cannot affect tracked registers
+    if (slot == 1) return {}; // any rule for rsp (even same value) overrides rsp = CFA
     const RegisterRule& r = c.rule;
     uint64_t k = 0;
     switch (r.kind) {
@@ -58,11 +59,11 @@ std::string shared_step_body(RowView row, uint16_t return_column, bool signal_fr
       break;
     case RegisterRule::Kind::Undefined:
     case RegisterRule::Kind::Architectural:
-      if (slot < 2) return {};
+      if (slot == 0) return {};
       clear |= EHELF_VALID(slot);
       break;
     case RegisterRule::Kind::Offset:
-      if (slot == 1 || !packed_offset(r.offset, k)) return {};
+      if (!packed_offset(r.offset, k)) return {};
       if (slot == 0) {
         saves |= k << 56;
         ra_saved = true;
@@ -75,11 +76,12 @@ std::string shared_step_body(RowView row, uint16_t return_column, bool signal_fr
     }
   }
   if (!ra_saved) return {};
-  const uint32_t set = EHELF_VALID(0) | EHELF_VALID(1) | (signal_frame ? EHELF_FLAG_SIGNAL_FRAME : 0);
-  return fmt::format("NEED({0}); return ehelf_step(ctx, deref, arg, R({0}) + {1}, UINT64_C({2:#x}), "
-                     "UINT64_C({3:#x}));",
-                     cfa_slot, signed_literal(row.cfa.offset), saves,
-                     (uint64_t(clear) << 32) | set);
+  const uint32_t set =
+      EHELF_VALID(0) | EHELF_VALID(1) | (signal_frame ? EHELF_FLAG_SIGNAL_FRAME : 0);
+  return fmt::format(
+      "NEED({0}); return ehelf_step(ctx, deref, arg, R({0}) + {1}, UINT64_C({2:#x}), "
+      "UINT64_C({3:#x}));",
+      cfa_slot, signed_literal(row.cfa.offset), saves, (uint64_t(clear) << 32) | set);
 }
 
 // Writes the C body for one (row, function facts) pair. Mirrors UnwindTable::evaluate exactly on
