@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "dwfl_frames.hpp"
 #include "peer.hpp"
 
 namespace bench {
@@ -32,7 +33,8 @@ bool memory_read(Dwfl*, Dwarf_Addr addr, Dwarf_Word* result, void*) {
 
 bool set_initial_registers(Dwfl_Thread* thread, void*) {
   Dwarf_Word regs[17];
-  for (int i = 0; i < 17; ++i) regs[i] = g_regs[i];
+  for (int i = 0; i < 17; ++i)
+    regs[i] = g_regs[i];
   return dwfl_thread_state_registers(thread, 0, 17, regs);
 }
 
@@ -42,7 +44,10 @@ const Dwfl_Thread_Callbacks kThreadCallbacks = {
 
 char* g_debuginfo_path;
 const Dwfl_Callbacks kCallbacks = {
-    dwfl_linux_proc_find_elf, dwfl_standard_find_debuginfo, nullptr, &g_debuginfo_path,
+    dwfl_linux_proc_find_elf,
+    dwfl_standard_find_debuginfo,
+    nullptr,
+    &g_debuginfo_path,
 };
 
 std::string init() {
@@ -66,24 +71,10 @@ __attribute__((noinline, cold)) void report_stop(size_t n) {
   std::fprintf(stderr, "libdwfl: walk stopped after %zu frames: %s\n", n, dwfl_errmsg(-1));
 }
 
-struct Walk {
-  uint64_t* pcs;
-  size_t n, max;
-};
-
-int frame_cb(Dwfl_Frame* frame, void* arg) {
-  auto* w = static_cast<Walk*>(arg);
-  Dwarf_Addr pc;
-  bool activation;
-  if (!dwfl_frame_pc(frame, &pc, &activation)) return DWARF_CB_ABORT;
-  w->pcs[w->n++] = pc;
-  return w->n == w->max ? DWARF_CB_ABORT : DWARF_CB_OK;
-}
-
 __attribute__((noinline)) size_t once(uint64_t* pcs, size_t max, bool) {
   ehelf_capture_context(g_regs);
-  Walk w{pcs, 0, max};
-  int rc = dwfl_getthread_frames(g_dwfl, g_tid, frame_cb, &w);
+  DwflWalk w{pcs, 0, max};
+  int rc = dwfl_getthread_frames(g_dwfl, g_tid, dwfl_collect_pc, &w);
   if (rc != 0 && w.n < w.max) report_stop(w.n);
   asm volatile("" ::: "memory");
   return w.n;

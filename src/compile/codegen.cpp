@@ -30,12 +30,69 @@ std::string signed_literal(int64_t v) {
                : fmt::format("UINT64_C({})", v);
 }
 
+// The body of a row of the common shape as one call of the shared ehelf_step (see its comment
+// in the generated prelude) with the row's constants, or empty if the row has another shape:
+// CFA = tracked register + offset; the return address (column 16) saved at CFA + 8k; the other
+// tracked registers saved at CFA + 8k (-128 <= k <= 127), unchanged or undefined; no rule for rsp.
+// Most rows have it; a body of its own for each cost libc's callee-saved eh_elf 120 KiB of code.
+std::string shared_step_body(RowView row, uint16_t return_column, bool signal_frame,
+                             int (*slot_of)(unsigned)) {
+  if (row.cfa.kind != CfaRule::Kind::RegOffset || return_column != 16) return {};
+  const int cfa_slot = slot_of(row.cfa.reg);
+  if (cfa_slot < 0) return {};
+  auto packed_offset = [](int64_t offset, uint64_t& out) {
+    if (offset % 8 != 0 || offset < -1024 || offset > 1016) return false;
+    out = static_cast<uint8_t>(static_cast<int8_t>(offset / 8));
+    return true;
+  };
+  uint64_t saves = 0;
+  uint32_t clear = EHELF_FLAG_ERROR | (signal_frame ? 0 : EHELF_FLAG_SIGNAL_FRAME);
+  bool ra_saved = false;
+  for (const ColumnRule& c : row.columns) {
+    const int slot = slot_of(c.column);
+    if (slot < 0) continue;   // untracked column: its rule cannot affect tracked registers
+    if (slot == 1) return {}; // any rule for rsp (even same value) overrides rsp = CFA
+    const RegisterRule& r = c.rule;
+    uint64_t k = 0;
+    switch (r.kind) {
+    case RegisterRule::Kind::SameValue:
+      break;
+    case RegisterRule::Kind::Undefined:
+    case RegisterRule::Kind::Architectural:
+      if (slot == 0) return {};
+      clear |= EHELF_VALID(slot);
+      break;
+    case RegisterRule::Kind::Offset:
+      if (!packed_offset(r.offset, k)) return {};
+      if (slot == 0) {
+        saves |= k << 56;
+        ra_saved = true;
+      } else {
+        saves |= (k << (8 * (slot - 2))) | (uint64_t(1) << (48 + slot - 2));
+      }
+      break;
+    default:
+      return {};
+    }
+  }
+  if (!ra_saved) return {};
+  const uint32_t set =
+      EHELF_VALID(0) | EHELF_VALID(1) | (signal_frame ? EHELF_FLAG_SIGNAL_FRAME : 0);
+  return fmt::format(
+      "NEED({0}); return ehelf_step(ctx, deref, arg, R({0}) + {1}, UINT64_C({2:#x}), "
+      "UINT64_C({3:#x}));",
+      cfa_slot, signed_literal(row.cfa.offset), saves, (uint64_t(clear) << 32) | set);
+}
+
 // Writes the C body for one (row, function facts) pair. Mirrors UnwindTable::evaluate exactly on
 // the tracked registers; anything it cannot express returns "needs interpreter".
 std::string body_for(const UnwindTable& table, RowView row, uint16_t return_column,
                      bool signal_frame, RegisterSet set) {
   int (*slot_of)(unsigned) = set == RegisterSet::Minimal ? slot_minimal : slot_callee_saved;
   const int nslots = set == RegisterSet::Minimal ? 4 : 8;
+  if (std::string shared = shared_step_body(row, return_column, signal_frame, slot_of);
+      !shared.empty())
+    return shared;
   const std::string fallback = "return ehelf_fail(ctx, EHELF_NEEDS_INTERPRETER);";
   std::string s;
   int temp = 0;
@@ -259,12 +316,41 @@ static inline __attribute__((always_inline)) int ehelf_fail(ehelf_context_t* ctx
 
 /* One body serves both variants: deref == 0 means a local, stack-bounded read. Out of line:
  * inlined into every body it made the code half again as large and the compile twice as slow. */
-static __attribute__((noinline)) int ehelf_read(const ehelf_context_t* ctx,
+static inline __attribute__((always_inline)) int ehelf_read_inline(const ehelf_context_t* ctx,
     uint64_t addr, uint64_t* out, ehelf_deref_fn deref, void* arg) {
   if (deref) return deref(addr, out, arg) == 0;
   if (addr < ctx->stack_lo || addr > ctx->stack_hi - 8 || ctx->stack_hi < 8) return 0;
   __builtin_memcpy(out, (const void*)(uintptr_t)addr, 8);
   return 1;
+}
+static __attribute__((noinline)) int ehelf_read(const ehelf_context_t* ctx,
+    uint64_t addr, uint64_t* out, ehelf_deref_fn deref, void* arg) {
+  return ehelf_read_inline(ctx, addr, out, deref, arg);
+}
+
+/* The step of the common row, shared by its bodies, which pass their constants: the caller's
+ * rip is read at cfa + 8 * (int8_t)(saves >> 56) (a failed read fails the step, registers
+ * untouched); slot 2 + k, for each bit 48 + k set, at cfa + 8 * (int8_t)(saves >> 8k) (a failed
+ * read makes it unknown, as the interpreter does); rsp = cfa; then the flags get the low half of
+ * `flags` set and the high half cleared (undefined registers, the error and signal bits). */
+static __attribute__((noinline)) int ehelf_step(ehelf_context_t* ctx, ehelf_deref_fn deref,
+    void* arg, uint64_t cfa, uint64_t saves, uint64_t flags) {
+  uint64_t rip;
+  if (!ehelf_read_inline(ctx, cfa + (uint64_t)((int64_t)(int8_t)(saves >> 56) * 8), &rip, deref, arg))
+    return ehelf_fail(ctx, EHELF_BAD_READ);
+  uint32_t f = ctx->flags;
+  for (uint32_t m = (uint32_t)(saves >> 48) & 0x3fu; m; m &= m - 1) {
+    unsigned k = (unsigned)__builtin_ctz(m);
+    uint64_t v = 0;
+    int ok = ehelf_read_inline(ctx, cfa + (uint64_t)((int64_t)(int8_t)(saves >> (8 * k)) * 8),
+                               &v, deref, arg);
+    ctx->regs[k + 2] = v;
+    f = ok ? (f | EHELF_VALID(k + 2)) : (f & ~EHELF_VALID(k + 2));
+  }
+  ctx->regs[EHELF_RIP] = rip;
+  ctx->regs[EHELF_RSP] = cfa;
+  ctx->flags = (f | (uint32_t)flags) & ~(uint32_t)(flags >> 32);
+  return EHELF_OK;
 }
 )";
   c += fmt::format("#define EHELF_PC_LOW UINT64_C({:#x})\n#define EHELF_PC_HIGH UINT64_C({:#x})\n",

@@ -1,7 +1,9 @@
 // Code generation: an UnwindTable becomes the C source of an eh_elf (see include/ehelf/eh_elf.h).
 //
 // Design: identical row bodies are outlined (rows are projected onto the tracked registers, so
-// rows that differ only in untracked columns share a body); adjacent ranges with the same body
+// rows that differ only in untracked columns share a body); rows of the common shape (CFA =
+// register + offset, saves at CFA + 8k) are one call of a shared step with their constants, so
+// their bodies are a few instructions each; adjacent ranges with the same body
 // are merged; the lookup is a sorted array of 32-bit range starts, narrowed by a per-4-KiB page
 // index (as the kernel's ORC unwinder does) and finished by a short binary search; the body is
 // then chosen by a switch the compiler turns into a jump table.

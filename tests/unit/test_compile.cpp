@@ -370,6 +370,43 @@ std::string fixture(const char* name) {
   return std::string(EHELF_FIXTURE_DIR) + "/" + name;
 }
 
+// Rows of the common shape share one step function (each body a call with packed constants);
+// the others keep a body of their own. Both kinds, at the edges of the packing, must agree with
+// the interpreter.
+TEST(CompileFixture, SharedStepEdgesAgreeWithTheInterpreter) {
+  const std::string path = fixture("compile_save_offsets");
+  ASSERT_TRUE(fs::exists(path)) << path;
+  auto module = load_module_cfi(path);
+  ASSERT_TRUE(module) << module.error().to_string();
+  auto table = build_unwind_table(*module);
+  ASSERT_TRUE(table) << table.error().to_string();
+  TempDir dir;
+  for (RegisterSet set : {RegisterSet::Minimal, RegisterSet::CalleeSaved}) {
+    SCOPED_TRACE(set_name(set));
+    CodegenOptions codegen;
+    codegen.registers = set;
+    auto source = generate_eh_elf_source(*table, codegen);
+    ASSERT_TRUE(source) << source.error().to_string();
+    size_t shared = 0;
+    for (size_t at = 0; (at = source->find("return ehelf_step(ctx", at)) != std::string::npos; ++at)
+      ++shared;
+    EXPECT_GE(shared, 4u); // packed_edges' rows, return_address_elsewhere's
+    // rbx at CFA - 1032 is beyond the packing: that row has a body of its own.
+    EXPECT_NE(source->find("ehelf_read(ctx, cfa + (uint64_t)-INT64_C(1032)"), std::string::npos);
+    // The return address at CFA - 16, packed.
+    EXPECT_NE(source->find("UINT64_C(0xfe"), std::string::npos);
+
+    CompileOptions options;
+    options.registers = set;
+    options.verify = true;
+    auto r = compile_module(path, dir / fmt::format("edges.{}.so", set_name(set)), options);
+    ASSERT_TRUE(r) << r.error().to_string();
+    ASSERT_TRUE(r->verification);
+    EXPECT_EQ(r->verification->mismatch_count, 0u) << join(r->verification->mismatches);
+    EXPECT_GE(r->verification->agreed, 20u);
+  }
+}
+
 TEST(CompileFixture, CfiVarietyExpressionRowsCompileAndAgree) {
   const std::string path = fixture("cfi_variety");
   ASSERT_TRUE(fs::exists(path)) << path;
