@@ -242,7 +242,9 @@ TEST(Check, FromEntry) {
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r->inconsistencies.empty()) << describe(*r);
   EXPECT_GT(r->summary.checked, 20000u); // ld.so relocating libc
-  EXPECT_GT(r->summary.calls, 100u);
+  // How many calls ld.so makes in its first 30,000 instructions depends on the environment it
+  // is given (80 under ctest, 100+ from a shell): many, whichever.
+  EXPECT_GT(r->summary.calls, 40u);
 }
 
 // Running straight-line code to a breakpoint and checking it from its starting state gives
