@@ -247,7 +247,6 @@ StopReason GeneralStep::frame_pointer_step(RegisterState& regs, MemoryReader& me
 template <typename Slots>
 StopReason GeneralStep::step_with(RegisterState& regs, MemoryReader& mem, bool exact_pc,
                                   FrameInfo& info, RuleCache* cache, Slots saved) {
-  const BackendKind backend = kEveryRegister<Slots> ? BackendKind::Interpreter : options_.backend;
   if (!regs.has(x86_64::RIP)) return StopReason::EndOfStack;
   if (!regs.has(x86_64::RSP)) return StopReason::MissingRegister;
   uint64_t pc = regs.get(x86_64::RIP);
@@ -293,7 +292,8 @@ retry:
       goto done;
     }
     uint64_t svma = lookup - mod->bias;
-    BackendKind b = backend;
+    // (Read here, past the cache hit: that path stays as short as before.)
+    BackendKind b = kEveryRegister<Slots> ? BackendKind::Interpreter : options_.backend;
     if (b == BackendKind::Auto) b = data->compiled ? BackendKind::Compiled : BackendKind::Table;
     if (b == BackendKind::Compiled && !data->compiled) b = BackendKind::Table;
     info.backend = b;
