@@ -28,8 +28,8 @@ total() { awk '{ n += $NF } END { print n + 0 }' "$1"; }
 # ---- the split, and the summary ----
 "$ehelf" record -o split.folded -- "$target" split 400 > split.out 2> split.err ||
   bad "record split: $(cat split.err)"
-a=$(count split.folded ';main;path_a;spin ')
-b=$(count split.folded ';main;path_b;spin ')
+a=$(count split.folded ';main;path_a;spin( |;)')
+b=$(count split.folded ';main;path_b;spin( |;)')
 all=$(total split.folded)
 echo "split: path_a $a, path_b $b, all $all"
 if [ "$all" -lt 200 ]; then
@@ -64,8 +64,8 @@ fi
 # ---- threads ----
 "$ehelf" record -q --tid-roots -o threads.folded -- "$target" threads 300 2> threads.err ||
   bad "record threads: $(cat threads.err)"
-ta=$(count threads.folded ';start_thread;.*thread_a;thread_a_work;spin ')
-tb=$(count threads.folded ';start_thread;.*thread_b;thread_b_work;spin ')
+ta=$(count threads.folded ';start_thread;.*thread_a;thread_a_work;spin( |;)')
+tb=$(count threads.folded ';start_thread;.*thread_b;thread_b_work;spin( |;)')
 roots=$(grep -E 'thread_[ab]_work' threads.folded | cut -d';' -f1 | sort -u | wc -l)
 [ "$ta" -gt 50 ] && [ "$tb" -gt 50 ] && [ "$roots" -eq 2 ] &&
   ok "threads: thread_a $ta, thread_b $tb samples, from clone through start_thread, 2 thread roots" ||
@@ -74,8 +74,8 @@ roots=$(grep -E 'thread_[ab]_work' threads.folded | cut -d';' -f1 | sort -u | wc
 # ---- fork + exec ----
 "$ehelf" record -q --pid-roots -o fork.folded -- "$target" fork 200 2> fork.err ||
   bad "record fork: $(cat fork.err)"
-pc=$(count fork.folded ';main;child_work;spin ')
-pp=$(count fork.folded ';main;parent_work;spin ')
+pc=$(count fork.folded ';main;child_work;spin( |;)')
+pp=$(count fork.folded ';main;parent_work;spin( |;)')
 cpid=$(grep ';child_work;' fork.folded | cut -d';' -f1 | sort -u)
 ppid=$(grep ';parent_work;' fork.folded | cut -d';' -f1 | sort -u)
 [ "$pc" -gt 50 ] && [ "$pp" -gt 50 ] && [ -n "$cpid" ] && [ "$cpid" != "$ppid" ] &&
@@ -85,8 +85,8 @@ ppid=$(grep ';parent_work;' fork.folded | cut -d';' -f1 | sort -u)
 # ---- a signal handler: walks cross the signal frame down to main ----
 "$ehelf" record -q -o signal.folded -- "$target" signal 300 2> signal.err ||
   bad "record signal: $(cat signal.err)"
-hs=$(count signal.folded ';main;main_work;spin;.*on_prof;handler_work ')
-ha=$(count signal.folded ';on_prof;handler_work ')
+hs=$(count signal.folded ';main;main_work;spin;.*on_prof;handler_work( |;)')
+ha=$(count signal.folded ';on_prof;handler_work( |;)')
 [ "$hs" -gt 10 ] && [ "$hs" -ge $((ha * 9 / 10)) ] &&
   ok "signal: $hs of $ha handler samples walk through the signal frame to main_work and _start" ||
   bad "signal: $hs of $ha through the signal frame: $(grep handler_work signal.folded | head -3)"
@@ -96,7 +96,7 @@ ha=$(count signal.folded ';on_prof;handler_work ')
 wpid=$!
 for _ in $(seq 50); do grep -q ready wait.out 2> /dev/null && break; sleep 0.1; done
 "$ehelf" record -p "$wpid" -d 1.5 -o attach.folded 2> attach.err || bad "record -p: $(cat attach.err)"
-at=$(count attach.folded ';main;attached_work;spin ')
+at=$(count attach.folded ';main;attached_work;spin( |;)')
 kill -0 "$wpid" 2> /dev/null && alive=yes || alive=no
 [ "$at" -gt 50 ] && [ "$alive" = yes ] && grep -q '1 thread' attach.err &&
   ok "-p: $at samples in attached_work through main, from /proc/PID/maps; the process still runs" ||
@@ -107,7 +107,7 @@ wait "$wpid" 2> /dev/null
 # ---- SIGINT ends the recording: the profile is written, the command is ended ----
 timeout --preserve-status -s INT 1.5 "$ehelf" record -o int.folded -- "$target" wait > int.out 2> int.err
 st=$?
-ti=$(count int.folded ';main;attached_work;spin ')
+ti=$(count int.folded ';main;attached_work;spin( |;)')
 left=$(pgrep -f "$target wait" | wc -l)
 # timeout signals its whole process group, the command too (as Ctrl-C does): it ends by SIGINT
 # (130); a command that outlives the recording would get SIGTERM (143).
@@ -129,7 +129,7 @@ unw=$(count cxx.folded 'shapes::Worker::deep;(__cxa_throw|_Unwind_RaiseException
 # ---- JIT code named from /tmp/perf-PID.map ----
 "$ehelf" record -q -o jit.folded -- "$fixtures/record_jit" 600 > jit.pid 2> jit.err ||
   bad "record jit: $(cat jit.err)"
-jit=$(count jit.folded ';jitted_loop ')
+jit=$(count jit.folded ';jitted_loop( |;)')
 jall=$(total jit.folded)
 rm -f "/tmp/perf-$(cat jit.pid).map"
 [ "$jit" -gt $((jall / 2)) ] &&
@@ -142,7 +142,7 @@ wpid=$!
 "$ehelf" record -a -d 1 -o all.folded 2> all.err || bad "record -a: $(cat all.err)"
 kill "$wpid"
 wait "$wpid" 2> /dev/null
-sys=$(count all.folded '^record_target;_start;.*;main;attached_work;spin ')
+sys=$(count all.folded '^record_target;_start;.*;main;attached_work;spin( |;)')
 [ "$sys" -gt 50 ] && ok "-a: $sys samples of the fixture's attached_work among the system's" ||
   bad "-a: $sys: $(head -3 all.folded)"
 
@@ -242,8 +242,8 @@ grep -qE '^\s+[0-9a-f]+ spin \(.*/record_target\)$' split.txt && [ "$heads" -gt 
   bad "record -e task-clock: $(cat task.err)"
 "$ehelf" record -q -c 2000000 -o period.folded -- "$target" split 100 2> period.err ||
   bad "record -c: $(cat period.err)"
-tk=$(count task.folded ';path_a;spin ')
-pd=$(count period.folded ';path_a;spin ')
+tk=$(count task.folded ';path_a;spin( |;)')
+pd=$(count period.folded ';path_a;spin( |;)')
 # -c 2000000 ns of cpu-clock: one sample every 2 ms of CPU, half the default rate.
 [ "$tk" -gt 20 ] && [ "$pd" -gt 10 ] && [ "$pd" -lt "$tk" ] &&
   ok "-e task-clock: $tk samples in path_a; -c 2000000: $pd" || bad "task-clock $tk, -c $pd"
