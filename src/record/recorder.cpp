@@ -275,7 +275,9 @@ Result<Recording> record(const RecordOptions& o, const std::atomic<bool>* stop) 
   if (child.pid > 0 && !child_done) { // stopped early: the command ends as under perf record
     ::kill(child.pid, SIGTERM);
     int status = 0;
-    ::waitpid(child.pid, &status, 0);
+    // A second SIGINT (Ctrl-C again, or a group-wide kill) interrupts the wait: wait again.
+    while (::waitpid(child.pid, &status, 0) < 0 && errno == EINTR) {
+    }
     rec.exit_status = exit_status(status);
   }
   rec.ring_records = drain.records();
