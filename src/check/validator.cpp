@@ -591,9 +591,10 @@ void Checker::new_child(Thread& parent, int event, pid_t child) {
 // A new program in the thread's process: its tables are another story. The process runs on
 // unchecked.
 void Checker::exec_called(Thread& t) {
-  Process* p = t.process;
+  const Process* p = t.process; // gone with its last thread, below
+  const bool program = p->pid == pid_;
   ++result_.summary.execs;
-  if (p->pid == pid_) result_.summary.exec_detached = true;
+  if (program) result_.summary.exec_detached = true;
   std::vector<pid_t> gone;
   for (auto& [other, state] : threads_)
     if (state.process == p) gone.push_back(other);
@@ -601,7 +602,7 @@ void Checker::exec_called(Thread& t) {
     ::ptrace(PTRACE_DETACH, other, nullptr, nullptr);
     forget_thread(other);
   }
-  if (p->pid == pid_) program_->forget(); // no longer ours to kill
+  if (program) program_->forget(); // no longer ours to kill
 }
 
 Status Checker::start() {
