@@ -32,7 +32,7 @@
 #include <sys/time.h>
 #include <ucontext.h>
 
-static volatile int sink;
+static volatile unsigned sink; // wraps: no signed overflow (UBSan)
 
 /* The signal context the kernel saved (the handler's third argument): the interrupted frame's
  * registers are there. Its distance from the stack pointers depends on their alignment, which
