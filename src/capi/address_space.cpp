@@ -11,6 +11,7 @@
 
 #include "capi/backtrace.hpp"
 #include "model/dw_op.hpp"
+#include "runtime/proc_files.hpp"
 #include "runtime/process_probe.hpp"
 
 namespace ehelf::capi {

@@ -3,7 +3,6 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
-#include <dirent.h>
 #include <fstream>
 #include <linux/perf_event.h>
 #include <poll.h>
@@ -14,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "perf/perf_data.hpp"
+#include "runtime/proc_files.hpp"
 
 namespace ehelf::record {
 namespace {
@@ -50,18 +50,6 @@ int perf_event_open(perf_event_attr& attr, int pid, int cpu, int group, unsigned
 int cpu_count() {
   const long n = ::sysconf(_SC_NPROCESSORS_CONF);
   return n > 0 ? static_cast<int>(n) : 1;
-}
-
-// The threads of a process now.
-std::vector<int> threads_of(int pid) {
-  std::vector<int> tids;
-  const std::string dir = fmt::format("/proc/{}/task", pid);
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (dirent* e = ::readdir(d))
-      if (e->d_name[0] >= '0' && e->d_name[0] <= '9') tids.push_back(std::atoi(e->d_name));
-    ::closedir(d);
-  }
-  return tids;
 }
 
 constexpr uint64_t kSampleType = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
@@ -177,7 +165,7 @@ Result<EventSet> EventSet::open(const SamplingOptions& o, const Target& t) {
     pids = t.pids;
   } else {
     for (int pid : t.pids) {
-      std::vector<int> tids = threads_of(pid);
+      std::vector<int> tids = proc_threads(pid).value_or(std::vector<int>{});
       if (tids.empty()) return Error::plain(fmt::format("no process {}", pid));
       pids.insert(pids.end(), tids.begin(), tids.end());
     }

@@ -5,7 +5,6 @@
 #include <chrono>
 #include <csignal>
 #include <cstring>
-#include <dirent.h>
 #include <fcntl.h>
 #include <fstream>
 #include <sys/syscall.h>
@@ -15,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "record/ring_buffer.hpp"
+#include "runtime/proc_files.hpp"
 
 namespace ehelf::record {
 namespace {
@@ -78,31 +78,14 @@ std::string read_line(const std::string& path) {
 // unwinder before the ring's own records.
 void describe_running(int pid, perf::SampleUnwinder& unwinder) {
   perf::SampleStack unused;
-  std::vector<int> tids;
-  const std::string task_dir = fmt::format("/proc/{}/task", pid);
-  std::ifstream maps(fmt::format("/proc/{}/maps", pid));
-  std::string line;
-  while (std::getline(maps, line)) {
-    unsigned long lo, hi, offset;
-    char perms[8] = {};
-    int path_at = 0;
-    if (std::sscanf(line.c_str(), "%lx-%lx %7s %lx %*s %*s %n", &lo, &hi, perms, &offset,
-                    &path_at) < 4 ||
-        perms[2] != 'x')
-      continue;
-    std::string path = path_at ? line.substr(static_cast<size_t>(path_at)) : std::string();
-    while (!path.empty() && path.back() == ' ')
-      path.pop_back();
-    if (path.empty()) path = "//anon";
+  for (const ProcMapping& pm : read_proc_maps(pid, true).value_or(std::vector<ProcMapping>{})) {
     // A deleted file (an upgraded library, `./prog & rm prog`) is read through map_files.
-    constexpr std::string_view kDeleted = " (deleted)";
-    if (path.size() > kDeleted.size() && path.ends_with(kDeleted))
-      path = fmt::format("/proc/{}/map_files/{:x}-{:x}", pid, lo, hi);
+    const std::string path = pm.path.empty() ? "//anon" : pm.open_path(pid);
     perf::MmapRecord m;
     m.pid = m.tid = static_cast<uint32_t>(pid);
-    m.start = lo;
-    m.len = hi - lo;
-    m.pgoff = offset;
+    m.start = pm.start;
+    m.len = pm.end - pm.start;
+    m.pgoff = pm.offset;
     m.mmap2 = true;
     m.prot = 4; // PROT_EXEC
     m.filename = path;
@@ -111,13 +94,8 @@ void describe_running(int pid, perf::SampleUnwinder& unwinder) {
     r.body = m;
     unwinder.feed(r, unused);
   }
-  if (DIR* d = ::opendir(task_dir.c_str())) {
-    while (dirent* e = ::readdir(d))
-      if (e->d_name[0] >= '0' && e->d_name[0] <= '9') tids.push_back(std::atoi(e->d_name));
-    ::closedir(d);
-  }
-  for (int tid : tids) {
-    const std::string comm = read_line(fmt::format("{}/{}/comm", task_dir, tid));
+  for (int tid : proc_threads(pid).value_or(std::vector<int>{})) {
+    const std::string comm = read_line(fmt::format("/proc/{}/task/{}/comm", pid, tid));
     perf::CommRecord c;
     c.pid = static_cast<uint32_t>(pid);
     c.tid = static_cast<uint32_t>(tid);
@@ -235,13 +213,9 @@ Result<Recording> record(const RecordOptions& o, const std::atomic<bool>* stop) 
   } else {
     events.enable();
     // What already runs: the processes given, or every process for -a.
-    std::vector<int> running = target.pids;
-    if (target.kind == Target::System)
-      if (DIR* d = ::opendir("/proc")) {
-        while (dirent* e = ::readdir(d))
-          if (e->d_name[0] >= '1' && e->d_name[0] <= '9') running.push_back(std::atoi(e->d_name));
-        ::closedir(d);
-      }
+    const std::vector<int> running =
+        target.kind == Target::System ? proc_numeric_entries("/proc").value_or(std::vector<int>{})
+                                      : target.pids;
     for (int pid : running)
       describe_running(pid, *rec.unwinder);
   }

@@ -1,5 +1,7 @@
 #include "runtime/module_map.hpp"
 
+#include "runtime/proc_files.hpp"
+
 #include <algorithm>
 #include <cstdio>
 #include <elf.h>
@@ -115,49 +117,35 @@ bool ModuleMap::stale_for_self() const {
 }
 
 Result<ModuleMap> ModuleMap::for_process(int pid) {
-  std::string maps_path = fmt::format("/proc/{}/maps", pid);
-  FILE* f = std::fopen(maps_path.c_str(), "r");
-  if (!f) return Error::plain(fmt::format("cannot read {}", maps_path));
+  auto mappings = read_proc_maps(pid, true);
+  if (!mappings) return Error::plain(fmt::format("cannot read /proc/{}/maps", pid));
   ModuleMap map;
-  char line[4096];
-  while (std::fgets(line, sizeof line, f)) {
-    unsigned long lo, hi, offset;
-    char perms[8] = {};
-    int path_at = 0;
-    if (std::sscanf(line, "%lx-%lx %7s %lx %*s %*s %n", &lo, &hi, perms, &offset, &path_at) < 4)
-      continue;
-    std::string path = path_at ? std::string(line + path_at) : std::string();
-    while (!path.empty() && (path.back() == '\n' || path.back() == ' '))
-      path.pop_back();
-    if (perms[2] != 'x') continue;
+  for (const ProcMapping& pm : *mappings) {
     Module m;
-    m.start = lo;
-    m.end = hi;
-    if (path == "[vdso]") {
+    m.start = pm.start;
+    m.end = pm.end;
+    if (pm.path == "[vdso]") {
       m.vdso = true;
-      m.path = path;
-      m.image_addr = lo; // the vDSO image starts at its first (executable) page
-      m.image_size = hi - lo;
-      m.bias = lo; // vDSO SVMAs are offsets from its start (it is linked at 0)
+      m.path = pm.path;
+      m.image_addr = pm.start; // the vDSO image starts at its first (executable) page
+      m.image_size = pm.end - pm.start;
+      m.bias = pm.start; // vDSO SVMAs are offsets from its start (it is linked at 0)
       map.modules_.push_back(std::move(m));
       continue;
     }
-    if (path.empty() || path[0] != '/') continue; // anonymous or JIT code: no module
+    if (pm.path.empty() || pm.path[0] != '/') continue; // anonymous or JIT code: no module
     // A file deleted since it was mapped (`./prog & rm prog`, an upgraded library) is still
     // readable through the mapping's /proc/PID/map_files entry (for a tracer of the process).
-    constexpr std::string_view kDeleted = " (deleted)";
-    if (path.size() > kDeleted.size() && path.ends_with(kDeleted))
-      m.open_path = fmt::format("/proc/{}/map_files/{:x}-{:x}", pid, lo, hi);
-    // The SVMA of `lo` is the vaddr of the PT_LOAD segment holding file offset `offset`.
-    auto elf = m.open_path.empty() ? ElfFile::open(fmt::format("/proc/{}/root{}", pid, path))
+    if (pm.deleted()) m.open_path = pm.open_path(pid);
+    // The SVMA of `start` is the vaddr of the PT_LOAD segment holding file offset `offset`.
+    auto elf = m.open_path.empty() ? ElfFile::open(fmt::format("/proc/{}/root{}", pid, pm.path))
                                    : ElfFile::open(m.open_path);
-    if (!elf && m.open_path.empty()) elf = ElfFile::open(path);
+    if (!elf && m.open_path.empty()) elf = ElfFile::open(pm.path);
     if (!elf) continue;
-    if (auto bias = load_bias(**elf, lo, offset)) m.bias = *bias;
-    m.path = path;
+    if (auto bias = load_bias(**elf, pm.start, pm.offset)) m.bias = *bias;
+    m.path = pm.path;
     map.modules_.push_back(std::move(m));
   }
-  std::fclose(f);
   map.finish();
   return map;
 }

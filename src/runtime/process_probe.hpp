@@ -3,7 +3,7 @@
 // process, but do not say which).
 #pragma once
 
-#include <string>
+#include <cstdint>
 #include <sys/types.h>
 
 namespace ehelf {
@@ -11,8 +11,5 @@ namespace ehelf {
 // The one process traced by a thread of this process whose 8-byte words at `addrs` are
 // `expected` (e.g. the words at a thread's stack pointer and pc); 0 when none or several match.
 pid_t find_traced_process(const uint64_t (&addrs)[2], const uint64_t (&expected)[2]);
-
-// A /proc file's text (small files: maps, status); false if it cannot be read.
-bool read_proc_file(const std::string& path, std::string& out);
 
 } // namespace ehelf

@@ -1,6 +1,8 @@
 // The runtime's ptrace module: seizing a running process, register layout, traced programs.
 #include "runtime/ptrace_process.hpp"
 
+#include "runtime/proc_files.hpp"
+
 #include <cerrno>
 #include <cstddef>
 #include <cstdio>
@@ -76,18 +78,13 @@ int TerminationGuard::received() {
 std::string ProcessAttachment::attach_all() {
   std::string task_dir = fmt::format("/proc/{}/task", pid_);
   for (int round = 0; round < 100; ++round) {
-    DIR* dir = ::opendir(task_dir.c_str());
-    if (!dir)
+    auto tids = proc_threads(pid_);
+    if (!tids)
       return errno == ENOENT ? "no such process"
                              : fmt::format("cannot read {}: {}", task_dir, std::strerror(errno));
     std::vector<pid_t> fresh;
-    while (dirent* e = ::readdir(dir)) {
-      char* end = nullptr;
-      long tid = std::strtol(e->d_name, &end, 10);
-      if (tid <= 0 || *end) continue;
+    for (int tid : *tids)
       if (!seen_.count(static_cast<pid_t>(tid))) fresh.push_back(static_cast<pid_t>(tid));
-    }
-    ::closedir(dir);
     if (fresh.empty()) break;
     for (pid_t tid : fresh) {
       if (g_signal) return "interrupted";

@@ -2,6 +2,8 @@
 // against glibc's backtrace() and the symbols we expect.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "runtime/local.hpp"
+#include "runtime/proc_files.hpp"
 #include "runtime/unwinder.hpp"
 
 namespace ehelf {
@@ -24,10 +27,11 @@ struct Walk {
 // Copies live stack memory as a profiler's sampler does: raw, including bytes that
 // AddressSanitizer marks as redzones (it would otherwise report this copy).
 __attribute__((no_sanitize_address, noinline)) void copy_stack(void* dst, const void* src,
-                                                              size_t n) {
+                                                               size_t n) {
   auto* d = static_cast<volatile uint8_t*>(dst);
   auto* s = static_cast<const volatile uint8_t*>(src);
-  for (size_t i = 0; i < n; ++i) d[i] = s[i];
+  for (size_t i = 0; i < n; ++i)
+    d[i] = s[i];
 }
 
 // glibc's backtrace() starts at its caller's frame in take_walk; under AddressSanitizer its
@@ -52,7 +56,8 @@ __attribute__((noinline)) void take_walk() {
   RegisterState regs = capture_local();
   void* frames[128];
   int n = ::backtrace(frames, 128);
-  for (int i = 0; i < n; ++i) g_walk->glibc.push_back(reinterpret_cast<uint64_t>(frames[i]));
+  for (int i = 0; i < n; ++i)
+    g_walk->glibc.push_back(reinterpret_cast<uint64_t>(frames[i]));
   static ModuleMap map = ModuleMap::for_self();
   UnwinderOptions o;
   o.backend = g_backend;
@@ -66,7 +71,8 @@ __attribute__((noinline)) void take_walk() {
     SnapshotMemory mem(sp, copy);
     FrameInfo out[128];
     size_t count = u.backtrace(regs, mem, out, 128, &g_walk->why, /*exact_first=*/false);
-    for (size_t i = 0; i < count; ++i) g_walk->ours.push_back(out[i].pc);
+    for (size_t i = 0; i < count; ++i)
+      g_walk->ours.push_back(out[i].pc);
   } else if (g_fast) {
     // The hot path, twice: the second walk runs from the cache.
     uint64_t pcs[128];
@@ -79,7 +85,8 @@ __attribute__((noinline)) void take_walk() {
     LocalMemory mem(current_thread_stack());
     FrameInfo out[128];
     size_t count = u.backtrace(regs, mem, out, 128, &g_walk->why, /*exact_first=*/false);
-    for (size_t i = 0; i < count; ++i) g_walk->ours.push_back(out[i].pc);
+    for (size_t i = 0; i < count; ++i)
+      g_walk->ours.push_back(out[i].pc);
   }
   asm volatile("" ::: "memory");
 }
@@ -98,8 +105,10 @@ int compare_ints(const void* a, const void* b) {
   int depth = g_depth;
   if (g_descended_from != depth) {
     g_descended_from = depth;
-    if (depth > 0) recurse_via_qsort(depth - 1);
-    else take_walk();
+    if (depth > 0)
+      recurse_via_qsort(depth - 1);
+    else
+      take_walk();
   }
   return *static_cast<const int*>(a) - *static_cast<const int*>(b);
 }
@@ -187,13 +196,14 @@ TEST(LocalUnwind, GarbageStacksNeverFault) {
   std::srand(7);
   // Some words are plausible: pcs inside loaded modules and pointers into the buffer.
   std::vector<uint64_t> pcs;
-  for (const auto& m : map.modules()) pcs.push_back(m.start + (m.end - m.start) / 3);
+  for (const auto& m : map.modules())
+    pcs.push_back(m.start + (m.end - m.start) / 3);
   for (int round = 0; round < 2000; ++round) {
     for (auto& w : stack) {
       int k = std::rand() % 4;
-      w = k == 0 ? pcs[std::rand() % pcs.size()]
-        : k == 1 ? lo + 8 * (std::rand() % stack.size())
-                 : (uint64_t(std::rand()) << 32) ^ std::rand();
+      w = k == 0   ? pcs[std::rand() % pcs.size()]
+          : k == 1 ? lo + 8 * (std::rand() % stack.size())
+                   : (uint64_t(std::rand()) << 32) ^ std::rand();
     }
     RegisterState regs;
     regs.set(x86_64::RIP, pcs[std::rand() % pcs.size()] + std::rand() % 64);
@@ -205,6 +215,54 @@ TEST(LocalUnwind, GarbageStacksNeverFault) {
     size_t n = u.backtrace(regs, mem, out, 64, &why);
     EXPECT_LE(n, 64u);
   }
+}
+
+} // namespace
+} // namespace ehelf
+
+// ---- /proc files (runtime/proc_files) ----
+
+namespace ehelf {
+namespace {
+
+TEST(ProcFiles, MapsLinesAsTheKernelPrintsThem) {
+  ProcMapping m;
+  ASSERT_TRUE(parse_proc_maps_line(
+      "7f0a1c000000-7f0a1c021000 r-xp 00002000 fd:01 1234567                    "
+      "/usr/lib/my lib.so (deleted)",
+      m));
+  EXPECT_EQ(m.start, 0x7f0a1c000000u);
+  EXPECT_EQ(m.end, 0x7f0a1c021000u);
+  EXPECT_EQ(m.offset, 0x2000u);
+  EXPECT_TRUE(m.executable);
+  EXPECT_EQ(m.path, "/usr/lib/my lib.so (deleted)");
+  EXPECT_TRUE(m.deleted());
+  EXPECT_EQ(m.open_path(42), "/proc/42/map_files/7f0a1c000000-7f0a1c021000");
+  ASSERT_TRUE(parse_proc_maps_line("7ffd1000-7ffd3000 rw-p 00000000 00:00 0 ", m));
+  EXPECT_FALSE(m.executable);
+  EXPECT_EQ(m.path, "");
+  EXPECT_FALSE(parse_proc_maps_line("garbage", m));
+  EXPECT_FALSE(parse_proc_maps_line("7000-6000 r-xp 0 00:00 0 [bad]", m));
+}
+
+TEST(ProcFiles, ThisProcessHasItsCodeMappedFromItsExecutable) {
+  char exe[PATH_MAX] = {};
+  ASSERT_GT(::readlink("/proc/self/exe", exe, sizeof exe - 1), 0);
+  const auto here = reinterpret_cast<uint64_t>(&parse_proc_maps_line);
+  auto maps = read_proc_maps(::getpid(), true);
+  ASSERT_TRUE(maps);
+  bool found = false, vdso = false;
+  for (const ProcMapping& m : *maps) {
+    EXPECT_TRUE(m.executable);
+    vdso |= m.path == "[vdso]";
+    found |= m.start <= here && here < m.end && m.path == exe;
+  }
+  EXPECT_TRUE(found);
+  EXPECT_TRUE(vdso);
+  auto threads = proc_threads(::getpid());
+  ASSERT_TRUE(threads);
+  EXPECT_NE(std::find(threads->begin(), threads->end(), ::getpid()), threads->end());
+  EXPECT_FALSE(proc_threads(0x7ffffff0));
 }
 
 } // namespace

@@ -1,0 +1,98 @@
+#include "runtime/proc_files.hpp"
+
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <dirent.h>
+
+#include <fmt/format.h>
+
+namespace ehelf {
+namespace {
+
+constexpr std::string_view kDeleted = " (deleted)";
+
+// A hexadecimal field ending at `stop` (or the end); advances past the stop character.
+bool hex_field(std::string_view& s, char stop, uint64_t& out) {
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out, 16);
+  if (ec != std::errc{} || end == s.data()) return false;
+  s.remove_prefix(static_cast<size_t>(end - s.data()));
+  if (s.empty() || s.front() != stop) return false;
+  s.remove_prefix(1);
+  return true;
+}
+
+// Skips a field and the blanks after it.
+void skip_field(std::string_view& s) {
+  while (!s.empty() && s.front() != ' ')
+    s.remove_prefix(1);
+  while (!s.empty() && s.front() == ' ')
+    s.remove_prefix(1);
+}
+
+} // namespace
+
+bool read_proc_file(const std::string& path, std::string& out) {
+  FILE* f = std::fopen(path.c_str(), "r");
+  if (!f) return false;
+  out.clear();
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
+    out.append(buf, n);
+  std::fclose(f);
+  return true;
+}
+
+bool ProcMapping::deleted() const {
+  return path.size() > kDeleted.size() && path.ends_with(kDeleted);
+}
+
+std::string ProcMapping::open_path(int pid) const {
+  return deleted() ? fmt::format("/proc/{}/map_files/{:x}-{:x}", pid, start, end) : path;
+}
+
+bool parse_proc_maps_line(std::string_view s, ProcMapping& m) {
+  if (!hex_field(s, '-', m.start) || !hex_field(s, ' ', m.end)) return false;
+  if (s.size() < 5 || s[4] != ' ') return false;
+  m.executable = s[2] == 'x';
+  s.remove_prefix(5);
+  if (!hex_field(s, ' ', m.offset)) return false;
+  skip_field(s); // device
+  skip_field(s); // inode, and the padding before the path
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' '))
+    s.remove_suffix(1);
+  m.path = std::string(s);
+  return m.start < m.end;
+}
+
+std::optional<std::vector<ProcMapping>> read_proc_maps(int pid, bool executable_only) {
+  std::string text;
+  if (!read_proc_file(fmt::format("/proc/{}/maps", pid), text)) return std::nullopt;
+  std::vector<ProcMapping> out;
+  std::string_view rest = text;
+  while (!rest.empty()) {
+    const size_t nl = rest.find('\n');
+    ProcMapping m;
+    if (parse_proc_maps_line(rest.substr(0, nl), m) && (m.executable || !executable_only))
+      out.push_back(std::move(m));
+    rest.remove_prefix(nl == std::string_view::npos ? rest.size() : nl + 1);
+  }
+  return out;
+}
+
+std::optional<std::vector<int>> proc_numeric_entries(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return std::nullopt;
+  std::vector<int> out;
+  while (dirent* e = ::readdir(d)) {
+    int n = 0;
+    const char* end = e->d_name + std::char_traits<char>::length(e->d_name);
+    auto [p, ec] = std::from_chars(e->d_name, end, n);
+    if (ec == std::errc{} && p == end && n > 0) out.push_back(n);
+  }
+  ::closedir(d);
+  return out;
+}
+
+} // namespace ehelf

@@ -1,0 +1,43 @@
+// What /proc says about another process: its mappings (/proc/PID/maps), its threads
+// (/proc/PID/task), the processes of the machine (/proc) and small files' text. One reader for
+// `ehelf stack`'s module map, the ptrace module, libunwind's remote spaces and `ehelf record`.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ehelf {
+
+// A /proc file's text (small files: maps, status); false if it cannot be read.
+bool read_proc_file(const std::string& path, std::string& out);
+
+// One line of /proc/PID/maps.
+struct ProcMapping {
+  uint64_t start = 0, end = 0;
+  uint64_t offset = 0; // in the mapped file
+  bool executable = false;
+  std::string path; // as the kernel prints it: a file, "[vdso]", "" (anonymous), or
+                    // "FILE (deleted)"
+  bool deleted() const;
+  // Where the mapped file can be opened: `path`, or for a deleted file its
+  // /proc/PID/map_files entry (readable by a tracer of the process).
+  std::string open_path(int pid) const;
+};
+
+// Parses one line ("start-end perms offset dev inode   path"); false if it is not one.
+bool parse_proc_maps_line(std::string_view line, ProcMapping& out);
+// Every mapping of `pid` (`executable_only`: those with x permission); nullopt if the file
+// cannot be read.
+std::optional<std::vector<ProcMapping>> read_proc_maps(int pid, bool executable_only = false);
+
+// The numeric entries of a /proc directory: the threads of a process (/proc/PID/task) or the
+// processes of the machine (/proc); nullopt (errno set) if the directory cannot be read.
+std::optional<std::vector<int>> proc_numeric_entries(const std::string& dir);
+inline std::optional<std::vector<int>> proc_threads(int pid) {
+  return proc_numeric_entries("/proc/" + std::to_string(pid) + "/task");
+}
+
+} // namespace ehelf
