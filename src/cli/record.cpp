@@ -96,6 +96,11 @@ int run_record(const Options& o) {
     fmt::print(stderr, "ehelf: {}\n", message_of(format.error()));
     return 2;
   }
+  // The output must be writable before anything runs: a recording is not repeatable.
+  if (Status s = record::check_writable(o.output); !s) {
+    fmt::print(stderr, "ehelf: {}\n", message_of(s.error()));
+    return 2;
+  }
   ro.keep_timeline = *format == record::ProfileFormat::Script;
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;

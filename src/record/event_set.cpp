@@ -218,8 +218,9 @@ Result<EventSet> EventSet::open(const SamplingOptions& o, const Target& t) {
     }
   }
   if (set.rings_.empty()) return Error::plain("perf_event_open: no CPU could be sampled");
-  if (pages < o.ring_pages && set.note_.empty())
-    set.note_ = fmt::format("rings of {} KiB per CPU (perf_event_mlock_kb)", pages * page / 1024);
+  if (pages < o.ring_pages)
+    set.note_ += fmt::format("{}rings of {} KiB per CPU (the kernel's perf_event_mlock_kb)",
+                             set.note_.empty() ? "" : "; ", pages * page / 1024);
   set.kernel_ = kernel;
   return set;
 }

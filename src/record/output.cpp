@@ -1,6 +1,10 @@
 #include "record/output.hpp"
 
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
 #include <fstream>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -21,6 +25,15 @@ Result<ProfileFormat> profile_format(std::string_view format, std::string_view p
   if (path.ends_with(".pb.gz") || path.ends_with(".pprof") || path.ends_with(".pb"))
     return ProfileFormat::Pprof;
   return ProfileFormat::Folded;
+}
+
+Status check_writable(const std::string& path) {
+  const bool existed = ::access(path.c_str(), F_OK) == 0;
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
+  if (fd < 0) return Error::plain(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+  ::close(fd);
+  if (!existed) ::unlink(path.c_str()); // made again with the profile
+  return Ok{};
 }
 
 Status write_profile(Recording& recording, const std::vector<perf::CountedStack>& stacks,

@@ -27,6 +27,10 @@ struct OutputOptions {
   int64_t start_nanos = 0;            // wall-clock start (pprof's time_nanos)
 };
 
+// Whether `path` can be written (created if missing; an existing file is left as it is):
+// checked before a recording starts, since a recording cannot be made again.
+Status check_writable(const std::string& path);
+
 // Writes the profile. `stacks` are the recording's named stacks (Profile::named).
 Status write_profile(Recording& recording, const std::vector<perf::CountedStack>& stacks,
                      ProfileFormat format, const std::string& path, const OutputOptions& options);

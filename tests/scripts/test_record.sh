@@ -269,6 +269,41 @@ expect_error "bad pid" "'12x' is not a process id" -p 12x
 expect_error "no process" 'no process' -p 999999999
 expect_error "missing command" 'cannot run ./does-not-exist: No such file' -- ./does-not-exist
 expect_error "bad format" 'unknown format|not in' -f bogus -- true
+# An output that cannot be written is refused before anything runs.
+if "$ehelf" record -q -o "$work/no/such/dir/x.svg" -- touch "$work/ran" 2> bad.err; then
+  bad "unwritable output: exit 0"
+elif [ "$(wc -l < bad.err)" -eq 1 ] && grep -q "cannot write $work/no/such/dir/x.svg" bad.err &&
+  [ ! -e "$work/ran" ]; then
+  ok "unwritable output: $(cat bad.err), the command not run"
+else
+  bad "unwritable output: $(cat bad.err)"
+fi
+
+# As an unprivileged user: per perf_event_paranoid, user frames with a note (2), everything
+# (1 or below), or one line naming the sysctl (3 and above).
+level=$(cat /proc/sys/kernel/perf_event_paranoid)
+if [ "$(id -u)" -eq 0 ] && command -v setpriv > /dev/null; then
+  chmod 755 "$work"
+  mkdir "$work/nobody" && chown 65534:65534 "$work/nobody"
+  setpriv --reuid=65534 --regid=65534 --clear-groups env HOME=/nonexistent \
+    "$ehelf" record -q -o "$work/nobody/x.folded" -- "$target" split 50 2> nobody.err
+  st=$?
+  nb=$(count "$work/nobody/x.folded" ';path_[ab];spin( |;)' 2> /dev/null)
+  if [ "$level" -ge 3 ]; then
+    [ "$st" -ne 0 ] && [ "$(wc -l < nobody.err)" -eq 1 ] && grep -q perf_event_paranoid nobody.err &&
+      ok "unprivileged at level $level: $(cat nobody.err)" || bad "unprivileged at $level: $(cat nobody.err)"
+  elif [ "$level" -eq 2 ]; then
+    [ "$st" -eq 0 ] && [ "$nb" -gt 20 ] && grep -q 'kernel frames are not sampled' nobody.err &&
+      ! grep -q 'asm_\|entry_SYSCALL' "$work/nobody/x.folded" &&
+      ok "unprivileged at level 2: $nb user-only samples, said once: $(cat nobody.err)" ||
+      bad "unprivileged at level 2: $st, $nb samples: $(cat nobody.err)"
+  else
+    [ "$st" -eq 0 ] && [ "$nb" -gt 20 ] && ok "unprivileged at level $level: $nb samples" ||
+      bad "unprivileged at level $level: $(cat nobody.err)"
+  fi
+else
+  echo "SKIP unprivileged run: not root or no setpriv"
+fi
 "$ehelf" record -q -o status.folded -- sh -c 'exit 3' 2> /dev/null
 [ $? -eq 3 ] && ok "the command's exit status is ehelf record's" || bad "exit status not passed on"
 exit $fail
