@@ -485,12 +485,13 @@ struct Synthesizer {
       FrameState out = s;
       apply(out, *in);
       const uint64_t next = a + in->length;
+      const uint64_t here = a; // clang 14 (the fuzz build) cannot capture a structured binding
       auto go = [&](uint64_t to) {
         if (inside(to))
-          work.push_back({to, out, a});
+          work.push_back({to, out, here});
         else if (const uint64_t part = cold_part_of(to)) {
           fn.parts.push_back({part, extent_end(part), 0});
-          work.push_back({to, out, a});
+          work.push_back({to, out, here});
         } else if (!names.count(to))
           add_start(to, ""); // a tail call to an unknown function
         else if (weak.count(to) && has_frame(out) && in->has_target() && to == in->target) {
