@@ -151,10 +151,12 @@ run_target() { # NAME
       [ -x "$cli" ] || continue
       cc tests/fixtures/check_pop_adjust.S -o "$work/pop.elf"
       cc -O2 -pthread tests/fixtures/check_libc.c -o "$work/libc.elf"
-      "$cli" check --record "$work/pop.trace" -- "$work/pop.elf" > /dev/null 2>&1
-      "$cli" check --single-step --record "$work/pop-step.trace" -- "$work/pop.elf" > /dev/null 2>&1
+      # check exits 1 on the wrong-CFI fixture (the inconsistency it finds): only the traces count.
+      "$cli" check --record "$work/pop.trace" -- "$work/pop.elf" > /dev/null 2>&1 || true
+      "$cli" check --single-step --record "$work/pop-step.trace" -- "$work/pop.elf" \
+        > /dev/null 2>&1 || true
       "$cli" check --max-steps 20000 --record "$work/libc.trace" -- "$work/libc.elf" \
-        > /dev/null 2>&1
+        > /dev/null 2>&1 || true
       rm -f "$work"/*.elf
       break
     done

@@ -53,11 +53,17 @@ std::span<const std::span<const uint8_t>> RingBuffer::pending() {
   const uint64_t head = __atomic_load_n(&meta_->data_head, __ATOMIC_ACQUIRE);
   uint64_t pos = read_to_;
   bool wrapped = false;
+  // A tail the kernel never leaves (unaligned, or more than a ring behind the head, or past it):
+  // nothing after it can be framed.
+  if ((pos & 7) || head - pos > size_) {
+    corrupt_bytes_ += head > pos ? head - pos : 0;
+    pos = head;
+  }
   while (head - pos >= sizeof(perf_event_header)) {
     // Records are 8-byte aligned and the ring a multiple of 8, so a header never wraps.
     perf_event_header h;
     std::memcpy(&h, data_ + (pos & (size_ - 1)), sizeof h);
-    if (h.size < sizeof h || h.size > head - pos || (h.size & 7)) {
+    if (h.size < sizeof h || h.size > head - pos || h.size > size_ || (h.size & 7)) {
       corrupt_bytes_ += head - pos;
       pos = head;
       break;

@@ -5,7 +5,8 @@
 // bytes (a sample's user stack copy included) stay valid while they are unwound.
 //
 // The kernel's side is trusted as far as the mapping goes and no further: a record whose size
-// is below 8 bytes or runs past the head marks the ring corrupt (the rest of what is there is
+// is below 8 bytes, larger than the ring or runs past the head, or a tail that is unaligned or
+// more than a ring from the head, marks the ring corrupt (the rest of what is there is
 // dropped and counted), never a read outside the mapping.
 #pragma once
 

@@ -78,6 +78,25 @@ TEST(RingBuffer, ARecordSizeThatCannotBeIsCountedAndSkipped) {
   EXPECT_EQ(ring2.corrupt_bytes(), 8u);
 }
 
+TEST(RingBuffer, ATailTheKernelNeverLeavesFramesNothing) {
+  // Unaligned (a header would run over the ring's end), or past the head: both seen by the fuzzer.
+  auto a = record_of(9, 32, 1);
+  TestRing t(64, 0, {a, a});
+  t.meta.data_tail = 60;
+  RingBuffer ring = RingBuffer::view(&t.meta, t.data.data(), t.data.size());
+  EXPECT_TRUE(ring.pending().empty());
+  EXPECT_EQ(ring.corrupt_bytes(), 4u);
+  ring.release();
+  EXPECT_EQ(t.meta.data_tail, t.meta.data_head);
+
+  TestRing p(64, 0, {a});
+  p.meta.data_tail = 40; // past the head (32)
+  RingBuffer ring2 = RingBuffer::view(&p.meta, p.data.data(), p.data.size());
+  EXPECT_TRUE(ring2.pending().empty());
+  ring2.release();
+  EXPECT_EQ(p.meta.data_tail, p.meta.data_head);
+}
+
 TEST(Profile, CountsEachDistinctStackOnce) {
   Profile p;
   perf::SampleUnwinder u(perf::RecordingInfo{}, {});
