@@ -2,6 +2,7 @@
 # Configures and builds one configuration: release (build/) or asan (build-asan/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/ccache-env.sh
 kind=${1:-release}
 case "$kind" in
   release) dir=build; flags=(-DCMAKE_BUILD_TYPE=Release) ;;

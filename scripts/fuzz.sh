@@ -3,6 +3,7 @@
 # on a copy of its checked-in seed corpus. Exits non-zero on any crash, leak or timeout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/ccache-env.sh
 seconds=${1:-30}
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DEHELF_SANITIZE=ON -DEHELF_FUZZ=ON -DEHELF_TESTS=OFF -DEHELF_BENCH=OFF >/dev/null
