@@ -66,6 +66,23 @@ constexpr uint32_t kMmap = 1, kLost = 2, kComm = 3, kExit = 4, kThrottle = 5, kU
 namespace perf_reg {
 constexpr unsigned kAx = 0, kBx = 1, kCx = 2, kDx = 3, kSi = 4, kDi = 5, kBp = 6, kSp = 7, kIp = 8,
                    kFlags = 9, kR8 = 16, kR15 = 23;
+// Each general register's DWARF number (x86_64::DwarfReg), by perf's number: a sample's
+// registers as an unwind takes them.
+struct ToDwarf {
+  unsigned perf;
+  uint16_t dwarf;
+};
+inline constexpr ToDwarf kGeneral[] = {
+    {kAx, 0},      {kDx, 1},      {kCx, 2},      {kBx, 3},     {kSi, 4},      {kDi, 5},
+    {kBp, 6},      {kSp, 7},      {kR8, 8},      {kR8 + 1, 9}, {kR8 + 2, 10}, {kR8 + 3, 11},
+    {kR8 + 4, 12}, {kR8 + 5, 13}, {kR8 + 6, 14}, {kR15, 15},   {kIp, 16}};
+// sample_regs_user for all of them.
+inline constexpr uint64_t kGeneralMask = [] {
+  uint64_t m = 0;
+  for (const ToDwarf& r : kGeneral)
+    m |= uint64_t(1) << r.perf;
+  return m;
+}();
 } // namespace perf_reg
 
 // misc & kCpumodeMask.

@@ -377,14 +377,16 @@ void SampleUnwinder::refresh(Process& p) {
 StopReason SampleUnwinder::walk_user(Process& p, const SampleRecord& s,
                                      std::vector<uint64_t>& pcs) {
   pcs.clear();
-  uint64_t ip = 0, sp = 0, bp = 0, bx = 0;
+  uint64_t ip = 0, sp = 0;
   if (!s.reg(perf_reg::kIp, ip) || !s.reg(perf_reg::kSp, sp)) return StopReason::None;
   ++stats_.user_samples;
+  // Every general register the sample has: the first frame's rule may read any of them (a
+  // return address in rcx, a CFA in r10).
   RegisterState regs;
+  for (const perf_reg::ToDwarf r : perf_reg::kGeneral)
+    if (uint64_t v; s.reg(r.perf, v)) regs.set(r.dwarf, v);
   regs.set(x86_64::RIP, ip);
   regs.set(x86_64::RSP, sp);
-  if (s.reg(perf_reg::kBp, bp)) regs.set(x86_64::RBP, bp);
-  if (s.reg(perf_reg::kBx, bx)) regs.set(x86_64::RBX, bx);
   refresh(p);
   // The stack copy, read where perf stored it: addresses [sp, sp + size) map into the file.
   // Only below the top half of the address space (user stacks are far below it): the fast

@@ -55,10 +55,9 @@ int cpu_count() {
 constexpr uint64_t kSampleType = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
                                  PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD | PERF_SAMPLE_CALLCHAIN |
                                  PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
-// The fast walk's registers: bx, bp, sp, ip (perf's x86 numbering).
-constexpr uint64_t kRegsUser =
-    (uint64_t(1) << perf::perf_reg::kBx) | (uint64_t(1) << perf::perf_reg::kBp) |
-    (uint64_t(1) << perf::perf_reg::kSp) | (uint64_t(1) << perf::perf_reg::kIp);
+// Every general register, as perf records them: the fast walk needs bx, bp, sp and ip, the
+// first frame's rule may read any (a return address in rcx, a CFA in r10). 17 words a sample.
+constexpr uint64_t kRegsUser = perf::perf_reg::kGeneralMask;
 
 perf_event_attr make_attr(const SamplingOptions& o, const Target& t, bool kernel, bool build_id,
                           size_t ring_bytes) {

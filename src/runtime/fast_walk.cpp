@@ -123,7 +123,7 @@ size_t FastWalk::direct(const RegisterState& start, const LocalMemory& memory, u
   WalkStart w{start.get(x86_64::RIP), start.get(x86_64::RSP), start.get(x86_64::RBP),
               start.get(x86_64::RBX)};
   return walk(w, start.has(x86_64::RBP), start.has(x86_64::RBX), memory.ranges(), pcs, limit, why,
-              exact_first);
+              exact_first, &start);
 }
 
 size_t FastWalk::local(const WalkStart& start, AddressRange stack, uint64_t* pcs, size_t limit,
@@ -175,7 +175,7 @@ size_t FastWalk::walk_local(const WalkStart& start, uint64_t lo, uint64_t hi, ui
 
 size_t FastWalk::walk(const WalkStart& start, const bool bp_known, const bool bx_known,
                       std::span<const DirectRange> ranges, uint64_t* pcs, size_t limit,
-                      StopReason* why, bool exact_first) {
+                      StopReason* why, bool exact_first, const RegisterState* first) {
   if (limit == 0) {
     if (why) *why = StopReason::DepthLimit;
     return 0;
@@ -189,6 +189,8 @@ size_t FastWalk::walk(const WalkStart& start, const bool bp_known, const bool bx
   RuleCache* const cache = cache_;
   Bounds b = bounds_for(ranges, regs.sp);
   bool bx_dropped = false;
+  std::optional<RegisterState> interrupted;
+  if (first && exact_first) interrupted = *first;
 
   // Invariant at the top: regs.pc is written; regs are this frame's.
   for (;;) {
@@ -234,7 +236,7 @@ size_t FastWalk::walk(const WalkStart& start, const bool bp_known, const bool bx
     }
     // The general step: signal frames, expressions, other backends, frame pointers, rules the
     // fast walk declined, and the precise reason when the walk must stop.
-    r = general_step(regs, ranges);
+    r = general_step(regs, ranges, interrupted);
     if (r != StopReason::None) break;
     if (out == end) {
       r = StopReason::DepthLimit;
@@ -245,6 +247,7 @@ size_t FastWalk::walk(const WalkStart& start, const bool bp_known, const bool bx
   }
   if (r == StopReason::MissingRegister && bx_dropped) {
     RegisterState all;
+    if (first) all = *first;
     all.set(x86_64::RIP, start.pc);
     all.set(x86_64::RSP, start.sp);
     if (bp_known) all.set(x86_64::RBP, start.bp);
@@ -255,18 +258,31 @@ size_t FastWalk::walk(const WalkStart& start, const bool bp_known, const bool bx
   return static_cast<size_t>(out - pcs);
 }
 
-StopReason FastWalk::general_step(WalkRegs& w, std::span<const DirectRange> ranges) {
+StopReason FastWalk::general_step(WalkRegs& w, std::span<const DirectRange> ranges,
+                                  std::optional<RegisterState>& interrupted) {
   RegisterState regs;
+  if (w.exact && interrupted) regs = *interrupted;
   regs.set(x86_64::RIP, w.pc);
   regs.set(x86_64::RSP, w.sp);
-  if (w.bp_ok) regs.set(x86_64::RBP, w.bp);
-  if (w.bx_ok) regs.set(x86_64::RBX, w.bx);
+  if (w.bp_ok)
+    regs.set(x86_64::RBP, w.bp);
+  else
+    regs.clear(x86_64::RBP);
+  if (w.bx_ok)
+    regs.set(x86_64::RBX, w.bx);
+  else
+    regs.clear(x86_64::RBX);
   LocalMemory mem;
   for (const DirectRange& d : ranges)
     mem.add(AddressRange{d.begin, d.end}, d.delta);
   FrameInfo info;
   StopReason r = general_.step(regs, mem, w.exact, info, cache_);
   if (r != StopReason::None) return r;
+  // The caller of a signal frame was interrupted: its registers all come from the signal context.
+  if (info.signal_frame)
+    interrupted = regs;
+  else
+    interrupted.reset();
   w = WalkRegs{regs.get(x86_64::RIP), regs.get(x86_64::RSP), regs.get(x86_64::RBP),
                regs.get(x86_64::RBX), regs.has(x86_64::RBP), regs.has(x86_64::RBX),
                info.signal_frame};

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 
 #include "runtime/general_step.hpp"
@@ -39,9 +40,10 @@ public:
 
 private:
   // The walk behind direct and local: `bp_known`/`bx_known` say whether rbp and rbx are known.
+  // `first`: the first frame's registers, all of them (direct's; null for local's four).
   size_t walk(const WalkStart& start, bool bp_known, bool bx_known,
               std::span<const DirectRange> ranges, uint64_t* pcs, size_t limit, StopReason* why,
-              bool exact_first);
+              bool exact_first, const RegisterState* first = nullptr);
   // Out of local's way (it stays small): the first frame's fill, installed (null when the pc
   // has no cacheable rule), and the walk of a local stack by walk().
   __attribute__((noinline)) HotRule* fill_first(uint64_t lookup, uint64_t key);
@@ -55,8 +57,13 @@ private:
     bool exact; // pc is an interrupted instruction, looked up as is
   };
   // One GeneralStep::step of a walk, out of line: the fast walk's function stays small.
+  // `interrupted`: every register of an interrupted frame (the first, or one under a signal
+  // frame) where they are known, since its rule may read any of them (the return address in
+  // rcx of libgcc's `jmp *%rcx`, a DRAP prologue's r10); in: this frame's when regs.exact, out:
+  // the caller's when it is an interrupted frame too, else none.
   __attribute__((noinline)) StopReason general_step(WalkRegs& regs,
-                                                    std::span<const DirectRange> ranges);
+                                                    std::span<const DirectRange> ranges,
+                                                    std::optional<RegisterState>& interrupted);
   // The same walk with GeneralStep::step alone (every register tracked, no cache).
   size_t walk_general(RegisterState regs, std::span<const DirectRange> ranges, uint64_t* pcs,
                       size_t limit, StopReason* why, bool exact);

@@ -361,8 +361,13 @@ done:
   if (!regs.has(x86_64::RIP) || regs.get(x86_64::RIP) == 0) return StopReason::EndOfStack;
   if (!regs.has(x86_64::RSP)) return StopReason::MissingRegister;
   // The stack grows down, so callers' frames are above: a walk that does not move up is looping
-  // (signal frames may switch stacks, e.g. from an alternate signal stack, and are exempt).
-  if (!signal_frame && regs.get(x86_64::RSP) <= sp) return StopReason::CfaNotGrowing;
+  // (signal frames may switch stacks, e.g. from an alternate signal stack, and are exempt). An
+  // interrupted frame may have pushed nothing: its return address still in a register (CFA =
+  // rsp + 0, as at libgcc's `jmp *%rcx`), so its caller's rsp may equal its own. No loop comes of
+  // it: only the first frame and those under signal frames are interrupted ones.
+  const uint64_t caller_sp = regs.get(x86_64::RSP);
+  if (!signal_frame && (caller_sp < sp || (caller_sp == sp && !exact_pc)))
+    return StopReason::CfaNotGrowing;
   return StopReason::None;
 }
 

@@ -248,6 +248,38 @@ if same < len(theirs) * 98 // 100:
     sys.exit(f"signals: {len(theirs) - same} samples differ from perf script")
 PY
 
+# A return address held in a register: samples in ra_in_rcx (rows: CFA=rsp+0, return address in
+# rcx) are unwound through the sample's rcx, as perf does, on to _start.
+RA="$BUILD/tests/fixtures/ra_register"
+perf record -q -e cpu-clock -F 1000 --call-graph dwarf -o ra.data "$RA" 2> record.log ||
+  { cat record.log; fail "perf record (return address in a register)"; }
+perf script -i ra.data --no-inline -F comm,pid,tid,time,ip,sym,dso > perf-ra.txt 2> /dev/null
+"$EHELF" perf ra.data > ours-ra.txt || fail "ehelf perf on the register recording"
+python3 - ours-ra.txt perf-ra.txt << 'PY' || fail "return address in a register"
+import re, sys
+def samples(path):
+    out = {}
+    for block in open(path).read().split('\n\n'):
+        lines = [l for l in block.split('\n') if l.strip()]
+        if lines:
+            out.setdefault(lines[0].strip(), []).append(
+                tuple(re.match(r'\t\s*([0-9a-f]+) (\S+)', l).group(1, 2) for l in lines[1:]))
+    return out
+ours, theirs = samples(sys.argv[1]), samples(sys.argv[2])
+in_ra = [h for h, v in theirs.items() if v[0] and v[0][0][1] == 'ra_in_rcx']
+through = [h for h in in_ra if [f[1] for f in ours.get(h, [()])[0]][:3] == ['ra_in_rcx', 'call_it', 'main']
+           and [f[0] for f in ours[h][0]] == [f[0] for f in theirs[h][0]]]
+print(f"return address in rcx: {len(through)} of {len(in_ra)} samples in ra_in_rcx unwound through "
+      f"call_it and main, at perf script's addresses (of {len(theirs)} samples)")
+if len(in_ra) < 10:
+    sys.exit("return address in rcx: fewer than 10 samples in ra_in_rcx: nothing tested")
+if len(through) != len(in_ra):
+    bad = [h for h in in_ra if h not in through][:2]
+    for h in bad:
+        print(f"  {h}\n  ours: {ours.get(h)}\n  perf: {theirs[h]}")
+    sys.exit(f"return address in rcx: {len(in_ra) - len(through)} samples differ")
+PY
+
 # No call graph at all (perf record without -g): each sample is its sampled ip, as perf prints it.
 perf record -q -e cpu-clock -F 1000 -o ip.data "$TARGET" 2> record.log ||
   { cat record.log; fail "perf record (no call graph)"; }

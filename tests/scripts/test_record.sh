@@ -91,6 +91,14 @@ ha=$(count signal.folded ';on_prof;handler_work( |;)')
   ok "signal: $hs of $ha handler samples walk through the signal frame to main_work and _start" ||
   bad "signal: $hs of $ha through the signal frame: $(grep handler_work signal.folded | head -3)"
 
+# ---- a return address held in a register: the first frame's rule reads rcx ----
+"$ehelf" record -q -o ra.folded -- "$fixtures/ra_register" 300 2> ra.err || bad "record ra: $(cat ra.err)"
+rt=$(count ra.folded ';_start;__libc_start_main[^;]*;__libc_start_call_main;main;call_it;ra_in_rcx ')
+ri=$(count ra.folded ';ra_in_rcx ')
+[ "$rt" -gt 10 ] && [ "$rt" -eq "$ri" ] &&
+  ok "return address in rcx: $rt of $ri samples in ra_in_rcx walk through call_it to _start" ||
+  bad "return address in rcx: $rt of $ri: $(grep ra_in_rcx ra.folded | head -3)"
+
 # ---- -p: a running process, left running ----
 "$target" wait > wait.out &
 wpid=$!

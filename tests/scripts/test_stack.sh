@@ -493,6 +493,41 @@ else
   fail=1
 fi
 
+# --- a return address held in a register (ra_register: rcx, from its pop to `jmp *%rcx`) ---
+# Stopped nearly always in ra_in_rcx's loop, whose row says CFA=rsp+0 and the return address in
+# rcx: every backend's walks from there go through call_it and main to _start, and gdb, stopped
+# there too, names the same frames.
+if start 0 "$build/tests/fixtures/ra_register" 600000; then
+  in_ra=0 good=0 runs=0
+  for b in auto table interp; do
+    for i in 1 2 3 4; do
+      runs=$((runs + 1))
+      run_ehelf "ra.$b.$i" "$tpid" --backend="$b"
+      names=$(awk '/^#/ {printf "%s ", $3}' "$work/ra.$b.$i")
+      case "$names" in
+        "ra_in_rcx "*)
+          in_ra=$((in_ra + 1))
+          [ "$names" = "ra_in_rcx call_it main __libc_start_call_main __libc_start_main@@GLIBC_2.34 _start " ] &&
+            good=$((good + 1)) ;;
+      esac
+    done
+  done
+  gdb -p "$tpid" -batch -nx -iex 'set debuginfod enabled off' -ex 'set backtrace past-main on' \
+    -ex bt >"$work/ra.gdb" 2>&1
+  check_running "$tpid" "gdb"
+  gdb_names=$(sed -nE 's/^#[0-9]+ +(0x[0-9a-f]+ in )?([^ ]+) .*/\2/p' "$work/ra.gdb" | tr '\n' ' ')
+  if [ "$in_ra" -ge $((runs / 2)) ] && [ "$good" -eq "$in_ra" ] &&
+     case "$gdb_names" in "ra_in_rcx call_it main "*" _start ") true ;; *) false ;; esac; then
+    echo "ok   return address in rcx: $good of $in_ra stops in ra_in_rcx (of $runs, 3 backends) reach _start through call_it; gdb: $gdb_names"
+  else
+    echo "FAIL return address in rcx: $good of $in_ra stops in ra_in_rcx (of $runs) reach _start through call_it; gdb: $gdb_names"
+    cat "$work/ra.auto.1" "$work/ra.gdb"; fail=1
+  fi
+  stop_target "$tpid"
+else
+  fail=1
+fi
+
 # --- a program whose file was deleted after it started (./prog & rm prog) ---
 # Its file is read through /proc/PID/map_files: the walks go through its frames to _start, with
 # its names, as eu-stack's do.

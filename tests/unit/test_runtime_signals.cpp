@@ -49,11 +49,11 @@ void on_sigprof(int, siginfo_t*, void*) {
 __attribute__((noinline)) void spin_in_vdso() {
   timespec ts;
   while (!g_stop.load(std::memory_order_relaxed)) {
-    for (int k = 0; k < 1000; ++k) clock_gettime(CLOCK_MONOTONIC, &ts);
+    for (int k = 0; k < 1000; ++k)
+      clock_gettime(CLOCK_MONOTONIC, &ts);
     asm volatile("" ::: "memory");
   }
 }
-
 
 void* sampled_thread(void*) {
   g_stack = current_thread_stack();
@@ -89,7 +89,8 @@ TEST(SignalUnwind, ProfilerSamplesThroughSignalFrameAndVdso) {
   pthread_t sampled, loader;
   ASSERT_EQ(pthread_create(&sampled, nullptr, sampled_thread, nullptr), 0);
   ASSERT_EQ(pthread_create(&loader, nullptr, dlopen_thread, nullptr), 0);
-  while (!g_ready) usleep(100);
+  while (!g_ready)
+    usleep(100);
   // Signal the sampled thread directly, at a steady rate.
   for (int i = 0; i < kMaxSamples * 4 && g_count.load() < kMaxSamples; ++i) {
     pthread_kill(sampled, SIGPROF);
@@ -140,6 +141,89 @@ TEST(SignalUnwind, ProfilerSamplesThroughSignalFrameAndVdso) {
   if (vdso) {
     EXPECT_GT(through_vdso, n / 10) << "samples through the vDSO: " << through_vdso << " of " << n;
   }
+}
+
+// A function that keeps its return address in rcx from its pop to its `jmp *%rcx` (as libgcc's
+// _Unwind_RaiseException ends; tests/fixtures/ra_register.c has the same): its rows say CFA=rsp+0
+// and the return address in rcx. A signal there leaves rcx in the signal context only.
+extern "C" void ra_in_rcx_spin(long n);
+extern "C" const char ra_in_rcx_spin_end[];
+asm(".text\n"
+    ".globl ra_in_rcx_spin, ra_in_rcx_spin_end\n"
+    ".type ra_in_rcx_spin, @function\n"
+    "ra_in_rcx_spin:\n"
+    ".cfi_startproc\n"
+    "  popq %rcx\n"
+    ".cfi_adjust_cfa_offset -8\n"
+    ".cfi_register %rip, %rcx\n"
+    "1: decq %rdi\n"
+    "  jnz 1b\n"
+    "  jmp *%rcx\n"
+    ".cfi_endproc\n"
+    "ra_in_rcx_spin_end:\n"
+    ".size ra_in_rcx_spin, .-ra_in_rcx_spin\n");
+
+__attribute__((noinline)) void call_ra_in_rcx() {
+  ra_in_rcx_spin(20000);
+  asm volatile(""); // not a tail call: this frame stays on the stack
+}
+
+void* signal_sender(void* target) {
+  for (int i = 0; i < kMaxSamples * 8 && g_count.load() < kMaxSamples; ++i) {
+    pthread_kill(*static_cast<pthread_t*>(target), SIGPROF);
+    usleep(300);
+  }
+  g_stop = true;
+  return nullptr;
+}
+
+TEST(SignalUnwind, ThroughAReturnAddressInARegister) {
+  ModuleMap map = ModuleMap::for_self();
+  map.load_all();
+  UnwinderOptions options;
+  options.allow_loading = false;
+  Unwinder unwinder(map, options);
+  // The handler and sample slots of the test above, used again from this thread.
+  g_count = 0;
+  g_stack = current_thread_stack();
+  g_unwinder = &unwinder;
+  struct sigaction sa {};
+  sa.sa_sigaction = on_sigprof;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  ASSERT_EQ(sigaction(SIGPROF, &sa, nullptr), 0);
+  g_stop = false;
+  pthread_t self = pthread_self(), sender;
+  ASSERT_EQ(pthread_create(&sender, nullptr, signal_sender, &self), 0);
+  while (!g_stop.load(std::memory_order_relaxed))
+    call_ra_in_rcx();
+  pthread_join(sender, nullptr);
+  signal(SIGPROF, SIG_IGN);
+  g_unwinder = nullptr;
+
+  const uint64_t ra_begin = reinterpret_cast<uint64_t>(&ra_in_rcx_spin);
+  const uint64_t ra_end = reinterpret_cast<uint64_t>(ra_in_rcx_spin_end);
+  const uint64_t caller = reinterpret_cast<uint64_t>(&call_ra_in_rcx);
+  int in_ra = 0, through = 0;
+  for (int i = 0; i < g_count.load(std::memory_order_acquire); ++i) {
+    const Sample& s = g_samples[i];
+    for (size_t k = 1; k + 1 < s.frames; ++k) {
+      // In the loop, past the pop: the interrupted frame's return address is in rcx.
+      if (s.pcs[k] <= ra_begin || s.pcs[k] >= ra_end) continue;
+      ++in_ra;
+      if (s.pcs[k + 1] > caller && s.pcs[k + 1] < caller + 64 && s.why == StopReason::EndOfStack)
+        ++through;
+      else
+        ADD_FAILURE() << "sample " << i << ": the frame after ra_in_rcx_spin+"
+                      << s.pcs[k] - ra_begin << " is " << std::hex << s.pcs[k + 1]
+                      << " (call_ra_in_rcx at " << caller
+                      << "), stopped: " << stop_reason_name(s.why);
+      break;
+    }
+  }
+  RecordProperty("in_ra", in_ra);
+  EXPECT_GE(in_ra, 20); // the thread spends nearly all its time in the loop
+  EXPECT_EQ(through, in_ra);
 }
 
 } // namespace
