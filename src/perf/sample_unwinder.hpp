@@ -111,6 +111,12 @@ public:
   void name_stack(const ResolvedStack& stack, std::string_view comm, SampleStack& out);
   // The command name of a thread now (at the time of the records fed so far).
   std::string comm_of(uint32_t pid, uint32_t tid) const;
+  // Kernel names read elsewhere (ehelf record reads /proc/kallsyms while its command runs),
+  // instead of on the first kernel frame named.
+  void set_kernel_symbols(KernelSymbols symbols) {
+    kernel_symbols_ = std::move(symbols);
+    kernel_symbols_loaded_ = true;
+  }
 
   const UnwindStats& stats() const { return stats_; }
   // Steps that ran the interpreter, by why (Unwinder::slow_steps), over every process.

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <fstream>
+#include <future>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -198,6 +199,11 @@ Result<Recording> record(const RecordOptions& o, const std::atomic<bool>* stop) 
   uo.max_depth = o.max_depth;
   uo.kernel = events.kernel();
   rec.unwinder = std::make_unique<perf::SampleUnwinder>(perf::RecordingInfo{}, uo);
+  // /proc/kallsyms (a hundred thousand lines) is read while the command runs, not after it:
+  // the profile can be named the moment the command ends.
+  std::future<perf::KernelSymbols> kernel_names;
+  if (events.kernel())
+    kernel_names = std::async(std::launch::async, [] { return perf::KernelSymbols::load(""); });
   const Clock::time_point start = Clock::now();
   if (child.pid > 0) {
     const char go = 1;
@@ -255,6 +261,7 @@ Result<Recording> record(const RecordOptions& o, const std::atomic<bool>* stop) 
     rec.exit_status = exit_status(status);
   }
   rec.ring_records = drain.records();
+  if (kernel_names.valid()) rec.unwinder->set_kernel_symbols(kernel_names.get());
   return rec;
 }
 
