@@ -90,6 +90,13 @@ void register_compile(CLI::App& app) {
     std::vector<std::optional<CompileReport>> results(opt->files.size());
     std::vector<std::string> errors(opt->files.size());
     const bool tty = ::isatty(2) && opt->files.size() > 1;
+    // One file (a large library takes tens of seconds): its phases on the terminal instead.
+    const bool phases = ::isatty(2) && opt->files.size() == 1;
+    if (phases)
+      co.on_phase = [file = opt->files[0]](std::string_view what) {
+        fmt::print(stderr, "\rehelf compile: {}: {}...\033[K", file, what);
+        std::fflush(stderr);
+      };
     parallel_for(
         opt->files.size(), opt->jobs,
         [&](unsigned, size_t i) {
@@ -115,6 +122,7 @@ void register_compile(CLI::App& app) {
           if (done == total) clear_progress_bar();
         } : std::function<void(size_t, size_t)>());
 
+    if (phases) clear_progress_bar();
     std::vector<CompileReport> ok;
     bool too_large = false;
     for (size_t i = 0; i < results.size(); ++i) {

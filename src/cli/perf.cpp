@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/commands.hpp"
 #include "perf/flamegraph.hpp"
@@ -14,6 +15,7 @@
 #include "perf/perf_data.hpp"
 #include "perf/sample_unwinder.hpp"
 #include "perf/script_output.hpp"
+#include "support/progress.hpp"
 
 namespace ehelf::cli {
 namespace {
@@ -28,6 +30,7 @@ struct Options {
   bool no_kernel = false;
   bool raw = false;
   bool with_pid = false, with_tid = false, period = false, offsets = false, verbose = false;
+  bool no_progress = false;
 };
 
 int run_perf(const Options& o) {
@@ -76,7 +79,14 @@ int run_perf(const Options& o) {
   so.offsets = o.offsets;
   so.stop = o.verbose;
   perf::SampleStack stack;
-  for (const perf::Record* r : perf::SampleUnwinder::time_ordered(*records)) {
+  // On a terminal, unless the output is printed there too (perf script's way).
+  DelayedProgress progress("ehelf perf", "records",
+                           !o.no_progress && ::isatty(STDERR_FILENO) &&
+                               (!o.output.empty() || !::isatty(STDOUT_FILENO)));
+  const std::vector<const perf::Record*> ordered = perf::SampleUnwinder::time_ordered(*records);
+  for (size_t i = 0; i < ordered.size(); ++i) {
+    if ((i & 1023) == 0) progress.update(i, ordered.size());
+    const perf::Record* r = ordered[i];
     if (!unwinder.feed(*r, stack)) continue;
     if (o.format == "script")
       perf::write_script(out, stack, so);
@@ -85,6 +95,7 @@ int run_perf(const Options& o) {
     else
       perf::add_folded(folded, stack, fo);
   }
+  progress.finish();
   if (o.format == "folded") {
     perf::write_folded(out, folded);
   } else if (o.format == "svg") {
@@ -146,6 +157,9 @@ void register_perf(CLI::App& app) {
   cmd->add_flag("--tid", opt->with_tid, "folded/svg: one root per thread (comm-PID/TID)");
   cmd->add_flag("--period", opt->period, "folded/svg: weigh samples by their period");
   cmd->add_flag("--offsets", opt->offsets, "Print symbol+offset");
+  cmd->add_flag("--no-progress", opt->no_progress,
+                "No progress bar (shown on a terminal after a second, when the output is not "
+                "printed there)");
   cmd->add_option("--title", opt->title, "svg: the flame graph's title");
   cmd->add_flag("-v,--verbose", opt->verbose,
                 "Say why each walk ended (script) and print a summary on stderr");

@@ -25,7 +25,11 @@ Result<CompileReport> compile_module(const std::string& path, const std::string&
   CompileReport report;
   report.source = path;
   report.output = output;
+  auto phase = [&](std::string_view what) {
+    if (options.on_phase) options.on_phase(what);
+  };
   auto t0 = Clock::now();
+  phase("reading the tables");
   auto module = load_module_cfi(path);
   if (!module) return std::move(module).error();
   if (!module->has_tables())
@@ -44,6 +48,7 @@ Result<CompileReport> compile_module(const std::string& path, const std::string&
   report.eh_frame_hdr = section_size(elf, ".eh_frame_hdr");
 
   auto t1 = Clock::now();
+  phase("generating code");
   CodegenOptions cg;
   cg.registers = options.registers;
   cg.lookup = options.lookup;
@@ -55,6 +60,7 @@ Result<CompileReport> compile_module(const std::string& path, const std::string&
   report.codegen_ms = ms_since(t1);
 
   auto t2 = Clock::now();
+  phase("compiling (cc)");
   if (auto st = build_shared_object(*source, output, options.toolchain); !st)
     return std::move(st).error().in_file(path);
   report.cc_ms = ms_since(t2);
@@ -65,6 +71,7 @@ Result<CompileReport> compile_module(const std::string& path, const std::string&
   report.eh_elf_rodata = section_size(**out, ".rodata");
   report.eh_elf_file = (*out)->bytes().size();
   if (options.verify) {
+    phase("verifying");
     auto object = EhElfObject::load(output, cg.build_id);
     if (!object) return std::move(object).error();
     report.verification = check_eh_elf(*table, **object);

@@ -2,6 +2,9 @@
 // size/time report of the paper's Table 2.
 #pragma once
 
+#include <functional>
+#include <string_view>
+
 #include <string>
 
 #include <optional>
@@ -19,6 +22,9 @@ struct CompileOptions {
   ToolchainOptions toolchain;
   // Load the result and check it against the interpreter (see differential.hpp).
   bool verify = false;
+  // Told as each phase starts ("reading the tables", "generating code", "compiling (cc)",
+  // "verifying"): a large library takes tens of seconds, most of them in the C compiler.
+  std::function<void(std::string_view phase)> on_phase;
 };
 
 struct CompileReport {

@@ -19,4 +19,23 @@ void clear_progress_bar() {
   std::fflush(stderr);
 }
 
+DelayedProgress::DelayedProgress(std::string_view label, std::string_view unit, bool enabled)
+    : label_(label), unit_(unit), enabled_(enabled), start_(Clock::now()), last_(start_) {}
+
+void DelayedProgress::update(size_t done, size_t total) {
+  if (!enabled_) return;
+  const Clock::time_point now = Clock::now();
+  if (now - start_ < std::chrono::seconds(1) || now - last_ < std::chrono::milliseconds(100))
+    return;
+  last_ = now;
+  shown_ = true;
+  print_progress_bar(label_, done, total, unit_);
+}
+
+void DelayedProgress::finish() {
+  if (shown_) clear_progress_bar();
+  shown_ = false;
+  enabled_ = false;
+}
+
 } // namespace ehelf

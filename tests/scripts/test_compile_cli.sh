@@ -208,4 +208,18 @@ else
   bad "mixed good and bad files: rc=$rc, $n outputs"; cat "$work/err"
 fi
 
+# On a terminal (script(1) gives one), one file's phases are shown and the line erased at the
+# end; with stderr a file, nothing of the kind.
+if command -v script > /dev/null; then
+  script -qec "'$ehelf' compile -o '$work/tty.so' '${inputs[0]}'" /dev/null > "$work/tty.out" 2>&1
+  if grep -q "ehelf compile: .*: compiling (cc)\.\.\." "$work/tty.out" &&
+     [ "$(tail -c 4 "$work/tty.out" | od -An -c | tr -d ' ')" = '\r033[K' ] && [ -s "$work/tty.so" ]; then
+    ok "terminal: the phases of one file's compilation shown, then erased"
+  else
+    bad "terminal: no phases, or not erased: $(od -c "$work/tty.out" | tail -4)"
+  fi
+  "$ehelf" compile -o "$work/notty.so" "${inputs[0]}" 2> "$work/notty.err"
+  grep -q "compiling (cc)" "$work/notty.err" && bad "phases shown on stderr that is not a terminal"
+fi
+
 exit $fail
