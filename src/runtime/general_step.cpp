@@ -251,6 +251,7 @@ StopReason GeneralStep::step_with(RegisterState& regs, MemoryReader& mem, bool e
   if (!regs.has(x86_64::RSP)) return StopReason::MissingRegister;
   uint64_t pc = regs.get(x86_64::RIP);
   uint64_t sp = regs.get(x86_64::RSP);
+  const bool interrupted = exact_pc; // (exact_pc may change below: the makecontext retry)
 retry:
   info = FrameInfo{};
   info.pc = pc;
@@ -356,6 +357,22 @@ done:
     exact_pc = true;
     goto retry;
   }
+  // A module with tables that have no entry for the pc: code built without them (crt's
+  // __do_global_dtors_aux and frame_dummy, a sanitizer runtime's, hand-written assembly). rbp is
+  // followed, as libunwind, elfutils and gdb do, when it leads to a return address in a known
+  // module; otherwise the walk stops here as before. (Modules without any table take the
+  // frame-pointer step above; modules not loaded are not guessed at.)
+  if (r == StopReason::NoTable && options_.frame_pointer_fallback && info.module &&
+      info.module->data && (info.module->data->has_table() || info.module->data->has_rows()))
+      [[unlikely]] {
+    RegisterState caller = regs;
+    if (frame_pointer_step(caller, mem, NoSlots{}) == StopReason::None && caller.has(x86_64::RIP) &&
+        map_.find(caller.get(x86_64::RIP) - 1)) {
+      info.via_frame_pointer = true;
+      info.backend = BackendKind::Auto;
+      r = frame_pointer_step(regs, mem, saved);
+    }
+  }
   info.signal_frame = signal_frame;
   if (r != StopReason::None) return r;
   if (!regs.has(x86_64::RIP) || regs.get(x86_64::RIP) == 0) return StopReason::EndOfStack;
@@ -366,7 +383,7 @@ done:
   // rsp + 0, as at libgcc's `jmp *%rcx`), so its caller's rsp may equal its own. No loop comes of
   // it: only the first frame and those under signal frames are interrupted ones.
   const uint64_t caller_sp = regs.get(x86_64::RSP);
-  if (!signal_frame && (caller_sp < sp || (caller_sp == sp && !exact_pc)))
+  if (!signal_frame && (caller_sp < sp || (caller_sp == sp && !interrupted)))
     return StopReason::CfaNotGrowing;
   return StopReason::None;
 }

@@ -38,7 +38,7 @@ struct FrameInfo {
   uint64_t sp = 0;
   const Module* module = nullptr;
   bool signal_frame = false;      // this frame's FDE is a signal trampoline ('S')
-  bool via_frame_pointer = false; // the step to the caller followed rbp: the module has no table
+  bool via_frame_pointer = false; // the step to the caller followed rbp: no table for the pc
   BackendKind backend = BackendKind::Auto; // what unwound this frame
 };
 

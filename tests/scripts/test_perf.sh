@@ -280,6 +280,45 @@ if len(through) != len(in_ra):
     sys.exit(f"return address in rcx: {len(in_ra) - len(through)} samples differ")
 PY
 
+# A function without an FDE that keeps a frame pointer (fp_no_fde: hand-written, no CFI) in a
+# module with tables: the walk follows rbp through it, as perf's libunwind does. perf prints the
+# frame above it twice (call_no_fde, call_no_fde: libunwind's guessed frame, then the same
+# frame unwound again); gdb's backtrace, checked in test_stack, has it once, as ehelf does.
+FPN="$BUILD/tests/fixtures/fp_no_fde"
+perf record -q -e cpu-clock -F 1000 --call-graph dwarf -o fpn.data "$FPN" 2> record.log ||
+  { cat record.log; fail "perf record (no FDE, frame pointer)"; }
+perf script -i fpn.data --no-inline -F comm,pid,tid,time,ip,sym,dso > perf-fpn.txt 2> /dev/null
+"$EHELF" perf fpn.data > ours-fpn.txt || fail "ehelf perf on the no-FDE recording"
+python3 - ours-fpn.txt perf-fpn.txt << 'PY' || fail "frame pointer where the pc has no FDE"
+import re, sys
+def samples(path):
+    out = {}
+    for block in open(path).read().split('\n\n'):
+        lines = [l for l in block.split('\n') if l.strip()]
+        if lines:
+            out.setdefault(lines[0].strip(), []).append(
+                [re.match(r'\t\s*([0-9a-f]+) (\S+)', l).group(1, 2) for l in lines[1:]])
+    return out
+ours, theirs = samples(sys.argv[1]), samples(sys.argv[2])
+through = [h for h, v in theirs.items() if any(f[1] == 'no_fde' for f in v[0])]
+same = doubled = 0
+for h in through:
+    p = theirs[h][0]
+    dedup = [f for i, f in enumerate(p) if i == 0 or f != p[i - 1]]
+    doubled += len(dedup) != len(p)
+    o = ours.get(h, [[]])[0]
+    if o == dedup and [f[1] for f in o][-1:] == ['_start']:
+        same += 1
+    elif same + 3 > len(through):
+        print(f"  {h}\n  ours: {o}\n  perf: {p}")
+print(f"no FDE, frame pointer: {same} of {len(through)} samples through no_fde as perf script's "
+      f"to _start ({doubled} where perf repeats the frame above it)")
+if len(through) < 10:
+    sys.exit("no FDE: fewer than 10 samples through no_fde: nothing tested")
+if same != len(through):
+    sys.exit(f"no FDE: {len(through) - same} samples differ")
+PY
+
 # No call graph at all (perf record without -g): each sample is its sampled ip, as perf prints it.
 perf record -q -e cpu-clock -F 1000 -o ip.data "$TARGET" 2> record.log ||
   { cat record.log; fail "perf record (no call graph)"; }

@@ -528,6 +528,37 @@ else
   fail=1
 fi
 
+# --- a function without an FDE that keeps a frame pointer (fp_no_fde) ---
+# Stopped nearly always in spin_with_tables, called by no_fde (no CFI): the walk follows rbp
+# through no_fde to call_no_fde, main and _start (said with -v), as gdb's backtrace does.
+if start 0 "$build/tests/fixtures/fp_no_fde" 600000; then
+  good=0 in_spin=0
+  for i in 1 2 3 4 5 6; do
+    run_ehelf "fpn.$i" "$tpid" -v
+    names=$(awk '/^#/ {printf "%s ", $3}' "$work/fpn.$i")
+    case "$names" in
+      "spin_with_tables no_fde "*)
+        in_spin=$((in_spin + 1))
+        [ "$names" = "spin_with_tables no_fde call_no_fde main __libc_start_call_main __libc_start_main@@GLIBC_2.34 _start " ] &&
+          grep -q "frame pointer 1" "$work/fpn.$i" && good=$((good + 1)) ;;
+    esac
+  done
+  gdb -p "$tpid" -batch -nx -iex 'set debuginfod enabled off' -ex 'set backtrace past-main on' \
+    -ex bt >"$work/fpn.gdb" 2>&1
+  check_running "$tpid" "gdb"
+  gdb_names=$(sed -nE 's/^#[0-9]+ +(0x[0-9a-f]+ in )?([^ ]+) .*/\2/p' "$work/fpn.gdb" | tr '\n' ' ')
+  if [ "$in_spin" -ge 3 ] && [ "$good" -eq "$in_spin" ] &&
+     case "$gdb_names" in *"no_fde call_no_fde main "*" _start ") true ;; *) false ;; esac; then
+    echo "ok   no FDE, frame pointer: $good of $in_spin stops in spin_with_tables (of 6) walk through no_fde by rbp to _start; gdb: $gdb_names"
+  else
+    echo "FAIL no FDE, frame pointer: $good of $in_spin stops reach _start through no_fde; gdb: $gdb_names"
+    cat "$work/fpn.1" "$work/fpn.gdb"; fail=1
+  fi
+  stop_target "$tpid"
+else
+  fail=1
+fi
+
 # --- a program whose file was deleted after it started (./prog & rm prog) ---
 # Its file is read through /proc/PID/map_files: the walks go through its frames to _start, with
 # its names, as eu-stack's do.
