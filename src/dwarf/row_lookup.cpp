@@ -365,7 +365,17 @@ Result<uint64_t> FoundRow::Expressions::evaluate(uint32_t expr, const RegisterSt
   return Expression::evaluate_ops(ops.span(), 8, regs, mem, initial, cfa, limits);
 }
 
-RowStatus RowLookup::find(uint64_t svma, FoundRow& out) const {
+// The FDE covering `svma`, up to its CFA program: what find() interprets and find_function()
+// reports.
+struct RowLookup::LocatedFde {
+  ParsedCie cie;
+  PointerBases bases;
+  FunctionInfo function;
+  std::span<const uint8_t> program;
+  uint64_t program_at = 0;
+};
+
+RowStatus RowLookup::locate(uint64_t svma, LocatedFde& out) const {
   if (!count_) return RowStatus::NoEntry;
   // The last entry whose initial location is at or below svma. Entries: two signed 32-bit
   // values relative to the header (datarel sdata4), sorted by location.
@@ -395,12 +405,12 @@ RowStatus RowLookup::find(uint64_t svma, FoundRow& out) const {
   uint64_t id = 0, id_at = 0;
   if (!open_entry(image_, fde_offset, e, id, id_at) || id == 0 || id > id_at)
     return RowStatus::Malformed;
-  PointerBases bases;
-  bases.section_addr = image_.eh_frame_addr;
-  ParsedCie cie;
-  if (RowStatus s = parse_cie(image_, id_at - id, bases, cie); s != RowStatus::Found) return s;
+  out.bases = PointerBases{};
+  out.bases.section_addr = image_.eh_frame_addr;
+  ParsedCie& cie = out.cie;
+  if (RowStatus s = parse_cie(image_, id_at - id, out.bases, cie); s != RowStatus::Found) return s;
   uint64_t pc_begin = 0, pc_range = 0;
-  if (!read_encoded_pointer(e, cie.fde_encoding & 0x7f, bases, pc_begin) ||
+  if (!read_encoded_pointer(e, cie.fde_encoding & 0x7f, out.bases, pc_begin) ||
       !read_encoded_pointer(e, cie.fde_encoding & 0x0f, PointerBases{}, pc_range))
     return RowStatus::Malformed;
   if (pc_begin + pc_range < pc_begin) return RowStatus::Malformed; // wraps around
@@ -413,17 +423,45 @@ RowStatus RowLookup::find(uint64_t svma, FoundRow& out) const {
     ByteCursor a(e.bytes(size), data_at);
     if (!e.ok()) return RowStatus::Malformed;
     if (cie.lsda_encoding != dw::EH_PE_omit &&
-        !read_encoded_pointer(a, cie.lsda_encoding & 0x7f, bases, lsda))
+        !read_encoded_pointer(a, cie.lsda_encoding & 0x7f, out.bases, lsda))
       lsda = 0;
   }
-  const uint64_t program_at = e.offset();
-  std::span<const uint8_t> program = e.bytes(e.remaining());
+  out.program_at = e.offset();
+  out.program = e.bytes(e.remaining());
   if (cie.ra_register >= FoundRow::kColumns) return RowStatus::TooComplex;
+  FunctionInfo& f = out.function;
+  f = FunctionInfo{};
+  f.pc_begin = pc_begin;
+  f.pc_end = pc_begin + pc_range;
+  f.fde_offset = fde_offset;
+  f.lsda = lsda;
+  f.personality = cie.personality;
+  f.personality_slot = cie.personality_slot;
+  f.return_column = static_cast<uint16_t>(cie.ra_register);
+  f.signal_frame = cie.signal_frame;
+  return RowStatus::Found;
+}
+
+RowStatus RowLookup::find_function(uint64_t svma, FunctionInfo& out) const {
+  LocatedFde fde;
+  const RowStatus s = locate(svma, fde);
+  if (s == RowStatus::Found) out = fde.function;
+  return s;
+}
+
+RowStatus RowLookup::find(uint64_t svma, FoundRow& out) const {
+  LocatedFde fde;
+  if (RowStatus s = locate(svma, fde); s != RowStatus::Found) return s;
+  const ParsedCie& cie = fde.cie;
+  const PointerBases& bases = fde.bases;
+  const uint64_t pc_begin = fde.function.pc_begin, pc_end = fde.function.pc_end;
+  const std::span<const uint8_t> program = fde.program;
+  const uint64_t program_at = fde.program_at;
 
   FixedInterpreter interp(image_, cie, bases, svma);
   if (RowStatus s = interp.run_initial(); s != RowStatus::Found) return s;
   uint64_t begin = 0, end = 0;
-  if (RowStatus s = interp.run_fde(program, program_at, pc_begin, pc_begin + pc_range, begin, end);
+  if (RowStatus s = interp.run_fde(program, program_at, pc_begin, pc_end, begin, end);
       s != RowStatus::Found)
     return s;
 
@@ -452,14 +490,7 @@ RowStatus RowLookup::find(uint64_t svma, FoundRow& out) const {
       rule.expr = expression(r);
     out.columns[out.count++] = ColumnRule{static_cast<uint16_t>(col), rule};
   }
-  out.function.pc_begin = pc_begin;
-  out.function.pc_end = pc_begin + pc_range;
-  out.function.fde_offset = fde_offset;
-  out.function.lsda = lsda;
-  out.function.personality = cie.personality;
-  out.function.personality_slot = cie.personality_slot;
-  out.function.return_column = static_cast<uint16_t>(cie.ra_register);
-  out.function.signal_frame = cie.signal_frame;
+  out.function = fde.function;
   out.begin = begin;
   out.end = end;
   return RowStatus::Found;

@@ -82,6 +82,9 @@ public:
   const CfiImage& image() const { return image_; }
 
   RowStatus find(uint64_t svma, FoundRow& out) const;
+  // Only the function (FDE) covering `svma`: its range, CIE flags, LSDA and personality, without
+  // running the CFA programs (a fraction of find()'s cost: what naming a frame needs).
+  RowStatus find_function(uint64_t svma, FunctionInfo& out) const;
 
   // Every row of every FDE the search table lists, as a whole UnwindTable (what the eh_frame
   // path builds from the section): for accelerators built outside signal handlers from a loaded
@@ -90,6 +93,9 @@ public:
   UnwindTable whole_table() const;
 
 private:
+  struct LocatedFde;
+  RowStatus locate(uint64_t svma, LocatedFde& out) const;
+
   CfiImage image_;
   uint64_t table_offset_ = 0; // of the search table within hdr
   uint64_t count_ = 0;

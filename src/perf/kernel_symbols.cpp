@@ -1,23 +1,79 @@
 #include "perf/kernel_symbols.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cstdint>
-#include <fstream>
+#include <cstring>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <optional>
+#include <sys/stat.h>
 #include <sys/utsname.h>
+#include <unistd.h>
 
 namespace ehelf::perf {
+
+namespace {
+
+// The whole of a file (regular, or a /proc file whose size stat does not tell) up to `max`
+// bytes; nullopt when it cannot be opened, is something else, or is larger.
+std::optional<std::string> read_text(const std::string& path, size_t max) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return std::nullopt;
+  struct stat st {};
+  std::optional<std::string> text;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) <= max) {
+    text.emplace();
+    // Large reads: /proc/kallsyms formats as much as each read asks for.
+    size_t used = 0;
+    // One byte more than the size, so that the read finding the end needs no growth.
+    text->resize(st.st_size ? static_cast<size_t>(st.st_size) + 1 : size_t(1) << 20);
+    while (true) {
+      if (used == text->size()) {
+        if (text->size() >= max) {
+          text.reset();
+          break;
+        }
+        text->resize(std::min(max, text->size() * 2));
+      }
+      const ssize_t n = ::read(fd, text->data() + used, text->size() - used);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        text.reset();
+        break;
+      }
+      if (n == 0) break;
+      used += static_cast<size_t>(n);
+    }
+    if (text) text->resize(used);
+  }
+  ::close(fd);
+  return text;
+}
+
+} // namespace
 
 KernelSymbols KernelSymbols::load(std::string_view recorded_release, const std::string& path) {
   utsname u{};
   if (!recorded_release.empty() && (::uname(&u) != 0 || recorded_release != u.release)) return {};
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return {};
-  std::string text;
-  char buf[1 << 16];
-  while (in.read(buf, sizeof buf) || in.gcount() > 0)
-    text.append(buf, static_cast<size_t>(in.gcount()));
-  return parse(std::move(text));
+  std::optional<std::string> text = read_text(path, kMaxText);
+  if (!text) return {};
+  return parse(std::move(*text));
+}
+
+KernelSymbols KernelSymbols::load_for_recording(std::string_view buildid_dir,
+                                                std::span<const uint8_t> kernel_build_id,
+                                                std::string_view recorded_release) {
+  if (!buildid_dir.empty() && !kernel_build_id.empty()) {
+    std::string hex;
+    for (uint8_t b : kernel_build_id)
+      hex += fmt::format("{:02x}", b);
+    if (std::optional<std::string> text =
+            read_text(fmt::format("{}/[kernel.kallsyms]/{}/kallsyms", buildid_dir, hex), kMaxText))
+      if (KernelSymbols k = parse(std::move(*text)); !k.empty()) return k;
+  }
+  return load(recorded_release);
 }
 
 KernelSymbols KernelSymbols::parse(std::string_view text) {
@@ -28,24 +84,30 @@ KernelSymbols KernelSymbols::parse(std::string&& owned) {
   KernelSymbols k;
   k.text_ = std::move(owned);
   if (k.text_.size() > UINT32_MAX) return {}; // name offsets are 32-bit (kallsyms is ~10 MB)
-  std::string_view text = k.text_;
-  while (!text.empty()) {
-    size_t eol = text.find('\n');
-    std::string_view line = text.substr(0, eol);
-    text = eol == std::string_view::npos ? std::string_view() : text.substr(eol + 1);
+  // By hand over the bytes (memchr for line ends): ~120k lines, parsed while a recording's
+  // first samples wait for them.
+  const char* p = k.text_.data();
+  const char* const end = p + k.text_.size();
+  k.symbols_.reserve(k.text_.size() / 40);
+  while (p < end) {
+    const char* eol = static_cast<const char*>(std::memchr(p, '\n', static_cast<size_t>(end - p)));
+    if (!eol) eol = end;
+    const char* line = p;
+    p = eol + 1;
     // "ffffffff81000000 T _stext" or with a "\t[module]" suffix.
     uint64_t addr = 0;
-    auto [p, ec] = std::from_chars(line.data(), line.data() + line.size(), addr, 16);
+    auto [q, ec] = std::from_chars(line, eol, addr, 16);
     if (ec != std::errc() || addr == 0) continue; // unparsable, or hidden (kptr_restrict)
-    std::string_view rest = line.substr(static_cast<size_t>(p - line.data()));
-    if (rest.size() < 4 || rest[0] != ' ' || rest[2] != ' ') continue;
-    const char type = rest[1];
+    if (eol - q < 4 || q[0] != ' ' || q[2] != ' ') continue;
+    const char type = q[1];
     if (type != 't' && type != 'T' && type != 'w' && type != 'W') continue; // code only
-    std::string_view name = rest.substr(3);
-    name = name.substr(0, name.find_first_of("\t "));
-    if (name.empty()) continue;
-    k.symbols_.push_back({addr, static_cast<uint32_t>(name.data() - k.text_.data()),
-                          static_cast<uint32_t>(name.size())});
+    const char* name = q + 3;
+    const char* name_end = name;
+    while (name_end < eol && *name_end != '\t' && *name_end != ' ')
+      ++name_end;
+    if (name_end == name) continue;
+    k.symbols_.push_back({addr, static_cast<uint32_t>(name - k.text_.data()),
+                          static_cast<uint32_t>(name_end - name)});
   }
   auto by_address = [](const Symbol& a, const Symbol& b) { return a.addr < b.addr; };
   if (!std::is_sorted(k.symbols_.begin(), k.symbols_.end(), by_address))

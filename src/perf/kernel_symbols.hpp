@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,6 +16,15 @@ public:
   // (or empty: unknown, assumed to be). Empty when unreadable or all addresses are hidden.
   static KernelSymbols load(std::string_view recorded_release,
                             const std::string& path = "/proc/kallsyms");
+  // The names a recording's kernel had: perf record's copy of its kallsyms in the build-id cache
+  // (`buildid_dir`/[kernel.kallsyms]/BUILD-ID/kallsyms, as perf script reads it: right after a
+  // reboot or on another machine too, and a plain file, read in a few milliseconds where
+  // /proc/kallsyms is generated line by line), else load(recorded_release).
+  static KernelSymbols load_for_recording(std::string_view buildid_dir,
+                                          std::span<const uint8_t> kernel_build_id,
+                                          std::string_view recorded_release);
+  // The largest kallsyms text read (a real one is ~5-10 MB).
+  static constexpr size_t kMaxText = size_t(256) << 20;
   // Parses kallsyms text (tests).
   static KernelSymbols parse(std::string_view text);
   static KernelSymbols parse(std::string&& text);

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <fmt/format.h>
 #include <sys/stat.h>
+#include <thread>
 
 #include "runtime/memory.hpp"
 
@@ -109,6 +110,12 @@ struct SampleUnwinder::Process {
   ModuleMap map;
   std::unique_ptr<Unwinder> unwinder;
   bool dirty = true; // modules changed since `map` was built
+  // Names of the user frames met since `map` was built, by (pc << 1 | named by its call).
+  struct NamedPc {
+    const StackFrame* frame = nullptr; // in named_
+    bool signal_frame_below = false;   // pc is in a signal trampoline: the next is exact
+  };
+  std::unordered_map<uint64_t, NamedPc> named_frames;
 
   // The maps, made this process's own first if a forked relative shares them.
   ProcessMaps& own() {
@@ -127,7 +134,22 @@ struct SampleUnwinder::LoadedFile {
 };
 
 SampleUnwinder::SampleUnwinder(const PerfData& data, SampleUnwinderOptions options)
-    : SampleUnwinder(RecordingInfo{data.build_ids(), data.os_release()}, std::move(options)) {}
+    : SampleUnwinder(RecordingInfo{data.build_ids(), data.os_release()}, std::move(options)) {
+  // Kernel names are read while the first records are processed, not when the first kernel
+  // frame is named: reading them is a large part of a small recording's time. Not for events
+  // that all exclude the kernel (perf_event_attr.exclude_kernel, bit 5).
+  const bool kernel_counted = std::any_of(data.attrs().begin(), data.attrs().end(),
+                                          [](const EventAttr& a) { return !((a.flags >> 5) & 1); });
+  if (!options_.kernel || !options_.symbols || !kernel_counted) return;
+  // A detached thread owning what it reads, so that a recording without kernel frames does not
+  // wait for it at the end.
+  auto promise = std::make_shared<std::promise<KernelSymbols>>();
+  kernel_symbols_pending_ = std::make_shared<std::future<KernelSymbols>>(promise->get_future());
+  std::thread([promise, dir = buildid_dir(options_.buildid_dir), id = kernel_build_id(),
+               release = info_.os_release] {
+    promise->set_value(KernelSymbols::load_for_recording(dir, id, release));
+  }).detach();
+}
 
 SampleUnwinder::SampleUnwinder(RecordingInfo info, SampleUnwinderOptions options)
     : info_(std::move(info)), options_(std::move(options)) {
@@ -136,6 +158,12 @@ SampleUnwinder::SampleUnwinder(RecordingInfo info, SampleUnwinderOptions options
 }
 
 SampleUnwinder::~SampleUnwinder() = default;
+
+std::vector<uint8_t> SampleUnwinder::kernel_build_id() const {
+  for (const BuildIdEntry& e : info_.build_ids)
+    if (e.kernel && e.filename == "[kernel.kallsyms]") return e.build_id;
+  return {};
+}
 
 std::vector<const Record*> SampleUnwinder::time_ordered(const std::vector<Record>& records) {
   // Records without a time (perf's own) carry the time of the record before them.
@@ -324,7 +352,7 @@ ResolvedFrame SampleUnwinder::resolve_frame(const ProcessMaps& maps, const Modul
   return f;
 }
 
-void SampleUnwinder::name_resolved(uint32_t pid, const ResolvedFrame& r, StackFrame& f) {
+const StackFrame& SampleUnwinder::named_frame(uint32_t pid, const ResolvedFrame& r) {
   const uint64_t lookup = r.return_address ? r.pc - 1 : r.pc;
   // Named once per (module, address); code in no module once per (process, address).
   auto [it, added] = named_.try_emplace({r.module, lookup, r.module ? 0 : pid});
@@ -351,7 +379,11 @@ void SampleUnwinder::name_resolved(uint32_t pid, const ResolvedFrame& r, StackFr
       }
     }
   }
-  f = named;
+  return named;
+}
+
+void SampleUnwinder::name_resolved(uint32_t pid, const ResolvedFrame& r, StackFrame& f) {
+  f = named_frame(pid, r);
   f.pc = r.pc;
 }
 
@@ -371,6 +403,7 @@ void SampleUnwinder::refresh(Process& p) {
     p.unwinder = std::make_unique<Unwinder>(p.map, o);
   }
   p.unwinder->clear_cache();
+  p.named_frames.clear();
   p.dirty = false;
 }
 
@@ -405,23 +438,39 @@ StopReason SampleUnwinder::walk_user(Process& p, const SampleRecord& s,
   return why;
 }
 
-void SampleUnwinder::name_user_frames(uint32_t pid, const ProcessMaps& maps, ModuleMap& map,
-                                      std::span<const uint64_t> pcs, SampleStack& out) {
+void SampleUnwinder::name_user_frames(Process& p, uint32_t pid, std::span<const uint64_t> pcs,
+                                      SampleStack& out) {
   // As resolve(): the first pc and each under a signal frame at the pc, the others by their call.
+  // Each (pc, kind) is resolved and named once per version of the process's maps; the frames
+  // of `out` are assigned in place, so their strings' storage is reused from sample to sample.
   bool exact = true;
+  size_t n = out.frames.size();
   for (uint64_t pc : pcs) {
-    out.frames.emplace_back();
-    out.frames.back().pc = pc;
-    name_frame(pid, maps, map, out.frames.back(), !exact);
-    exact = in_signal_trampoline(map, exact ? pc : pc - 1);
+    auto [it, added] = p.named_frames.try_emplace((pc << 1) | (exact ? 0 : 1));
+    if (added) {
+      it->second.frame = &named_frame(pid, resolve_frame(*p.maps, p.map, pc, !exact));
+      it->second.signal_frame_below = in_signal_trampoline(p.map, exact ? pc : pc - 1);
+    }
+    if (n < out.frames.size())
+      out.frames[n] = *it->second.frame;
+    else
+      out.frames.push_back(*it->second.frame);
+    out.frames[n++].pc = pc;
+    exact = it->second.signal_frame_below;
   }
+  out.frames.resize(n);
 }
 
 bool SampleUnwinder::in_signal_trampoline(const ModuleMap& map, uint64_t lookup) {
   const Module* mod = map.find(lookup);
   if (!mod || !mod->data) return false;
-  const auto fn = mod->data->function_at(lookup - mod->bias);
-  return fn && fn->signal_frame;
+  const uint64_t svma = lookup - mod->bias;
+  auto [it, added] = signal_trampolines_.try_emplace({mod->data.get(), svma}, false);
+  if (added) {
+    const auto fn = mod->data->function_at(svma);
+    it->second = fn && fn->signal_frame;
+  }
+  return it->second;
 }
 
 StackFrame SampleUnwinder::kernel_frame(uint64_t pc) {
@@ -429,8 +478,13 @@ StackFrame SampleUnwinder::kernel_frame(uint64_t pc) {
   f.pc = f.dso_address = pc;
   f.module = "[kernel.kallsyms]";
   if (options_.symbols) {
-    if (!kernel_symbols_loaded_) { // /proc/kallsyms only once a kernel frame is printed
-      kernel_symbols_ = KernelSymbols::load(info_.os_release);
+    if (!kernel_symbols_loaded_) { // read once a kernel frame is printed, if not already
+      kernel_symbols_ =
+          kernel_symbols_pending_
+              ? kernel_symbols_pending_->get()
+              : KernelSymbols::load_for_recording(buildid_dir(options_.buildid_dir),
+                                                  kernel_build_id(), info_.os_release);
+      kernel_symbols_pending_.reset();
       kernel_symbols_loaded_ = true;
     }
     std::string_view name;
@@ -528,18 +582,27 @@ void SampleUnwinder::name_stack(const ResolvedStack& stack, std::string_view com
 }
 
 void SampleUnwinder::unwind_sample(const Record& r, const SampleRecord& s, SampleStack& out) {
-  out = SampleStack{};
+  // `out` is filled in place: its frames' strings keep their storage from the last sample.
   ++stats_.samples;
   out.pid = s.pid;
   out.tid = s.tid;
   out.time = s.time;
   out.period = (s.attr && (s.attr->sample_type & sample::kPeriod)) ? s.period : 1;
+  out.ip_only = false;
+  out.stop.clear();
   out.comm = comm_of(s.pid, s.tid);
   // Kernel frames: the callchain's kernel context.
-  std::vector<uint64_t> pcs;
+  std::vector<uint64_t>& pcs = pcs_;
   kernel_pcs(r, s, pcs);
-  for (uint64_t pc : pcs)
-    out.frames.push_back(kernel_frame(pc));
+  size_t n = 0;
+  for (uint64_t pc : pcs) {
+    if (n < out.frames.size())
+      out.frames[n] = kernel_frame(pc);
+    else
+      out.frames.push_back(kernel_frame(pc));
+    ++n;
+  }
+  out.frames.resize(n);
   Process& p = process(s.pid);
   if (s.regs_abi == 0 || s.stack.empty()) {
     // No stack copy: a recording with frame-pointer call chains (perf record -g), or a kernel
@@ -586,7 +649,7 @@ void SampleUnwinder::unwind_sample(const Record& r, const SampleRecord& s, Sampl
   if (why == StopReason::None && pcs.empty()) {
     out.stop = "no user registers";
   } else {
-    name_user_frames(s.pid, *p.maps, p.map, pcs, out);
+    name_user_frames(p, s.pid, pcs, out);
     out.stop = std::string(stop_reason_name(why));
   }
   stats_.frames += out.frames.size();

@@ -11,11 +11,13 @@
 #pragma once
 
 #include <cstdint>
+#include <future>
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "perf/kernel_symbols.hpp"
@@ -131,8 +133,11 @@ private:
   struct LoadedFile;
   Process& process(uint32_t pid);
   // Whether `lookup` is in a signal trampoline's FDE ('S' augmentation: __restore_rt): the pc
-  // under it is then the interrupted instruction.
-  static bool in_signal_trampoline(const ModuleMap& map, uint64_t lookup);
+  // under it is then the interrupted instruction. Asked of every frame named, so answered once
+  // per (module, address).
+  bool in_signal_trampoline(const ModuleMap& map, uint64_t lookup);
+  // The build id perf recorded for the kernel (empty if none).
+  std::vector<uint8_t> kernel_build_id() const;
   // A kernel frame at `pc`, named from the kernel's symbols (read on first use).
   StackFrame kernel_frame(uint64_t pc);
   void on_mmap(const MmapRecord& m);
@@ -146,8 +151,7 @@ private:
   StopReason walk_user(Process& p, const SampleRecord& s, std::vector<uint64_t>& pcs);
   // Names walked user frames (the first and each under a signal frame at their pc, the others
   // by their call).
-  void name_user_frames(uint32_t pid, const ProcessMaps& maps, ModuleMap& map,
-                        std::span<const uint64_t> pcs, SampleStack& out);
+  void name_user_frames(Process& p, uint32_t pid, std::span<const uint64_t> pcs, SampleStack& out);
   // Rebuilds the process's module map (and drops its rule cache) after mappings changed.
   void refresh(Process& p);
   std::shared_ptr<const ModuleData> data_for(const MmapRecord& m, std::string& path_used,
@@ -155,6 +159,8 @@ private:
   // A frame tied to its module and mapping now, and named (once per (module, address)).
   ResolvedFrame resolve_frame(const ProcessMaps& maps, const ModuleMap& map, uint64_t pc,
                               bool return_address);
+  // The frame's name, made once per (module, address) and kept (pc: the first one named).
+  const StackFrame& named_frame(uint32_t pid, const ResolvedFrame& r);
   void name_resolved(uint32_t pid, const ResolvedFrame& r, StackFrame& f);
   void name_frame(uint32_t pid, const ProcessMaps& maps, const ModuleMap& map, StackFrame& f,
                   bool return_address);
@@ -168,13 +174,24 @@ private:
   Symbolizer symbolizer_{AliasChoice::Perf};                       // perf's names for aliases
   KernelSymbols kernel_symbols_;
   bool kernel_symbols_loaded_ = false;
+  // Kernel names being read on another thread since the recording was opened (a recording whose
+  // events count kernel time), taken on the first kernel frame; empty otherwise.
+  std::shared_ptr<std::future<KernelSymbols>> kernel_symbols_pending_;
   UnwindStats stats_;
   // Modules and mapped paths that resolved frames point to, kept for naming (node-based: stable).
   std::map<std::tuple<const ModuleData*, uint64_t, uint64_t, std::string>, Module> interned_;
   std::set<std::string> mapping_paths_;
   std::map<std::tuple<const Module*, uint64_t, uint32_t>, StackFrame> named_; // by lookup
-  ModuleMap empty_map_; // what Symbolizer::name takes; resolved modules come loaded
+  ModuleMap empty_map_;       // what Symbolizer::name takes; resolved modules come loaded
+  std::vector<uint64_t> pcs_; // a sample's pcs, reused from sample to sample
   std::map<uint32_t, PerfMap> perf_maps_; // JIT symbols by pid, read on first use
+  struct ModuleAddressHash {
+    size_t operator()(const std::pair<const ModuleData*, uint64_t>& k) const {
+      return std::hash<const void*>()(k.first) ^ (k.second * 0x9e3779b97f4a7c15ull);
+    }
+  };
+  std::unordered_map<std::pair<const ModuleData*, uint64_t>, bool, ModuleAddressHash>
+      signal_trampolines_;
 };
 
 } // namespace ehelf::perf

@@ -382,9 +382,9 @@ void ModuleMap::load_in_memory(bool whole_tables) {
 std::optional<FunctionInfo> ModuleData::function_at(uint64_t svma) const {
   if (has_table())
     if (const TableRange* r = table->find(svma)) return table->function(r->function);
-  FoundRow row;
-  if (const RowLookup* r = row_lookup(); r && r->find(svma, row) == RowStatus::Found)
-    return row.function;
+  FunctionInfo fn;
+  if (const RowLookup* r = row_lookup(); r && r->find_function(svma, fn) == RowStatus::Found)
+    return fn;
   return std::nullopt;
 }
 

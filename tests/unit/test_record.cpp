@@ -163,6 +163,9 @@ TEST(PerfMap, ParsesLinesAndLetsLaterOnesWin) {
 } // namespace ehelf::perf
 
 #include "perf/kernel_symbols.hpp"
+#include "test_support.hpp"
+#include <filesystem>
+#include <sys/stat.h>
 
 namespace ehelf::perf {
 namespace {
@@ -185,6 +188,37 @@ TEST(KernelSymbols, CodeSymbolsByAddressWithTheirOffsets) {
   ASSERT_TRUE(k.name(0xffffffffc0000010, name, offset));
   EXPECT_EQ(name, "mod_fn");
   EXPECT_FALSE(k.name(0xffffffff81000000, name, offset));
+}
+
+// A recording's kernel names come from perf record's copy of its kallsyms in the build-id cache
+// when there is one (as perf script reads them), else from /proc/kallsyms of the same release.
+TEST(KernelSymbols, RecordedCopyInTheBuildIdCacheFirst) {
+  test::TempDir dir;
+  const std::vector<uint8_t> id = {0xab, 0x01, 0xff};
+  const std::filesystem::path copy = dir.path / "[kernel.kallsyms]" / "ab01ff";
+  std::filesystem::create_directories(copy);
+  const std::string text = "ffffffff81000100 T from_the_copy\n";
+  test::write_file(copy / "kallsyms", std::vector<uint8_t>(text.begin(), text.end()));
+  std::string_view name;
+  uint64_t offset = 0;
+  // The running kernel's release is never "no such release": only the copy can name anything.
+  const KernelSymbols k =
+      KernelSymbols::load_for_recording(dir.path.string(), id, "no such release");
+  ASSERT_TRUE(k.name(0xffffffff81000108, name, offset));
+  EXPECT_EQ(name, "from_the_copy");
+  EXPECT_EQ(offset, 8u);
+  // Another build id, or no cache: nothing for another release.
+  EXPECT_TRUE(KernelSymbols::load_for_recording(dir.path.string(), std::vector<uint8_t>{0xab},
+                                                "no such release")
+                  .empty());
+  EXPECT_TRUE(KernelSymbols::load_for_recording("", id, "no such release").empty());
+  // A FIFO where the copy should be is not opened for reading (it would block): skipped.
+  const std::filesystem::path fifo_dir = dir.path / "[kernel.kallsyms]" / "cd";
+  std::filesystem::create_directories(fifo_dir);
+  ASSERT_EQ(::mkfifo((fifo_dir / "kallsyms").c_str(), 0600), 0);
+  EXPECT_TRUE(KernelSymbols::load_for_recording(dir.path.string(), std::vector<uint8_t>{0xcd},
+                                                "no such release")
+                  .empty());
 }
 
 } // namespace
