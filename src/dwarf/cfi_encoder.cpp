@@ -413,6 +413,12 @@ namespace ehelf {
 
 namespace {
 
+// Section indexes from SHN_LORESERVE (0xff00) on are not indexes: an image holds fewer sections
+// (with its null section and .shstrtab).
+constexpr size_t kMaxImageSections = 0xff00 - 2;
+// How far above the code .eh_frame may go: pc-relative 32-bit pointers reach +-2 GiB.
+constexpr uint64_t kNearCode = uint64_t(1) << 30;
+
 // What makes an image a separate debug file for `source`: its notes, copied (the build id is
 // what debug files are found and checked by), and its other allocated sections as SHT_NOBITS
 // headers of the same name, address and size (gdb places a debug file's contents by matching
@@ -423,6 +429,8 @@ void add_debug_file_sections(const ElfFile& source, std::vector<ImageSection>& s
     if (!(s.flags & SHF_ALLOC) || s.type == SHT_NULL ||
         std::find(ours.begin(), ours.end(), s.name) != ours.end())
       continue;
+    if (sections.size() >= kMaxImageSections) break; // a hostile file's: the rest is not needed
+
     ImageSection copy;
     copy.name = s.name;
     copy.addr = s.addr;
@@ -455,14 +463,19 @@ Result<std::vector<uint8_t>> encode_cfi_elf(const UnwindTable& table,
     debug_frame.flags = 0;
     sections.push_back(std::move(debug_frame));
   } else {
-    // Above the code, and above the source's sections: gdb reads the debug file's sections as
-    // part of the running file's address space.
-    uint64_t top = 0;
-    for (const TableRange& r : table.ranges())
+    // Above the code, and above the source's sections (the image then overlaps none of its
+    // placeholders) where .eh_frame's 32-bit offsets still reach the code from there.
+    uint64_t bottom = UINT64_MAX, top = 0;
+    for (const TableRange& r : table.ranges()) {
+      bottom = std::min(bottom, r.begin);
       top = std::max(top, r.end);
+    }
+    uint64_t above_sections = top;
     if (options.source)
       for (const Section& s : options.source->sections())
-        if (s.flags & SHF_ALLOC) top = std::max(top, s.addr + s.size);
+        if (s.flags & SHF_ALLOC && s.addr + s.size >= s.addr)
+          above_sections = std::max(above_sections, s.addr + s.size);
+    if (above_sections - std::min(bottom, top) < kNearCode) top = above_sections;
     const uint64_t hdr_addr = (top + 0xfff) / 0x1000 * 0x1000;
     const uint64_t hdr_size = 12 + 8 * table.ranges().size(); // an upper bound: one FDE per range
     const uint64_t eh_frame_addr = (hdr_addr + hdr_size + 7) / 8 * 8;

@@ -64,8 +64,11 @@ std::vector<uint8_t> write_elf_image(std::span<const ImageSection> sections) {
 
   const uint64_t strtab_off = file_end;
   const uint64_t shoff = align_up(strtab_off + shstrtab.size(), 8);
-  const uint16_t shnum = static_cast<uint16_t>(sections.size() + 2);
-  std::vector<uint8_t> out(shoff + shnum * sizeof(Elf64_Shdr), 0);
+  // Callers keep the count below SHN_LORESERVE; the buffer is sized for every section whatever
+  // the count says.
+  const size_t shcount = sections.size() + 2;
+  const uint16_t shnum = static_cast<uint16_t>(shcount);
+  std::vector<uint8_t> out(shoff + shcount * sizeof(Elf64_Shdr), 0);
 
   Elf64_Ehdr eh{};
   std::memcpy(eh.e_ident, ELFMAG, SELFMAG);
@@ -130,7 +133,7 @@ std::vector<uint8_t> write_elf_image(std::span<const ImageSection> sections) {
   sh.sh_offset = strtab_off;
   sh.sh_size = shstrtab.size();
   sh.sh_addralign = 1;
-  put(out, shoff + (shnum - 1) * sizeof(Elf64_Shdr), sh);
+  put(out, shoff + (shcount - 1) * sizeof(Elf64_Shdr), sh);
   return out;
 }
 

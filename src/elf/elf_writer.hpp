@@ -29,7 +29,8 @@ struct ImageSection {
   uint64_t size = 0;  // Placeholder only
 };
 
-// Loaded sections must be sorted by address and not overlap.
+// Loaded sections must be sorted by address and not overlap; fewer than 0xff00 sections in all
+// (SHN_LORESERVE).
 std::vector<uint8_t> write_elf_image(std::span<const ImageSection> sections);
 
 } // namespace ehelf
