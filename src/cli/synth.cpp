@@ -71,9 +71,13 @@ void register_synth(CLI::App& app) {
       ->check(CLI::ExistingFile);
   cmd->add_flag("--json", opt->json, "Print the statistics (and disagreements) as JSON");
   cmd->add_option("--max-print", opt->max_print, "Print at most this many disagreements");
-  cmd->footer("Exit status: 0 done (and tables agree), 1 tables disagree, 2 the file could not be "
-              "read or written.\n\nExamples:\n  ehelf synth ./prog -o prog.synth && readelf -wF "
-              "prog.synth\n  ehelf synth --compare /usr/lib/x86_64-linux-gnu/libc.so.6");
+  cmd->footer(
+      "Exit status: 0 done (and tables agree), 1 tables disagree, 2 the file could not be "
+      "read or written.\n\nExamples:\n  ehelf synth ./prog -o prog.synth && readelf -wF "
+      "prog.synth\n  ehelf synth ./stripped --debug-frame -o dbg/.build-id/xx/yyyy.debug  # "
+      "xx/yyyy: "
+      "its build id\n  ehelf stack -p PID --debug-dir dbg   # (gdb: set debug-file-directory "
+      "dbg:/usr/lib/debug)\n  ehelf synth --compare /usr/lib/x86_64-linux-gnu/libc.so.6");
   cmd->callback([opt] {
     auto elf = ElfFile::open(opt->file);
     if (!elf) {
