@@ -1,6 +1,7 @@
 // libFuzzer target: arbitrary bytes as an ELF file to synthesize unwind tables for (function
 // discovery, PLT relocations, jump tables, .gcc_except_table's LSDAs, the per-function analysis),
-// then encode them as .eh_frame, alone and patched into a copy of the file (--patch).
+// then encode them as .eh_frame, alone and patched into a copy of the file (--patch), and as
+// .debug_frame with the file's build id.
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -14,6 +15,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto result = ehelf::synth::synthesize(**elf);
   if (!result) return 0;
   (void)ehelf::encode_cfi_elf(result->table);
+  ehelf::CfiElfOptions debug_file;
+  debug_file.format = ehelf::CfiFormat::DebugFrame;
+  debug_file.source = elf->get();
+  (void)ehelf::encode_cfi_elf(result->table, debug_file);
   (void)ehelf::encode_cfi_patch(**elf, result->table);
   return 0;
 }

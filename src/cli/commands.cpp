@@ -12,6 +12,15 @@ void set_exit_code(int code) {
   if (code > g_exit_code) g_exit_code = code;
 }
 
+void add_debug_dir_option(CLI::App* cmd, std::vector<std::string>& dirs) {
+  cmd->add_option("--debug-dir", dirs,
+                  "Look up separate debug files here before /usr/lib/debug (DIR/.build-id/xx/"
+                  "yyyy.debug, as gdb's debug-file-directory): a module stripped of its unwind "
+                  "tables takes them from its debug file, e.g. one `ehelf synth -o` wrote")
+      ->check(CLI::ExistingDirectory)
+      ->allow_extra_args(false);
+}
+
 void register_commands(CLI::App& app) {
   register_dump(app);
   register_stats(app);

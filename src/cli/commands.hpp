@@ -3,12 +3,19 @@
 
 #include <CLI/CLI.hpp>
 
+#include <string>
+#include <vector>
+
 namespace ehelf::cli {
 
 void register_commands(CLI::App& app);
 // Exit status of the command that ran.
 int exit_code();
 void set_exit_code(int code);
+
+// --debug-dir DIR (repeatable), for the commands that unwind with the runtime: where separate
+// debug files are looked up before /usr/lib/debug.
+void add_debug_dir_option(CLI::App* cmd, std::vector<std::string>& dirs);
 
 // One per command file:
 void register_dump(CLI::App& app);

@@ -31,6 +31,7 @@ struct Options {
   bool raw = false;
   bool with_pid = false, with_tid = false, period = false, offsets = false, verbose = false;
   bool no_progress = false;
+  std::vector<std::string> debug_dirs;
 };
 
 int run_perf(const Options& o) {
@@ -68,6 +69,7 @@ int run_perf(const Options& o) {
   uo.max_depth = o.max_frames ? o.max_frames : 65536;
   uo.kernel = !o.no_kernel;
   uo.demangle = !o.raw;
+  uo.debug_dirs = o.debug_dirs;
   perf::SampleUnwinder unwinder(*data, uo);
   perf::FoldOptions fo;
   fo.include_pid = o.with_pid;
@@ -152,6 +154,7 @@ void register_perf(CLI::App& app) {
   cmd->add_option("-n,--max-frames", opt->max_frames,
                   "At most this many user frames per sample (default 512, 0: 65536)");
   cmd->add_flag("--no-kernel", opt->no_kernel, "Leave out kernel frames");
+  add_debug_dir_option(cmd, opt->debug_dirs);
   cmd->add_flag("-r,--raw", opt->raw, "Do not demangle C++ names");
   cmd->add_flag("--pid", opt->with_pid, "folded/svg: one root per process (comm-PID)");
   cmd->add_flag("--tid", opt->with_tid, "folded/svg: one root per thread (comm-PID/TID)");

@@ -29,6 +29,7 @@ struct Options {
   double duration = 0;
   std::string backend = "auto";
   size_t max_frames = 512;
+  std::vector<std::string> debug_dirs;
   bool no_kernel = false, with_pid = false, with_tid = false, weight_period = false;
   bool quiet = false;
   std::string title;
@@ -62,6 +63,7 @@ int run_record(const Options& o) {
   ro.duration = o.duration;
   ro.backend = backend_from_name(o.backend);
   ro.max_depth = o.max_frames ? o.max_frames : 65536;
+  ro.debug_dirs = o.debug_dirs;
   if (!o.pids.empty()) {
     std::stringstream list(o.pids);
     std::string item;
@@ -175,6 +177,7 @@ void register_record(CLI::App& app) {
   cmd->add_option("-n,--max-frames", opt->max_frames,
                   "At most this many user frames per sample (default 512, 0: 65536)");
   cmd->add_flag("--no-kernel", opt->no_kernel, "Sample user space only");
+  add_debug_dir_option(cmd, opt->debug_dirs);
   cmd->add_flag("--pid-roots", opt->with_pid, "folded/svg: one root per process (comm-PID)");
   cmd->add_flag("--tid-roots", opt->with_tid, "folded/svg: one root per thread (comm-PID/TID)");
   cmd->add_flag("--period", opt->weight_period,

@@ -35,6 +35,7 @@ struct Options {
   bool raw = false;
   bool verbose = false;
   size_t max_frames = 256;
+  std::vector<std::string> debug_dirs;
 };
 
 // Appends one thread's frames, as eu-stack prints them.
@@ -102,6 +103,7 @@ int run_stack(const Options& opt) {
   uo.policy.compact = uo.backend != BackendKind::Interpreter;
   // Rows found on demand: a module is never parsed whole to unwind the few pcs of a stack.
   uo.policy.whole_table = false;
+  uo.policy.extra_debug_dirs = opt.debug_dirs;
   std::vector<FrameInfo> frames(uo.max_depth);
 
   std::string out;
@@ -200,6 +202,7 @@ void register_stack(CLI::App& app) {
                   "table or interp")
       ->check(CLI::IsMember({"auto", "compiled", "table", "interp"}));
   cmd->add_flag("-m,--module", opt->module, "Also print each frame's module file");
+  add_debug_dir_option(cmd, opt->debug_dirs);
   cmd->add_flag("-o,--offsets", opt->offsets, "Print symbol+offset (offset from the symbol)");
   cmd->add_flag("-r,--raw", opt->raw, "Do not demangle symbol names");
   cmd->add_option("-n,--max-frames", opt->max_frames,

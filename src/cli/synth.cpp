@@ -1,5 +1,6 @@
 // `ehelf synth FILE -o OUT` and `ehelf synth --compare FILE`: unwind tables recomputed from the
-// machine code (synth/), written as an ELF holding .eh_frame/.eh_frame_hdr, or checked against
+// machine code (synth/), written as an ELF holding .eh_frame/.eh_frame_hdr or .debug_frame and
+// the file's build id (a separate debug file for it), or checked against
 // the file's own tables at every analysed instruction.
 #include <fmt/format.h>
 
@@ -43,15 +44,21 @@ void register_synth(CLI::App& app) {
     std::string reference;
     std::string patch;
     bool compare = false;
+    bool debug_frame = false;
     bool json = false;
     size_t max_print = 50;
   };
   auto opt = std::make_shared<Options>();
   auto* cmd = app.add_subcommand(
       "synth", "Recompute the unwind table of an x86_64 ELF from its machine code; write it as an "
-               "ELF holding .eh_frame and .eh_frame_hdr, or compare it with the file's own");
+               "ELF holding .eh_frame and .eh_frame_hdr (or .debug_frame), or compare it with "
+               "the file's own");
   cmd->add_option("file", opt->file, "ELF file")->required()->check(CLI::ExistingFile);
-  cmd->add_option("-o,--output", opt->output, "Write the synthesized tables to this ELF file");
+  cmd->add_option("-o,--output", opt->output,
+                  "Write the synthesized tables to this ELF file, with FILE's build id: a "
+                  "separate debug file for FILE (install it as DEBUGDIR/.build-id/xx/yyyy.debug)");
+  cmd->add_flag("--debug-frame", opt->debug_frame,
+                "Write the -o tables as .debug_frame instead of .eh_frame and .eh_frame_hdr");
   cmd->add_flag("--compare", opt->compare,
                 "Compare with the file's own tables at every analysed instruction");
   cmd->add_option("--patch", opt->patch,
@@ -64,9 +71,13 @@ void register_synth(CLI::App& app) {
       ->check(CLI::ExistingFile);
   cmd->add_flag("--json", opt->json, "Print the statistics (and disagreements) as JSON");
   cmd->add_option("--max-print", opt->max_print, "Print at most this many disagreements");
-  cmd->footer("Exit status: 0 done (and tables agree), 1 tables disagree, 2 the file could not be "
-              "read or written.\n\nExamples:\n  ehelf synth ./prog -o prog.synth && readelf -wF "
-              "prog.synth\n  ehelf synth --compare /usr/lib/x86_64-linux-gnu/libc.so.6");
+  cmd->footer(
+      "Exit status: 0 done (and tables agree), 1 tables disagree, 2 the file could not be "
+      "read or written.\n\nExamples:\n  ehelf synth ./prog -o prog.synth && readelf -wF "
+      "prog.synth\n  ehelf synth ./stripped --debug-frame -o dbg/.build-id/xx/yyyy.debug  # "
+      "xx/yyyy: "
+      "its build id\n  ehelf stack -p PID --debug-dir dbg   # (gdb: set debug-file-directory "
+      "dbg:/usr/lib/debug)\n  ehelf synth --compare /usr/lib/x86_64-linux-gnu/libc.so.6");
   cmd->callback([opt] {
     auto elf = ElfFile::open(opt->file);
     if (!elf) {
@@ -100,7 +111,10 @@ void register_synth(CLI::App& app) {
       return set_exit_code(2);
     }
     if (!opt->output.empty()) {
-      auto image = encode_cfi_elf(result->table);
+      CfiElfOptions eo;
+      eo.format = opt->debug_frame ? CfiFormat::DebugFrame : CfiFormat::EhFrame;
+      eo.source = elf->get();
+      auto image = encode_cfi_elf(result->table, eo);
       if (!image) {
         fmt::print(stderr, "ehelf: {}: {}\n", opt->file, image.error().to_string());
         return set_exit_code(2);

@@ -56,6 +56,7 @@ constexpr uint8_t kPersonalityIndirect = dw::EH_PE_indirect | dw::EH_PE_pcrel | 
 
 struct Encoder {
   const UnwindTable& table;
+  CfiFormat format;
 
   struct State {
     CfaRule cfa;
@@ -245,27 +246,42 @@ struct Encoder {
 
   void write_cie(std::vector<uint8_t>& out, const CieKey& key, uint64_t eh_frame_addr) const {
     const size_t start = out.size();
-    u32(out, 0); // length, patched below
-    u32(out, 0); // CIE id
-    out.push_back(1);
+    const bool eh = format == CfiFormat::EhFrame;
+    u32(out, 0);                    // length, patched below
+    u32(out, eh ? 0 : 0xffffffffu); // CIE id
+    // .debug_frame: version 1 as gas writes it, 3 where the return column needs a ULEB.
+    const uint8_t version = eh || key.return_column <= 0xff ? 1 : 3;
+    out.push_back(version);
     const bool personality = key.personality_slot || key.personality;
-    std::string aug = "z";
-    if (personality) aug += 'P';
-    if (key.lsda) aug += 'L';
-    aug += key.signal_frame ? "RS" : "R";
+    // .debug_frame has no pointers to encode: an augmentation only for a signal frame ("zS",
+    // gdb's and readelf's spelling; "S" alone has no defined place without 'z').
+    std::string aug;
+    if (eh) {
+      aug = "z";
+      if (personality) aug += 'P';
+      if (key.lsda) aug += 'L';
+      aug += key.signal_frame ? "RS" : "R";
+    } else if (key.signal_frame)
+      aug = "zS";
     out.insert(out.end(), aug.begin(), aug.end());
     out.push_back(0);
     uleb(out, 1);
     sleb(out, kDataAlign);
-    uleb(out, key.return_column);
-    uleb(out, 1 + (personality ? 5 : 0) + (key.lsda ? 1 : 0));
-    if (personality) {
-      out.push_back(key.personality_slot ? kPersonalityIndirect : kFdeEncoding);
-      const uint64_t target = key.personality_slot ? key.personality_slot : key.personality;
-      u32(out, static_cast<uint32_t>(target - (eh_frame_addr + out.size())));
-    }
-    if (key.lsda) out.push_back(kFdeEncoding);
-    out.push_back(kFdeEncoding);
+    if (version == 1)
+      out.push_back(static_cast<uint8_t>(key.return_column));
+    else
+      uleb(out, key.return_column);
+    if (eh) {
+      uleb(out, 1 + (personality ? 5 : 0) + (key.lsda ? 1 : 0));
+      if (personality) {
+        out.push_back(key.personality_slot ? kPersonalityIndirect : kFdeEncoding);
+        const uint64_t target = key.personality_slot ? key.personality_slot : key.personality;
+        u32(out, static_cast<uint32_t>(target - (eh_frame_addr + out.size())));
+      }
+      if (key.lsda) out.push_back(kFdeEncoding);
+      out.push_back(kFdeEncoding);
+    } else if (!aug.empty())
+      uleb(out, 0);
     if (key.standard_start) {
       out.push_back(dw::CFA_def_cfa);
       uleb(out, x86_64::RSP);
@@ -287,7 +303,10 @@ struct Encoder {
     size_t first, last; // ranges [first, last]
   };
 
-  Result<EncodedCfi> encode(uint64_t eh_frame_addr, uint64_t hdr_addr) const {
+  // .eh_frame: pointers pc-relative to `frame_addr`, and the .eh_frame_hdr at `hdr_addr`.
+  // .debug_frame: absolute addresses, CIE pointers as section offsets, no header.
+  Result<EncodedCfi> encode(uint64_t frame_addr, uint64_t hdr_addr) const {
+    const bool eh = format == CfiFormat::EhFrame;
     std::span<const TableRange> ranges = table.ranges();
     // Contiguous runs of one function's ranges become FDEs. A function with an LSDA keeps one
     // FDE across gaps (its landing pads are offsets from the FDE's start): the row before a gap
@@ -302,7 +321,7 @@ struct Encoder {
         runs.push_back({i, i});
     }
     EncodedCfi result;
-    std::vector<uint8_t>& out = result.eh_frame;
+    std::vector<uint8_t>& out = result.frame;
     std::map<CieKey, uint64_t> cies;                   // key -> offset of the CIE
     std::vector<std::pair<uint64_t, uint64_t>> search; // (pc_begin, FDE address)
     uint64_t previous_end = 0;
@@ -311,33 +330,41 @@ struct Encoder {
       const FunctionInfo& f = table.function(head.function);
       const RowView first_row = table.row(head.row);
       const RegisterRule* ra = first_row.rule_for(f.return_column);
+      // .debug_frame carries no exception-handling data (gcc writes none there either).
       CieKey key{f.return_column,
                  f.signal_frame,
                  first_row.cfa.kind != CfaRule::Kind::Undefined && ra != nullptr,
-                 f.personality_slot,
-                 f.personality_slot ? 0 : f.personality,
-                 f.lsda != 0};
+                 eh ? f.personality_slot : 0,
+                 eh && !f.personality_slot ? f.personality : 0,
+                 eh && f.lsda != 0};
       auto [it, fresh] = cies.try_emplace(key, out.size());
-      if (fresh) write_cie(out, key, eh_frame_addr);
+      if (fresh) write_cie(out, key, frame_addr);
       const State initial = initial_state(key);
       State state = initial;
 
       const size_t start = out.size();
       u32(out, 0);
-      u32(out, static_cast<uint32_t>(out.size() - it->second)); // CIE pointer
+      // CIE pointer: back from here in .eh_frame, the section offset in .debug_frame.
+      u32(out, static_cast<uint32_t>(eh ? out.size() - it->second : it->second));
       // An LSDA's offsets count from the function's start, which its first analysed instruction
       // may lie after (a cold part entered in its middle): the FDE then starts there, with the
       // initial row until the first range.
       const bool from_start = f.lsda && f.pc_begin < head.begin && f.pc_begin >= previous_end;
       const uint64_t begin = from_start ? f.pc_begin : head.begin, end = ranges[run.last].end;
       previous_end = end;
-      u32(out, static_cast<uint32_t>(begin - (eh_frame_addr + out.size())));
-      u32(out, static_cast<uint32_t>(end - begin));
-      if (key.lsda) { // augmentation data: the LSDA pointer
-        uleb(out, 4);
-        u32(out, static_cast<uint32_t>(f.lsda - (eh_frame_addr + out.size())));
-      } else
-        uleb(out, 0);
+      if (eh) {
+        u32(out, static_cast<uint32_t>(begin - (frame_addr + out.size())));
+        u32(out, static_cast<uint32_t>(end - begin));
+        if (key.lsda) { // augmentation data: the LSDA pointer
+          uleb(out, 4);
+          u32(out, static_cast<uint32_t>(f.lsda - (frame_addr + out.size())));
+        } else
+          uleb(out, 0);
+      } else {
+        put_u64(out, begin);
+        put_u64(out, end - begin);
+        if (key.signal_frame) uleb(out, 0); // the "zS" CIE's (empty) augmentation data
+      }
       uint64_t loc = begin;
       for (size_t r = run.first; r <= run.last; ++r) {
         advance(out, ranges[r].begin - loc);
@@ -349,14 +376,15 @@ struct Encoder {
       while ((out.size() - start) % 8)
         out.push_back(dw::CFA_nop);
       patch_u32(out, start, static_cast<uint32_t>(out.size() - start - 4));
-      search.emplace_back(begin, eh_frame_addr + start);
+      search.emplace_back(begin, frame_addr + start);
     }
-    u32(out, 0); // terminator
     result.fde_count = search.size();
+    if (!eh) return result; // .debug_frame has no terminator and no search table
+    u32(out, 0);            // terminator
 
     std::vector<uint8_t>& hdr = result.eh_frame_hdr;
     hdr = {1, kFdeEncoding, dw::EH_PE_udata4, kHdrEncoding};
-    u32(hdr, static_cast<uint32_t>(eh_frame_addr - (hdr_addr + 4)));
+    u32(hdr, static_cast<uint32_t>(frame_addr - (hdr_addr + 4)));
     u32(hdr, static_cast<uint32_t>(search.size()));
     std::sort(search.begin(), search.end());
     for (auto [pc, fde] : search) {
@@ -369,50 +397,113 @@ struct Encoder {
 
 } // namespace
 
-Result<EncodedCfi> encode_cfi(const UnwindTable& table, uint64_t eh_frame_addr, uint64_t hdr_addr) {
-  return Encoder{table}.encode(eh_frame_addr, hdr_addr);
-}
-
-Result<uint64_t> encoded_eh_frame_size(const UnwindTable& table) {
-  auto e = Encoder{table}.encode(0, 0);
-  if (!e) return std::move(e).error();
-  return static_cast<uint64_t>(e->eh_frame.size());
+Result<EncodedCfi> encode_cfi(const UnwindTable& table, CfiFormat format, uint64_t frame_addr,
+                              uint64_t hdr_addr) {
+  return Encoder{table, format}.encode(frame_addr, hdr_addr);
 }
 
 } // namespace ehelf
+
+#include <elf.h>
 
 #include "elf/elf_patch.hpp"
 #include "elf/elf_writer.hpp"
 
 namespace ehelf {
 
-Result<std::vector<uint8_t>> encode_cfi_elf(const UnwindTable& table) {
-  uint64_t top = 0;
-  for (const TableRange& r : table.ranges())
-    top = std::max(top, r.end);
-  const uint64_t hdr_addr = (top + 0xfff) / 0x1000 * 0x1000;
-  const uint64_t hdr_size = 12 + 8 * table.ranges().size(); // an upper bound: one FDE per range
-  const uint64_t eh_frame_addr = (hdr_addr + hdr_size + 7) / 8 * 8;
-  auto cfi = encode_cfi(table, eh_frame_addr, hdr_addr);
-  if (!cfi) return std::move(cfi).error();
+namespace {
+
+// Section indexes from SHN_LORESERVE (0xff00) on are not indexes: an image holds fewer sections
+// (with its null section and .shstrtab).
+constexpr size_t kMaxImageSections = 0xff00 - 2;
+// How far above the code .eh_frame may go: pc-relative 32-bit pointers reach +-2 GiB.
+constexpr uint64_t kNearCode = uint64_t(1) << 30;
+
+// What makes an image a separate debug file for `source`: its notes, copied (the build id is
+// what debug files are found and checked by), and its other allocated sections as SHT_NOBITS
+// headers of the same name, address and size (gdb places a debug file's contents by matching
+// its sections to the running file's by name). Sections named as one of `ours` are left out.
+void add_debug_file_sections(const ElfFile& source, std::vector<ImageSection>& sections,
+                             std::span<const std::string_view> ours) {
+  for (const Section& s : source.sections()) {
+    if (!(s.flags & SHF_ALLOC) || s.type == SHT_NULL ||
+        std::find(ours.begin(), ours.end(), s.name) != ours.end())
+      continue;
+    if (sections.size() >= kMaxImageSections) break; // a hostile file's: the rest is not needed
+
+    ImageSection copy;
+    copy.name = s.name;
+    copy.addr = s.addr;
+    // What the section is; its links to other sections (SHF_INFO_LINK) are not copied.
+    copy.flags = s.flags & (SHF_WRITE | SHF_ALLOC | SHF_EXECINSTR | SHF_TLS);
+    copy.align = 1;
+    copy.size = s.size;
+    copy.kind = ImageSection::Kind::Placeholder;
+    if (s.type == SHT_NOTE)
+      if (auto bytes = source.section_data(s)) {
+        copy.kind = ImageSection::Kind::FileOnly;
+        copy.type = SHT_NOTE;
+        copy.bytes.assign(bytes->begin(), bytes->end());
+        copy.align = 4;
+      }
+    sections.push_back(std::move(copy));
+  }
+}
+
+} // namespace
+
+Result<std::vector<uint8_t>> encode_cfi_elf(const UnwindTable& table,
+                                            const CfiElfOptions& options) {
   std::vector<ImageSection> sections;
-  sections.push_back({".eh_frame_hdr", hdr_addr, std::move(cfi->eh_frame_hdr), 4});
-  sections.push_back({".eh_frame", eh_frame_addr, std::move(cfi->eh_frame), 8});
+  if (options.format == CfiFormat::DebugFrame) {
+    auto cfi = encode_cfi(table, CfiFormat::DebugFrame);
+    if (!cfi) return std::move(cfi).error();
+    ImageSection debug_frame{".debug_frame", 0, std::move(cfi->frame), 8};
+    debug_frame.kind = ImageSection::Kind::FileOnly;
+    debug_frame.flags = 0;
+    sections.push_back(std::move(debug_frame));
+  } else {
+    // Above the code, and above the source's sections (the image then overlaps none of its
+    // placeholders) where .eh_frame's 32-bit offsets still reach the code from there.
+    uint64_t bottom = UINT64_MAX, top = 0;
+    for (const TableRange& r : table.ranges()) {
+      bottom = std::min(bottom, r.begin);
+      top = std::max(top, r.end);
+    }
+    uint64_t above_sections = top;
+    if (options.source)
+      for (const Section& s : options.source->sections())
+        if (s.flags & SHF_ALLOC && s.addr + s.size >= s.addr)
+          above_sections = std::max(above_sections, s.addr + s.size);
+    if (above_sections - std::min(bottom, top) < kNearCode) top = above_sections;
+    const uint64_t hdr_addr = (top + 0xfff) / 0x1000 * 0x1000;
+    const uint64_t hdr_size = 12 + 8 * table.ranges().size(); // an upper bound: one FDE per range
+    const uint64_t eh_frame_addr = (hdr_addr + hdr_size + 7) / 8 * 8;
+    auto cfi = encode_cfi(table, CfiFormat::EhFrame, eh_frame_addr, hdr_addr);
+    if (!cfi) return std::move(cfi).error();
+    sections.push_back({".eh_frame_hdr", hdr_addr, std::move(cfi->eh_frame_hdr), 4});
+    sections.push_back({".eh_frame", eh_frame_addr, std::move(cfi->frame), 8});
+  }
+  if (options.source) {
+    const std::string_view ours[] = {".eh_frame", ".eh_frame_hdr", ".debug_frame"};
+    add_debug_file_sections(*options.source, sections, ours);
+  }
   return write_elf_image(sections);
 }
 
 Result<std::vector<uint8_t>> encode_cfi_patch(const ElfFile& elf, const UnwindTable& table) {
   auto plan = plan_append(elf);
   if (!plan) return std::move(plan).error();
-  auto sized = encode_cfi(table, 0, 0); // the header's size depends on the FDE count only
+  // The header's size depends on the FDE count only.
+  auto sized = encode_cfi(table, CfiFormat::EhFrame);
   if (!sized) return std::move(sized).error();
   const uint64_t hdr_addr = plan->content_addr;
   const uint64_t eh_frame_addr = (hdr_addr + sized->eh_frame_hdr.size() + 7) / 8 * 8;
-  auto cfi = encode_cfi(table, eh_frame_addr, hdr_addr);
+  auto cfi = encode_cfi(table, CfiFormat::EhFrame, eh_frame_addr, hdr_addr);
   if (!cfi) return std::move(cfi).error();
   std::vector<ImageSection> sections;
   sections.push_back({".eh_frame_hdr", hdr_addr, std::move(cfi->eh_frame_hdr), 4});
-  sections.push_back({".eh_frame", eh_frame_addr, std::move(cfi->eh_frame), 8});
+  sections.push_back({".eh_frame", eh_frame_addr, std::move(cfi->frame), 8});
   return append_loaded_sections(elf, *plan, sections);
 }
 

@@ -71,14 +71,33 @@ Status build_from(const CfiSection& section, const PointerBases& bases, bool rel
   return Ok{};
 }
 
+// The separate debug file of `module` (LoadOptions::debug_dirs), unless its build id says it
+// belongs to another file: gdb refuses such a file too.
+std::unique_ptr<ElfFile> open_debug_file(const ElfFile& module,
+                                         std::span<const std::string> debug_dirs) {
+  std::string path = module.find_debug_file(debug_dirs);
+  if (path.empty()) return nullptr;
+  auto dbg = ElfFile::open(path);
+  if (!dbg) return nullptr;
+  auto want = module.build_id(), have = (*dbg)->build_id();
+  if (want && have && !std::equal(want->begin(), want->end(), have->begin(), have->end()))
+    return nullptr;
+  return std::move(*dbg);
+}
+
 } // namespace
+
+const ElfFile& ModuleCfi::owner(const CfiSection& section) const {
+  const bool separate =
+      debug_frame && &section == &*debug_frame ? debug_elf != nullptr : eh_frame_separate;
+  return separate ? *debug_elf : *elf;
+}
 
 std::optional<Error> ModuleCfi::first_error() const {
   for (const auto* s : {eh_frame ? &*eh_frame : nullptr, debug_frame ? &*debug_frame : nullptr})
     if (s && s->error) {
       Error e = *s->error;
-      const ElfFile* owner = (s == &*debug_frame && debug_elf) ? debug_elf.get() : elf.get();
-      return std::move(e).in_file(owner->name());
+      return std::move(e).in_file(owner(*s).name());
     }
   return std::nullopt;
 }
@@ -117,29 +136,43 @@ Result<ModuleCfi> load_module_cfi(std::unique_ptr<ElfFile> elf, const LoadOption
         }
       }
     }
-  if (options.debug_frame) {
-    const Section* s = f.find_section(".debug_frame");
-    if (s && s->type != SHT_NOBITS) {
+  if (options.debug_frame)
+    if (const Section* s = f.find_section(".debug_frame"); s && s->type != SHT_NOBITS) {
       auto r = parse(f, *s, CfiFormat::DebugFrame, m.debug_frame_bases);
       if (!r) return std::move(r).error();
       m.debug_frame = std::move(*r);
-    } else if (options.separate_debug_file) {
-      std::string path = f.find_debug_file(options.debug_root);
-      if (!path.empty())
-        if (auto dbg = ElfFile::open(path)) {
-          if (const Section* ds = (*dbg)->find_section(".debug_frame");
-              ds && ds->type != SHT_NOBITS) {
-            auto r = parse(**dbg, *ds, CfiFormat::DebugFrame, m.debug_frame_bases);
-            if (!r) return std::move(r).error();
-            m.debug_elf = std::move(*dbg);
-            m.debug_frame = std::move(*r);
-            // The bases' indirect reader must point at the ElfFile that owns the section.
-            m.debug_frame_bases =
-                bases_for(*m.debug_elf, *m.debug_elf->find_section(".debug_frame"));
-          }
-        }
     }
+  // A separate debug file supplies the sections the module lacks.
+  const bool want_debug_frame = options.debug_frame && !m.debug_frame;
+  const bool want_eh_frame =
+      options.eh_frame && options.separate_eh_frame && (!m.eh_frame || m.eh_frame->fdes.empty());
+  if (!options.separate_debug_file || !(want_debug_frame || want_eh_frame)) return m;
+  std::unique_ptr<ElfFile> dbg = open_debug_file(f, options.debug_dirs);
+  if (!dbg) return m;
+  auto section = [&](const char* name) {
+    const Section* s = dbg->find_section(name);
+    return s && s->type != SHT_NOBITS ? s : nullptr;
+  };
+  bool used = false;
+  if (const Section* s = want_debug_frame ? section(".debug_frame") : nullptr) {
+    auto r = parse(*dbg, *s, CfiFormat::DebugFrame, m.debug_frame_bases);
+    if (!r) return std::move(r).error();
+    m.debug_frame = std::move(*r);
+    used = true;
   }
+  if (const Section* s = want_eh_frame ? section(".eh_frame") : nullptr) {
+    auto r = parse(*dbg, *s, CfiFormat::EhFrame, m.eh_frame_bases);
+    if (!r) return std::move(r).error();
+    m.eh_frame = std::move(*r);
+    m.eh_frame_separate = true;
+    // The module's own search table, if any, indexed the section replaced.
+    m.eh_frame_hdr.reset();
+    m.eh_frame_hdr_error.reset();
+    m.eh_frame_hdr_problems.clear();
+    used = true;
+  }
+  // The sections and their bases' indirect reader refer to the debug file: it lives with them.
+  if (used) m.debug_elf = std::move(dbg);
   return m;
 }
 
@@ -151,13 +184,11 @@ Result<UnwindTable> build_unwind_table(const ModuleCfi& module, TableBuildStats*
   bool relocatable = module.elf->type() == ET_REL;
   if (module.eh_frame)
     if (auto s = build_from(*module.eh_frame, module.eh_frame_bases, relocatable, table, st); !s)
-      return std::move(s).error().in_file(module.elf->name());
-  if (module.debug_frame) {
-    const ElfFile& owner = module.debug_elf ? *module.debug_elf : *module.elf;
+      return std::move(s).error().in_file(module.owner(*module.eh_frame).name());
+  if (module.debug_frame)
     if (auto s = build_from(*module.debug_frame, module.debug_frame_bases, relocatable, table, st);
         !s)
-      return std::move(s).error().in_file(owner.name());
-  }
+      return std::move(s).error().in_file(module.owner(*module.debug_frame).name());
   table.finish();
   return table;
 }

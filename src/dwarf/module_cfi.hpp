@@ -21,12 +21,19 @@ struct LoadOptions {
   // Also read .debug_frame from a separate debug file (build-id or .gnu_debuglink) when the
   // module itself has none.
   bool separate_debug_file = true;
-  std::string debug_root = "/usr/lib/debug";
+  // And the separate debug file's .eh_frame when the module has none (stripped by objcopy, or no
+  // FDE in it): `ehelf synth -o` writes such debug files. Off where the output must be readelf's,
+  // which reads only .debug_frame from debug files.
+  bool separate_eh_frame = false;
+  // Where debug files are looked up by build id (DIR/.build-id/xx/yyyy.debug), in order, and
+  // where .gnu_debuglink names are also tried (DIR/<the module's directory>/NAME).
+  std::vector<std::string> debug_dirs = {kSystemDebugDir};
 };
 
 struct ModuleCfi {
   std::unique_ptr<ElfFile> elf;
   std::unique_ptr<ElfFile> debug_elf; // where .debug_frame came from, if not `elf`
+  bool eh_frame_separate = false;     // .eh_frame came from debug_elf (LoadOptions)
   std::optional<CfiSection> eh_frame;
   std::optional<CfiSection> debug_frame;
   PointerBases eh_frame_bases;
@@ -36,6 +43,8 @@ struct ModuleCfi {
   std::vector<std::string> eh_frame_hdr_problems;
 
   bool has_tables() const { return eh_frame || debug_frame; }
+  // The file `section` (eh_frame or debug_frame) was read from.
+  const ElfFile& owner(const CfiSection& section) const;
   // The first parse error of either section, with the file name filled in.
   std::optional<Error> first_error() const;
 };

@@ -477,16 +477,19 @@ const Symbol* ElfFile::plt_symbol_for(uint64_t addr) const {
   return addr < it->value + it->size ? &*it : nullptr;
 }
 
-std::string ElfFile::find_debug_file(const std::string& debug_root) const {
+std::string ElfFile::find_debug_file(std::span<const std::string> debug_dirs) const {
   std::string id = build_id_hex();
-  if (id.size() > 2) {
-    std::string p = debug_root + "/.build-id/" + id.substr(0, 2) + "/" + id.substr(2) + ".debug";
-    if (file_exists(p)) return p;
-  }
+  if (id.size() > 2)
+    for (const std::string& root : debug_dirs) {
+      std::string p = root + "/.build-id/" + id.substr(0, 2) + "/" + id.substr(2) + ".debug";
+      if (file_exists(p)) return p;
+    }
   if (auto link = debug_link()) {
     std::string dir = dir_of(name_);
-    for (const std::string& p : {dir + "/" + link->file, dir + "/.debug/" + link->file,
-                                 debug_root + dir + "/" + link->file})
+    std::vector<std::string> places{dir + "/" + link->file, dir + "/.debug/" + link->file};
+    for (const std::string& root : debug_dirs)
+      places.push_back(root + dir + "/" + link->file);
+    for (const std::string& p : places)
       if (p != name_ && file_exists(p)) return p;
   }
   return {};

@@ -61,6 +61,9 @@ enum class AliasChoice {
   Perf,
 };
 
+// Where the system keeps separate debug files (gdb's default debug-file-directory).
+inline const std::string kSystemDebugDir = "/usr/lib/debug";
+
 struct DebugLink {
   std::string file;
   uint32_t crc = 0;
@@ -111,9 +114,11 @@ public:
   // one (IBT), else in .plt after its first entry.
   const Symbol* plt_symbol_for(uint64_t addr) const;
 
-  // Separate debug file: /usr/lib/debug/.build-id/xx/rest.debug, then .gnu_debuglink places.
-  // `debug_root` defaults to /usr/lib/debug. Returns an empty string if none exists.
-  std::string find_debug_file(const std::string& debug_root = "/usr/lib/debug") const;
+  // Separate debug file: DIR/.build-id/xx/rest.debug for each of `debug_dirs` in order, then
+  // .gnu_debuglink places (beside the file, in its .debug/, then under each DIR). Returns an
+  // empty string if none exists.
+  std::string find_debug_file(std::span<const std::string> debug_dirs) const;
+  std::string find_debug_file() const { return find_debug_file({&kSystemDebugDir, 1}); }
 
 private:
   ElfFile() = default;

@@ -286,6 +286,7 @@ std::shared_ptr<const ModuleData> SampleUnwinder::data_for(const MmapRecord& m,
           continue;
         LoadPolicy policy;
         policy.whole_table = false; // rows found on demand: only the sampled pcs cost anything
+        policy.extra_debug_dirs = options_.debug_dirs;
         auto d = load_module(path, policy);
         if (!d->elf) continue;
         slot->data = std::move(d);

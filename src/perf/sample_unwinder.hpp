@@ -36,6 +36,9 @@ struct SampleUnwinderOptions {
   bool symbols = true;     // name frames
   bool demangle = true;    // C++ names demangled without parameters, as perf prints them
   std::string buildid_dir; // perf's build-id cache; empty: $PERF_BUILDID_DIR, else ~/.debug
+  // Where separate debug files are looked up before /usr/lib/debug (LoadPolicy): a module stripped
+  // of its unwind tables takes them from its debug file there (`ehelf synth -o`).
+  std::vector<std::string> debug_dirs;
 };
 
 // What a recording says about itself that unwinding uses: the build ids perf recorded per file

@@ -197,6 +197,7 @@ Result<Recording> record(const RecordOptions& o, const std::atomic<bool>* stop) 
   perf::SampleUnwinderOptions uo;
   uo.backend = o.backend;
   uo.max_depth = o.max_depth;
+  uo.debug_dirs = o.debug_dirs;
   uo.kernel = events.kernel();
   rec.unwinder = std::make_unique<perf::SampleUnwinder>(perf::RecordingInfo{}, uo);
   // /proc/kallsyms (a hundred thousand lines) is read while the command runs, not after it:

@@ -32,7 +32,8 @@ struct RecordOptions {
   double duration = 0;              // seconds; 0: until the command or processes end
   BackendKind backend = BackendKind::Auto;
   size_t max_depth = 512;
-  bool keep_timeline = false; // keep each sample's time (Profile::keep_timeline)
+  std::vector<std::string> debug_dirs; // SampleUnwinderOptions::debug_dirs
+  bool keep_timeline = false;          // keep each sample's time (Profile::keep_timeline)
 };
 
 struct Recording {

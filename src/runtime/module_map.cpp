@@ -201,7 +201,9 @@ void load_elf(Result<std::unique_ptr<ElfFile>> elf, const LoadPolicy& policy, Mo
   }
   LoadOptions lo;
   lo.debug_frame = policy.debug_frame;
-  lo.separate_debug_file = policy.debug_frame;
+  lo.separate_eh_frame = true;
+  lo.debug_dirs = policy.extra_debug_dirs;
+  lo.debug_dirs.push_back(kSystemDebugDir);
   auto cfi = load_module_cfi(std::move(*elf), lo);
   if (!cfi) {
     data.error = cfi.error().to_string();

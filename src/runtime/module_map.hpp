@@ -31,6 +31,10 @@ struct LoadPolicy {
   bool compact = true;     // build the compact table
   bool symbols = true;     // keep the ELF for symbol names
   bool debug_frame = true; // also read .debug_frame (own or separate debug file)
+  // Where separate debug files are looked up before the system's (/usr/lib/debug): a module
+  // without unwind tables of its own takes a debug file's .eh_frame or .debug_frame, as `ehelf
+  // synth -o` writes them, found by build id (DIR/.build-id/xx/yyyy.debug) or .gnu_debuglink.
+  std::vector<std::string> extra_debug_dirs;
   // Build the whole UnwindTable (and from it the compact table). Off: a module with an
   // .eh_frame_hdr search table gets only its RowLookup, and each pc's row is found when first
   // needed; modules without one are still read whole.

@@ -32,4 +32,9 @@ inline void put_u32(std::vector<uint8_t>& out, uint32_t v) {
     out.push_back(static_cast<uint8_t>(v >> (8 * i)));
 }
 
+inline void put_u64(std::vector<uint8_t>& out, uint64_t v) {
+  for (int i = 0; i < 8; ++i)
+    out.push_back(static_cast<uint8_t>(v >> (8 * i)));
+}
+
 } // namespace ehelf

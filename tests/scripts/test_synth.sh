@@ -91,6 +91,63 @@ done < "$work/locs"
 [ "$mismatch" = 0 ] && [ "$compared" -gt 10 ] && ok "$compared rows: readelf CFA of the synthesized rows matches gcc's where gcc has a row" ||
   bad "$mismatch CFA rows differ"
 
+# --debug-frame: the same table as .debug_frame (CIE id 0xffffffff, version 1, code alignment 1,
+# data alignment -8, return address column 16, as gcc and gas write it). readelf -wF prints, per
+# FDE (function start and end), exactly the rows it prints for the .eh_frame output; ehelf dump
+# prints both outputs byte for byte as readelf -wF does; both carry the source's build id.
+same_rows() { # EH_FRAME_OUT DEBUG_FRAME_OUT: readelf's rows per FDE, equal; prints the counts
+  python3 - <(readelf -wF "$1" 2>&1) <(readelf -wF "$2" 2>&1) <<'PY'
+import re, sys
+def fdes(path):
+    out, rows, header = {}, None, []
+    for line in open(path):
+        m = re.search(r" FDE cie=\S+ pc=([0-9a-f]+)\.\.([0-9a-f]+)", line)
+        if m:
+            assert m.groups() not in out, "two FDEs for %s..%s" % m.groups()
+            rows = out[m.groups()] = []
+            continue
+        if " CIE" in line:
+            rows = None
+            continue
+        w = line.split()
+        if w and w[0] == "LOC":
+            header = w
+        elif rows is not None and w and len(w) == len(header) and re.fullmatch("[0-9a-f]{16}", w[0]):
+            rows.append((w[0], tuple(sorted((c, r) for c, r in zip(header[1:], w[1:]) if r != "u"))))
+    return out
+eh, debug = fdes(sys.argv[1]), fdes(sys.argv[2])
+assert eh, "no FDE in the .eh_frame output"
+missing = set(eh) ^ set(debug)
+assert not missing, "FDEs in one output only: %s" % sorted(missing)[:5]
+differ = [k for k in eh if eh[k] != debug[k]]
+assert not differ, "rows differ for the FDE at %s: %s / %s" % (differ[0][0], eh[differ[0]][:3], debug[differ[0]][:3])
+print(len(eh), "FDEs,", sum(len(r) for r in eh.values()), "rows")
+PY
+}
+for prog in "$work/synth_shapes-gcc--O2" "$work/synth_switch-clang--O0_-fomit-frame-pointer" \
+  "$work/synth_realign-gcc--O2" /usr/lib/x86_64-linux-gnu/libc.so.6; do
+  name=$(basename "$prog")
+  "$ehelf" synth "$prog" -o "$work/$name.eh" > /dev/null &&
+    "$ehelf" synth "$prog" -o "$work/$name.df" --debug-frame > /dev/null ||
+    { bad "$name: synth -o / --debug-frame failed"; continue; }
+  header=$(readelf --debug-dump=frames "$work/$name.df" | sed -n '/ CIE/,/Return address/p' | head -6 | tr -s ' ' | tr '\n' ' ')
+  [[ "$header" == *"ffffffff CIE"*"Version: 1"*'Augmentation: ""'*"Code alignment factor: 1"*"Data alignment factor: -8"*"Return address column: 16"* ]] &&
+    [ -z "$(readelf -SW "$work/$name.df" | grep -E '\.eh_frame')" ] ||
+    { bad "$name: --debug-frame output's CIE or sections: $header"; continue; }
+  counts=$(same_rows "$work/$name.eh" "$work/$name.df") &&
+    ok "$name: --debug-frame and .eh_frame outputs, same rows per FDE in readelf -wF ($counts)" ||
+    bad "$name: --debug-frame rows differ from .eh_frame's: $counts"
+  same=1
+  for out in "$work/$name.eh" "$work/$name.df"; do
+    cmp -s <(readelf -wF "$out" 2>&1) <("$ehelf" dump "$out" 2>&1) ||
+      { bad "$name: ehelf dump $(basename "$out") differs from readelf -wF"; same=0; }
+    [ -n "$(build_id "$prog")" ] && [ "$(build_id "$out")" = "$(build_id "$prog")" ] ||
+      { bad "$name: $(basename "$out") lacks the source's build id"; same=0; }
+  done
+  [ "$same" = 1 ] &&
+    ok "$name: ehelf dump of both outputs byte-identical to readelf -wF; the source's build id in both"
+done
+
 # --json and exit status on a library: libc agrees in >= 99% of its instructions (measured
 # 99.65%; the rest are hand-written assembly with DRAP/CFA expressions, see the README).
 libc=/usr/lib/x86_64-linux-gnu/libc.so.6

@@ -6,7 +6,8 @@
 # original printed (the same backtrace() frames, the same unwinding and catch) and exits 0.
 # gdb's `bt` at the deepest frame lists the same functions as on the original binary, both on the
 # patched copy and on the stripped binary with the `-o` output added (`add-symbol-file OUT -o
-# BASE`), where the stripped binary alone does not.
+# BASE`, .eh_frame and --debug-frame), or found as its debug file (--debug-frame, by build id
+# under a debug-file-directory), where the stripped binary alone does not.
 source "$(dirname "$0")/common.sh" "$@"
 src=$2
 prog="$src/tests/fixtures/synth_throw.cpp"
@@ -79,6 +80,20 @@ if command -v gdb >/dev/null; then
   added=$(bt "$bin.stripped" -ex "add-symbol-file $bin.synth -o $base")
   [ "$added" = "$expected" ] && ok "gdb bt on the stripped binary with add-symbol-file OUT -o $base: $added" ||
     bad "gdb bt with add-symbol-file: '$added', original: '$expected'"
+  # The same with the table as .debug_frame (--debug-frame), added by hand, then found by gdb
+  # itself as the stripped binary's separate debug file, by build id under a debug-file-directory
+  # (gdb reads no .eh_frame from a separate debug file: there only the .debug_frame output serves).
+  "$ehelf" synth "$bin.stripped" -o "$bin.synth-df" --debug-frame > /dev/null || bad "synth --debug-frame failed"
+  added=$(bt "$bin.stripped" -ex "add-symbol-file $bin.synth-df -o $base")
+  [ "$added" = "$expected" ] && ok "gdb bt with add-symbol-file OUT(--debug-frame) -o $base: $added" ||
+    bad "gdb bt with add-symbol-file OUT(--debug-frame): '$added', original: '$expected'"
+  id=$(build_id "$bin.stripped")
+  mkdir -p "$work/debug/.build-id/${id:0:2}"
+  cp "$bin.synth-df" "$work/debug/.build-id/${id:0:2}/${id:2}.debug"
+  found=$(bt "$bin.stripped" -iex "set debug-file-directory $work/debug:/usr/lib/debug")
+  [ -n "$id" ] && [ "$found" = "$expected" ] &&
+    ok "gdb bt with OUT(--debug-frame) as DEBUGDIR/.build-id/${id:0:2}/${id:2}.debug: $found" ||
+    bad "gdb bt with OUT(--debug-frame) in a debug-file-directory: '$found', original: '$expected'"
 else
   bad "gdb not installed"
 fi

@@ -1,6 +1,7 @@
 // The CFI encoder: decode(encode(table)) gives the same row at every range boundary for this
-// machine's main libraries and the fixtures, and readelf -wF reads the encoded image without a
-// warning and prints the same rows as for the original.
+// machine's main libraries and the fixtures, as .eh_frame and as .debug_frame, and readelf -wF
+// reads the encoded image without a warning and prints the same rows as for the original; the
+// image with the source's build id is the source's separate debug file for load_module_cfi.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -46,9 +47,12 @@ std::string row_text(const UnwindTable& t, const TableRange* r) {
   return s.str();
 }
 
-UnwindTable load_table(const std::string& path) {
+// The table of `path`'s .eh_frame (`format` EhFrame) or .debug_frame.
+UnwindTable load_table(const std::string& path, CfiFormat format = CfiFormat::EhFrame) {
   LoadOptions o;
-  o.debug_frame = false;
+  o.eh_frame = format == CfiFormat::EhFrame;
+  o.debug_frame = format == CfiFormat::DebugFrame;
+  o.separate_debug_file = false;
   auto m = load_module_cfi(path, o);
   EXPECT_TRUE(m) << path << ": " << (m ? "" : m.error().message);
   auto t = build_unwind_table(*m);
@@ -62,31 +66,55 @@ std::string temp_path(const std::string& stem) {
       .string();
 }
 
+const CfiFormat kFormats[] = {CfiFormat::EhFrame, CfiFormat::DebugFrame};
+
+const char* format_name(CfiFormat f) {
+  return f == CfiFormat::EhFrame ? ".eh_frame" : ".debug_frame";
+}
+
+std::vector<uint8_t> encode_image(const UnwindTable& table, CfiFormat format) {
+  CfiElfOptions o;
+  o.format = format;
+  auto image = encode_cfi_elf(table, o);
+  EXPECT_TRUE(image) << image.error().message;
+  return image ? std::move(*image) : std::vector<uint8_t>{};
+}
+
 TEST(CfiEncoder, RoundTripsEveryRangeBoundary) {
-  for (const std::string& path : modules()) {
-    SCOPED_TRACE(path);
-    const UnwindTable original = load_table(path);
-    ASSERT_GT(original.ranges().size(), 0u);
-    auto image = encode_cfi_elf(original);
-    ASSERT_TRUE(image) << image.error().message;
-    const std::string out = temp_path("cfi_encoder");
-    test::write_file(out, *image);
-    auto m = load_module_cfi(out);
-    ASSERT_TRUE(m) << m.error().message;
-    ASSERT_TRUE(m->eh_frame_hdr) << "no .eh_frame_hdr";
-    EXPECT_TRUE(m->eh_frame_hdr_problems.empty()) << m->eh_frame_hdr_problems.front();
-    const UnwindTable decoded = load_table(out);
-    std::filesystem::remove(out);
-    size_t checked = 0;
-    for (const UnwindTable* t : {&original, &decoded})
-      for (const TableRange& r : t->ranges())
-        for (uint64_t pc : {r.begin, r.end - 1, r.end}) {
-          ASSERT_EQ(row_text(original, original.find(pc)), row_text(decoded, decoded.find(pc)))
-              << "at " << std::hex << pc;
-          ++checked;
+  for (CfiFormat format : kFormats)
+    for (const std::string& path : modules()) {
+      SCOPED_TRACE(path + " as " + format_name(format));
+      const UnwindTable original = load_table(path);
+      ASSERT_GT(original.ranges().size(), 0u);
+      const std::string out = temp_path("cfi_encoder");
+      test::write_file(out, encode_image(original, format));
+      auto m = load_module_cfi(out);
+      ASSERT_TRUE(m) << m.error().message;
+      if (format == CfiFormat::EhFrame) {
+        ASSERT_TRUE(m->eh_frame_hdr) << "no .eh_frame_hdr";
+        EXPECT_TRUE(m->eh_frame_hdr_problems.empty()) << m->eh_frame_hdr_problems.front();
+      } else {
+        ASSERT_FALSE(m->eh_frame);
+        ASSERT_TRUE(m->debug_frame);
+        // As gcc and gas write it for x86_64.
+        for (const Cie& cie : m->debug_frame->cies) {
+          EXPECT_EQ(cie.version, 1);
+          EXPECT_EQ(cie.code_align, 1u);
+          EXPECT_EQ(cie.data_align, -8);
         }
-    EXPECT_GT(checked, 0u);
-  }
+      }
+      const UnwindTable decoded = load_table(out, format);
+      std::filesystem::remove(out);
+      size_t checked = 0;
+      for (const UnwindTable* t : {&original, &decoded})
+        for (const TableRange& r : t->ranges())
+          for (uint64_t pc : {r.begin, r.end - 1, r.end}) {
+            ASSERT_EQ(row_text(original, original.find(pc)), row_text(decoded, decoded.find(pc)))
+                << "at " << std::hex << pc;
+            ++checked;
+          }
+      EXPECT_GT(checked, 0u);
+    }
 }
 
 // readelf -wF's rows: FDE range -> (location -> column name -> rule), "u" dropped.
@@ -146,35 +174,102 @@ std::string readelf_row(const ReadelfRows& rows, uint64_t pc) {
 }
 
 TEST(CfiEncoder, ReadelfReadsTheImageAndPrintsTheSameRows) {
-  for (const std::string& path :
-       {std::string(test::libc_path()), std::string(EHELF_FIXTURE_DIR) + "/cfi_variety",
-        std::string(EHELF_FIXTURE_DIR) + "/exceptions"}) {
-    SCOPED_TRACE(path);
-    auto image = encode_cfi_elf(load_table(path));
+  for (CfiFormat format : kFormats)
+    for (const std::string& path :
+         {std::string(test::libc_path()), std::string(EHELF_FIXTURE_DIR) + "/cfi_variety",
+          std::string(EHELF_FIXTURE_DIR) + "/exceptions"}) {
+      SCOPED_TRACE(path + " as " + format_name(format));
+      const std::string out = temp_path("cfi_encoder_readelf");
+      test::write_file(out, encode_image(load_table(path), format));
+      const std::string warnings = test::run_command("readelf -wF " + out + " 2>&1 >/dev/null");
+      const ReadelfRows mine =
+          parse_readelf(test::run_command("readelf -wF " + out + " 2>/dev/null"));
+      const ReadelfRows theirs =
+          parse_readelf(test::run_command("readelf -wF " + path + " 2>/dev/null"));
+      std::filesystem::remove(out);
+      EXPECT_EQ(warnings, "");
+      ASSERT_GT(mine.size(), 0u);
+      size_t checked = 0;
+      for (const ReadelfRows* rows : {&mine, &theirs})
+        for (const auto& [begin, fde] : *rows)
+          for (const auto& [loc, row] : fde.second) {
+            // readelf prints no row at all for an FDE that sets rules without advancing (the
+            // entry point's `undefined rip`): nothing to compare there.
+            const std::string a = readelf_row(theirs, loc), b = readelf_row(mine, loc);
+            if (a == "empty" || b == "empty") continue;
+            ASSERT_EQ(a, b) << "at " << std::hex << loc;
+            ++checked;
+          }
+      EXPECT_GT(checked, 20u);
+    }
+}
+
+} // namespace
+} // namespace ehelf
+
+namespace ehelf {
+namespace {
+
+// A copy of a fixture stripped of its tables finds them in its separate debug file, the encoded
+// image with the fixture's build id at DIR/.build-id/xx/yyyy.debug: the .eh_frame one when
+// separate_eh_frame asks for it, the .debug_frame one as any debug file's; a debug file whose
+// build id is another file's is not used.
+TEST(CfiEncoder, ImageWithTheBuildIdIsTheSeparateDebugFile) {
+  const std::string source = std::string(EHELF_FIXTURE_DIR) + "/recursion";
+  auto elf = ElfFile::open(source);
+  ASSERT_TRUE(elf);
+  const std::string id = (*elf)->build_id_hex();
+  ASSERT_GT(id.size(), 2u) << "the fixture has no build id";
+  const UnwindTable original = load_table(source);
+  test::TempDir dir;
+  const std::string stripped = (dir.path / "recursion").string();
+  test::run_command("objcopy --remove-section .eh_frame --remove-section .eh_frame_hdr " + source +
+                    " " + stripped);
+  std::filesystem::create_directories(dir.path / "debug/.build-id" / id.substr(0, 2));
+  const std::string installed =
+      (dir.path / "debug/.build-id" / id.substr(0, 2) / (id.substr(2) + ".debug")).string();
+  LoadOptions lo;
+  lo.separate_eh_frame = true;
+  lo.debug_dirs = {(dir.path / "debug").string()};
+  for (CfiFormat format : kFormats) {
+    SCOPED_TRACE(format_name(format));
+    CfiElfOptions eo;
+    eo.format = format;
+    eo.source = elf->get();
+    auto image = encode_cfi_elf(original, eo);
     ASSERT_TRUE(image) << image.error().message;
-    const std::string out = temp_path("cfi_encoder_readelf");
-    test::write_file(out, *image);
-    const std::string warnings = test::run_command("readelf -wF " + out + " 2>&1 >/dev/null");
-    const ReadelfRows mine =
-        parse_readelf(test::run_command("readelf -wF " + out + " 2>/dev/null"));
-    const ReadelfRows theirs =
-        parse_readelf(test::run_command("readelf -wF " + path + " 2>/dev/null"));
-    std::filesystem::remove(out);
-    EXPECT_EQ(warnings, "");
-    ASSERT_GT(mine.size(), 0u);
-    size_t checked = 0;
-    for (const ReadelfRows* rows : {&mine, &theirs})
-      for (const auto& [begin, fde] : *rows)
-        for (const auto& [loc, row] : fde.second) {
-          // readelf prints no row at all for an FDE that sets rules without advancing (the
-          // entry point's `undefined rip`): nothing to compare there.
-          const std::string a = readelf_row(theirs, loc), b = readelf_row(mine, loc);
-          if (a == "empty" || b == "empty") continue;
-          ASSERT_EQ(a, b) << "at " << std::hex << loc;
-          ++checked;
-        }
-    EXPECT_GT(checked, 20u);
+    test::write_file(installed, *image);
+    auto m = load_module_cfi(stripped, lo);
+    ASSERT_TRUE(m) << m.error().message;
+    ASSERT_TRUE(m->debug_elf);
+    EXPECT_EQ(m->debug_elf->name(), installed);
+    auto decoded = build_unwind_table(*m);
+    ASSERT_TRUE(decoded) << decoded.error().message;
+    ASSERT_EQ(decoded->ranges().size(), original.ranges().size());
+    for (const TableRange& r : original.ranges())
+      ASSERT_EQ(row_text(original, &r), row_text(*decoded, decoded->find(r.begin)));
+    // Not without asking (readelf's view: no .eh_frame from debug files).
+    if (format == CfiFormat::EhFrame) {
+      LoadOptions plain = lo;
+      plain.separate_eh_frame = false;
+      auto p = load_module_cfi(stripped, plain);
+      ASSERT_TRUE(p);
+      EXPECT_FALSE(p->has_tables());
+    }
   }
+  // Another file's debug file at this build id's place: refused.
+  auto other_file = ElfFile::open(std::string(EHELF_FIXTURE_DIR) + "/stack_target");
+  ASSERT_TRUE(other_file);
+  ASSERT_NE((*other_file)->build_id_hex(), id);
+  CfiElfOptions eo;
+  eo.source = other_file->get();
+  auto other = encode_cfi_elf(original, eo);
+  ASSERT_TRUE(other);
+  test::write_file(installed, *other);
+  auto m = load_module_cfi(stripped, lo);
+  ASSERT_TRUE(m);
+  EXPECT_FALSE(m->has_tables());
+  EXPECT_FALSE(m->debug_elf);
 }
 
 } // namespace
