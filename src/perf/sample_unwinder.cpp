@@ -432,9 +432,13 @@ StopReason SampleUnwinder::walk_user(Process& p, const SampleRecord& s,
   if (!stack.empty() && sp < kTop && stack.size() <= kTop - sp)
     memory.add(AddressRange{sp, sp + stack.size()},
                static_cast<int64_t>(reinterpret_cast<uint64_t>(stack.data()) - sp));
-  pcs.resize(options_.max_depth ? options_.max_depth : 1);
+  // Walked into a buffer kept between samples (sizing `pcs` to the depth each time would zero
+  // kilobytes per sample).
+  walk_buffer_.resize(options_.max_depth ? options_.max_depth : 1);
   StopReason why = StopReason::None;
-  pcs.resize(p.unwinder->backtrace_direct(regs, memory, pcs.data(), pcs.size(), &why, true));
+  const size_t n = p.unwinder->backtrace_direct(regs, memory, walk_buffer_.data(),
+                                                walk_buffer_.size(), &why, true);
+  pcs.assign(walk_buffer_.begin(), walk_buffer_.begin() + static_cast<ptrdiff_t>(n));
   if (why != StopReason::EndOfStack) ++stats_.stopped_early;
   return why;
 }
