@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <cstdint>
 #include <cstring>
 #include <fcntl.h>
@@ -96,8 +95,19 @@ KernelSymbols KernelSymbols::parse(std::string&& owned) {
     p = eol + 1;
     // "ffffffff81000000 T _stext" or with a "\t[module]" suffix.
     uint64_t addr = 0;
-    auto [q, ec] = std::from_chars(line, eol, addr, 16);
-    if (ec != std::errc() || addr == 0) continue; // unparsable, or hidden (kptr_restrict)
+    const char* q = line;
+    for (; q < eol && q - line < 16; ++q) { // std::from_chars(16) took half of the time
+      const unsigned c = static_cast<unsigned char>(*q);
+      unsigned digit;
+      if (c - '0' < 10u)
+        digit = c - '0';
+      else if ((c | 0x20u) - 'a' < 6u)
+        digit = (c | 0x20u) - 'a' + 10;
+      else
+        break;
+      addr = addr << 4 | digit;
+    }
+    if (q == line || addr == 0) continue; // unparsable, or hidden (kptr_restrict)
     if (eol - q < 4 || q[0] != ' ' || q[2] != ' ') continue;
     const char type = q[1];
     if (type != 't' && type != 'T' && type != 'w' && type != 'W') continue; // code only

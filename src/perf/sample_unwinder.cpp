@@ -174,8 +174,10 @@ std::vector<const Record*> SampleUnwinder::time_ordered(const std::vector<Record
     if (r.time) last = r.time;
     keyed.emplace_back(last, &r);
   }
-  std::stable_sort(keyed.begin(), keyed.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  // Stable by time: the pointers rise in file order, so (time, pointer) pairs sort as a stable
+  // sort by time would, with the cheaper unstable sort; a recording already in order is not
+  // sorted again.
+  if (!std::is_sorted(keyed.begin(), keyed.end())) std::sort(keyed.begin(), keyed.end());
   std::vector<const Record*> sorted;
   sorted.reserve(keyed.size());
   for (const auto& [time, r] : keyed)
@@ -364,7 +366,14 @@ const StackFrame& SampleUnwinder::named_frame(uint32_t pid, const ResolvedFrame&
     if (options_.symbols && r.module) {
       SymbolName n = symbolizer_.name(empty_map_, *r.module, lookup);
       if (!n.name.empty()) {
-        named.symbol = options_.demangle ? demangle(n.name, false) : std::string(n.name);
+        if (options_.demangle) {
+          // Once per symbol: the addresses of a function share its name.
+          auto [d, fresh] = demangled_.try_emplace(n.name);
+          if (fresh) d->second = demangle(n.name, false);
+          named.symbol = d->second;
+        } else {
+          named.symbol = std::string(n.name);
+        }
         named.symbol_offset = n.offset;
       }
     } else if (options_.symbols &&

@@ -185,9 +185,11 @@ private:
   std::map<std::tuple<const ModuleData*, uint64_t, uint64_t, std::string>, Module> interned_;
   std::set<std::string> mapping_paths_;
   std::map<std::tuple<const Module*, uint64_t, uint32_t>, StackFrame> named_; // by lookup
-  ModuleMap empty_map_;               // what Symbolizer::name takes; resolved modules come loaded
-  std::vector<uint64_t> pcs_;         // a sample's pcs, reused from sample to sample
-  std::vector<uint64_t> walk_buffer_; // max_depth pcs, what a walk writes into
+  ModuleMap empty_map_; // what Symbolizer::name takes; resolved modules come loaded
+  // Demangled names by mangled name (views into symbol tables that interned_ keeps).
+  std::unordered_map<std::string_view, std::string> demangled_;
+  std::vector<uint64_t> pcs_;             // a sample's pcs, reused from sample to sample
+  std::vector<uint64_t> walk_buffer_;     // max_depth pcs, what a walk writes into
   std::map<uint32_t, PerfMap> perf_maps_; // JIT symbols by pid, read on first use
   struct ModuleAddressHash {
     size_t operator()(const std::pair<const ModuleData*, uint64_t>& k) const {
