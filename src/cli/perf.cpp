@@ -15,6 +15,7 @@
 #include "perf/perf_data.hpp"
 #include "perf/sample_unwinder.hpp"
 #include "perf/script_output.hpp"
+#include "record/profile.hpp"
 #include "support/progress.hpp"
 
 namespace ehelf::cli {
@@ -86,9 +87,22 @@ int run_perf(const Options& o) {
                            !o.no_progress && ::isatty(STDERR_FILENO) &&
                                (!o.output.empty() || !::isatty(STDOUT_FILENO)));
   const std::vector<const perf::Record*> ordered = perf::SampleUnwinder::time_ordered(*records);
+  // Folded stacks and flame graphs need each distinct stack named once: samples with a stack
+  // copy go through the address-only path ehelf record uses (a stack is resolved when first
+  // seen, named at the end); the others (-g chains, the sampled ip only) are named as they come.
+  const bool aggregate = o.format == "folded" || o.format == "svg";
+  record::Profile profile;
+  perf::RawStack raw;
   for (size_t i = 0; i < ordered.size(); ++i) {
     if ((i & 1023) == 0) progress.update(i, ordered.size());
     const perf::Record* r = ordered[i];
+    if (aggregate)
+      if (const auto* s = std::get_if<perf::SampleRecord>(&r->body);
+          s && s->regs_abi != 0 && !s->stack.empty()) {
+        unwinder.feed_raw(*r, raw);
+        profile.add(raw, unwinder.comm_of(raw.pid, raw.tid), unwinder);
+        continue;
+      }
     if (!unwinder.feed(*r, stack)) continue;
     if (o.format == "script")
       perf::write_script(out, stack, so);
@@ -98,6 +112,8 @@ int run_perf(const Options& o) {
       perf::add_folded(folded, stack, fo);
   }
   progress.finish();
+  for (const perf::CountedStack& c : profile.named(unwinder))
+    perf::add_folded(folded, c.stack, fo, o.period ? c.period : c.samples);
   if (o.format == "folded") {
     perf::write_folded(out, folded);
   } else if (o.format == "svg") {

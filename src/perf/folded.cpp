@@ -75,13 +75,25 @@ std::string folded_stack(const SampleStack& sample, const FoldOptions& options) 
   std::string stack = process_name(sample, options);
   for (auto frame = sample.frames.rbegin(); frame != sample.frames.rend(); ++frame) {
     stack += ';';
-    stack += frame_name(*frame, options.addresses);
+    // Most names need no change for the format: appended as they are, without the copies
+    // frame_name makes (this runs for every frame of a recording).
+    const std::string_view symbol = frame->symbol;
+    if (!options.addresses && !symbol.empty() && !is_blank(symbol.front()) &&
+        !is_blank(symbol.back()) && symbol.find_first_of(";\n\r\t") == std::string_view::npos)
+      stack += symbol;
+    else
+      stack += frame_name(*frame, options.addresses);
   }
   return stack;
 }
 
 void add_folded(FoldedStacks& out, const SampleStack& sample, const FoldOptions& options) {
-  out[folded_stack(sample, options)] += options.weight_by_period ? sample.period : 1;
+  add_folded(out, sample, options, options.weight_by_period ? sample.period : 1);
+}
+
+void add_folded(FoldedStacks& out, const SampleStack& sample, const FoldOptions& options,
+                uint64_t weight) {
+  out[folded_stack(sample, options)] += weight;
 }
 
 FoldedStacks fold(const std::vector<SampleStack>& samples, const FoldOptions& options) {

@@ -50,6 +50,9 @@ std::string folded_stack(const SampleStack& sample, const FoldOptions& options);
 
 // Adds one sample (1, or its period) to the count of its stack.
 void add_folded(FoldedStacks& out, const SampleStack& sample, const FoldOptions& options);
+// Adds `weight` to the count of a stack (one that stands for several samples).
+void add_folded(FoldedStacks& out, const SampleStack& sample, const FoldOptions& options,
+                uint64_t weight);
 FoldedStacks fold(const std::vector<SampleStack>& samples, const FoldOptions& options);
 
 // One "stack count\n" line per entry, in map order.

@@ -116,6 +116,8 @@ struct SampleUnwinder::Process {
     bool signal_frame_below = false;   // pc is in a signal trampoline: the next is exact
   };
   std::unordered_map<uint64_t, NamedPc> named_frames;
+  // The same for resolve(): the frame and whether a signal trampoline is below it.
+  std::unordered_map<uint64_t, std::pair<ResolvedFrame, bool>> resolved_frames;
 
   // The maps, made this process's own first if a forked relative shares them.
   ProcessMaps& own() {
@@ -358,7 +360,7 @@ ResolvedFrame SampleUnwinder::resolve_frame(const ProcessMaps& maps, const Modul
 const StackFrame& SampleUnwinder::named_frame(uint32_t pid, const ResolvedFrame& r) {
   const uint64_t lookup = r.return_address ? r.pc - 1 : r.pc;
   // Named once per (module, address); code in no module once per (process, address).
-  auto [it, added] = named_.try_emplace({r.module, lookup, r.module ? 0 : pid});
+  auto [it, added] = named_.try_emplace(NamedKey{r.module, lookup, r.module ? 0 : pid});
   StackFrame& named = it->second;
   if (added) {
     named.module = r.mapping ? *r.mapping : std::string();
@@ -414,6 +416,7 @@ void SampleUnwinder::refresh(Process& p) {
   }
   p.unwinder->clear_cache();
   p.named_frames.clear();
+  p.resolved_frames.clear();
   p.dirty = false;
 }
 
@@ -570,10 +573,18 @@ ResolvedStack SampleUnwinder::resolve(const RawStack& raw) {
   // The first pc is the sampled one, and so is each pc under a signal frame (the interrupted
   // instruction, which the walk looks up as is): those are named at the pc itself, as perf
   // does; the others are return addresses, named by their call (pc - 1).
+  // Each (pc, kind) resolved once per version of the process's maps (raw.maps are the current
+  // ones: resolve() follows the feed_raw() of the stack).
   bool exact = true;
+  out.user.reserve(raw.user.size());
   for (uint64_t pc : raw.user) {
-    out.user.push_back(resolve_frame(*raw.maps, p.map, pc, !exact));
-    exact = in_signal_trampoline(p.map, exact ? pc : pc - 1);
+    auto [it, added] = p.resolved_frames.try_emplace((pc << 1) | (exact ? 0 : 1));
+    if (added) {
+      it->second.first = resolve_frame(*raw.maps, p.map, pc, !exact);
+      it->second.second = in_signal_trampoline(p.map, exact ? pc : pc - 1);
+    }
+    out.user.push_back(it->second.first);
+    exact = it->second.second;
   }
   return out;
 }

@@ -184,7 +184,19 @@ private:
   // Modules and mapped paths that resolved frames point to, kept for naming (node-based: stable).
   std::map<std::tuple<const ModuleData*, uint64_t, uint64_t, std::string>, Module> interned_;
   std::set<std::string> mapping_paths_;
-  std::map<std::tuple<const Module*, uint64_t, uint32_t>, StackFrame> named_; // by lookup
+  struct NamedKey {
+    const Module* module;
+    uint64_t lookup;
+    uint32_t pid; // 0 for code in a module; the process for code in none
+    bool operator==(const NamedKey&) const = default;
+  };
+  struct NamedKeyHash {
+    size_t operator()(const NamedKey& k) const {
+      return std::hash<const void*>()(k.module) ^ (k.lookup * 0x9e3779b97f4a7c15ull) ^ k.pid;
+    }
+  };
+  // By lookup; node-based, so references stay valid as it grows.
+  std::unordered_map<NamedKey, StackFrame, NamedKeyHash> named_;
   ModuleMap empty_map_; // what Symbolizer::name takes; resolved modules come loaded
   // Demangled names by mangled name (views into symbol tables that interned_ keeps).
   std::unordered_map<std::string_view, std::string> demangled_;
