@@ -9,6 +9,44 @@
 
 namespace ehelf::cli {
 
+namespace {
+
+// At most this many of readelf's complaints per file: a hostile file can make thousands.
+constexpr size_t kMaxWarnings = 10;
+
+void report_warnings(const std::vector<Error>& warnings) {
+  for (size_t i = 0; i < warnings.size() && i < kMaxWarnings; ++i)
+    fmt::print(stderr, "ehelf: warning: {}\n", warnings[i].to_string());
+  if (warnings.size() > kMaxWarnings)
+    fmt::print(stderr, "ehelf: warning: {}: {} more\n", warnings.front().file,
+               warnings.size() - kMaxWarnings);
+}
+
+// The model's tables as JSON; malformed tables are an error here (there is no readelf to match).
+void dump_json(const std::string& file) {
+  LoadOptions lo;
+  lo.separate_debug_file = false;
+  auto m = load_module_cfi(file, lo);
+  if (!m) {
+    fmt::print(stderr, "ehelf: {}\n", m.error().to_string());
+    set_exit_code(1);
+    return;
+  }
+  if (!m->has_tables() && !m->elf->find_section(".eh_frame") &&
+      !m->elf->find_section(".debug_frame"))
+    fmt::print(stderr, "ehelf: {}: no .eh_frame or .debug_frame section\n", file);
+  auto j = cfi_to_json(*m);
+  if (auto intact = m->elf->check_intact(); !intact) j = std::move(intact).error();
+  if (!j) {
+    fmt::print(stderr, "ehelf: {}\n", j.error().to_string());
+    set_exit_code(1);
+    return;
+  }
+  std::cout << j->dump(1) << "\n";
+}
+
+} // namespace
+
 void register_dump(CLI::App& app) {
   struct Options {
     std::vector<std::string> files;
@@ -23,43 +61,37 @@ void register_dump(CLI::App& app) {
   cmd->add_flag("--json", opt->json, "Print JSON instead of readelf -wF text");
   cmd->callback([opt] {
     for (const auto& file : opt->files) {
-      LoadOptions lo;
-      lo.separate_debug_file = false;
-      auto m = load_module_cfi(file, lo);
-      if (!m) {
-        fmt::print(stderr, "ehelf: {}\n", m.error().to_string());
+      if (opt->json) {
+        dump_json(file);
+        continue;
+      }
+      auto elf = ElfFile::open(file);
+      if (!elf) {
+        fmt::print(stderr, "ehelf: {}\n", elf.error().to_string());
         set_exit_code(1);
         continue;
       }
-      if (!m->has_tables() && !m->elf->find_section(".eh_frame") &&
-          !m->elf->find_section(".debug_frame"))
+      if (!(*elf)->find_section(".eh_frame") && !(*elf)->find_section(".debug_frame"))
         fmt::print(stderr, "ehelf: {}: no .eh_frame or .debug_frame section\n", file);
-      if (opt->json) {
-        auto j = cfi_to_json(*m);
-        if (auto intact = m->elf->check_intact(); !intact) j = std::move(intact).error();
-        if (!j) {
-          fmt::print(stderr, "ehelf: {}\n", j.error().to_string());
-          set_exit_code(1);
-          continue;
-        }
-        std::cout << j->dump(1) << "\n";
-        continue;
-      }
       // Like readelf, also show the separate debug file's sections.
-      std::optional<ModuleCfi> separate;
-      if (std::string dbg = m->elf->find_debug_file(); !dbg.empty())
-        if (auto sm = load_module_cfi(dbg, lo)) separate = std::move(*sm);
+      std::unique_ptr<ElfFile> separate;
+      if (std::string dbg = (*elf)->find_debug_file(); !dbg.empty())
+        if (auto s = ElfFile::open(dbg)) separate = std::move(*s);
       std::string text;
-      auto st = render_readelf_frames(*m, separate ? &*separate : nullptr, file, text, stdout);
+      auto outcome = render_readelf_frames(**elf, separate.get(), file, text, stdout);
       std::fwrite(text.data(), 1, text.size(), stdout);
+      std::fflush(stdout);
       // A file truncated meanwhile was read as zeros past its new end: that, not what the zeros
       // made of the tables, is the error.
-      if (auto intact = m->elf->check_intact(); !intact) st = std::move(intact);
-      if (!st) {
-        std::fflush(stdout);
-        fmt::print(stderr, "ehelf: {}\n", st.error().to_string());
+      if (auto intact = (*elf)->check_intact(); !intact) {
+        fmt::print(stderr, "ehelf: {}\n", intact.error().to_string());
         set_exit_code(1);
+        continue;
       }
+      // readelf's complaints go to stderr as ours, and its exit status is kept: a malformed
+      // table still prints (as readelf prints it) with status 0.
+      report_warnings(outcome.warnings);
+      if (outcome.failed) set_exit_code(1);
     }
   });
 }

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# `ehelf dump` must print exactly what `readelf -wF` prints on hostile files too: crafted_cfi.py
+# writes several hundred ELF files with broken call-frame tables (bad registers, every pointer
+# encoding, odd CIEs, truncated instructions, bad lengths and section headers), and each must
+# give the same standard output and the same exit status class (0 or not) as readelf, without a
+# crash. The diffs of the first failures are printed.
+set -uo pipefail
+build=$1
+src=$2
+ehelf="$build/bin/ehelf"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+count=$(python3 "$src/tests/scripts/crafted_cfi.py" "$work/files") || { echo "FAIL: generator"; exit 1; }
+echo "comparing $count crafted files"
+fail=0
+shown=0
+for f in "$work"/files/*; do
+  name=$(basename "$f")
+  readelf -wF "$f" >"$work/r" 2>/dev/null
+  rrc=$?
+  "$ehelf" dump "$f" >"$work/e" 2>"$work/err"
+  erc=$?
+  problem=""
+  if [ $erc -ge 128 ]; then problem="ehelf crashed (status $erc)"
+  elif ! cmp -s "$work/r" "$work/e"; then problem="output differs"
+  elif [ $((rrc == 0)) -ne $((erc == 0)) ]; then problem="exit status $erc, readelf's $rrc"
+  fi
+  [ -z "$problem" ] && continue
+  fail=$((fail + 1))
+  echo "FAIL $name: $problem"
+  if [ $shown -lt 20 ]; then
+    shown=$((shown + 1))
+    diff "$work/r" "$work/e" | head -20 | sed 's/^/    /'
+    head -3 "$work/err" | sed 's/^/    stderr: /'
+  fi
+done
+echo "$((count - fail)) of $count identical"
+[ $fail -eq 0 ]
