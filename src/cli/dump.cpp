@@ -71,8 +71,6 @@ void register_dump(CLI::App& app) {
         set_exit_code(1);
         continue;
       }
-      if (!(*elf)->find_section(".eh_frame") && !(*elf)->find_section(".debug_frame"))
-        fmt::print(stderr, "ehelf: {}: no .eh_frame or .debug_frame section\n", file);
       // Like readelf, also show the separate debug file's sections.
       std::unique_ptr<ElfFile> separate;
       if (std::string dbg = (*elf)->find_debug_file(); !dbg.empty())
@@ -81,6 +79,8 @@ void register_dump(CLI::App& app) {
       auto outcome = render_readelf_frames(**elf, separate.get(), file, text, stdout);
       std::fwrite(text.data(), 1, text.size(), stdout);
       std::fflush(stdout);
+      if (outcome.frame_sections == 0)
+        fmt::print(stderr, "ehelf: {}: no .eh_frame or .debug_frame section\n", file);
       // A file truncated meanwhile was read as zeros past its new end: that, not what the zeros
       // made of the tables, is the error.
       if (auto intact = (*elf)->check_intact(); !intact) {

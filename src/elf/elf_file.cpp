@@ -139,8 +139,9 @@ Status ElfFile::parse_headers() {
   }
   if (shstrndx < shnum) {
     const Section& strtab = sections_[shstrndx];
-    if (strtab.type != SHT_NOBITS && strtab.offset <= bytes_.size() &&
-        strtab.size <= bytes_.size() - strtab.offset) {
+    // The names are read whatever the table's type claims, as readelf and the loader read them
+    // (a NOBITS .shstrtab still names the sections).
+    if (strtab.offset <= bytes_.size() && strtab.size <= bytes_.size() - strtab.offset) {
       auto names = bytes_.subspan(strtab.offset, strtab.size);
       for (uint64_t i = 0; i < shnum; ++i) {
         ByteCursor n(names);

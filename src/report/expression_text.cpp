@@ -232,14 +232,11 @@ private:
 
   // display_block: " N byte block: " then the bytes that exist, each in hex and a space.
   void block(uint64_t& pos, uint64_t end, uint64_t len) {
-    fmt::format_to(std::back_inserter(out_), " {} byte block: ", len);
-    if (pos > end) {
-      pos = end;
-      return;
-    }
-    for (uint8_t byte : b_.span(pos, std::min(len, end - pos)))
-      fmt::format_to(std::back_inserter(out_), "{:x} ", byte);
-    pos += std::min(len, end - pos);
+    put(" {} byte block: ", len);
+    len = std::min(len, end - pos);
+    for (uint8_t byte : b_.span(pos, len))
+      put("{:x} ", byte);
+    pos += len;
   }
 
   // DW_OP_GNU_encoded_addr: an encoding byte, then a pointer read as get_encoded_value reads

@@ -8,9 +8,8 @@
 
 namespace ehelf {
 
-// readelf walks raw pointers that may run past a limit (a fixed-size read moves by its full width
-// even when it was clipped); positions here are offsets that may do the same, and every read is
-// clipped at its limit and at the data's end, so nothing is ever read outside the data.
+// Positions are offsets into the data; every read is clipped at its limit and at the data's end,
+// so nothing is ever read outside the data.
 class ReadelfBytes {
 public:
   explicit ReadelfBytes(std::span<const uint8_t> data) : data_(data) {}
@@ -22,11 +21,11 @@ public:
   }
 
   // SAFE_BYTE_GET_AND_INC: `n` (at most 8) bytes little-endian, of which only those before
-  // `limit` are read (the rest count as zero); the position moves by `n` all the same.
+  // `limit` are read (the rest count as zero); the position moves past the bytes read only.
   uint64_t get(uint64_t& pos, unsigned n, uint64_t limit) const {
     unsigned got = 0;
     uint64_t v = read(pos, n, limit, got);
-    pos += n;
+    pos += got;
     return v;
   }
   // SAFE_SIGNED_BYTE_GET_AND_INC: the same, sign-extended from the bytes actually read when
@@ -34,7 +33,7 @@ public:
   int64_t get_signed(uint64_t& pos, unsigned n, uint64_t limit) const {
     unsigned got = 0;
     uint64_t v = read(pos, n, limit, got);
-    pos += n;
+    pos += got;
     if (got >= 1 && got <= 4 && (v >> (8 * got - 1))) v |= ~uint64_t{0} << (8 * got);
     return static_cast<int64_t>(v);
   }

@@ -7,6 +7,7 @@
 #include <iterator>
 #include <optional>
 #include <span>
+#include <unordered_map>
 
 #include "dwarf/constants.hpp"
 #include "model/registers.hpp"
@@ -61,7 +62,7 @@ struct Chunk {
   }
 };
 
-// readelf's state remembered by DW_CFA_remember_state.
+// readelf's state remembered by DW_CFA_remember_state; `count` identical pushes in a row.
 struct Saved {
   std::vector<Col> type;
   std::vector<int64_t> offset;
@@ -69,7 +70,23 @@ struct Saved {
   uint64_t cfa_offset;
   bool cfa_exp;
   uint32_t ra;
+  uint64_t count = 1;
+
+  bool same_state(const Saved& o) const {
+    return type == o.type && offset == o.offset && cfa_reg == o.cfa_reg &&
+           cfa_offset == o.cfa_offset && cfa_exp == o.cfa_exp && ra == o.ra;
+  }
 };
+
+// The CIEs and remembered states a section may make us keep. readelf keeps them all (a hostile
+// section of CIEs or remember_state ops costs it ~100 times its size); past this we stop the
+// section instead, with a warning. Real sections keep well under 1 MiB.
+constexpr uint64_t kMaxStateBytes = uint64_t{256} << 20;
+
+// What a kept state costs, roughly.
+uint64_t state_bytes(size_t ncols) {
+  return sizeof(Chunk) + ncols * (sizeof(Col) + sizeof(int64_t));
+}
 
 // readelf's regname(reg, 0): "rN (name)", or "rN" for unnamed registers, N printed as an int.
 std::string reg_full(uint32_t r) {
@@ -248,12 +265,6 @@ private:
       length = bytes_.get(pos, 8, end);
       offset_size = 8;
     }
-    if (pos > end) {
-      // The length field itself was cut by the section's end: readelf goes on reading past its
-      // buffer here. We stop (docs/readelf-wF-format.md, "Where ehelf differs").
-      warn(saved, "entry length cut by the end of the section (readelf reads past it)");
-      return false;
-    }
     uint64_t block_end = end;
     if (length > end - pos)
       warn(saved, fmt::format("Invalid length {:#x} in FDE at {:#x}", length, saved));
@@ -279,8 +290,10 @@ private:
       fmt::format_to(std::back_inserter(out_), "CIE \"{}\" cf={} df={} ra={}\n", c->augmentation,
                      static_cast<int32_t>(c->code_factor), c->data_factor,
                      static_cast<int32_t>(c->ra));
+      if (!keep(c->ncols(), saved)) return false;
       chunks_.push_back(std::move(*c));
       fc = &chunks_.back();
+      cie_at_[saved] = fc;
       cie = fc;
     } else {
       bool stop = false;
@@ -314,8 +327,7 @@ private:
       fde.pc_range = bytes_.get(pos, encoded_ptr_size, block_end);
       if (cie->augmentation.starts_with('z')) {
         uint64_t aug_len = uleb(pos, block_end);
-        // readelf compares against a pointer difference that is huge once pos ran past the end.
-        uint64_t room = pos <= block_end ? block_end - pos : ~uint64_t{0};
+        uint64_t room = block_end - pos;
         if (aug_len > room) {
           warn(pos, fmt::format("Augmentation data too long: {:#x}, expected at most {:#x}",
                                 aug_len, room));
@@ -344,7 +356,18 @@ private:
     }
     interpret(*fc, *cie, pos, block_end, encoded_ptr_size);
     pos = block_end;
-    return true;
+    return !stopped_;
+  }
+
+  // Accounts for a state to keep; false (and the section stops) past kMaxStateBytes.
+  bool keep(size_t ncols, uint64_t offset) {
+    kept_bytes_ += state_bytes(ncols);
+    if (kept_bytes_ <= kMaxStateBytes) return true;
+    warn(offset, fmt::format("more than {} MiB of CIEs and remembered states: ehelf stops this "
+                             "section here (readelf would go on)",
+                             kMaxStateBytes >> 20));
+    stopped_ = true;
+    return false;
   }
 
   // The CIE an FDE refers to: one already walked, or one further on (read, never run); null
@@ -359,13 +382,11 @@ private:
       cie_off = (pos - 4) - cie_off; // 4 even in 64-bit DWARF, as readelf computes it
     }
     if (cie_off <= saved) {
-      for (const Chunk& c : chunks_)
-        if (c.start == cie_off) return &c;
-      return nullptr;
+      auto it = cie_at_.find(cie_off);
+      return it == cie_at_.end() ? nullptr : it->second;
     }
     if (cie_off >= end) return nullptr;
-    for (const Chunk& c : forward_refs_)
-      if (c.start == cie_off) return &c;
+    if (auto it = forward_at_.find(cie_off); it != forward_at_.end()) return it->second;
     uint64_t scan = cie_off;
     unsigned off_size = 4;
     length = bytes_.get(scan, 4, end);
@@ -373,9 +394,7 @@ private:
       length = bytes_.get(scan, 8, end);
       off_size = 8;
     }
-    // A target whose length field is cut by the section's end makes readelf read past its
-    // buffer; it is no CIE here.
-    if (scan > end || length == 0 || length > end - scan) return nullptr;
+    if (length == 0 || length > end - scan) return nullptr;
     uint64_t cie_end = scan + length;
     uint64_t c_id = bytes_.get(scan, off_size, cie_end);
     bool is_cie =
@@ -395,7 +414,12 @@ private:
       return nullptr;
     }
     if (c->fde_encoding) encoded_ptr_size = encoded_size(c->fde_encoding);
+    if (!keep(c->ncols(), cie_off)) {
+      stop = true;
+      return nullptr;
+    }
     forward_refs_.push_back(std::move(*c));
+    forward_at_[cie_off] = &forward_refs_.back();
     return &forward_refs_.back();
   }
 
@@ -578,17 +602,23 @@ private:
           set(reg, Col::Register, static_cast<int64_t>(reg2));
         break;
       }
-      case dw::CFA_remember_state:
-        remembered_.push_back(
-            Saved{fc.type, fc.offset, fc.cfa_reg, fc.cfa_offset, fc.cfa_exp, fc.ra});
+      case dw::CFA_remember_state: {
+        Saved now{fc.type, fc.offset, fc.cfa_reg, fc.cfa_offset, fc.cfa_exp, fc.ra};
+        if (!remembered_.empty() && remembered_.back().same_state(now)) {
+          ++remembered_.back().count;
+        } else {
+          if (!keep(fc.ncols(), at)) return;
+          remembered_.push_back(std::move(now));
+        }
         break;
+      }
       case dw::CFA_restore_state: {
         if (remembered_.empty()) {
           out_ += "Mismatched DW_CFA_restore_state\n";
           break;
         }
-        Saved s = std::move(remembered_.back());
-        remembered_.pop_back();
+        Saved s = remembered_.back();
+        if (--remembered_.back().count == 0) remembered_.pop_back();
         fc.cfa_offset = s.cfa_offset;
         fc.cfa_reg = s.cfa_reg;
         fc.ra = s.ra;
@@ -773,8 +803,12 @@ private:
   unsigned& addr_size_; // readelf's eh_addr_size: a v4 CIE changes it for its entry
   std::string& out_;
   std::vector<Error>& warnings_;
-  std::deque<Chunk> chunks_;       // CIEs met in the walk (stable addresses)
-  std::deque<Chunk> forward_refs_; // CIEs read ahead for an FDE, never run
+  std::deque<Chunk> chunks_;                              // CIEs met in the walk (stable addresses)
+  std::deque<Chunk> forward_refs_;                        // CIEs read ahead for an FDE, never run
+  std::unordered_map<uint64_t, const Chunk*> cie_at_;     // chunks_ by section offset
+  std::unordered_map<uint64_t, const Chunk*> forward_at_; // forward_refs_ by section offset
+  uint64_t kept_bytes_ = 0;
+  bool stopped_ = false; // kMaxStateBytes was reached
   // readelf keeps one remember_state stack for the whole section: a restore_state in one FDE
   // can pop what an earlier FDE pushed.
   std::vector<Saved> remembered_;
@@ -811,6 +845,7 @@ ReadelfDumpOutcome render_readelf_frames(const ElfFile& file, const ElfFile* sep
                               : n.starts_with(".zdebug_") ? n.substr(8)
                                                           : std::string_view();
       if (n != ".eh_frame" && !rest.starts_with("frame")) continue;
+      ++outcome.frame_sections;
       if (sec.size == 0) {
         fmt::format_to(std::back_inserter(out), "\nSection '{}' has no debugging data.\n", n);
         continue;
@@ -823,12 +858,12 @@ ReadelfDumpOutcome render_readelf_frames(const ElfFile& file, const ElfFile* sep
       }
       if (n != ".eh_frame" && n != ".debug_frame" && n != ".zdebug_frame") {
         fmt::format_to(std::back_inserter(out), "Unrecognized debug section: {}\n", n);
+        outcome.failed = true;
         continue;
       }
       auto data = elf.relocated_section_data(sec);
-      if (!data) {
+      if (!data) { // readelf complains and goes on, with status 0
         outcome.warnings.push_back(std::move(data).error().in_file(elf.name()));
-        outcome.failed = true;
         continue;
       }
       std::vector<Error> warnings;

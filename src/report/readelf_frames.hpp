@@ -25,8 +25,10 @@ struct ReadelfDumpOutcome {
   // readelf's warnings and errors on stderr (clipped reads, bad lengths, unknown opcodes...),
   // each naming the section and offset; they never change what is printed.
   std::vector<Error> warnings;
-  // readelf would exit with status 1 (a NOBITS frame section, a section it cannot load).
+  // readelf would exit with status 1 (a NOBITS frame section, an unrecognized one).
   bool failed = false;
+  // Sections readelf takes for frame sections by their names (printed or not).
+  unsigned frame_sections = 0;
 };
 
 // Appends the text for every frame section of `file` (in section-header order) to `out`, then

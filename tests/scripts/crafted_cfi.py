@@ -116,49 +116,50 @@ class Raw:
 
 
 def frame_section(entries, eh=True, addr=FRAME_ADDR):
-    """Lays out entries; FDE pc fields default to a pcrel sdata4 pointer to TEXT_ADDR + 16*i."""
-    out = bytearray()
-    offsets = []
-    for i, e in enumerate(entries):
-        start = len(out)
-        offsets.append(start)
-        if isinstance(e, Raw):
-            out += e.data
-            continue
-        head = 12 if e.dwarf64 else 4
-        idsize = 8 if e.dwarf64 else 4
-        if isinstance(e, Cie):
-            ident = e.cie_id if e.cie_id is not None else (
-                0 if eh else (0xffffffffffffffff if e.dwarf64 else 0xffffffff))
-            payload = e.payload()
-        else:
-            if e.body is not None:
-                payload = e.body
-            else:
-                field = start + head + idsize
-                if e.pc is None:
-                    pc = u32(TEXT_ADDR + 16 * i - (addr + field))
-                else:
-                    pc = e.pc
-                rng = u32(16) if e.rng is None else e.rng
-                payload = pc + rng
-                if e.aug:
-                    payload += uleb(len(e.augdata)) + e.augdata
-                payload += e.insns
-            if e.cie_ptr is not None:
-                ident = e.cie_ptr
-            elif eh:
-                ident = start + head - offsets[e.cie]
-            else:
-                ident = offsets[e.cie]
-        body = (u64(ident) if e.dwarf64 else u32(ident)) + payload
-        if e.pad:
-            while (len(body) + head) % 8:
-                body += b'\0'
-        length = len(body) if e.length is None else e.length
-        out += (b'\xff\xff\xff\xff' + u64(length)) if e.dwarf64 else u32(length)
-        out += body
+    """Lays out entries; an FDE's `cie` is the index of any entry, before or after it. FDE pc
+    fields default to a pcrel sdata4 pointer to TEXT_ADDR + 16*i."""
+    offsets = [0] * len(entries)
+    for _ in range(2):  # the second pass knows where every entry starts
+        out = bytearray()
+        for i, e in enumerate(entries):
+            start = len(out)
+            offsets[i] = start
+            out += entry_bytes(e, i, start, offsets, eh, addr)
     return bytes(out)
+
+
+def entry_bytes(e, i, start, offsets, eh, addr):
+    if isinstance(e, Raw):
+        return e.data
+    head = 12 if e.dwarf64 else 4
+    idsize = 8 if e.dwarf64 else 4
+    if isinstance(e, Cie):
+        ident = e.cie_id if e.cie_id is not None else (
+            0 if eh else (0xffffffffffffffff if e.dwarf64 else 0xffffffff))
+        payload = e.payload()
+    else:
+        if e.body is not None:
+            payload = e.body
+        else:
+            field = start + head + idsize
+            pc = u32(TEXT_ADDR + 16 * i - (addr + field)) if e.pc is None else e.pc
+            rng = u32(16) if e.rng is None else e.rng
+            payload = pc + rng
+            if e.aug:
+                payload += uleb(len(e.augdata)) + e.augdata
+            payload += e.insns
+        if e.cie_ptr is not None:
+            ident = e.cie_ptr
+        elif eh:
+            ident = (start + head - offsets[e.cie]) & ((1 << (8 * idsize)) - 1)
+        else:
+            ident = offsets[e.cie]
+    body = (u64(ident) if e.dwarf64 else u32(ident)) + payload
+    if e.pad:
+        while (len(body) + head) % 8:
+            body += b'\0'
+    length = len(body) if e.length is None else e.length
+    return ((b'\xff\xff\xff\xff' + u64(length)) if e.dwarf64 else u32(length)) + body
 
 
 # --- ELF images -----------------------------------------------------------------------------
@@ -477,6 +478,11 @@ def program_cases():
         Cie(version=3, ra=30, insns=bytes([DEF_CFA, 6, 16])),
         Fde(2, insns=b'\x41\x0b\x41'), Fde(0, insns=b'\x0b\x41')]))
     case('remember_deep', fde_program(b'\x0a' * 40 + b'\x41' + b'\x0b' * 42 + b'\x41'))
+    # Many remembered states (alike, then each different), popped again: no quadratic time.
+    case('remember_100k', fde_program(b'\x0a' * 100000 + b'\x41' + b'\x0b' * 100001 + b'\x41'))
+    case('remember_distinct', fde_program(b''.join(bytes([0x0a, DEF_CFA_OFF]) + uleb(i)
+                                                   for i in range(20000)) + b'\x41' +
+                                          b'\x0b\x41' * 20000))
     case('remember_in_cie', image([Cie(insns=bytes([DEF_CFA, 7, 8, 0x90, 1, REMEMBER, 0x83, 2])),
                                    Fde(0, insns=b'\x41\x0b\x41'), Fde(0, insns=b'\x0b\x41')]))
     case('remember_no_cie', image([Cie(), Fde(0, cie_ptr=0x12345, insns=b'\x0a\x41'),
@@ -553,42 +559,39 @@ def entry_cases():
                                                     insns=b'\x41', **fk)], eh))
         case(f'cieptr_negative_{tag}', image([base, Fde(0, cie_ptr=0xfffffff0, insns=b'\x41',
                                                         **fk)], eh))
-        # Forward references: to a CIE (read, never run), to an FDE, to a cut entry, twice.
-        fwd = Cie(insns=bytes([DEF_CFA, 7, 8, 0x90, 1])) if eh else Cie(aug=b'')
-        case(f'forward_cie_{tag}', image([Fde(1, cie_ptr=None, insns=b'\x41\x86\x02\x41', **fk)
-                                          if False else
-                                          Fde(0, cie_ptr=(0xfffffff0 - 0) if eh else 0x18,
-                                              insns=b'\x41\x86\x02\x41', **fk),
-                                          fwd, Fde(1, insns=b'\x41', **fk)], eh))
-    # Forward CIE references built by offset: FDE at 0 names the CIE at 0x20.
-    for eh in (True, False):
-        tag = 'eh' if eh else 'debug'
-        fk = {} if eh else {'pc': u64(0x401000), 'rng': u64(0x10), 'aug': False}
-        fde_ptr = (4 - 0x20) & 0xffffffff if eh else 0x20
-        cie = Cie(insns=bytes([DEF_CFA, 7, 8, 0x90, 1, 0x86, 2])) if eh else Cie(
-            aug=b'', insns=bytes([DEF_CFA, 7, 8, 0x90, 1, 0x86, 2]))
-        body = frame_section([Fde(0, cie_ptr=fde_ptr, insns=b'\x41\x83\x03\x41', **fk)], eh)
-        body += b'\0' * (0x20 - len(body))
-        rest = frame_section([cie], eh)
-        second = frame_section([Raw(b'\0' * 0x38), Fde(0, cie_ptr=(0x3c - 0x20) if eh else 0x20,
-                                                        insns=b'\x41', **fk)], eh)[0x38:]
-        case(f'forward_then_back_{tag}', image(body + rest + b'\0' * (0x38 - 0x20 - len(rest)) +
-                                               second, eh))
-        twice = frame_section([Fde(0, cie_ptr=fde_ptr, insns=b'\x41', **fk)], eh)
-        twice += b'\0' * (0x10 - len(twice))
-        twice2 = frame_section([Raw(b'\0' * 0x10), Fde(0, cie_ptr=(0x14 - 0x20) & 0xffffffff if eh
-                                                         else 0x20, insns=b'\x42', **fk)],
-                               eh)[0x10:]
-        twice += twice2
-        twice += b'\x01' * (0x20 - len(twice))
-        case(f'forward_twice_{tag}', image(twice + rest, eh))
-        for target, name in ((b'\x00\x00\x00\x00', 'zero'), (u32(0x7fffffff), 'huge'),
-                             (u32(0x10) + u32(0x1234), 'fde'), (u32(0x0c) + u32(0 if eh else
-                                                                  0xffffffff) + b'\x01zQ',
-                                                                  'unterminated')):
-            t = frame_section([Fde(0, cie_ptr=fde_ptr, insns=b'\x41', **fk)], eh)
-            t += b'\x00' * (0x20 - len(t)) + target
-            case(f'forward_to_{name}_{tag}', image(t, eh))
+        # Forward references: to a CIE (read, never run; its length shown in the FDE line), to
+        # one read twice, then reached, then referred to backwards; to an FDE, a zero
+        # terminator, a cut entry, a CIE that fails, a v4 CIE, a 64-bit one.
+        fwd = Cie(aug=base.aug, insns=bytes([DEF_CFA, 7, 8, 0x90, 1, 0x86, 2]))
+        case(f'forward_cie_{tag}', image([Fde(2, insns=b'\x41\x83\x03\x41', **fk),
+                                          Fde(2, insns=b'\x42', **fk), fwd,
+                                          Fde(2, insns=b'\x41', **fk)], eh))
+        case(f'forward_to_fde_{tag}', image([Fde(1, insns=b'\x41', **fk),
+                                             Fde(0, insns=b'\x41', **fk), base], eh))
+        case(f'forward_to_zero_{tag}', image([Fde(1, insns=b'\x41', **fk), Raw(b'\0' * 8), base,
+                                              Fde(2, insns=b'\x41', **fk)], eh))
+        case(f'forward_to_cut_{tag}', image([Fde(1, insns=b'\x41', **fk), Raw(b'\x40\0')], eh))
+        case(f'forward_to_long_{tag}', image([Fde(1, insns=b'\x41', **fk),
+                                              Cie(aug=base.aug, length=0x400)], eh))
+        case(f'forward_cie_fails_{tag}', image([Fde(1, insns=b'\x41', **fk),
+                                                Cie(body=b'\x01zRzR', pad=False), base,
+                                                Fde(2, insns=b'\x41', **fk)], eh))
+        case(f'forward_cie_bad_ra_{tag}', image([Fde(1, insns=b'\x41', **fk),
+                                                 Cie(aug=base.aug, version=3, ra=200), base,
+                                                 Fde(2, insns=b'\x41', **fk)], eh))
+        case(f'forward_cie_v4_{tag}', image([Fde(1, pc=u32(0x2000), rng=u64(0x10), aug=False,
+                                                 insns=b'\x41'),
+                                             RawHeaderCie(b'\x04\x00', aug=b''),
+                                             Fde(1, insns=b'\x41', pc=u32(0x3000), rng=u32(4),
+                                                 aug=False)], eh))
+        case(f'forward_cie_64_{tag}', image([Fde(1, insns=b'\x41', **fk),
+                                             Cie(aug=base.aug, dwarf64=True),
+                                             Fde(1, insns=b'\x41', **fk)], eh))
+    # Many CIEs, each with FDEs naming it and the first one: lookups stay fast.
+    many = []
+    for i in range(5000):
+        many += [Cie(ra=16 + i % 3), Fde(len(many), insns=b'\x41'), Fde(0, insns=b'\x42')]
+    case('many_cies', image(many))
     # The .eh_frame CIE pointer of an FDE in 64-bit DWARF (readelf subtracts 4, not 12).
     case('dwarf64_cieptr_quirk', image([Cie(), Fde(0, dwarf64=True, cie_ptr=0x14, insns=b'\x41'),
                                         Fde(0, dwarf64=True, cie_ptr=0x1c, insns=b'\x41')]))
