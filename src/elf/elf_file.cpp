@@ -179,43 +179,49 @@ Result<std::span<const uint8_t>> ElfFile::section_data(const Section& s) const {
   uint64_t ch_size = c.u64();
   c.u64(); // addralign
   if (!c.ok()) return Error::at(sec, 0, "truncated compression header");
-  if (ch_size > kMaxDecompressedPerFile - decompressed_bytes_)
+  return inflate(s, ch_type, ch_size, raw.subspan(c.pos()), c.pos());
+}
+
+Result<std::span<const uint8_t>> ElfFile::inflate(const Section& s, uint32_t type, uint64_t size,
+                                                  std::span<const uint8_t> payload,
+                                                  uint64_t payload_offset) const {
+  std::string sec(s.name);
+  if (size > kMaxDecompressedPerFile - decompressed_bytes_)
     return Error::at(sec, 0,
                      fmt::format("decompressing {:#x} more bytes would pass the limit of {} MiB "
                                  "per file ({:#x} already)",
-                                 ch_size, kMaxDecompressedPerFile >> 20, decompressed_bytes_));
-  auto payload = raw.subspan(c.pos());
+                                 size, kMaxDecompressedPerFile >> 20, decompressed_bytes_));
   // A hostile header can claim any size: refuse sizes the payload cannot expand to before
   // allocating (deflate expands at most 1032:1; zstd's densest blocks about 32768:1).
-  uint64_t ratio = ch_type == ELFCOMPRESS_ZLIB ? 1032 : 32768;
-  if (ch_size > uint64_t(payload.size()) * ratio + 4096)
+  uint64_t ratio = type == ELFCOMPRESS_ZLIB ? 1032 : 32768;
+  if (size > uint64_t(payload.size()) * ratio + 4096)
     return Error::at(sec, 0,
                      fmt::format("claimed decompressed size {:#x} is impossible for {:#x} "
                                  "compressed bytes",
-                                 ch_size, payload.size()));
-  if (ch_type == 2 /* ELFCOMPRESS_ZSTD */) {
+                                 size, payload.size()));
+  if (type == 2 /* ELFCOMPRESS_ZSTD */) {
     unsigned long long frame = ZSTD_getFrameContentSize(payload.data(), payload.size());
-    if (frame != ZSTD_CONTENTSIZE_UNKNOWN && frame != ch_size)
+    if (frame != ZSTD_CONTENTSIZE_UNKNOWN && frame != size)
       return Error::at(
-          sec, c.pos(),
-          fmt::format("zstd frame holds {:#x} bytes, the header claims {:#x}", frame, ch_size));
+          sec, payload_offset,
+          fmt::format("zstd frame holds {:#x} bytes, the header claims {:#x}", frame, size));
   }
-  std::vector<uint8_t> out(ch_size);
-  if (ch_type == ELFCOMPRESS_ZLIB) {
-    uLongf dest_len = static_cast<uLongf>(ch_size);
+  std::vector<uint8_t> out(size);
+  if (type == ELFCOMPRESS_ZLIB) {
+    uLongf dest_len = static_cast<uLongf>(size);
     int rc = ::uncompress(out.data(), &dest_len, payload.data(), payload.size());
-    if (rc != Z_OK || dest_len != ch_size)
-      return Error::at(sec, c.pos(), fmt::format("zlib decompression failed ({})", rc));
-  } else if (ch_type == 2 /* ELFCOMPRESS_ZSTD */) {
+    if (rc != Z_OK || dest_len != size)
+      return Error::at(sec, payload_offset, fmt::format("zlib decompression failed ({})", rc));
+  } else if (type == 2 /* ELFCOMPRESS_ZSTD */) {
     size_t n = ZSTD_decompress(out.data(), out.size(), payload.data(), payload.size());
-    if (ZSTD_isError(n) || n != ch_size)
-      return Error::at(sec, c.pos(),
+    if (ZSTD_isError(n) || n != size)
+      return Error::at(sec, payload_offset,
                        fmt::format("zstd decompression failed: {}",
                                    ZSTD_isError(n) ? ZSTD_getErrorName(n) : "size mismatch"));
   } else {
-    return Error::at(sec, 0, fmt::format("unknown compression type {}", ch_type));
+    return Error::at(sec, 0, fmt::format("unknown compression type {}", type));
   }
-  decompressed_bytes_ += ch_size;
+  decompressed_bytes_ += size;
   decompressed_.push_back(std::move(out));
   decompressed_index_.emplace_back(s.index, decompressed_.size() - 1);
   return std::span<const uint8_t>(decompressed_.back());
@@ -223,16 +229,41 @@ Result<std::span<const uint8_t>> ElfFile::section_data(const Section& s) const {
 
 Result<std::span<const uint8_t>> ElfFile::relocated_section_data(const Section& s) const {
   auto data = section_data(s);
+  // The old GNU compression (.zdebug_*): "ZLIB", the size in big-endian, a zlib stream; readelf
+  // undoes it whatever the section's name.
+  if (data && !s.compressed() && data->size() >= 12 && std::memcmp(data->data(), "ZLIB", 4) == 0) {
+    bool cached = false;
+    for (auto& [idx, slot] : decompressed_index_)
+      if (idx == s.index) {
+        data = std::span<const uint8_t>(decompressed_[slot]);
+        cached = true;
+      }
+    if (!cached) {
+      uint64_t size = 0;
+      for (unsigned i = 4; i < 12; ++i)
+        size = size << 8 | (*data)[i];
+      data = inflate(s, ELFCOMPRESS_ZLIB, size, data->subspan(12), 12);
+    }
+  }
   if (!data || e_type_ != ET_REL) return data;
   for (auto& [idx, slot] : relocated_index_)
     if (idx == s.index) return std::span<const uint8_t>(decompressed_[slot]);
   std::vector<uint8_t> out(data->begin(), data->end());
+  // Only the first relocation section for `s` counts, as in readelf's apply_relocations.
   for (const Section& rel : sections_) {
-    if ((rel.type != SHT_RELA && rel.type != SHT_REL) || rel.info != s.index) continue;
-    if (rel.link >= sections_.size()) continue;
+    if ((rel.type != SHT_RELA && rel.type != SHT_REL) || rel.info != s.index || rel.size == 0 ||
+        rel.link >= sections_.size())
+      continue;
+    const Section& symsec = sections_[rel.link];
+    if (symsec.type != SHT_SYMTAB && symsec.type != SHT_DYNSYM)
+      return Error::at(std::string(rel.name), 0,
+                       fmt::format("the relocations' symbol table (section {}) is of type {:#x}",
+                                   rel.link, symsec.type));
     auto relocs = section_data(rel);
-    auto symtab = section_data(sections_[rel.link]);
-    if (!relocs || !symtab) continue;
+    if (!relocs) return std::move(relocs).error(); // as readelf, which then shows nothing
+    auto symtab = section_data(symsec);
+    if (!symtab) break; // readelf shows the section unrelocated
+    const uint64_t num_syms = symtab->size() / sizeof(Elf64_Sym);
     bool rela = rel.type == SHT_RELA;
     ByteCursor c(*relocs);
     while (c.remaining() >= (rela ? 24u : 16u)) {
@@ -252,7 +283,6 @@ Result<std::span<const uint8_t>> ElfFile::relocated_section_data(const Section& 
         pcrel = true;
         break;
       case R_X86_64_32:
-      case R_X86_64_32S:
         size = 4;
         break;
       case R_X86_64_PC64:
@@ -260,12 +290,14 @@ Result<std::span<const uint8_t>> ElfFile::relocated_section_data(const Section& 
         pcrel = true;
         break;
       default:
-        continue; // readelf leaves other types unapplied too
+        continue; // readelf leaves other types (R_X86_64_32S too) unapplied
       }
-      ByteCursor sym(*symtab);
-      sym.seek(sym_index * sizeof(Elf64_Sym) + offsetof(Elf64_Sym, st_value));
-      uint64_t value = sym.u64();
-      if (!sym.ok() || where > out.size() || out.size() - where < size) continue;
+      if (sym_index >= num_syms || where > out.size() || out.size() - where < size) continue;
+      Elf64_Sym sym;
+      std::memcpy(&sym, symtab->data() + sym_index * sizeof(Elf64_Sym), sizeof sym);
+      // readelf skips symbols of the types it does not expect (file, TLS, IFUNC...).
+      unsigned sym_type = ELF64_ST_TYPE(sym.st_info);
+      if (sym_index != 0 && sym_type > STT_SECTION && sym_type != STT_COMMON) continue;
       if (!rela) {
         if (size == 8)
           std::memcpy(&addend, out.data() + where, 8);
@@ -275,9 +307,10 @@ Result<std::span<const uint8_t>> ElfFile::relocated_section_data(const Section& 
           addend = a32;
         }
       }
-      uint64_t v = value + static_cast<uint64_t>(addend) - (pcrel ? where : 0);
+      uint64_t v = sym.st_value + static_cast<uint64_t>(addend) - (pcrel ? where : 0);
       std::memcpy(out.data() + where, &v, size); // little-endian: low bytes first
     }
+    break;
   }
   decompressed_.push_back(std::move(out));
   relocated_index_.emplace_back(s.index, decompressed_.size() - 1);

@@ -88,8 +88,9 @@ public:
 
   // For relocatable (ET_REL) files: the section's contents with its SHT_RELA/SHT_REL relocations
   // applied the way readelf applies them to debug sections (symbol value + addend, minus the
-  // place for PC-relative types; only the x86_64 data relocation types). Other files: same as
-  // section_data.
+  // place for PC-relative types; only R_X86_64_64/32/PC32/PC64; only the first relocation
+  // section for it; an error when that one's symbol table is no symbol table). Other files:
+  // same as section_data. Both undo the old GNU "ZLIB" compression first, as readelf does.
   Result<std::span<const uint8_t>> relocated_section_data(const Section& s) const;
 
   // Lowest p_vaddr of PT_LOAD segments (the module's link-time base); 0 if none.
@@ -118,6 +119,11 @@ public:
 private:
   ElfFile() = default;
   Status parse_headers();
+  // Decompresses a section's `payload` (ELFCOMPRESS_ZLIB or _ZSTD) to `size` bytes, bounded by
+  // the per-file limit, and keeps the result for the section.
+  Result<std::span<const uint8_t>> inflate(const Section& s, uint32_t type, uint64_t size,
+                                           std::span<const uint8_t> payload,
+                                           uint64_t payload_offset) const;
 
   std::unique_ptr<MappedFile> mapping_;
   std::span<const uint8_t> bytes_;

@@ -644,10 +644,115 @@ def section_cases():
     case('sec_no_headers', elf([text, Sec('.eh_frame', data, addr=FRAME_ADDR)], no_shdrs=True))
     case('sec_addr_zero', elf([text, Sec('.eh_frame', data, addr=0)]))
     case('sec_addr_high', elf([text, Sec('.eh_frame', data, addr=0xfffffffffffffff0)]))
+    # Compressed frame sections: ELF compression headers (zlib; on .eh_frame too), the old GNU
+    # "ZLIB" prefix, each also cut or lying about the size.
+    import zlib
+    def chdr(data, size=None, ctype=1):
+        return struct.pack('<IIQQ', ctype, 0, len(data) if size is None else size, 1) + \
+            zlib.compress(data)
+    def gnu(data, size=None):
+        return b'ZLIB' + struct.pack('>Q', len(data) if size is None else size) + zlib.compress(data)
+    for tag, name, payload in (('debug', '.debug_frame', ddata), ('eh', '.eh_frame', data)):
+        case(f'sec_zlib_{tag}', elf([text, Sec(name, chdr(payload), flags=0x800, addr=FRAME_ADDR)]))
+        case(f'sec_zlib_size_short_{tag}', elf([text, Sec(name, chdr(payload, len(payload) - 8),
+                                                          flags=0x800, addr=FRAME_ADDR)]))
+        case(f'sec_zlib_size_long_{tag}', elf([text, Sec(name, chdr(payload, len(payload) + 8),
+                                                         flags=0x800, addr=FRAME_ADDR)]))
+        case(f'sec_zlib_cut_{tag}', elf([text, Sec(name, chdr(payload)[:-6], flags=0x800,
+                                                   addr=FRAME_ADDR)]))
+        case(f'sec_gnu_zlib_{tag}', elf([text, Sec(name, gnu(payload), addr=FRAME_ADDR)]))
+    case('sec_gnu_zlib_zdebug', elf([text, Sec('.zdebug_frame', gnu(ddata))]))
+    case('sec_gnu_zlib_zdebug_short', elf([text, Sec('.zdebug_frame', gnu(ddata, 8))]))
+    case('sec_gnu_zlib_zdebug_cut', elf([text, Sec('.zdebug_frame', gnu(ddata)[:-5])]))
+    case('sec_zdebug_plain', elf([text, Sec('.zdebug_frame', ddata)]))
     case('sec_compressed_bad', elf([text, Sec('.debug_frame', b'\x01\0\0\0\0\0\0\0' +
                                               u64(0x100) + u64(1) + b'garbage', flags=0x800)]))
     case('sec_compressed_unknown', elf([text, Sec('.debug_frame', u32(7) + b'\0' * 20,
                                                   flags=0x800)]))
+
+
+def sym(name_off, info, shndx, value, size=0):
+    return struct.pack('<IBBHQQ', name_off, info, 0, shndx, value, size)
+
+
+def rela(offset, symidx, rtype, addend):
+    return struct.pack('<QQq', offset, (symidx << 32) | rtype, addend)
+
+
+def rel(offset, symidx, rtype):
+    return struct.pack('<QQ', offset, (symidx << 32) | rtype)
+
+
+def relocation_cases():
+    """Relocatable objects: readelf applies the frame section's relocations before the dump."""
+    SHT_RELA, SHT_REL, SHT_SYMTAB = 4, 9, 2
+    # Sections: 1 .text, 2 .eh_frame/.debug_frame, 3 .symtab, 4 .strtab, 5.. relocations.
+    syms = (sym(0, 0, 0, 0) + sym(0, 3, 1, 0) +                  # null, section .text
+            sym(1, 0x12, 1, 0x20, 8) + sym(3, 0x11, 1, 0x30) +    # FUNC f, OBJECT o
+            sym(5, 0x10, 1, 0x40) + sym(7, 0x14, 1, 0x50) +       # NOTYPE n, FILE
+            sym(9, 0x15, 0xfff2, 0x60) + sym(11, 0x16, 1, 0x70))  # COMMON, TLS
+    strtab = b'\0f\0o\0n\0x\0c\0t\0'
+    eh = frame_section([Cie(), Fde(0, pc=u32(0), rng=u32(16), insns=b'\x41\x0e\x10'),
+                        Fde(0, pc=u32(0), rng=u32(16), insns=b'\x41')])
+    dbg = frame_section([Cie(aug=b''), Fde(0, pc=u64(0), rng=u64(16), aug=False, insns=b'\x41'),
+                         Fde(0, pc=u64(0), rng=u64(16), aug=False, insns=b'\x42')], eh=False)
+
+    def obj(frame, name, relocs, rtype=SHT_RELA, link=3, info=2, extra=(), entsize=24):
+        secs = [Sec('.text', b'\xc3' * 128, flags=6),
+                Sec(name, frame, flags=2 if name == '.eh_frame' else 0),
+                Sec('.symtab', syms, type=SHT_SYMTAB, flags=0, link=4, info=2, entsize=24),
+                Sec('.strtab', strtab, type=SHT_STRTAB, flags=0),
+                Sec('.rela' + name if rtype == SHT_RELA else '.rel' + name, relocs, type=rtype,
+                    flags=0x40, link=link, info=info, entsize=entsize)]
+        return elf(secs + list(extra), e_type=1)
+
+    # .eh_frame pcs at 0x20 and 0x38 (FDE at 0x18 and 0x30, pc field 8 bytes in).
+    for t in (0, 1, 2, 3, 4, 9, 10, 11, 24, 26, 41, 42, 0xff):
+        case(f'reloc_eh_type_{t}', obj(eh, '.eh_frame', rela(0x20, 1, t, 0x10) +
+                                       rela(0x38, 2, t, -4)))
+    for si, tag in ((1, 'section'), (2, 'func'), (3, 'object'), (4, 'notype'), (5, 'file'),
+                    (6, 'common'), (7, 'tls'), (8, 'outside'), (0, 'null')):
+        case(f'reloc_eh_sym_{tag}', obj(eh, '.eh_frame', rela(0x20, si, 2, 4)))
+    case('reloc_eh_offset_past', obj(eh, '.eh_frame', rela(len(eh) - 2, 1, 2, 4) +
+                                     rela(len(eh) + 8, 1, 1, 4) + rela(0x20, 1, 2, 8)))
+    case('reloc_eh_two_sections', obj(eh, '.eh_frame', rela(0x20, 1, 2, 0x10), extra=[
+        Sec('.rela.other', rela(0x38, 1, 2, 0x40), type=SHT_RELA, flags=0x40, link=3, info=2,
+            entsize=24)]))
+    case('reloc_eh_rel', obj(eh, '.eh_frame', rel(0x20, 1, 2) + rel(0x38, 3, 2), rtype=SHT_REL,
+                             entsize=16))
+    case('reloc_eh_bad_link', obj(eh, '.eh_frame', rela(0x20, 1, 2, 4), link=99))
+    case('reloc_eh_link_strtab', obj(eh, '.eh_frame', rela(0x20, 1, 2, 4), link=4))
+    case('reloc_eh_empty_first', obj(eh, '.eh_frame', b'', extra=[
+        Sec('.rela.other', rela(0x38, 1, 2, 0x40), type=SHT_RELA, flags=0x40, link=3, info=2,
+            entsize=24)]))
+    case('reloc_eh_bad_link_first', obj(eh, '.eh_frame', rela(0x20, 1, 2, 4), link=99, extra=[
+        Sec('.rela.other', rela(0x38, 1, 2, 0x40), type=SHT_RELA, flags=0x40, link=3, info=2,
+            entsize=24)]))
+    case('reloc_eh_past_eof', elf([Sec('.text', b'\xc3' * 16, flags=6), Sec('.eh_frame', eh),
+                                   Sec('.symtab', syms, type=SHT_SYMTAB, flags=0, link=4, info=2,
+                                       entsize=24),
+                                   Sec('.strtab', strtab, type=SHT_STRTAB, flags=0),
+                                   Sec('.rela.eh_frame', b'', type=SHT_RELA, link=3, info=2,
+                                       offset=0x10000, size=48, entsize=24)], e_type=1))
+    case('reloc_eh_symtab_past_eof', elf([Sec('.text', b'\xc3' * 16, flags=6), Sec('.eh_frame', eh),
+                                          Sec('.symtab', b'', type=SHT_SYMTAB, flags=0, link=4,
+                                              info=2, entsize=24, offset=0x10000, size=96),
+                                          Sec('.strtab', strtab, type=SHT_STRTAB, flags=0),
+                                          Sec('.rela.eh_frame', rela(0x20, 1, 2, 4), type=SHT_RELA,
+                                              link=3, info=2, entsize=24)], e_type=1))
+    case('reloc_eh_symtab_odd', elf([Sec('.text', b'\xc3' * 16, flags=6), Sec('.eh_frame', eh),
+                                     Sec('.symtab', syms[:24 * 2 + 20], type=SHT_SYMTAB, flags=0,
+                                         link=4, info=2, entsize=24),
+                                     Sec('.strtab', strtab, type=SHT_STRTAB, flags=0),
+                                     Sec('.rela.eh_frame', rela(0x20, 2, 2, 4) + rela(0x38, 1, 2, 4),
+                                         type=SHT_RELA, link=3, info=2, entsize=24)], e_type=1))
+    case('reloc_eh_odd_size', obj(eh, '.eh_frame', rela(0x20, 1, 2, 4) + b'\x01\x02\x03'))
+    case('reloc_eh_entsize_0', obj(eh, '.eh_frame', rela(0x20, 1, 2, 4), entsize=0))
+    # .debug_frame: CIE pointers (R_X86_64_32 against the section) and pcs (R_X86_64_64).
+    case('reloc_debug', obj(dbg, '.debug_frame', rela(0x1c, 1, 1, 0x40) + rela(0x34, 1, 1, 0x60) +
+                            rela(0x18, 0, 10, 0)))
+    for t in (1, 2, 10, 11, 24):
+        case(f'reloc_debug_type_{t}', obj(dbg, '.debug_frame', rela(0x1c, 2, t, 0x1000)))
 
 
 def main():
@@ -659,6 +764,7 @@ def main():
     program_cases()
     entry_cases()
     section_cases()
+    relocation_cases()
     for name, data in CASES.items():
         with open(os.path.join(out, name), 'wb') as f:
             f.write(data)
