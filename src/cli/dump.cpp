@@ -65,21 +65,27 @@ void register_dump(CLI::App& app) {
         dump_json(file);
         continue;
       }
-      auto elf = ElfFile::open(file);
+      // Header tables readelf cannot read leave it without sections or segments, not failing.
+      auto elf = ElfFile::open(file, ElfFile::HeaderFaults::Tolerate);
       if (!elf) {
         fmt::print(stderr, "ehelf: {}\n", elf.error().to_string());
         set_exit_code(1);
         continue;
       }
-      // Like readelf, also show the separate debug file's sections.
+      // Like readelf, also show the separate debug file's sections. readelf looks for it only
+      // through these sections (not through a PT_NOTE when the section headers are lost).
       std::unique_ptr<ElfFile> separate;
-      if (std::string dbg = (*elf)->find_debug_file(); !dbg.empty())
+      bool has_links =
+          (*elf)->find_section(".note.gnu.build-id") || (*elf)->find_section(".gnu_debuglink");
+      if (std::string dbg = has_links ? (*elf)->find_debug_file() : ""; !dbg.empty())
         if (auto s = ElfFile::open(dbg)) separate = std::move(*s);
       std::string text;
       auto outcome = render_readelf_frames(**elf, separate.get(), file, text, stdout);
       std::fwrite(text.data(), 1, text.size(), stdout);
       std::fflush(stdout);
-      if (outcome.frame_sections == 0)
+      if (const auto& bad = (*elf)->header_error())
+        fmt::print(stderr, "ehelf: warning: {}\n", bad->to_string());
+      else if (outcome.frame_sections == 0)
         fmt::print(stderr, "ehelf: {}: no .eh_frame or .debug_frame section\n", file);
       // A file truncated meanwhile was read as zeros past its new end: that, not what the zeros
       // made of the tables, is the error.

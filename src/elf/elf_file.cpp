@@ -35,14 +35,14 @@ bool Section::compressed() const {
   return (flags & SHF_COMPRESSED) != 0;
 }
 
-Result<std::unique_ptr<ElfFile>> ElfFile::open(const std::string& path) {
+Result<std::unique_ptr<ElfFile>> ElfFile::open(const std::string& path, HeaderFaults faults) {
   auto mapped = MappedFile::open(path);
   if (!mapped) return std::move(mapped).error();
   std::unique_ptr<ElfFile> f(new ElfFile);
   f->mapping_ = std::move(*mapped);
   f->bytes_ = f->mapping_->bytes();
   f->name_ = path;
-  if (auto st = f->parse_headers(); !st) return std::move(st).error().in_file(path);
+  if (auto st = f->parse_headers(faults); !st) return std::move(st).error().in_file(path);
   return f;
 }
 
@@ -50,11 +50,12 @@ Result<std::unique_ptr<ElfFile>> ElfFile::parse(std::span<const uint8_t> bytes, 
   std::unique_ptr<ElfFile> f(new ElfFile);
   f->bytes_ = bytes;
   f->name_ = std::move(name);
-  if (auto st = f->parse_headers(); !st) return std::move(st).error().in_file(f->name_);
+  if (auto st = f->parse_headers(HeaderFaults::Refuse); !st)
+    return std::move(st).error().in_file(f->name_);
   return f;
 }
 
-Status ElfFile::parse_headers() {
+Status ElfFile::parse_headers(HeaderFaults faults) {
   ByteCursor c(bytes_);
   auto ident = c.bytes(EI_NIDENT);
   if (!c.ok() || std::memcmp(ident.data(), ELFMAG, SELFMAG) != 0)
@@ -80,33 +81,52 @@ Status ElfFile::parse_headers() {
   uint32_t shstrndx = c.u16();
   if (!c.ok()) return Error::plain("truncated ELF header");
 
-  if (phnum && phoff) {
-    if (phentsize < sizeof(Elf64_Phdr))
-      return Error::at("", phoff, "program header entry size too small");
-    for (uint32_t i = 0; i < phnum; ++i) {
-      ByteCursor p(bytes_);
-      p.seek(phoff);
-      p.skip(uint64_t(i) * phentsize);
-      Segment s;
-      s.type = p.u32();
-      s.flags = p.u32();
-      s.offset = p.u64();
-      s.vaddr = p.u64();
-      p.u64(); // paddr
-      s.filesz = p.u64();
-      s.memsz = p.u64();
-      if (!p.ok()) return Error::at("", phoff, "program headers extend past the end of the file");
-      segments_.push_back(s);
-    }
-  }
-
+  // A table that cannot be read is refused, or (Tolerate) left empty with the first reason kept.
+  auto fault = [&](Status st, auto& table) -> Status {
+    if (st || faults == HeaderFaults::Refuse) return st;
+    table.clear();
+    if (!header_error_) header_error_ = std::move(st).error().in_file(name_);
+    return Ok{};
+  };
+  if (phnum && phoff)
+    if (auto st = fault(parse_program_headers(phoff, phentsize, phnum), segments_); !st) return st;
   if (shoff == 0) return Ok{};
+  // readelf reads entries of the standard size, whatever a larger e_shentsize says.
+  uint16_t stride = faults == HeaderFaults::Tolerate && shentsize > sizeof(Elf64_Shdr)
+                        ? uint16_t{sizeof(Elf64_Shdr)}
+                        : shentsize;
+  return fault(parse_section_headers(shoff, shentsize, stride, shnum, shstrndx), sections_);
+}
+
+Status ElfFile::parse_program_headers(uint64_t phoff, uint16_t phentsize, uint16_t phnum) {
+  if (phentsize < sizeof(Elf64_Phdr))
+    return Error::at("", phoff, "program header entry size too small");
+  for (uint32_t i = 0; i < phnum; ++i) {
+    ByteCursor p(bytes_);
+    p.seek(phoff);
+    p.skip(uint64_t(i) * phentsize);
+    Segment s;
+    s.type = p.u32();
+    s.flags = p.u32();
+    s.offset = p.u64();
+    s.vaddr = p.u64();
+    p.u64(); // paddr
+    s.filesz = p.u64();
+    s.memsz = p.u64();
+    if (!p.ok()) return Error::at("", phoff, "program headers extend past the end of the file");
+    segments_.push_back(s);
+  }
+  return Ok{};
+}
+
+Status ElfFile::parse_section_headers(uint64_t shoff, uint16_t shentsize, uint16_t stride,
+                                      uint64_t shnum, uint32_t shstrndx) {
   if (shentsize < sizeof(Elf64_Shdr))
     return Error::at("", shoff, "section header entry size too small");
   auto read_shdr = [&](uint64_t i, Section& s) {
     ByteCursor p(bytes_);
     p.seek(shoff);
-    p.skip(i * shentsize);
+    p.skip(i * stride);
     uint32_t name = p.u32();
     s.type = p.u32();
     s.flags = p.u64();
@@ -127,14 +147,14 @@ Status ElfFile::parse_headers() {
   if (!ok0) return Error::at("", shoff, "section headers extend past the end of the file");
   if (shnum == 0) shnum = first.size; // extended numbering
   if (shstrndx == SHN_XINDEX) shstrndx = first.link;
-  if (shnum > bytes_.size() / shentsize)
+  if (shnum > bytes_.size() / shentsize || shoff > bytes_.size() - shnum * shentsize)
     return Error::at("", shoff, "section header count exceeds the file size");
 
   std::vector<uint32_t> name_offsets;
   sections_.resize(shnum);
   for (uint64_t i = 0; i < shnum; ++i) {
     auto [ok, name] = read_shdr(i, sections_[i]);
-    if (!ok) return Error::at("", shoff + i * shentsize, "section header extends past the end");
+    if (!ok) return Error::at("", shoff + i * stride, "section header extends past the end");
     name_offsets.push_back(name);
   }
   if (shstrndx < shnum) {

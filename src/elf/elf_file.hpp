@@ -68,8 +68,16 @@ struct DebugLink {
 
 class ElfFile {
 public:
+  // What to do with a program or section header table that cannot be read (past the end of the
+  // file, an entry size too small, a count the file cannot hold).
+  enum class HeaderFaults {
+    Refuse,   // the file is refused
+    Tolerate, // readelf's way: the file has no segments or no sections, header_error() says why;
+              // section headers are read 64 bytes apart even if e_shentsize says more
+  };
   // Maps and parses `path`. Errors name the file.
-  static Result<std::unique_ptr<ElfFile>> open(const std::string& path);
+  static Result<std::unique_ptr<ElfFile>> open(const std::string& path,
+                                               HeaderFaults faults = HeaderFaults::Refuse);
   // Parses bytes the caller keeps alive (fuzzing, in-memory images).
   static Result<std::unique_ptr<ElfFile>> parse(std::span<const uint8_t> bytes, std::string name);
 
@@ -80,6 +88,8 @@ public:
   Status check_intact() const { return mapping_ ? mapping_->check_intact() : Status(Ok{}); }
   uint16_t type() const { return e_type_; } // ET_EXEC, ET_DYN, ...
   const std::vector<Section>& sections() const { return sections_; }
+  // Why headers were not read (opened with HeaderFaults::Tolerate), if some were not.
+  const std::optional<Error>& header_error() const { return header_error_; }
   const std::vector<Segment>& segments() const { return segments_; }
 
   const Section* find_section(std::string_view name) const;
@@ -118,7 +128,10 @@ public:
 
 private:
   ElfFile() = default;
-  Status parse_headers();
+  Status parse_headers(HeaderFaults faults);
+  Status parse_program_headers(uint64_t phoff, uint16_t phentsize, uint16_t phnum);
+  Status parse_section_headers(uint64_t shoff, uint16_t shentsize, uint16_t stride, uint64_t shnum,
+                               uint32_t shstrndx);
   // Decompresses a section's `payload` (ELFCOMPRESS_ZLIB or _ZSTD) to `size` bytes, bounded by
   // the per-file limit, and keeps the result for the section.
   Result<std::span<const uint8_t>> inflate(const Section& s, uint32_t type, uint64_t size,
@@ -130,6 +143,7 @@ private:
   std::string name_;
   uint16_t e_type_ = 0;
   std::vector<Section> sections_;
+  std::optional<Error> header_error_;
   std::vector<Segment> segments_;
   mutable std::deque<std::vector<uint8_t>> decompressed_;
   mutable std::vector<std::pair<uint32_t, size_t>> decompressed_index_; // section -> slot

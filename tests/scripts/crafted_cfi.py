@@ -665,6 +665,25 @@ def section_cases():
     case('sec_gnu_zlib_zdebug_short', elf([text, Sec('.zdebug_frame', gnu(ddata, 8))]))
     case('sec_gnu_zlib_zdebug_cut', elf([text, Sec('.zdebug_frame', gnu(ddata)[:-5])]))
     case('sec_zdebug_plain', elf([text, Sec('.zdebug_frame', ddata)]))
+    # File headers: section header table past the end, entry size wrong, counts too large.
+    good = elf([text, Sec('.eh_frame', data, addr=FRAME_ADDR)])
+    shoff = struct.unpack_from('<Q', good, 0x28)[0]
+    def patched(off, fmt, value, base=good):
+        b = bytearray(base)
+        struct.pack_into(fmt, b, off, value)
+        return bytes(b)
+    case('file_shoff_past_eof', patched(0x28, '<Q', len(good) + 64))
+    case('file_shoff_cut', good[:shoff + 100])
+    case('file_shentsize_small', patched(0x3a, '<H', 40))
+    case('file_shentsize_big', patched(0x3a, '<H', 80))
+    case('file_shentsize_big_fits', patched(0x3a, '<H', 80) + b'\0' * 128)
+    case('file_phnum_huge', patched(0x38, '<H', 0xff00, patched(0x20, '<Q', 0x40)))
+    case('file_shnum_huge', patched(0x3c, '<H', 0xff00))
+    case('file_shnum_zero', patched(0x3c, '<H', 0))
+    case('file_shstrndx_xindex', patched(0x3e, '<H', 0xffff))
+    case('file_phoff_junk', patched(0x36, '<H', 3, patched(0x20, '<Q', 0x10)))
+    case('file_type_core', patched(0x10, '<H', 4))
+    case('file_type_unknown', patched(0x10, '<H', 0x1234))
     case('sec_compressed_bad', elf([text, Sec('.debug_frame', b'\x01\0\0\0\0\0\0\0' +
                                               u64(0x100) + u64(1) + b'garbage', flags=0x800)]))
     case('sec_compressed_unknown', elf([text, Sec('.debug_frame', u32(7) + b'\0' * 20,
