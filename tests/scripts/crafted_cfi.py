@@ -774,6 +774,45 @@ def relocation_cases():
         case(f'reloc_debug_type_{t}', obj(dbg, '.debug_frame', rela(0x1c, 2, t, 0x1000)))
 
 
+def mutation_cases(count):
+    """Seeded random damage to rich sections: bytes overwritten, inserted, deleted, cut."""
+    import random
+    rnd = random.Random(15)
+    prog = (bytes([0x41, 0x0e, 0x10, 0x86, 0x02, 0x0a, 0x41, 0x0d, 0x06, 0x83, 0x03, 0x0b,
+                   ADV2, 0x10, 0x00, 0x10, 0x07, 0x02, 0x77, 0x08, 0x16, 0x0c, 0x01, 0x30,
+                   0x09, 0x0c, 0x05, 0x2e, 0x10, 0x11, 0x0d, 0x7c, 0x0f, 0x03, 0x77, 0x08, 0x06,
+                   ADV1, 0x05, 0x14, 0x0e, 0x02, 0x0b, 0x41, 0x08, 0x03, 0xc6, 0x41]))
+    bases = []
+    for eh in (True, False):
+        aug = b'zR' if eh else b''
+        fk = {} if eh else {'pc': u64(0x401000), 'rng': u64(0x40), 'aug': False}
+        bases.append((eh, frame_section([
+            Cie(aug=aug), Fde(0, insns=prog, **fk), Fde(0, insns=prog[:20], **fk),
+            Cie(aug=b'zPLR' if eh else b'', augdata=b'\x9b' + u32(0x1000) + b'\x1b\x1b' if eh
+                else b'', insns=bytes([DEF_CFA, 7, 8, 0x90, 1, REMEMBER])),
+            Fde(3, insns=prog[10:], augdata=u32(0) if eh else b'', **fk),
+            Fde(0, insns=b'\x41', **fk), Raw(b'\0' * 4)], eh)))
+    for i in range(count):
+        eh, data = bases[i % 2]
+        b = bytearray(data)
+        for _ in range(rnd.randint(1, 4)):
+            if not b:
+                b = bytearray(b'\x01')
+            kind = rnd.randrange(5)
+            at = rnd.randrange(len(b))
+            if kind == 0:
+                b[at] = rnd.randrange(256)
+            elif kind == 1:
+                b[at] = rnd.choice((0x00, 0xff, 0x80, 0x7f, 0x40, 0xc0))
+            elif kind == 2:
+                b[at:at] = bytes(rnd.randrange(256) for _ in range(rnd.randint(1, 3)))
+            elif kind == 3:
+                del b[at:at + rnd.randint(1, 3)]
+            else:
+                del b[at:]
+        case(f'mutant_{i:04d}_{"eh" if eh else "debug"}', image(bytes(b) or b'\x01', eh))
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -784,6 +823,7 @@ def main():
     entry_cases()
     section_cases()
     relocation_cases()
+    mutation_cases(int(sys.argv[2]) if len(sys.argv) > 2 else 300)
     for name, data in CASES.items():
         with open(os.path.join(out, name), 'wb') as f:
             f.write(data)
