@@ -684,6 +684,17 @@ def section_cases():
     case('file_phoff_junk', patched(0x36, '<H', 3, patched(0x20, '<Q', 0x10)))
     case('file_type_core', patched(0x10, '<H', 4))
     case('file_type_unknown', patched(0x10, '<H', 0x1234))
+    # A v4 CIE that sets the address size to 4 and then fails leaves it so for the sections after.
+    bad_v4 = frame_section([RawHeaderCie(b'\x04\x00', aug=b'z', augdata=b'', insns=b'')],
+                           eh=False)
+    bad_v4 = bad_v4[:16] + b'\x40' + bad_v4[17:]  # the 'z' data length, far too long
+    case('sec_addr_size_leak', elf([text, Sec('.debug_frame', bad_v4, flags=0),
+                                    Sec('.eh_frame', data, addr=FRAME_ADDR),
+                                    Sec('.debug_frame', ddata, flags=0)]))
+    fwd_v4 = frame_section([Fde(1, pc=u32(0x2000), rng=u32(16), aug=False), Raw(bad_v4)],
+                           eh=False)
+    case('sec_addr_size_leak_forward', elf([text, Sec('.debug_frame', fwd_v4, flags=0),
+                                            Sec('.eh_frame', data, addr=FRAME_ADDR)]))
     case('sec_compressed_bad', elf([text, Sec('.debug_frame', b'\x01\0\0\0\0\0\0\0' +
                                               u64(0x100) + u64(1) + b'garbage', flags=0x800)]))
     case('sec_compressed_unknown', elf([text, Sec('.debug_frame', u32(7) + b'\0' * 20,
