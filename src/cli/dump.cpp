@@ -14,12 +14,12 @@ namespace {
 // At most this many of readelf's complaints per file: a hostile file can make thousands.
 constexpr size_t kMaxWarnings = 10;
 
-void report_warnings(const std::vector<Error>& warnings) {
-  for (size_t i = 0; i < warnings.size() && i < kMaxWarnings; ++i)
-    fmt::print(stderr, "ehelf: warning: {}\n", warnings[i].to_string());
-  if (warnings.size() > kMaxWarnings)
-    fmt::print(stderr, "ehelf: warning: {}: {} more\n", warnings.front().file,
-               warnings.size() - kMaxWarnings);
+void report_warnings(const ReadelfWarnings& warnings) {
+  for (size_t i = 0; i < warnings.kept.size() && i < kMaxWarnings; ++i)
+    fmt::print(stderr, "ehelf: warning: {}\n", warnings.kept[i].to_string());
+  if (warnings.count > kMaxWarnings)
+    fmt::print(stderr, "ehelf: warning: {}: {} more\n", warnings.kept.front().file,
+               warnings.count - kMaxWarnings);
 }
 
 // The model's tables as JSON; malformed tables are an error here (there is no readelf to match).

@@ -99,9 +99,10 @@ std::string reg_full(uint32_t r) {
 class FrameWalker {
 public:
   FrameWalker(std::span<const uint8_t> data, uint64_t address, std::string_view name,
-              unsigned& addr_size, std::string& out, std::vector<Error>& warnings)
+              unsigned& addr_size, std::string& out, ReadelfWarnings& warnings,
+              std::string_view file = {})
       : bytes_(data), address_(address), name_(name), is_eh_(name == ".eh_frame"),
-        addr_size_(addr_size), out_(out), warnings_(warnings) {}
+        addr_size_(addr_size), out_(out), warnings_(warnings), file_(file) {}
 
   // Walks every entry; `flush` is called between entries (to write out what accumulated).
   // `origin` is " (loaded from FILE)" once readelf has found a separate debug file, else empty.
@@ -120,7 +121,12 @@ public:
 
 private:
   void warn(uint64_t offset, std::string message) {
-    warnings_.push_back(Error::at(std::string(name_), offset, std::move(message)));
+    if (warnings_.kept.size() >= ReadelfWarnings::kKept) {
+      ++warnings_.count; // not even formatted
+      return;
+    }
+    warnings_.add(
+        Error::at(std::string(name_), offset, std::move(message)).in_file(std::string(file_)));
   }
 
   // READ_ULEB / READ_SLEB into a variable of `bits` bits (readelf truncates and complains).
@@ -802,7 +808,8 @@ private:
   bool is_eh_;
   unsigned& addr_size_; // readelf's eh_addr_size: a v4 CIE changes it for its entry
   std::string& out_;
-  std::vector<Error>& warnings_;
+  ReadelfWarnings& warnings_;
+  std::string_view file_;                                 // for the warnings
   std::deque<Chunk> chunks_;                              // CIEs met in the walk (stable addresses)
   std::deque<Chunk> forward_refs_;                        // CIEs read ahead for an FDE, never run
   std::unordered_map<uint64_t, const Chunk*> cie_at_;     // chunks_ by section offset
@@ -818,9 +825,9 @@ private:
 
 } // namespace
 
-std::vector<Error> render_readelf_frame_section(std::span<const uint8_t> data, uint64_t address,
-                                                std::string_view name, std::string& out) {
-  std::vector<Error> warnings;
+ReadelfWarnings render_readelf_frame_section(std::span<const uint8_t> data, uint64_t address,
+                                             std::string_view name, std::string& out) {
+  ReadelfWarnings warnings;
   unsigned addr_size = 8;
   FrameWalker(data, address, name, addr_size, out, warnings).run("", [] {});
   return warnings;
@@ -863,14 +870,11 @@ ReadelfDumpOutcome render_readelf_frames(const ElfFile& file, const ElfFile* sep
       }
       auto data = elf.relocated_section_data(sec);
       if (!data) { // readelf complains and goes on, with status 0
-        outcome.warnings.push_back(std::move(data).error().in_file(elf.name()));
+        outcome.warnings.add(std::move(data).error().in_file(elf.name()));
         continue;
       }
-      std::vector<Error> warnings;
-      FrameWalker walker(*data, sec.addr, n, addr_size, out, warnings);
+      FrameWalker walker(*data, sec.addr, n, addr_size, out, outcome.warnings, elf.name());
       walker.run(separate ? fmt::format(" (loaded from {})", name) : std::string(), flush);
-      for (Error& w : warnings)
-        outcome.warnings.push_back(std::move(w).in_file(elf.name()));
     }
   };
   render_file(file, display_name);

@@ -20,11 +20,22 @@
 
 namespace ehelf {
 
+// Complaints, readelf's on stderr (clipped reads, bad lengths, unknown opcodes...), each naming
+// the section and offset; they never change what is printed. Only the first few are kept (a
+// hostile section can make millions), all are counted.
+struct ReadelfWarnings {
+  static constexpr size_t kKept = 16;
+  std::vector<Error> kept;
+  uint64_t count = 0;
+  void add(Error e) {
+    if (kept.size() < kKept) kept.push_back(std::move(e));
+    ++count;
+  }
+};
+
 // What readelf would report besides its standard output.
 struct ReadelfDumpOutcome {
-  // readelf's warnings and errors on stderr (clipped reads, bad lengths, unknown opcodes...),
-  // each naming the section and offset; they never change what is printed.
-  std::vector<Error> warnings;
+  ReadelfWarnings warnings;
   // readelf would exit with status 1 (a NOBITS frame section, an unrecognized one).
   bool failed = false;
   // Sections readelf takes for frame sections by their names (printed or not).
@@ -43,7 +54,7 @@ ReadelfDumpOutcome render_readelf_frames(const ElfFile& file, const ElfFile* sep
 // One frame section's bytes at `address`, as readelf prints it (header included); `name` decides
 // the format (exactly ".eh_frame", else .debug_frame's). Returns readelf's warnings. For tests
 // and fuzzing.
-std::vector<Error> render_readelf_frame_section(std::span<const uint8_t> data, uint64_t address,
-                                                std::string_view name, std::string& out);
+ReadelfWarnings render_readelf_frame_section(std::span<const uint8_t> data, uint64_t address,
+                                             std::string_view name, std::string& out);
 
 } // namespace ehelf
