@@ -80,6 +80,8 @@ void register_dump(CLI::App& app) {
       if (std::string dbg = has_links ? (*elf)->find_debug_file() : ""; !dbg.empty())
         if (auto s = ElfFile::open(dbg)) separate = std::move(*s);
       std::string text;
+      // readelf names each file it reads when given several.
+      if (opt->files.size() > 1) text = fmt::format("\nFile: {}\n", file);
       auto outcome = render_readelf_frames(**elf, separate.get(), file, text, stdout);
       std::fwrite(text.data(), 1, text.size(), stdout);
       std::fflush(stdout);

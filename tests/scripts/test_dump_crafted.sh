@@ -35,5 +35,16 @@ for f in "$work"/files/*; do
     head -3 "$work/err" | sed 's/^/    stderr: /'
   fi
 done
+# Several files at once: readelf names each ("File: NAME"), and one NOBITS section makes it exit 1.
+group=$(ls "$work"/files/* | awk 'NR % 97 == 1' | tr '\n' ' ')
+readelf -wF $group >"$work/r" 2>/dev/null
+rrc=$?
+"$ehelf" dump $group >"$work/e" 2>/dev/null
+erc=$?
+if ! cmp -s "$work/r" "$work/e" || [ $((rrc == 0)) -ne $((erc == 0)) ]; then
+  fail=$((fail + 1))
+  echo "FAIL several files at once: status $erc, readelf's $rrc"
+  diff "$work/r" "$work/e" | head -20 | sed 's/^/    /'
+fi
 echo "$((count - fail)) of $count identical"
 [ $fail -eq 0 ]
