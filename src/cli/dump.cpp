@@ -85,8 +85,9 @@ void register_dump(CLI::App& app) {
       auto outcome = render_readelf_frames(**elf, separate.get(), file, text, stdout);
       std::fwrite(text.data(), 1, text.size(), stdout);
       std::fflush(stdout);
-      if (const auto& bad = (*elf)->header_error())
-        fmt::print(stderr, "ehelf: warning: {}\n", bad->to_string());
+      const bool bad_headers = (*elf)->header_error().has_value();
+      if (bad_headers)
+        fmt::print(stderr, "ehelf: warning: {}\n", (*elf)->header_error()->to_string());
       else if (outcome.frame_sections == 0)
         fmt::print(stderr, "ehelf: {}: no .eh_frame or .debug_frame section\n", file);
       // A file truncated meanwhile was read as zeros past its new end: that, not what the zeros
@@ -96,10 +97,11 @@ void register_dump(CLI::App& app) {
         set_exit_code(1);
         continue;
       }
-      // readelf's complaints go to stderr as ours, and its exit status is kept: a malformed
-      // table still prints (as readelf prints it) with status 0.
+      // A malformed table still prints as readelf prints it, its complaints on stderr as ours
+      // (file, section, offset); but hostile input is an error for ehelf, so any complaint makes
+      // the exit status 1 where readelf's is 0.
       report_warnings(outcome.warnings);
-      if (outcome.failed) set_exit_code(1);
+      if (outcome.failed || outcome.warnings.count > 0 || bad_headers) set_exit_code(1);
     }
   });
 }

@@ -2,7 +2,8 @@
 # `ehelf dump` must print exactly what `readelf -wF` prints on hostile files too: crafted_cfi.py
 # writes several hundred ELF files with broken call-frame tables (bad registers, every pointer
 # encoding, odd CIEs, truncated instructions, bad lengths and section headers), and each must
-# give the same standard output and the same exit status class (0 or not) as readelf, without a
+# give the same standard output and the same exit status class (0 or not) as readelf (but 1 wherever
+# ehelf warns of a malformed table, where readelf exits 0), without a
 # crash. The diffs of the first failures are printed.
 set -uo pipefail
 build=$1
@@ -21,10 +22,14 @@ for f in "$work"/files/*; do
   rrc=$?
   "$ehelf" dump "$f" >"$work/e" 2>"$work/err"
   erc=$?
+  warned=0
+  grep -q '^ehelf: warning: ' "$work/err" && warned=1
   problem=""
   if [ $erc -ge 128 ]; then problem="ehelf crashed (status $erc)"
   elif ! cmp -s "$work/r" "$work/e"; then problem="output differs"
-  elif [ $((rrc == 0)) -ne $((erc == 0)) ]; then problem="exit status $erc, readelf's $rrc"
+  # Status: readelf's (0 or not), except that a complaint (a warning) makes ehelf's 1.
+  elif [ $(((rrc == 0) && ! warned)) -ne $((erc == 0)) ]; then
+    problem="exit status $erc, readelf's $rrc, warnings: $warned"
   fi
   [ -z "$problem" ] && continue
   fail=$((fail + 1))
@@ -39,9 +44,11 @@ done
 group=$(ls "$work"/files/* | awk 'NR % 97 == 1' | tr '\n' ' ')
 readelf -wF $group >"$work/r" 2>/dev/null
 rrc=$?
-"$ehelf" dump $group >"$work/e" 2>/dev/null
+"$ehelf" dump $group >"$work/e" 2>"$work/err"
 erc=$?
-if ! cmp -s "$work/r" "$work/e" || [ $((rrc == 0)) -ne $((erc == 0)) ]; then
+warned=0
+grep -q '^ehelf: warning: ' "$work/err" && warned=1
+if ! cmp -s "$work/r" "$work/e" || [ $(((rrc == 0) && ! warned)) -ne $((erc == 0)) ]; then
   fail=$((fail + 1))
   echo "FAIL several files at once: status $erc, readelf's $rrc"
   diff "$work/r" "$work/e" | head -20 | sed 's/^/    /'
