@@ -9,6 +9,7 @@
 
 #include "dwarf/cfa_interpreter.hpp"
 #include "dwarf/cfi_section.hpp"
+#include "report/readelf_frames.hpp"
 
 namespace {
 
@@ -46,7 +47,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   table.finish();
   SmallStack stack;
   ehelf::RegisterState regs;
-  for (unsigned r = 0; r < ehelf::x86_64::kGeneralRegs; ++r) regs.set(r, 0x7000 + 8 * r);
-  for (uint32_t i = 0; i < table.row_count(); ++i) (void)table.evaluate(i, regs, stack);
+  for (unsigned r = 0; r < ehelf::x86_64::kGeneralRegs; ++r)
+    regs.set(r, 0x7000 + 8 * r);
+  for (uint32_t i = 0; i < table.row_count(); ++i)
+    (void)table.evaluate(i, regs, stack);
+  std::string text;
+  (void)ehelf::render_readelf_frame_section(
+      bytes, 0x2000, format == ehelf::CfiFormat::EhFrame ? ".eh_frame" : ".debug_frame", text);
   return 0;
 }

@@ -35,14 +35,14 @@ bool Section::compressed() const {
   return (flags & SHF_COMPRESSED) != 0;
 }
 
-Result<std::unique_ptr<ElfFile>> ElfFile::open(const std::string& path) {
+Result<std::unique_ptr<ElfFile>> ElfFile::open(const std::string& path, HeaderFaults faults) {
   auto mapped = MappedFile::open(path);
   if (!mapped) return std::move(mapped).error();
   std::unique_ptr<ElfFile> f(new ElfFile);
   f->mapping_ = std::move(*mapped);
   f->bytes_ = f->mapping_->bytes();
   f->name_ = path;
-  if (auto st = f->parse_headers(); !st) return std::move(st).error().in_file(path);
+  if (auto st = f->parse_headers(faults); !st) return std::move(st).error().in_file(path);
   return f;
 }
 
@@ -50,11 +50,12 @@ Result<std::unique_ptr<ElfFile>> ElfFile::parse(std::span<const uint8_t> bytes, 
   std::unique_ptr<ElfFile> f(new ElfFile);
   f->bytes_ = bytes;
   f->name_ = std::move(name);
-  if (auto st = f->parse_headers(); !st) return std::move(st).error().in_file(f->name_);
+  if (auto st = f->parse_headers(HeaderFaults::Refuse); !st)
+    return std::move(st).error().in_file(f->name_);
   return f;
 }
 
-Status ElfFile::parse_headers() {
+Status ElfFile::parse_headers(HeaderFaults faults) {
   ByteCursor c(bytes_);
   auto ident = c.bytes(EI_NIDENT);
   if (!c.ok() || std::memcmp(ident.data(), ELFMAG, SELFMAG) != 0)
@@ -80,33 +81,52 @@ Status ElfFile::parse_headers() {
   uint32_t shstrndx = c.u16();
   if (!c.ok()) return Error::plain("truncated ELF header");
 
-  if (phnum && phoff) {
-    if (phentsize < sizeof(Elf64_Phdr))
-      return Error::at("", phoff, "program header entry size too small");
-    for (uint32_t i = 0; i < phnum; ++i) {
-      ByteCursor p(bytes_);
-      p.seek(phoff);
-      p.skip(uint64_t(i) * phentsize);
-      Segment s;
-      s.type = p.u32();
-      s.flags = p.u32();
-      s.offset = p.u64();
-      s.vaddr = p.u64();
-      p.u64(); // paddr
-      s.filesz = p.u64();
-      s.memsz = p.u64();
-      if (!p.ok()) return Error::at("", phoff, "program headers extend past the end of the file");
-      segments_.push_back(s);
-    }
-  }
-
+  // A table that cannot be read is refused, or (Tolerate) left empty with the first reason kept.
+  auto fault = [&](Status st, auto& table) -> Status {
+    if (st || faults == HeaderFaults::Refuse) return st;
+    table.clear();
+    if (!header_error_) header_error_ = std::move(st).error().in_file(name_);
+    return Ok{};
+  };
+  if (phnum && phoff)
+    if (auto st = fault(parse_program_headers(phoff, phentsize, phnum), segments_); !st) return st;
   if (shoff == 0) return Ok{};
+  // readelf reads entries of the standard size, whatever a larger e_shentsize says.
+  uint16_t stride = faults == HeaderFaults::Tolerate && shentsize > sizeof(Elf64_Shdr)
+                        ? uint16_t{sizeof(Elf64_Shdr)}
+                        : shentsize;
+  return fault(parse_section_headers(shoff, shentsize, stride, shnum, shstrndx), sections_);
+}
+
+Status ElfFile::parse_program_headers(uint64_t phoff, uint16_t phentsize, uint16_t phnum) {
+  if (phentsize < sizeof(Elf64_Phdr))
+    return Error::at("", phoff, "program header entry size too small");
+  for (uint32_t i = 0; i < phnum; ++i) {
+    ByteCursor p(bytes_);
+    p.seek(phoff);
+    p.skip(uint64_t(i) * phentsize);
+    Segment s;
+    s.type = p.u32();
+    s.flags = p.u32();
+    s.offset = p.u64();
+    s.vaddr = p.u64();
+    p.u64(); // paddr
+    s.filesz = p.u64();
+    s.memsz = p.u64();
+    if (!p.ok()) return Error::at("", phoff, "program headers extend past the end of the file");
+    segments_.push_back(s);
+  }
+  return Ok{};
+}
+
+Status ElfFile::parse_section_headers(uint64_t shoff, uint16_t shentsize, uint16_t stride,
+                                      uint64_t shnum, uint32_t shstrndx) {
   if (shentsize < sizeof(Elf64_Shdr))
     return Error::at("", shoff, "section header entry size too small");
   auto read_shdr = [&](uint64_t i, Section& s) {
     ByteCursor p(bytes_);
     p.seek(shoff);
-    p.skip(i * shentsize);
+    p.skip(i * stride);
     uint32_t name = p.u32();
     s.type = p.u32();
     s.flags = p.u64();
@@ -127,20 +147,21 @@ Status ElfFile::parse_headers() {
   if (!ok0) return Error::at("", shoff, "section headers extend past the end of the file");
   if (shnum == 0) shnum = first.size; // extended numbering
   if (shstrndx == SHN_XINDEX) shstrndx = first.link;
-  if (shnum > bytes_.size() / shentsize)
+  if (shnum > bytes_.size() / shentsize || shoff > bytes_.size() - shnum * shentsize)
     return Error::at("", shoff, "section header count exceeds the file size");
 
   std::vector<uint32_t> name_offsets;
   sections_.resize(shnum);
   for (uint64_t i = 0; i < shnum; ++i) {
     auto [ok, name] = read_shdr(i, sections_[i]);
-    if (!ok) return Error::at("", shoff + i * shentsize, "section header extends past the end");
+    if (!ok) return Error::at("", shoff + i * stride, "section header extends past the end");
     name_offsets.push_back(name);
   }
   if (shstrndx < shnum) {
     const Section& strtab = sections_[shstrndx];
-    if (strtab.type != SHT_NOBITS && strtab.offset <= bytes_.size() &&
-        strtab.size <= bytes_.size() - strtab.offset) {
+    // The names are read whatever the table's type claims, as readelf and the loader read them
+    // (a NOBITS .shstrtab still names the sections).
+    if (strtab.offset <= bytes_.size() && strtab.size <= bytes_.size() - strtab.offset) {
       auto names = bytes_.subspan(strtab.offset, strtab.size);
       for (uint64_t i = 0; i < shnum; ++i) {
         ByteCursor n(names);
@@ -178,43 +199,49 @@ Result<std::span<const uint8_t>> ElfFile::section_data(const Section& s) const {
   uint64_t ch_size = c.u64();
   c.u64(); // addralign
   if (!c.ok()) return Error::at(sec, 0, "truncated compression header");
-  if (ch_size > kMaxDecompressedPerFile - decompressed_bytes_)
+  return inflate(s, ch_type, ch_size, raw.subspan(c.pos()), c.pos());
+}
+
+Result<std::span<const uint8_t>> ElfFile::inflate(const Section& s, uint32_t type, uint64_t size,
+                                                  std::span<const uint8_t> payload,
+                                                  uint64_t payload_offset) const {
+  std::string sec(s.name);
+  if (size > kMaxDecompressedPerFile - decompressed_bytes_)
     return Error::at(sec, 0,
                      fmt::format("decompressing {:#x} more bytes would pass the limit of {} MiB "
                                  "per file ({:#x} already)",
-                                 ch_size, kMaxDecompressedPerFile >> 20, decompressed_bytes_));
-  auto payload = raw.subspan(c.pos());
+                                 size, kMaxDecompressedPerFile >> 20, decompressed_bytes_));
   // A hostile header can claim any size: refuse sizes the payload cannot expand to before
   // allocating (deflate expands at most 1032:1; zstd's densest blocks about 32768:1).
-  uint64_t ratio = ch_type == ELFCOMPRESS_ZLIB ? 1032 : 32768;
-  if (ch_size > uint64_t(payload.size()) * ratio + 4096)
+  uint64_t ratio = type == ELFCOMPRESS_ZLIB ? 1032 : 32768;
+  if (size > uint64_t(payload.size()) * ratio + 4096)
     return Error::at(sec, 0,
                      fmt::format("claimed decompressed size {:#x} is impossible for {:#x} "
                                  "compressed bytes",
-                                 ch_size, payload.size()));
-  if (ch_type == 2 /* ELFCOMPRESS_ZSTD */) {
+                                 size, payload.size()));
+  if (type == 2 /* ELFCOMPRESS_ZSTD */) {
     unsigned long long frame = ZSTD_getFrameContentSize(payload.data(), payload.size());
-    if (frame != ZSTD_CONTENTSIZE_UNKNOWN && frame != ch_size)
+    if (frame != ZSTD_CONTENTSIZE_UNKNOWN && frame != size)
       return Error::at(
-          sec, c.pos(),
-          fmt::format("zstd frame holds {:#x} bytes, the header claims {:#x}", frame, ch_size));
+          sec, payload_offset,
+          fmt::format("zstd frame holds {:#x} bytes, the header claims {:#x}", frame, size));
   }
-  std::vector<uint8_t> out(ch_size);
-  if (ch_type == ELFCOMPRESS_ZLIB) {
-    uLongf dest_len = static_cast<uLongf>(ch_size);
+  std::vector<uint8_t> out(size);
+  if (type == ELFCOMPRESS_ZLIB) {
+    uLongf dest_len = static_cast<uLongf>(size);
     int rc = ::uncompress(out.data(), &dest_len, payload.data(), payload.size());
-    if (rc != Z_OK || dest_len != ch_size)
-      return Error::at(sec, c.pos(), fmt::format("zlib decompression failed ({})", rc));
-  } else if (ch_type == 2 /* ELFCOMPRESS_ZSTD */) {
+    if (rc != Z_OK || dest_len != size)
+      return Error::at(sec, payload_offset, fmt::format("zlib decompression failed ({})", rc));
+  } else if (type == 2 /* ELFCOMPRESS_ZSTD */) {
     size_t n = ZSTD_decompress(out.data(), out.size(), payload.data(), payload.size());
-    if (ZSTD_isError(n) || n != ch_size)
-      return Error::at(sec, c.pos(),
+    if (ZSTD_isError(n) || n != size)
+      return Error::at(sec, payload_offset,
                        fmt::format("zstd decompression failed: {}",
                                    ZSTD_isError(n) ? ZSTD_getErrorName(n) : "size mismatch"));
   } else {
-    return Error::at(sec, 0, fmt::format("unknown compression type {}", ch_type));
+    return Error::at(sec, 0, fmt::format("unknown compression type {}", type));
   }
-  decompressed_bytes_ += ch_size;
+  decompressed_bytes_ += size;
   decompressed_.push_back(std::move(out));
   decompressed_index_.emplace_back(s.index, decompressed_.size() - 1);
   return std::span<const uint8_t>(decompressed_.back());
@@ -222,16 +249,41 @@ Result<std::span<const uint8_t>> ElfFile::section_data(const Section& s) const {
 
 Result<std::span<const uint8_t>> ElfFile::relocated_section_data(const Section& s) const {
   auto data = section_data(s);
+  // The old GNU compression (.zdebug_*): "ZLIB", the size in big-endian, a zlib stream; readelf
+  // undoes it whatever the section's name.
+  if (data && !s.compressed() && data->size() >= 12 && std::memcmp(data->data(), "ZLIB", 4) == 0) {
+    bool cached = false;
+    for (auto& [idx, slot] : decompressed_index_)
+      if (idx == s.index) {
+        data = std::span<const uint8_t>(decompressed_[slot]);
+        cached = true;
+      }
+    if (!cached) {
+      uint64_t size = 0;
+      for (unsigned i = 4; i < 12; ++i)
+        size = size << 8 | (*data)[i];
+      data = inflate(s, ELFCOMPRESS_ZLIB, size, data->subspan(12), 12);
+    }
+  }
   if (!data || e_type_ != ET_REL) return data;
   for (auto& [idx, slot] : relocated_index_)
     if (idx == s.index) return std::span<const uint8_t>(decompressed_[slot]);
   std::vector<uint8_t> out(data->begin(), data->end());
+  // Only the first relocation section for `s` counts, as in readelf's apply_relocations.
   for (const Section& rel : sections_) {
-    if ((rel.type != SHT_RELA && rel.type != SHT_REL) || rel.info != s.index) continue;
-    if (rel.link >= sections_.size()) continue;
+    if ((rel.type != SHT_RELA && rel.type != SHT_REL) || rel.info != s.index || rel.size == 0 ||
+        rel.link >= sections_.size())
+      continue;
+    const Section& symsec = sections_[rel.link];
+    if (symsec.type != SHT_SYMTAB && symsec.type != SHT_DYNSYM)
+      return Error::at(std::string(rel.name), 0,
+                       fmt::format("the relocations' symbol table (section {}) is of type {:#x}",
+                                   rel.link, symsec.type));
     auto relocs = section_data(rel);
-    auto symtab = section_data(sections_[rel.link]);
-    if (!relocs || !symtab) continue;
+    if (!relocs) return std::move(relocs).error(); // as readelf, which then shows nothing
+    auto symtab = section_data(symsec);
+    if (!symtab) break; // readelf shows the section unrelocated
+    const uint64_t num_syms = symtab->size() / sizeof(Elf64_Sym);
     bool rela = rel.type == SHT_RELA;
     ByteCursor c(*relocs);
     while (c.remaining() >= (rela ? 24u : 16u)) {
@@ -251,7 +303,6 @@ Result<std::span<const uint8_t>> ElfFile::relocated_section_data(const Section& 
         pcrel = true;
         break;
       case R_X86_64_32:
-      case R_X86_64_32S:
         size = 4;
         break;
       case R_X86_64_PC64:
@@ -259,12 +310,14 @@ Result<std::span<const uint8_t>> ElfFile::relocated_section_data(const Section& 
         pcrel = true;
         break;
       default:
-        continue; // readelf leaves other types unapplied too
+        continue; // readelf leaves other types (R_X86_64_32S too) unapplied
       }
-      ByteCursor sym(*symtab);
-      sym.seek(sym_index * sizeof(Elf64_Sym) + offsetof(Elf64_Sym, st_value));
-      uint64_t value = sym.u64();
-      if (!sym.ok() || where > out.size() || out.size() - where < size) continue;
+      if (sym_index >= num_syms || where > out.size() || out.size() - where < size) continue;
+      Elf64_Sym sym;
+      std::memcpy(&sym, symtab->data() + sym_index * sizeof(Elf64_Sym), sizeof sym);
+      // readelf skips symbols of the types it does not expect (file, TLS, IFUNC...).
+      unsigned sym_type = ELF64_ST_TYPE(sym.st_info);
+      if (sym_index != 0 && sym_type > STT_SECTION && sym_type != STT_COMMON) continue;
       if (!rela) {
         if (size == 8)
           std::memcpy(&addend, out.data() + where, 8);
@@ -274,9 +327,10 @@ Result<std::span<const uint8_t>> ElfFile::relocated_section_data(const Section& 
           addend = a32;
         }
       }
-      uint64_t v = value + static_cast<uint64_t>(addend) - (pcrel ? where : 0);
+      uint64_t v = sym.st_value + static_cast<uint64_t>(addend) - (pcrel ? where : 0);
       std::memcpy(out.data() + where, &v, size); // little-endian: low bytes first
     }
+    break;
   }
   decompressed_.push_back(std::move(out));
   relocated_index_.emplace_back(s.index, decompressed_.size() - 1);

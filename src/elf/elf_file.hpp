@@ -71,8 +71,16 @@ struct DebugLink {
 
 class ElfFile {
 public:
+  // What to do with a program or section header table that cannot be read (past the end of the
+  // file, an entry size too small, a count the file cannot hold).
+  enum class HeaderFaults {
+    Refuse,   // the file is refused
+    Tolerate, // readelf's way: the file has no segments or no sections, header_error() says why;
+              // section headers are read 64 bytes apart even if e_shentsize says more
+  };
   // Maps and parses `path`. Errors name the file.
-  static Result<std::unique_ptr<ElfFile>> open(const std::string& path);
+  static Result<std::unique_ptr<ElfFile>> open(const std::string& path,
+                                               HeaderFaults faults = HeaderFaults::Refuse);
   // Parses bytes the caller keeps alive (fuzzing, in-memory images).
   static Result<std::unique_ptr<ElfFile>> parse(std::span<const uint8_t> bytes, std::string name);
 
@@ -83,6 +91,8 @@ public:
   Status check_intact() const { return mapping_ ? mapping_->check_intact() : Status(Ok{}); }
   uint16_t type() const { return e_type_; } // ET_EXEC, ET_DYN, ...
   const std::vector<Section>& sections() const { return sections_; }
+  // Why headers were not read (opened with HeaderFaults::Tolerate), if some were not.
+  const std::optional<Error>& header_error() const { return header_error_; }
   const std::vector<Segment>& segments() const { return segments_; }
 
   const Section* find_section(std::string_view name) const;
@@ -91,8 +101,9 @@ public:
 
   // For relocatable (ET_REL) files: the section's contents with its SHT_RELA/SHT_REL relocations
   // applied the way readelf applies them to debug sections (symbol value + addend, minus the
-  // place for PC-relative types; only the x86_64 data relocation types). Other files: same as
-  // section_data.
+  // place for PC-relative types; only R_X86_64_64/32/PC32/PC64; only the first relocation
+  // section for it; an error when that one's symbol table is no symbol table). Other files:
+  // same as section_data. Both undo the old GNU "ZLIB" compression first, as readelf does.
   Result<std::span<const uint8_t>> relocated_section_data(const Section& s) const;
 
   // Lowest p_vaddr of PT_LOAD segments (the module's link-time base); 0 if none.
@@ -122,13 +133,22 @@ public:
 
 private:
   ElfFile() = default;
-  Status parse_headers();
+  Status parse_headers(HeaderFaults faults);
+  Status parse_program_headers(uint64_t phoff, uint16_t phentsize, uint16_t phnum);
+  Status parse_section_headers(uint64_t shoff, uint16_t shentsize, uint16_t stride, uint64_t shnum,
+                               uint32_t shstrndx);
+  // Decompresses a section's `payload` (ELFCOMPRESS_ZLIB or _ZSTD) to `size` bytes, bounded by
+  // the per-file limit, and keeps the result for the section.
+  Result<std::span<const uint8_t>> inflate(const Section& s, uint32_t type, uint64_t size,
+                                           std::span<const uint8_t> payload,
+                                           uint64_t payload_offset) const;
 
   std::unique_ptr<MappedFile> mapping_;
   std::span<const uint8_t> bytes_;
   std::string name_;
   uint16_t e_type_ = 0;
   std::vector<Section> sections_;
+  std::optional<Error> header_error_;
   std::vector<Segment> segments_;
   mutable std::deque<std::vector<uint8_t>> decompressed_;
   mutable std::vector<std::pair<uint32_t, size_t>> decompressed_index_; // section -> slot
