@@ -132,15 +132,17 @@ Result<std::vector<uint8_t>> append_loaded_sections(const ElfFile& elf, const Ap
   // names and the new ones, all after the segment.
   std::string names;
   std::vector<Elf64_Shdr> shdrs;
-  if (eh.e_shoff && eh.e_shnum && eh.e_shstrndx < eh.e_shnum &&
-      eh.e_shoff + eh.e_shnum * sizeof(Elf64_Shdr) <= elf.bytes().size()) {
+  // Bounds by subtraction: a hostile offset near 2^64 must not wrap an addition back in range.
+  const uint64_t file_size = elf.bytes().size();
+  if (eh.e_shoff && eh.e_shnum && eh.e_shstrndx < eh.e_shnum && eh.e_shoff <= file_size &&
+      eh.e_shnum * sizeof(Elf64_Shdr) <= file_size - eh.e_shoff) {
     for (size_t i = 0; i < eh.e_shnum; ++i) {
       Elf64_Shdr sh;
       std::memcpy(&sh, elf.bytes().data() + eh.e_shoff + i * sizeof sh, sizeof sh);
       shdrs.push_back(sh);
     }
     const Elf64_Shdr& strtab = shdrs[eh.e_shstrndx];
-    if (strtab.sh_offset + strtab.sh_size <= elf.bytes().size())
+    if (strtab.sh_offset <= file_size && strtab.sh_size <= file_size - strtab.sh_offset)
       names.assign(reinterpret_cast<const char*>(elf.bytes().data()) + strtab.sh_offset,
                    strtab.sh_size);
   }
