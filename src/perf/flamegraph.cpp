@@ -7,6 +7,7 @@
 #include <map>
 #include <ostream>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include <fmt/format.h>
@@ -101,13 +102,14 @@ double name_hash(std::string_view name) {
   return 1 - vector / max;
 }
 
-// flamegraph.pl --colors hot --hash.
+// flamegraph.pl --colors hot --hash, written #rrggbb (flamegraph.pl writes rgb(r,g,b): the same
+// colour in 7 characters instead of up to 16, once per name).
 std::string hot_color(std::string_view name) {
-  if (name == "-") return "rgb(160,160,160)"; // flamegraph.pl draws "-" separator frames grey
+  if (name == "-") return "#a0a0a0"; // flamegraph.pl draws "-" separator frames grey (160)
   std::string reversed(name.rbegin(), name.rend());
   double v1 = name_hash(name), v2 = name_hash(reversed), v3 = v2;
-  return fmt::format("rgb({},{},{})", 205 + static_cast<int>(50 * v3), static_cast<int>(230 * v1),
-                     static_cast<int>(55 * v2));
+  return fmt::format("#{:02x}{:02x}{:02x}", 205 + static_cast<int>(50 * v3),
+                     static_cast<int>(230 * v1), static_cast<int>(55 * v2));
 }
 
 // Length of the UTF-8 sequence at s[i] if it is valid and a character XML allows, else 0.
@@ -181,31 +183,53 @@ void append_label(fmt::memory_buffer& out, std::string_view name, double width_p
   out.append(std::string_view(".."));
 }
 
-std::string with_thousands_separators(uint64_t n) {
-  std::string digits = std::to_string(n), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
-
-double round_to_tenth(double v) {
-  return std::round(v * 10) / 10;
-}
-
-// The graph's behaviour, for viewers that run scripts (browsers): hover says what a frame is on
-// the status line; a click zooms so that the frame spans the width (its ancestors stay, full width,
-// half transparent; everything else hides), "Reset Zoom", a click on the root or Escape undoes it;
-// "Search", Ctrl-F or the URL's ?s=REGEX highlights matching frames and shows the share of samples
-// under them (nested matches counted once); Escape or a second click on "Search" clears it. Frames
-// carry their first sample (data-s), their samples (data-n) and their depth (data-d).
+// The graph's behaviour, for viewers that run scripts (browsers). First it builds the interactive
+// frames from the static picture (see flamegraph.hpp): each path's subpaths are its name's frames
+// in sample and level units; the picture and its labels are then hidden. Hover says what a frame
+// is on the status line; a click zooms so that the frame spans the width (its ancestors stay, full
+// width, half transparent; everything else hides), "Reset Zoom", a click on the root or Escape
+// undoes it; "Search", Ctrl-F or the URL's ?s=REGEX highlights matching frames and shows the share
+// of samples under them (nested matches counted once); Escape or a second click on "Search" clears
+// it. Built frames carry their first sample (data-s), their samples (data-n) and their depth
+// (data-d).
 constexpr std::string_view kScript = R"JS(
 (function () {
-  var svg = document.documentElement;
+  var svg = document.documentElement, NS = 'http://www.w3.org/2000/svg';
   var PAD = 10, CHAR = 0.59 * 12;
   var WIDTH = +svg.getAttribute('width'), DRAW = WIDTH - 2 * PAD;
-  var frames = Array.prototype.slice.call(document.querySelectorAll('g.func_g'));
+  var area = document.getElementById('frames'), frames = [];
+  function commas(n) { return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ','); }
+  if (area) {
+    var box = area.viewBox.baseVal, levels = box.height, all = box.width;
+    var inverted = area.getAttribute('data-inverted') === '1', unit = area.getAttribute('data-unit');
+    var top = +area.getAttribute('y'), fh = +area.getAttribute('height') / levels;
+    var gap = fh > 1 ? 1 : 0, layer = document.createElementNS(NS, 'g');
+    svg.insertBefore(layer, area);
+    Array.prototype.forEach.call(area.querySelectorAll('path'), function (path) {
+      var name = path.querySelector('title').textContent, fill = path.getAttribute('stroke');
+      var re = /M(\d+) (\d+)h(\d+)/g, m;
+      while ((m = re.exec(path.getAttribute('d')))) {
+        var s = +m[1], row = +m[2], n = +m[3], d = inverted ? row : levels - 1 - row;
+        var y = top + row * fh + (inverted ? 0 : gap);
+        var g = document.createElementNS(NS, 'g'), title = document.createElementNS(NS, 'title');
+        var rect = document.createElementNS(NS, 'rect'), text = document.createElementNS(NS, 'text');
+        g.setAttribute('class', 'func_g');
+        g.setAttribute('data-s', s); g.setAttribute('data-n', n); g.setAttribute('data-d', d);
+        title.textContent = name + ' (' + commas(n) + ' ' + unit + ', ' +
+            (d === 0 ? '100%' : (100 * n / all).toFixed(2) + '%') + ')';
+        rect.setAttribute('y', y.toFixed(1));
+        rect.setAttribute('height', (fh - gap).toFixed(1));
+        rect.setAttribute('fill', fill);
+        rect.setAttribute('rx', '2'); rect.setAttribute('ry', '2');
+        text.setAttribute('y', (3 + y + (fh - gap) / 2).toFixed(2));
+        g.appendChild(title); g.appendChild(rect); g.appendChild(text);
+        layer.appendChild(g);
+        frames.push(g);
+      }
+    });
+    area.style.display = 'none';
+    document.getElementById('labels').style.display = 'none';
+  }
   var details = document.getElementById('details');
   var unzoom = document.getElementById('unzoom');
   var searchButton = document.getElementById('search');
@@ -287,6 +311,7 @@ constexpr std::string_view kScript = R"JS(
     var pattern = window.prompt('Search for (regular expression):', '');
     if (pattern) search(pattern);
   }
+  zoom(0, total, 0);
   unzoom.addEventListener('click', function () { zoom(0, total, 0); });
   searchButton.addEventListener('click', askSearch);
   document.addEventListener('keydown', function (e) {
@@ -356,33 +381,60 @@ void write_flamegraph_svg(std::ostream& out, const FoldedStacks& stacks,
                    width / 2, kTopPad + frame_height / 2);
   }
 
+  // The frames: one path per name, in the order names are first placed (parents before
+  // children), its subpaths in sample and level units (see flamegraph.hpp).
+  const unsigned levels = max_depth + 1;
+  const auto row_of = [&](const FrameNode& node) {
+    return options.inverted ? node.depth : max_depth - node.depth;
+  };
+  std::vector<std::string_view> names;
+  std::unordered_map<std::string_view, fmt::memory_buffer> subpaths;
+  for (const PlacedFrame& frame : placed) {
+    const FrameNode& node = tree[frame.node];
+    auto [it, inserted] = subpaths.try_emplace(node.name);
+    if (inserted) names.push_back(node.name);
+    fmt::format_to(std::back_inserter(it->second), "M{} {}h{}", frame.start, row_of(node),
+                   node.total);
+  }
+  if (!placed.empty()) {
+    // A level is 1 unit high; its stroke is the frame (the level less the gap, which lies above
+    // the frame in a flame graph and below it in an icicle graph) around the stroke's centre line.
+    const double thickness = (frame_height - frame_gap) / frame_height;
+    const double centre = options.inverted ? thickness / 2 : 1 - thickness / 2;
+    fmt::format_to(text,
+                   "<svg id=\"frames\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" "
+                   "viewBox=\"0 0 {} {}\" preserveAspectRatio=\"none\" data-inverted=\"{}\" "
+                   "data-unit=\"",
+                   kSidePad, kTopPad, drawing_width, levels * frame_height, total, levels,
+                   options.inverted ? 1 : 0);
+    append_xml(svg, options.count_name);
+    fmt::format_to(text,
+                   "\">\n<g fill=\"none\" stroke-width=\"{}\" transform=\"translate(0 {})\">\n",
+                   thickness, centre);
+    for (std::string_view name : names) {
+      const fmt::memory_buffer& d = subpaths.at(name);
+      fmt::format_to(text, "<path stroke=\"{}\" d=\"", hot_color(name));
+      svg.append(d);
+      svg.append(std::string_view("\"><title>"));
+      append_xml(svg, name);
+      svg.append(std::string_view("</title></path>\n"));
+    }
+    svg.append(std::string_view("</g>\n</svg>\n"));
+  }
+  // Labels where they fit, in pixels.
+  svg.append(std::string_view("<g id=\"labels\">\n"));
   for (const PlacedFrame& frame : placed) {
     const FrameNode& node = tree[frame.node];
     const double x1 = kSidePad + static_cast<double>(frame.start) * px_per_sample;
-    const double x2 = x1 + static_cast<double>(node.total) * px_per_sample;
-    const double y1 = options.inverted
-                          ? kTopPad + node.depth * frame_height
-                          : height - kBottomPad - (node.depth + 1) * frame_height + frame_gap;
-    const double y2 = y1 + frame_height - frame_gap;
-
-    fmt::format_to(text, "<g class=\"func_g\" data-s=\"{}\" data-n=\"{}\" data-d=\"{}\">\n<title>",
-                   frame.start, node.total, node.depth);
-    append_xml(svg, node.name);
-    fmt::format_to(text, " ({} ", with_thousands_separators(node.total));
-    append_xml(svg, options.count_name);
-    if (frame.node == 0)
-      svg.append(std::string_view(", 100%)"));
-    else
-      fmt::format_to(text, ", {:.2f}%)",
-                     100.0 * static_cast<double>(node.total) / static_cast<double>(total));
-    fmt::format_to(text,
-                   "</title><rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" "
-                   "fill=\"{}\" rx=\"2\" ry=\"2\"/>\n<text x=\"{:.2f}\" y=\"{:.2f}\">",
-                   x1, y1, round_to_tenth(x2) - round_to_tenth(x1), y2 - y1, hot_color(node.name),
-                   x1 + 3, 3 + (y1 + y2) / 2);
-    append_label(svg, node.name, x2 - x1);
-    svg.append(std::string_view("</text>\n</g>\n"));
+    const double frame_width = static_cast<double>(node.total) * px_per_sample;
+    if (frame_width / (kFontSize * kFontWidth) < 3) continue;
+    const double y1 = kTopPad + row_of(node) * frame_height + (options.inverted ? 0 : frame_gap);
+    fmt::format_to(text, "<text x=\"{:.2f}\" y=\"{:.2f}\">", x1 + 3,
+                   3 + y1 + (frame_height - frame_gap) / 2);
+    append_label(svg, node.name, frame_width);
+    svg.append(std::string_view("</text>\n"));
   }
+  svg.append(std::string_view("</g>\n"));
   svg.append(std::string_view("<script type=\"text/ecmascript\"><![CDATA["));
   svg.append(kScript);
   svg.append(std::string_view("]]></script>\n</svg>\n"));

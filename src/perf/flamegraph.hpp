@@ -11,13 +11,23 @@
 // too: its sorted input has "a 5" before "a;b 3". Frames narrower than min_width_px are left out,
 // with everything above them; their samples still count in their parent.
 //
-// Each frame is <g><title>NAME (N samples, P%)</title><rect/><text/></g>, N with thousands
-// separators as flamegraph.pl writes it; the label is cut to the width with "..", assuming
-// characters 0.59 times the 12 px font size wide. Colours are flamegraph.pl's "hot" palette with
-// its --hash option: derived from the name, so the same function has the same colour in every
-// graph. Names are XML-escaped, and bytes that are not valid UTF-8 or not allowed in XML are shown
-// as U+FFFD, so the file stays well-formed whatever the symbols hold. No stacks (or only zero
-// counts) give a graph that says so.
+// The file is the data and a static picture at once, about 10 bytes per frame (a deep, varied
+// profile such as python3's has thousands of frames; one element per frame cost ~240 bytes each):
+// frames are drawn in a nested <svg id="frames"> whose user units are samples across and stack
+// levels down (viewBox "0 0 TOTAL LEVELS", stretched to the drawing area), one <path> per name
+// holding one subpath "M{first sample} {row}h{samples}" per frame of that name, stroked in the
+// name's colour with a stroke as thick as a level (less the 1 px gap between levels), so each
+// subpath is the frame's rectangle; the path's <title> is the name. Labels that fit are plain
+// <text> in pixels. A viewer without scripts shows that picture; in a browser the script reads
+// the frames back from the paths (exact integers) and builds the interactive graph of
+// flamegraph.pl: per frame <g class="func_g"><title>NAME (N samples, P%)</title><rect/><text/></g>,
+// N with thousands separators.
+//
+// Labels are cut to the width with "..", assuming characters 0.59 times the 12 px font size
+// wide. Colours are flamegraph.pl's "hot" palette with its --hash option: derived from the name,
+// so the same function has the same colour in every graph. Names are XML-escaped, and bytes that
+// are not valid UTF-8 or not allowed in XML are shown as U+FFFD, so the file stays well-formed
+// whatever the symbols hold. No stacks (or only zero counts) give a graph that says so.
 #pragma once
 
 #include <iosfwd>

@@ -423,11 +423,16 @@ if chains < samples // 4:
     sys.exit(f"folded: only {chains} samples show level -> qsort -> compare")
 svg = ET.parse('flame.svg').getroot()
 ns = '{http://www.w3.org/2000/svg}'
-titles = [t.text for t in svg.iter(ns + 'title')]
-if not any(t and t.startswith('compare ') for t in titles):
+# One path per name, its title the name, a subpath "M{first sample} {row}h{samples}" per frame.
+paths = {p.find(ns + 'title').text: re.findall(r'M(\d+) (\d+)h(\d+)', p.get('d'))
+         for p in svg.iter(ns + 'path')}
+titles = list(paths)
+if 'compare' not in paths:
     sys.exit("svg: no frame for compare")
-if not any(t and t.startswith('perf_target ') for t in titles):
+if 'perf_target' not in paths:
     sys.exit("svg: no frame for the comm")
+if [int(n) for s, row, n in paths['all']] != [samples]:
+    sys.exit(f"svg: the root holds {paths['all']}, there are {samples} samples")
 lines = open('samples.json').read().splitlines()
 if len(lines) != samples:
     sys.exit(f"json: {len(lines)} lines for {samples} samples")

@@ -188,28 +188,30 @@ std::string svg_of(const FoldedStacks& stacks, const FlameGraphOptions& options 
   return out.str();
 }
 
-// One <g> frame as Python's XML parser sees it.
+// One frame as Python's XML parser reads it back from the static picture: the name (its path's
+// title), the colour (the path's stroke), its samples, and its rectangle in pixels (the subpath in
+// sample and level units through the frames' viewBox), with the label drawn on it.
 struct SvgFrame {
-  std::string title, fill, label;
+  std::string name, fill, label;
+  uint64_t samples = 0;
   double x = 0, y = 0, width = 0;
 };
 
 struct ParsedSvg {
   bool well_formed = false;
   double width = 0, height = 0;
-  size_t rects = 0;
+  size_t labels = 0; // <text> in the labels layer
   std::vector<SvgFrame> frames;
 
   const SvgFrame* find(const std::string& name) const {
     for (const SvgFrame& f : frames)
-      if (f.title.rfind(name + " (", 0) == 0) return &f;
+      if (f.name == name) return &f;
     return nullptr;
   }
 };
 
 // Writes the SVG to a file, checks it is well-formed XML with the plain ElementTree parse, then
-// reads back the frames through ElementTree: the title, the rect's geometry and the label as
-// decoded XML text (entities resolved).
+// reads back the frames through ElementTree (entities resolved).
 ParsedSvg parse_svg(const std::string& svg) {
   TempDir dir;
   const std::string svg_path = dir / "graph.svg", script_path = dir / "frames.py";
@@ -220,19 +222,28 @@ ParsedSvg parse_svg(const std::string& svg) {
   parsed.well_formed = std::system(check.c_str()) == 0;
   if (!parsed.well_formed) return parsed;
 
-  std::ofstream(script_path) << R"(import sys, xml.etree.ElementTree as E
+  std::ofstream(script_path) << R"(import re, sys, xml.etree.ElementTree as E
 sys.stdout.reconfigure(encoding='utf-8')
 ns = '{http://www.w3.org/2000/svg}'
 root = E.parse(sys.argv[1]).getroot()
-print(root.get('width'), root.get('height'), len(list(root.iter(ns + 'rect'))))
-for g in root.iter(ns + 'g'):
-    r = g.find(ns + 'rect')
-    fields = [g.find(ns + 'title').text, r.get('fill'), g.find(ns + 'text').text or '',
-              r.get('x'), r.get('y'), r.get('width')]
-    print('\t'.join(fields))
+labels = [(float(t.get('x')), float(t.get('y')), t.text or '')
+          for g in root.iter(ns + 'g') if g.get('id') == 'labels' for t in g.iter(ns + 'text')]
+print(root.get('width'), root.get('height'), len(labels))
+area = next((s for s in root.iter(ns + 'svg') if s.get('id') == 'frames'), None)
+if area is not None:
+    total, levels = map(int, area.get('viewBox').split()[2:])
+    x0, y0, w, h = (float(area.get(k)) for k in ('x', 'y', 'width', 'height'))
+    fh = h / levels
+    gap = 0 if area.get('data-inverted') == '1' or fh <= 1 else 1
+    for path in area.iter(ns + 'path'):
+        for s, row, n in re.findall(r'M(\d+) (\d+)h(\d+)', path.get('d')):
+            x, y, width = x0 + int(s) * w / total, y0 + int(row) * fh + gap, int(n) * w / total
+            label = [l for lx, ly, l in labels if abs(lx - x - 3) < 0.01 and y < ly < y + fh]
+            print('\t'.join([path.find(ns + 'title').text, path.get('stroke'), ''.join(label), n,
+                             repr(x), repr(y), repr(width)]))
 )";
   std::istringstream lines(test::run_command("python3 " + script_path + " " + svg_path));
-  lines >> parsed.width >> parsed.height >> parsed.rects;
+  lines >> parsed.width >> parsed.height >> parsed.labels;
   std::string line;
   std::getline(lines, line);
   while (std::getline(lines, line)) {
@@ -240,12 +251,12 @@ for g in root.iter(ns + 'g'):
     std::istringstream split(line);
     for (std::string field; std::getline(split, field, '\t');)
       fields.push_back(field);
-    if (fields.size() != 6) {
+    if (fields.size() != 7) {
       ADD_FAILURE() << "unexpected line from the parser: " << line;
       continue;
     }
-    parsed.frames.push_back({fields[0], fields[1], fields[2], std::stod(fields[3]),
-                             std::stod(fields[4]), std::stod(fields[5])});
+    parsed.frames.push_back({fields[0], fields[1], fields[2], std::stoull(fields[3]),
+                             std::stod(fields[4]), std::stod(fields[5]), std::stod(fields[6])});
   }
   return parsed;
 }
@@ -253,19 +264,18 @@ for g in root.iter(ns + 'g'):
 #define REQUIRE_PYTHON()                                                                           \
   if (!have_python()) GTEST_SKIP() << "python3 is needed to parse the SVG"
 
-TEST(FlameGraph, OneRectPerTreeNodePlusTheBackground) {
+TEST(FlameGraph, OneFramePerTreeNode) {
   REQUIRE_PYTHON();
   // Tree: all, prog, a, b, c, d (a appears in two stacks but is one node).
   FoldedStacks stacks = {{"prog;a;b", 3}, {"prog;a;c", 1}, {"prog;d", 4}};
   ParsedSvg svg = parse_svg(svg_of(stacks));
   ASSERT_TRUE(svg.well_formed);
   EXPECT_EQ(svg.frames.size(), 6u);
-  EXPECT_EQ(svg.rects, 6u + 1);
   ASSERT_NE(svg.find("all"), nullptr);
-  EXPECT_EQ(svg.find("all")->title, "all (8 samples, 100%)");
+  EXPECT_EQ(svg.find("all")->samples, 8u);
   ASSERT_NE(svg.find("a"), nullptr);
-  EXPECT_EQ(svg.find("a")->title, "a (4 samples, 50.00%)");
-  EXPECT_EQ(svg.find("c")->title, "c (1 samples, 12.50%)");
+  EXPECT_EQ(svg.find("a")->samples, 4u);
+  EXPECT_EQ(svg.find("c")->samples, 1u);
   // Depth 3 (all, prog, a, b): 4 levels of 16 px plus flamegraph.pl's 36 px top and 34 px bottom.
   EXPECT_EQ(svg.width, 1200);
   EXPECT_EQ(svg.height, 4 * 16 + 36 + 34);
@@ -278,10 +288,9 @@ TEST(FlameGraph, NarrowFramesAreLeftOutWithWhatIsAboveThem) {
   ParsedSvg svg = parse_svg(svg_of(stacks));
   ASSERT_TRUE(svg.well_formed);
   EXPECT_EQ(svg.frames.size(), 3u); // all, prog, big
-  EXPECT_EQ(svg.rects, 3u + 1);
   EXPECT_EQ(svg.find("tiny"), nullptr);
   EXPECT_EQ(svg.height, 3 * 16 + 36 + 34); // the depth of what is drawn
-  EXPECT_EQ(svg.find("prog")->title, "prog (1,000,000 samples, 100.00%)");
+  EXPECT_EQ(svg.find("prog")->samples, 1'000'000u);
 
   ParsedSvg everything = parse_svg(svg_of(stacks, {.min_width_px = 0}));
   EXPECT_EQ(everything.frames.size(), 6u);
@@ -341,7 +350,7 @@ TEST(FlameGraph, NamesAreEscaped) {
   ASSERT_TRUE(svg.well_formed);
   const SvgFrame* frame = svg.find(name); // the parser decodes the entities back to the name
   ASSERT_NE(frame, nullptr);
-  EXPECT_EQ(frame->title, name + " (1 samples, 100.00%)");
+  EXPECT_EQ(frame->samples, 1u);
   EXPECT_EQ(frame->label, name);
   EXPECT_NE(text.find(">A &amp; B &lt;test&gt;</text>"), std::string::npos);
 }
@@ -384,14 +393,14 @@ TEST(FlameGraph, HotColoursComeFromTheName) {
   // flamegraph.pl's hash by hand for "main": 'm','a','i' give 1 - (9/9 + 0.7*9/10 + 0.49*9/11)
   // / 3.19 = 0.36335; reversed "niam" gives 0.85438: rgb(205 + int(50*0.854), int(230*0.363),
   // int(55*0.854)).
-  EXPECT_EQ(first.find("main")->fill, "rgb(247,83,46)");
+  EXPECT_EQ(first.find("main")->fill, "#f7532e"); // rgb(247,83,46)
   EXPECT_EQ(second.find("main")->fill, first.find("main")->fill);
-  EXPECT_EQ(first.find("-")->fill, "rgb(160,160,160)");
+  EXPECT_EQ(first.find("-")->fill, "#a0a0a0");
   for (const SvgFrame& f : first.frames) {
     unsigned r = 0, g = 0, b = 0;
-    ASSERT_EQ(std::sscanf(f.fill.c_str(), "rgb(%u,%u,%u)", &r, &g, &b), 3) << f.fill;
-    if (f.title.rfind("- ", 0) == 0) continue;
-    EXPECT_TRUE(r >= 205 && r <= 255 && g <= 230 && b <= 55) << f.title << ": " << f.fill;
+    ASSERT_EQ(std::sscanf(f.fill.c_str(), "#%2x%2x%2x", &r, &g, &b), 3) << f.fill;
+    if (f.name == "-") continue;
+    EXPECT_TRUE(r >= 205 && r <= 255 && g <= 230 && b <= 55) << f.name << ": " << f.fill;
   }
 }
 
@@ -402,7 +411,7 @@ TEST(FlameGraph, NoStacksStillGiveAValidGraph) {
     ParsedSvg svg = parse_svg(text);
     ASSERT_TRUE(svg.well_formed) << text;
     EXPECT_EQ(svg.frames.size(), 0u);
-    EXPECT_EQ(svg.rects, 1u); // the background
+    EXPECT_EQ(svg.labels, 0u);
     EXPECT_NE(text.find("No stacks"), std::string::npos);
   }
 }
@@ -415,7 +424,9 @@ TEST(FlameGraph, DrawsFoldedInputReadBack) {
   ParsedSvg svg = parse_svg(svg_of(*stacks, {.title = "cycles", .count_name = "cycles"}));
   ASSERT_TRUE(svg.well_formed);
   EXPECT_EQ(svg.frames.size(), 7u);
-  EXPECT_EQ(svg.find("work")->title, "work (70 cycles, 70.00%)");
+  EXPECT_EQ(svg.find("work")->samples, 70u);
+  EXPECT_NE(svg_of(*stacks, {.count_name = "cycles"}).find("data-unit=\"cycles\""),
+            std::string::npos);
 }
 
 } // namespace
