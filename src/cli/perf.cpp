@@ -93,9 +93,16 @@ int run_perf(const Options& o) {
   const bool aggregate = o.format == "folded" || o.format == "svg";
   record::Profile profile;
   perf::RawStack raw;
+  // Resident memory stays bounded on recordings of gigabytes: the file's pages are let go every
+  // 64 MiB of records consumed (those read again come back from the page cache).
+  uint64_t consumed = 0;
   for (size_t i = 0; i < ordered.size(); ++i) {
     if ((i & 1023) == 0) progress.update(i, ordered.size());
     const perf::Record* r = ordered[i];
+    if ((consumed += r->size) >= (64u << 20)) {
+      data->release_pages();
+      consumed = 0;
+    }
     if (aggregate)
       if (const auto* s = std::get_if<perf::SampleRecord>(&r->body);
           s && s->regs_abi != 0 && !s->stack.empty()) {

@@ -1,5 +1,6 @@
 #include "elf/mapped_file.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -135,6 +136,14 @@ Status MappedFile::check_intact() const {
   if (!truncated()) return Ok{};
   return Error::plain("the file was truncated while being read (it changed on disk)")
       .in_file(path_);
+}
+
+void MappedFile::release_pages(uint64_t offset, uint64_t size) const {
+  if (slot_ < 0 || offset >= size_) return;
+  size = std::min<uint64_t>(size, size_ - offset);
+  const uint64_t page = g_page_size;
+  const uint64_t begin = (offset + page - 1) / page * page, end = (offset + size) / page * page;
+  if (begin < end) ::madvise(const_cast<uint8_t*>(data_) + begin, end - begin, MADV_DONTNEED);
 }
 
 MappedFile::~MappedFile() {

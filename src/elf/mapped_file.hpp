@@ -32,6 +32,12 @@ public:
   bool truncated() const;
   // Ok, or the one-line error naming the file if it was truncated while mapped.
   Status check_intact() const;
+  // Lets the pages of [offset, offset + size) leave this process's resident memory (the whole
+  // pages inside the range). Reading them again later is correct, only slower: the mapping is a
+  // private read-only view of the file, so they come back from the page cache (a page of zeros
+  // put in place of a truncated one comes back as zeros). A copy in memory is left as it is.
+  // For readers of files larger than memory should hold (a perf.data of gigabytes).
+  void release_pages(uint64_t offset, uint64_t size) const;
 
 private:
   MappedFile() = default;

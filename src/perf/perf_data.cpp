@@ -638,6 +638,9 @@ Status PerfData::decode_records(std::span<const uint8_t> all, uint64_t pos, cons
     return error_at(compressed_at,
                     fmt::format("decompressed byte {:#x}: {}", at, std::move(message)));
   };
+  // Decoding touches every page of the data: resident memory is bounded by releasing them.
+  constexpr uint64_t kReleaseEvery = 64u << 20;
+  uint64_t released = pos;
   while (pos < end) {
     if (end - pos < kRecordHeaderSize) return fail(pos, "truncated record header");
     Record r;
@@ -648,6 +651,11 @@ Status PerfData::decode_records(std::span<const uint8_t> all, uint64_t pos, cons
     std::memcpy(&size, all.data() + pos + 6, 2);
     if (size < kRecordHeaderSize || size > end - pos)
       return fail(pos, fmt::format("record of {} bytes does not fit (type {})", size, r.type));
+    r.size = size;
+    if (compressed_at == kInFile && pos - released >= kReleaseEvery) {
+      release_pages(); // the records decoded so far are read again from the page cache
+      released = pos;
+    }
     std::span<const uint8_t> body = all.subspan(pos + kRecordHeaderSize, size - kRecordHeaderSize);
     uint64_t extra = 0;
     bool keep = true;
@@ -759,6 +767,10 @@ Status PerfData::decompress(ZstdStream& z, std::span<const uint8_t> payload, uin
   const std::vector<uint8_t>& kept = *decompressed_.emplace_back(std::move(chunk));
   z.decoded += whole;
   return decode_records(kept, 0, kept.size(), out, nullptr, at);
+}
+
+void PerfData::release_pages() const {
+  if (file_) file_->release_pages(0, file_->bytes().size());
 }
 
 Result<std::vector<Record>> PerfData::records(std::optional<Error>* damage) const {

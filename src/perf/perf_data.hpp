@@ -143,6 +143,7 @@ struct LostRecord { // PERF_RECORD_LOST (id: the event), PERF_RECORD_LOST_SAMPLE
 struct Record {
   uint32_t type = 0;
   uint16_t misc = 0;
+  uint16_t size = 0;   // the record's bytes, header included
   uint64_t offset = 0; // in the file
   uint64_t time = 0;   // the sample's or the sample_id trailer's time; 0 if the record has none
   std::variant<std::monostate, SampleRecord, MmapRecord, CommRecord, TaskRecord, LostRecord> body;
@@ -194,6 +195,12 @@ public:
   // Damage found in the header (a truncated file, a recording killed before perf wrote its
   // sizes): the data was read up to it. None for an intact file.
   const std::optional<Error>& header_damage() const { return damage_; }
+
+  // Lets the mapped file's pages leave resident memory (see MappedFile::release_pages): a reader
+  // of a recording of gigabytes calls it every few tens of MiB of records consumed, and its
+  // resident size stays bounded; records stay valid (their bytes come back from the page cache).
+  // records() does so itself while it decodes.
+  void release_pages() const;
 
   // The attribute a sample's id belongs to (the only one when there is one).
   const EventAttr* attr_for_id(uint64_t id) const;

@@ -21,8 +21,8 @@
 
 #include "compile/codegen.hpp"
 #include "compile/compile_module.hpp"
-#include "eh_elf/eh_elf_check.hpp"
 #include "dwarf/module_cfi.hpp"
+#include "eh_elf/eh_elf_check.hpp"
 #include "elf/elf_file.hpp"
 #include "elf/mapped_file.hpp"
 #include "test_support.hpp"
@@ -375,6 +375,44 @@ TEST(MappedFileGuard, TruncatedWhileMappedReadsZerosAndSaysSo) {
   ASSERT_FALSE(st);
   EXPECT_EQ(st.error().to_string(),
             path + ": the file was truncated while being read (it changed on disk)");
+  ::unlink(path.c_str());
+}
+
+// Resident kB of the mapping that starts at `start`, from /proc/self/smaps.
+long resident_kb(const void* start) {
+  const std::string key = fmt::format("{:x}-", reinterpret_cast<uintptr_t>(start));
+  std::FILE* f = std::fopen("/proc/self/smaps", "r");
+  if (!f) return -1;
+  char line[512];
+  bool in = false;
+  long kb = -1;
+  while (std::fgets(line, sizeof line, f)) {
+    if (std::isxdigit(static_cast<unsigned char>(line[0])) && std::strchr(line, '-'))
+      in = std::string(line).rfind(key, 0) == 0;
+    else if (in && std::sscanf(line, "Rss: %ld kB", &kb) == 1)
+      break;
+  }
+  std::fclose(f);
+  return kb;
+}
+
+// Released pages leave resident memory and read back the same bytes (from the page cache).
+TEST(MappedFileGuard, ReleasedPagesLeaveResidentMemoryAndReadBackTheSame) {
+  std::string path = copy_of_libc("released-libc.so");
+  auto f = MappedFile::open(path);
+  ASSERT_TRUE(f) << f.error().to_string();
+  auto bytes = (*f)->bytes();
+  std::vector<uint8_t> before(bytes.begin(), bytes.end()); // touches every page
+  const long touched = resident_kb(bytes.data());
+  ASSERT_GT(touched, static_cast<long>(bytes.size() / 1024 / 2));
+  (*f)->release_pages(0, bytes.size());
+  EXPECT_LT(resident_kb(bytes.data()), touched / 8);
+  EXPECT_TRUE(std::equal(before.begin(), before.end(), bytes.begin()));
+  // Part of a range: only its whole pages go; the bytes are still the file's.
+  (*f)->release_pages(100, 3 * 4096);
+  (*f)->release_pages(bytes.size() - 10, 1000); // past the end: clipped
+  EXPECT_TRUE(std::equal(before.begin(), before.end(), bytes.begin()));
+  EXPECT_TRUE((*f)->check_intact());
   ::unlink(path.c_str());
 }
 
