@@ -94,12 +94,12 @@ int run_perf(const Options& o) {
   record::Profile profile;
   perf::RawStack raw;
   // Resident memory stays bounded on recordings of gigabytes: the file's pages are let go every
-  // 64 MiB of records consumed (those read again come back from the page cache).
+  // kReleaseEvery bytes of records consumed (those read again come back from the page cache).
   uint64_t consumed = 0;
   for (size_t i = 0; i < ordered.size(); ++i) {
     if ((i & 1023) == 0) progress.update(i, ordered.size());
     const perf::Record* r = ordered[i];
-    if ((consumed += r->size) >= (64u << 20)) {
+    if ((consumed += r->size) >= perf::PerfData::kReleaseEvery) {
       data->release_pages();
       consumed = 0;
     }

@@ -639,7 +639,6 @@ Status PerfData::decode_records(std::span<const uint8_t> all, uint64_t pos, cons
                     fmt::format("decompressed byte {:#x}: {}", at, std::move(message)));
   };
   // Decoding touches every page of the data: resident memory is bounded by releasing them.
-  constexpr uint64_t kReleaseEvery = 64u << 20;
   uint64_t released = pos;
   while (pos < end) {
     if (end - pos < kRecordHeaderSize) return fail(pos, "truncated record header");

@@ -197,10 +197,13 @@ public:
   const std::optional<Error>& header_damage() const { return damage_; }
 
   // Lets the mapped file's pages leave resident memory (see MappedFile::release_pages): a reader
-  // of a recording of gigabytes calls it every few tens of MiB of records consumed, and its
+  // of a recording of gigabytes calls it every kReleaseEvery bytes of records consumed, and its
   // resident size stays bounded; records stay valid (their bytes come back from the page cache).
   // records() does so itself while it decodes.
   void release_pages() const;
+  // How many bytes of records are read between two release_pages() calls: what the recording
+  // adds to resident memory at most.
+  static constexpr uint64_t kReleaseEvery = 32u << 20;
 
   // The attribute a sample's id belongs to (the only one when there is one).
   const EventAttr* attr_for_id(uint64_t id) const;
