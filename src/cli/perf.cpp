@@ -119,8 +119,9 @@ int run_perf(const Options& o) {
       perf::add_folded(folded, stack, fo);
   }
   progress.finish();
-  for (const perf::CountedStack& c : profile.named(unwinder))
+  profile.for_each_named(unwinder, [&](const perf::CountedStack& c) {
     perf::add_folded(folded, c.stack, fo, o.period ? c.period : c.samples);
+  });
   if (o.format == "folded") {
     perf::write_folded(out, folded);
   } else if (o.format == "svg") {

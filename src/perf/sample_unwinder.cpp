@@ -591,19 +591,25 @@ ResolvedStack SampleUnwinder::resolve(const RawStack& raw) {
 
 void SampleUnwinder::name_stack(const ResolvedStack& stack, std::string_view comm,
                                 SampleStack& out) {
-  out = SampleStack{};
-  out.comm = std::string(comm);
+  // Filled in place, as unwind_sample does: a caller naming many stacks into one SampleStack
+  // reuses its frames' strings instead of allocating them per stack.
+  out.comm.assign(comm);
   out.pid = stack.pid;
   out.tid = stack.tid;
   out.time = stack.time;
   out.period = stack.period;
+  out.ip_only = false;
+  size_t n = 0;
+  auto next = [&]() -> StackFrame& {
+    if (n == out.frames.size()) out.frames.emplace_back();
+    return out.frames[n++];
+  };
   for (uint64_t pc : stack.kernel)
-    out.frames.push_back(kernel_frame(pc));
-  for (const ResolvedFrame& r : stack.user) {
-    out.frames.emplace_back();
-    name_resolved(stack.pid, r, out.frames.back());
-  }
-  out.stop = stack.user_walked ? std::string(stop_reason_name(stack.stop)) : "no user stack";
+    next() = kernel_frame(pc);
+  for (const ResolvedFrame& r : stack.user)
+    name_resolved(stack.pid, r, next());
+  out.frames.resize(n);
+  out.stop.assign(stack.user_walked ? stop_reason_name(stack.stop) : "no user stack");
 }
 
 void SampleUnwinder::unwind_sample(const Record& r, const SampleRecord& s, SampleStack& out) {

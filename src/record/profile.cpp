@@ -62,14 +62,19 @@ std::vector<perf::SampleStack> Profile::timeline(perf::SampleUnwinder& unwinder)
 std::vector<perf::CountedStack> Profile::named(perf::SampleUnwinder& unwinder) const {
   std::vector<perf::CountedStack> out;
   out.reserve(stacks_.size());
+  for_each_named(unwinder, [&](const perf::CountedStack& c) { out.push_back(c); });
+  return out;
+}
+
+void Profile::for_each_named(perf::SampleUnwinder& unwinder,
+                             const std::function<void(const perf::CountedStack&)>& use) const {
+  perf::CountedStack c;
   for (const auto& [key, e] : stacks_) {
-    perf::CountedStack c;
     unwinder.name_stack(e.stack, e.comm, c.stack);
     c.samples = e.samples;
     c.period = e.period;
-    out.push_back(std::move(c));
+    use(c);
   }
-  return out;
 }
 
 std::string summary_text(const SummaryInput& in) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -37,6 +38,10 @@ public:
 
   // Every distinct stack, named (the order is unspecified).
   std::vector<perf::CountedStack> named(perf::SampleUnwinder& unwinder) const;
+  // The same, one at a time into one CountedStack that `use` sees and must not keep: no copy of
+  // every named stack at once (folding a profile whose stacks are nearly all distinct).
+  void for_each_named(perf::SampleUnwinder& unwinder,
+                      const std::function<void(const perf::CountedStack&)>& use) const;
 
   // Keep each sample's time and stack (16 bytes a sample) for a per-sample listing.
   void keep_timeline(bool keep) { keep_timeline_ = keep; }
