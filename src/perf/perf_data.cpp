@@ -769,7 +769,7 @@ Status PerfData::decompress(ZstdStream& z, std::span<const uint8_t> payload, uin
 }
 
 void PerfData::release_pages() const {
-  if (file_) file_->release_pages(0, file_->bytes().size());
+  if (file_ && data_size_ > kReleaseAbove) file_->release_pages(0, file_->bytes().size());
 }
 
 Result<std::vector<Record>> PerfData::records(std::optional<Error>* damage) const {
