@@ -1,62 +1,20 @@
 #include "perf/kernel_symbols.hpp"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdint>
 #include <cstring>
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <optional>
-#include <sys/stat.h>
 #include <sys/utsname.h>
-#include <unistd.h>
+
+#include "support/read_text_file.hpp"
 
 namespace ehelf::perf {
-
-namespace {
-
-// The whole of a file (regular, or a /proc file whose size stat does not tell) up to `max`
-// bytes; nullopt when it cannot be opened, is something else, or is larger.
-std::optional<std::string> read_text(const std::string& path, size_t max) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return std::nullopt;
-  struct stat st {};
-  std::optional<std::string> text;
-  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) <= max) {
-    text.emplace();
-    // Large reads: /proc/kallsyms formats as much as each read asks for.
-    size_t used = 0;
-    // One byte more than the size, so that the read finding the end needs no growth.
-    text->resize(st.st_size ? static_cast<size_t>(st.st_size) + 1 : size_t(1) << 20);
-    while (true) {
-      if (used == text->size()) {
-        if (text->size() >= max) {
-          text.reset();
-          break;
-        }
-        text->resize(std::min(max, text->size() * 2));
-      }
-      const ssize_t n = ::read(fd, text->data() + used, text->size() - used);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        text.reset();
-        break;
-      }
-      if (n == 0) break;
-      used += static_cast<size_t>(n);
-    }
-    if (text) text->resize(used);
-  }
-  ::close(fd);
-  return text;
-}
-
-} // namespace
 
 KernelSymbols KernelSymbols::load(std::string_view recorded_release, const std::string& path) {
   utsname u{};
   if (!recorded_release.empty() && (::uname(&u) != 0 || recorded_release != u.release)) return {};
-  std::optional<std::string> text = read_text(path, kMaxText);
+  std::optional<std::string> text = read_text_file(path, kMaxText);
   if (!text) return {};
   return parse(std::move(*text));
 }
@@ -68,8 +26,8 @@ KernelSymbols KernelSymbols::load_for_recording(std::string_view buildid_dir,
     std::string hex;
     for (uint8_t b : kernel_build_id)
       hex += fmt::format("{:02x}", b);
-    if (std::optional<std::string> text =
-            read_text(fmt::format("{}/[kernel.kallsyms]/{}/kallsyms", buildid_dir, hex), kMaxText))
+    if (std::optional<std::string> text = read_text_file(
+            fmt::format("{}/[kernel.kallsyms]/{}/kallsyms", buildid_dir, hex), kMaxText))
       if (KernelSymbols k = parse(std::move(*text)); !k.empty()) return k;
   }
   return load(recorded_release);

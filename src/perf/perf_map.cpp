@@ -4,8 +4,11 @@
 #include <charconv>
 #include <fcntl.h>
 #include <map>
+#include <optional>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "support/read_text_file.hpp"
 
 namespace ehelf::perf {
 namespace {
@@ -60,25 +63,13 @@ PerfMap PerfMap::parse(std::string_view text) {
 }
 
 PerfMap PerfMap::load(uint32_t pid) {
-  const std::string path = path_for(pid);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return {};
-  struct stat st {};
-  std::string text;
-  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-      (st.st_uid == ::geteuid() || st.st_uid == 0) &&
-      static_cast<uint64_t>(st.st_size) <= kMaxBytes) {
-    text.resize(static_cast<size_t>(st.st_size));
-    size_t got = 0;
-    while (got < text.size()) {
-      const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
-      if (n <= 0) break;
-      got += static_cast<size_t>(n);
-    }
-    text.resize(got);
-  }
-  ::close(fd);
-  return parse(text);
+  // Owned by us or root: a perf map is trusted to name code (a map another user could write
+  // would let them name our frames).
+  const std::optional<std::string> text =
+      read_text_file(path_for(pid), kMaxBytes, O_NOFOLLOW, [](const struct stat& st) {
+        return st.st_uid == ::geteuid() || st.st_uid == 0;
+      });
+  return text ? parse(*text) : PerfMap{};
 }
 
 const PerfMap::Entry* PerfMap::find(uint64_t addr) const {

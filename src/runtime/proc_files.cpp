@@ -2,10 +2,12 @@
 
 #include <cerrno>
 #include <charconv>
-#include <cstdio>
 #include <dirent.h>
 
 #include <fmt/format.h>
+#include <optional>
+
+#include "support/read_text_file.hpp"
 
 namespace ehelf {
 namespace {
@@ -33,14 +35,10 @@ void skip_field(std::string_view& s) {
 } // namespace
 
 bool read_proc_file(const std::string& path, std::string& out) {
-  FILE* f = std::fopen(path.c_str(), "r");
-  if (!f) return false;
-  out.clear();
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
-    out.append(buf, n);
-  std::fclose(f);
+  // /proc/PID/maps of a process with a million mappings is ~100 MB: the bound is above that.
+  std::optional<std::string> text = read_text_file(path, size_t(1) << 30);
+  if (!text) return false;
+  out = std::move(*text);
   return true;
 }
 

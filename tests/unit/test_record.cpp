@@ -3,6 +3,7 @@
 // aggregation, and the output format chosen from flags and file names. The whole command runs on
 // real processes in tests/scripts/test_record.sh.
 #include <cstring>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <linux/perf_event.h>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "record/output.hpp"
 #include "record/profile.hpp"
 #include "record/ring_buffer.hpp"
+#include "support/read_text_file.hpp"
 
 namespace ehelf::record {
 namespace {
@@ -192,6 +194,32 @@ TEST(KernelSymbols, CodeSymbolsByAddressWithTheirOffsets) {
 
 // A recording's kernel names come from perf record's copy of its kallsyms in the build-id cache
 // when there is one (as perf script reads them), else from /proc/kallsyms of the same release.
+// The one bounded whole-file reader behind kallsyms copies, JIT perf maps and /proc files.
+TEST(ReadTextFile, RegularAndProcFilesBoundedAndNothingElse) {
+  test::TempDir dir;
+  const std::filesystem::path file = dir.path / "text";
+  const std::string text(5000, 'x');
+  test::write_file(file, std::vector<uint8_t>(text.begin(), text.end()));
+  EXPECT_EQ(read_text_file(file.string(), 5000), text);
+  EXPECT_EQ(read_text_file(file.string(), 4999), std::nullopt); // larger than the bound
+  EXPECT_EQ(read_text_file(file.string(), 5000, 0, [](const struct stat&) { return false; }),
+            std::nullopt); // refused by the caller's check
+  // /proc files say size 0 and are read to their end all the same; past the bound: nothing.
+  const std::optional<std::string> status = read_text_file("/proc/self/status", 1 << 20);
+  ASSERT_TRUE(status);
+  EXPECT_NE(status->find("\nPid:"), std::string::npos);
+  EXPECT_EQ(read_text_file("/proc/self/status", 64), std::nullopt);
+  // A FIFO is never opened for reading (no writer: it would block), a directory is no file, a
+  // symbolic link is refused with O_NOFOLLOW, and a missing file is nothing.
+  ASSERT_EQ(::mkfifo((dir.path / "fifo").c_str(), 0600), 0);
+  EXPECT_EQ(read_text_file((dir.path / "fifo").string(), 1 << 20), std::nullopt);
+  EXPECT_EQ(read_text_file(dir.path.string(), 1 << 20), std::nullopt);
+  std::filesystem::create_symlink(file, dir.path / "link");
+  EXPECT_EQ(read_text_file((dir.path / "link").string(), 1 << 20), text);
+  EXPECT_EQ(read_text_file((dir.path / "link").string(), 1 << 20, O_NOFOLLOW), std::nullopt);
+  EXPECT_EQ(read_text_file((dir.path / "missing").string(), 1 << 20), std::nullopt);
+}
+
 TEST(KernelSymbols, RecordedCopyInTheBuildIdCacheFirst) {
   test::TempDir dir;
   const std::vector<uint8_t> id = {0xab, 0x01, 0xff};
