@@ -104,20 +104,23 @@ private:
   }
 };
 
+// A user frame of a process: resolved to its module, whether a signal trampoline is below it
+// (the next pc is then the interrupted instruction, looked up as is), and its name once asked.
+struct SampleUnwinder::PcFrame {
+  ResolvedFrame resolved;
+  bool signal_frame_below = false;
+  const StackFrame* named = nullptr; // in named_
+};
+
 // One recorded process: its maps and an Unwinder over them.
 struct SampleUnwinder::Process {
   std::shared_ptr<ProcessMaps> maps = std::make_shared<ProcessMaps>();
   ModuleMap map;
   std::unique_ptr<Unwinder> unwinder;
   bool dirty = true; // modules changed since `map` was built
-  // Names of the user frames met since `map` was built, by (pc << 1 | named by its call).
-  struct NamedPc {
-    const StackFrame* frame = nullptr; // in named_
-    bool signal_frame_below = false;   // pc is in a signal trampoline: the next is exact
-  };
-  std::unordered_map<uint64_t, NamedPc> named_frames;
-  // The same for resolve(): the frame and whether a signal trampoline is below it.
-  std::unordered_map<uint64_t, std::pair<ResolvedFrame, bool>> resolved_frames;
+  // The user frames met since `map` was built, by (pc << 1 | looked up by its call): see
+  // frame_at().
+  std::unordered_map<uint64_t, PcFrame> frames_by_pc;
 
   // The maps, made this process's own first if a forked relative shares them.
   ProcessMaps& own() {
@@ -415,8 +418,7 @@ void SampleUnwinder::refresh(Process& p) {
     p.unwinder = std::make_unique<Unwinder>(p.map, o);
   }
   p.unwinder->clear_cache();
-  p.named_frames.clear();
-  p.resolved_frames.clear();
+  p.frames_by_pc.clear();
   p.dirty = false;
 }
 
@@ -455,25 +457,31 @@ StopReason SampleUnwinder::walk_user(Process& p, const SampleRecord& s,
   return why;
 }
 
+SampleUnwinder::PcFrame& SampleUnwinder::frame_at(Process& p, uint64_t pc, bool exact) {
+  auto [it, added] = p.frames_by_pc.try_emplace((pc << 1) | (exact ? 0 : 1));
+  if (added) {
+    it->second.resolved = resolve_frame(*p.maps, p.map, pc, !exact);
+    it->second.signal_frame_below = in_signal_trampoline(p.map, exact ? pc : pc - 1);
+  }
+  return it->second;
+}
+
 void SampleUnwinder::name_user_frames(Process& p, uint32_t pid, std::span<const uint64_t> pcs,
                                       SampleStack& out) {
   // As resolve(): the first pc and each under a signal frame at the pc, the others by their call.
-  // Each (pc, kind) is resolved and named once per version of the process's maps; the frames
-  // of `out` are assigned in place, so their strings' storage is reused from sample to sample.
+  // The frames of `out` are assigned in place, so their strings' storage is reused from sample
+  // to sample.
   bool exact = true;
   size_t n = out.frames.size();
   for (uint64_t pc : pcs) {
-    auto [it, added] = p.named_frames.try_emplace((pc << 1) | (exact ? 0 : 1));
-    if (added) {
-      it->second.frame = &named_frame(pid, resolve_frame(*p.maps, p.map, pc, !exact));
-      it->second.signal_frame_below = in_signal_trampoline(p.map, exact ? pc : pc - 1);
-    }
+    PcFrame& f = frame_at(p, pc, exact);
+    if (!f.named) f.named = &named_frame(pid, f.resolved);
     if (n < out.frames.size())
-      out.frames[n] = *it->second.frame;
+      out.frames[n] = *f.named;
     else
-      out.frames.push_back(*it->second.frame);
+      out.frames.push_back(*f.named);
     out.frames[n++].pc = pc;
-    exact = it->second.signal_frame_below;
+    exact = f.signal_frame_below;
   }
   out.frames.resize(n);
 }
@@ -573,18 +581,13 @@ ResolvedStack SampleUnwinder::resolve(const RawStack& raw) {
   // The first pc is the sampled one, and so is each pc under a signal frame (the interrupted
   // instruction, which the walk looks up as is): those are named at the pc itself, as perf
   // does; the others are return addresses, named by their call (pc - 1).
-  // Each (pc, kind) resolved once per version of the process's maps (raw.maps are the current
-  // ones: resolve() follows the feed_raw() of the stack).
+  // (raw.maps are the process's current maps: resolve() follows the feed_raw() of the stack.)
   bool exact = true;
   out.user.reserve(raw.user.size());
   for (uint64_t pc : raw.user) {
-    auto [it, added] = p.resolved_frames.try_emplace((pc << 1) | (exact ? 0 : 1));
-    if (added) {
-      it->second.first = resolve_frame(*raw.maps, p.map, pc, !exact);
-      it->second.second = in_signal_trampoline(p.map, exact ? pc : pc - 1);
-    }
-    out.user.push_back(it->second.first);
-    exact = it->second.second;
+    const PcFrame& f = frame_at(p, pc, exact);
+    out.user.push_back(f.resolved);
+    exact = f.signal_frame_below;
   }
   return out;
 }

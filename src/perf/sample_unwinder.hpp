@@ -134,6 +134,10 @@ public:
 private:
   struct Process;
   struct LoadedFile;
+  struct PcFrame;
+  // The user frame at `pc` in p's current maps (looked up by its call unless `exact`): resolved,
+  // and tested for a signal trampoline, once per (pc, kind) per version of the maps.
+  PcFrame& frame_at(Process& p, uint64_t pc, bool exact);
   Process& process(uint32_t pid);
   // Whether `lookup` is in a signal trampoline's FDE ('S' augmentation: __restore_rt): the pc
   // under it is then the interrupted instruction. Asked of every frame named, so answered once
@@ -190,9 +194,13 @@ private:
     uint32_t pid; // 0 for code in a module; the process for code in none
     bool operator==(const NamedKey&) const = default;
   };
+  // An object and an address in it (multiplied by 2^64 / phi: addresses differ in low bits).
+  static size_t hash_address_in(const void* object, uint64_t address) {
+    return std::hash<const void*>()(object) ^ (address * 0x9e3779b97f4a7c15ull);
+  }
   struct NamedKeyHash {
     size_t operator()(const NamedKey& k) const {
-      return std::hash<const void*>()(k.module) ^ (k.lookup * 0x9e3779b97f4a7c15ull) ^ k.pid;
+      return hash_address_in(k.module, k.lookup) ^ k.pid;
     }
   };
   // By lookup; node-based, so references stay valid as it grows.
@@ -205,7 +213,7 @@ private:
   std::map<uint32_t, PerfMap> perf_maps_; // JIT symbols by pid, read on first use
   struct ModuleAddressHash {
     size_t operator()(const std::pair<const ModuleData*, uint64_t>& k) const {
-      return std::hash<const void*>()(k.first) ^ (k.second * 0x9e3779b97f4a7c15ull);
+      return hash_address_in(k.first, k.second);
     }
   };
   std::unordered_map<std::pair<const ModuleData*, uint64_t>, bool, ModuleAddressHash>
