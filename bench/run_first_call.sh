@@ -6,10 +6,8 @@
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
-bash scripts/setup.sh
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release > /dev/null
-cmake --build build -j2
-mkdir -p bench/results
+source bench/common/prepare.sh
+bench_prepare
 python3 bench/first_call/first_call.py --build build --json bench/results/first_call.json \
   --md bench/results/first_call.md "$@"
 cat bench/results/first_call.md

@@ -10,10 +10,8 @@
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
-bash scripts/setup.sh
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release > /dev/null
-cmake --build build -j2
-mkdir -p bench/results
+source bench/common/prepare.sh
+bench_prepare
 python3 bench/perf/perf_bench.py --ehelf build/bin/ehelf --target build/tests/fixtures/perf_target \
   --json bench/results/perf.json --md bench/results/perf.md "$@"
 cat bench/results/perf.md

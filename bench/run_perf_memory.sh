@@ -5,10 +5,8 @@
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
-bash scripts/setup.sh
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release > /dev/null
-cmake --build build -j2 --target ehelf
-mkdir -p bench/results
+source bench/common/prepare.sh
+bench_prepare ehelf
 python3 bench/perf/perf_memory.py --ehelf build/bin/ehelf \
   --json bench/results/perf_memory.json --md bench/results/perf_memory.md "$@"
 cat bench/results/perf_memory.md

@@ -5,10 +5,8 @@
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
-bash scripts/setup.sh
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release > /dev/null
-cmake --build build -j2 --target ehelf fixtures
-mkdir -p bench/results
+source bench/common/prepare.sh
+bench_prepare ehelf fixtures
 python3 bench/perf/perf_speed.py --ehelf build/bin/ehelf --target build/tests/fixtures/perf_target \
   --json bench/results/perf_speed.json --md bench/results/perf_speed.md "$@"
 cat bench/results/perf_speed.md

@@ -6,10 +6,8 @@
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
-bash scripts/setup.sh
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release > /dev/null
-cmake --build build -j2 --target ehelf fixtures
-mkdir -p bench/results
+source bench/common/prepare.sh
+bench_prepare ehelf fixtures
 python3 bench/record/record_bench.py --ehelf build/bin/ehelf --fixtures build/tests/fixtures \
   --json bench/results/record.json --md bench/results/record.md "$@"
 cat bench/results/record.md
