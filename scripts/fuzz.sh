@@ -111,6 +111,8 @@ run_target() { # NAME
     cc -O2 tests/fixtures/recursion.c -o "$work/recursion" && strip "$work/recursion"
     cc -nostartfiles -static -nostdlib tests/fixtures/cfi_variety.S -o "$work/cfi_variety"
     cc -O2 -g -fno-asynchronous-unwind-tables -c tests/fixtures/recursion.c -o "$work/rec.o"
+    # C++: split functions, LSDAs (one with an exception specification), FDEs only (no symbols).
+    g++ -std=c++14 -O2 -w tests/fixtures/synth_cold.cpp -o "$work/cold" && strip -s "$work/cold"
   fi
   if [ "$name" = fuzz_eh_elf_check ]; then
     # eh_elfs as ehelf compiles them (the release build's CLI, if built; else the fuzz build has

@@ -25,8 +25,10 @@ done
 [ -n "$ehelf" ] && [ -x "$ehelf" ] || { echo "synth-compare-all: no ehelf binary (build first)" >&2; exit 2; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-# ELF files with .eh_frame (by magic, then section), each once.
-find "${dirs[@]}" -type f -size +0 2>/dev/null | sort -u | while read -r f; do
+# ELF files with .eh_frame (by magic, then section), each once: hard links (Mesa's drivers are one
+# 25 MB file under ten names) and files reached twice are compared once, under their first name.
+find "${dirs[@]}" -type f -size +0 -printf '%D:%i\t%p\n' 2>/dev/null | sort -t$'\t' -k2 |
+  awk -F'\t' '!seen[$1]++ { print $2 }' | while read -r f; do
   [ "$(head -c 4 "$f" 2>/dev/null | od -An -c | tr -d ' ')" = '177ELF' ] &&
     readelf -SW "$f" 2>/dev/null | grep -q ' \.eh_frame ' && printf '%s\0' "$f"
 done >"$work/files"

@@ -25,58 +25,80 @@ std::optional<uint64_t> call_site_value(ByteCursor& c, uint8_t encoding) {
 
 } // namespace
 
-// The LSDAs of .gcc_except_table, in order: each ends after its call-site table, its action
-// records and its type table, whichever is last; padding zeros lie between them. Parsing stops
-// at the first form it does not know (an LPStart, another call-site encoding).
+// One LSDA at `pos` of .gcc_except_table, and where it ends: after its call-site table, its
+// action records, its type table and the exception specifications (`throw(...)` lists: uleb128
+// type indices ending with 0, at TType base - filter - 1 for a negative filter), whichever is
+// last. Nothing for a form compilers do not emit (an LPStart, another call-site encoding).
+std::optional<std::pair<ExceptionTables::Lsda, size_t>>
+ExceptionTables::parse_one(std::span<const uint8_t> data, size_t pos, uint64_t addr) {
+  constexpr int kMaxChain = 1024; // action records followed in one chain (they can loop)
+  ByteCursor c(data);
+  c.seek(pos);
+  Lsda l{addr + pos, {}};
+  if (c.u8() != kOmit) return std::nullopt; // LPStart present: not what compilers emit
+  size_t end = 0, ttype_base = 0;
+  const uint8_t ttype = c.u8();
+  if (ttype != kOmit) {
+    const uint64_t off = c.uleb();
+    if (!c.ok() || off > data.size() - c.pos()) return std::nullopt;
+    ttype_base = end = c.pos() + off;
+  }
+  const uint8_t cs_encoding = c.u8();
+  const uint64_t cs_length = c.uleb();
+  if (!c.ok() || cs_length > c.remaining()) return std::nullopt;
+  const size_t cs_end = c.pos() + cs_length;
+  std::vector<uint64_t> actions;
+  while (c.ok() && c.pos() < cs_end) {
+    auto start = call_site_value(c, cs_encoding);
+    auto length = call_site_value(c, cs_encoding);
+    auto pad = call_site_value(c, cs_encoding);
+    if (!start || !length || !pad) return std::nullopt;
+    if (const uint64_t action = c.uleb(); action) actions.push_back(action);
+    l.sites.push_back({*start, *length, *pad});
+  }
+  if (!c.ok()) return std::nullopt;
+  // Action records (filter, next: two slebs) from cs_end, each chain followed from its call
+  // site's record.
+  end = std::max(end, cs_end);
+  std::sort(actions.begin(), actions.end());
+  actions.erase(std::unique(actions.begin(), actions.end()), actions.end());
+  for (uint64_t first : actions) {
+    ByteCursor a(data);
+    size_t at = cs_end + first - 1;
+    for (int i = 0; i < kMaxChain && at < data.size(); ++i) {
+      a.seek(at);
+      const int64_t filter = a.sleb();
+      const size_t next_field = a.pos();
+      const int64_t next = a.sleb();
+      if (!a.ok()) break;
+      end = std::max(end, a.pos());
+      if (filter < 0 && ttype_base && uint64_t(-(filter + 1)) < data.size() - ttype_base) {
+        ByteCursor spec(data);
+        spec.seek(ttype_base + uint64_t(-(filter + 1)));
+        while (spec.ok() && spec.uleb() != 0) {
+        }
+        if (spec.ok()) end = std::max(end, spec.pos());
+      }
+      if (!next) break;
+      at = size_t(int64_t(next_field) + next);
+    }
+  }
+  return std::pair{std::move(l), end};
+}
+
+// The LSDAs of .gcc_except_table, in order, padding zeros between them; the scan stops at the
+// first form parse_one does not know.
 std::vector<ExceptionTables::Lsda> ExceptionTables::parse(std::span<const uint8_t> data,
                                                           uint64_t addr) {
   std::vector<Lsda> out;
-  ByteCursor c(data);
-  while (!c.at_end()) {
-    while (!c.at_end() && c.data()[c.pos()] == 0)
-      c.skip(1);
-    if (c.at_end()) break;
-    Lsda l{addr + c.pos(), {}};
-    if (c.u8() != kOmit) break; // LPStart present: not what compilers emit
-    size_t end = 0;
-    if (const uint8_t ttype = c.u8(); ttype != kOmit) {
-      const uint64_t off = c.uleb();
-      end = c.pos() + off;
-    }
-    const uint8_t cs_encoding = c.u8();
-    const uint64_t cs_length = c.uleb();
-    if (!c.ok() || cs_length > c.remaining()) break;
-    const size_t cs_end = c.pos() + cs_length;
-    uint64_t max_action = 0;
-    while (c.ok() && c.pos() < cs_end) {
-      auto start = call_site_value(c, cs_encoding);
-      auto length = call_site_value(c, cs_encoding);
-      auto pad = call_site_value(c, cs_encoding);
-      if (!start || !length || !pad) return out;
-      max_action = std::max(max_action, c.uleb());
-      l.sites.push_back({*start, *length, *pad});
-    }
-    if (!c.ok()) break;
-    // Action records (filter, next: two slebs) from cs_end; the last one referenced ends the
-    // table unless a type table follows.
-    end = std::max(end, cs_end);
-    if (max_action) {
-      ByteCursor a(data);
-      for (size_t at = cs_end + max_action - 1; a.ok();) {
-        a.seek(at);
-        a.sleb();
-        const size_t next_field = a.pos();
-        const int64_t next = a.sleb();
-        if (!a.ok()) break;
-        end = std::max(end, a.pos());
-        if (!next) break;
-        at = size_t(int64_t(next_field) + next);
-        if (at >= data.size()) break;
-      }
-    }
-    out.push_back(std::move(l));
-    if (end > data.size()) break;
-    c.seek(end);
+  for (size_t pos = 0; pos < data.size();) {
+    while (pos < data.size() && data[pos] == 0)
+      ++pos;
+    if (pos >= data.size()) break;
+    auto one = parse_one(data, pos, addr);
+    if (!one || one->second <= pos) break;
+    out.push_back(std::move(one->first));
+    pos = one->second;
   }
   return out;
 }
@@ -104,7 +126,22 @@ const AnalysedInstruction* ending_at(const SynthResult& r, uint64_t a, uint32_t 
 ExceptionTables::ExceptionTables(const ElfFile& elf, const UnwindTable* shipped)
     : elf_(elf), shipped_(shipped && shipped->function_count() ? shipped : nullptr) {
   if (const Section* table = elf.find_section(".gcc_except_table"))
-    if (auto data = elf.section_data(*table)) lsdas_ = parse(*data, table->addr);
+    if (auto data = elf.section_data(*table)) {
+      lsdas_ = parse(*data, table->addr);
+      // With FDEs, each LSDA is where its FDE says, found by the scan or not.
+      if (shipped_) {
+        std::set<uint64_t> known;
+        for (const Lsda& l : lsdas_)
+          known.insert(l.address);
+        for (size_t i = 0; i < shipped_->function_count(); ++i)
+          if (const uint64_t at = shipped_->function(i).lsda;
+              at >= table->addr && at - table->addr < data->size() && known.insert(at).second)
+            if (auto one = parse_one(*data, at - table->addr, table->addr))
+              lsdas_.push_back(std::move(one->first));
+        std::sort(lsdas_.begin(), lsdas_.end(),
+                  [](const Lsda& x, const Lsda& y) { return x.address < y.address; });
+      }
+    }
   if (shipped_) {
     for (size_t i = 0; i < shipped_->function_count() && !personality_slot_ && !personality_; ++i)
       if (shipped_->function(i).lsda) {

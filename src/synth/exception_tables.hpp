@@ -9,8 +9,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "elf/elf_file.hpp"
@@ -51,6 +53,8 @@ private:
   const Lsda* lsda_at(uint64_t address) const;
   bool is_call(uint64_t address) const;
   bool fits(const SynthResult& r, const Lsda& l, uint32_t fn, const SynthFunction::Part& p) const;
+  static std::optional<std::pair<Lsda, size_t>> parse_one(std::span<const uint8_t> data, size_t pos,
+                                                          uint64_t addr);
   static std::vector<Lsda> parse(std::span<const uint8_t> data, uint64_t addr);
 
   const ElfFile& elf_;

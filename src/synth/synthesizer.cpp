@@ -68,7 +68,7 @@ bool known_noreturn(std::string_view name) {
 // A frame with saved registers or a frame pointer: a jump in this state is no tail call (a
 // jump with only rsp moved is more often a decoding of bytes that are not code).
 bool has_frame(const FrameState& s) {
-  return s.cfa_on_rbp ||
+  return s.cfa_on_rbp || !s.rsp_known || s.rsp_aligned || s.height != 8 ||
          std::any_of(std::begin(s.saved), std::end(s.saved), [](int32_t v) { return v != 0; });
 }
 
@@ -260,16 +260,22 @@ struct Synthesizer {
   std::map<uint64_t, std::string> names; // function starts -> name
   std::set<uint64_t> cold;               // starts of split-off cold parts
   // Starts known only from the shipped table's FDEs. In a stripped file these include the cold
-  // parts of split functions, entered by a jump with the parent's frame in place: such a start,
-  // never called, is analysed from the state of the first jump that reaches it.
+  // parts of split functions, entered by jumps (to their start or into their middle) with the
+  // parent's frame in place: such a part, never called, is analysed from the states of the jumps
+  // that reach it, each target with the first state found for it.
   std::set<uint64_t> weak;
-  std::map<uint64_t, FrameState> jumped_in;
+  std::map<uint64_t, std::vector<std::pair<uint64_t, FrameState>>> jumped_in;
+  std::map<uint64_t, size_t> entries_used; // weak start -> jumped_in entries its analysis used
   std::map<uint64_t, uint64_t> known_ends; // start -> end from symbol sizes and FDEs
   std::set<uint64_t> noreturn;             // starts of functions that never return
   std::set<uint64_t> analysed;
   std::map<uint64_t, uint32_t> index_of; // analysed start -> its SynthResult::functions index
-  std::set<uint64_t> entered_by_jump;    // weak starts analysed from a jump's state
   std::set<uint64_t> indirect_jumps;     // each counted once in the statistics
+  // The exception edges read from the LSDAs: call -> the landing pads an exception it throws
+  // lands on. An analysis that reaches the call goes on at each pad in the state after the call,
+  // so a re-analysis from another entry state (a cold part entered by a jump found later) moves
+  // its pads with it.
+  std::map<uint64_t, std::vector<uint64_t>> landing_pads;
   uint64_t entry = 0;
   SynthResult result;
 
@@ -286,6 +292,17 @@ struct Synthesizer {
     if (auto k = known_ends.find(start); k != known_ends.end() && k->second > start)
       end = std::min(end, k->second);
     return end;
+  }
+
+  // The start of the function whose extent, as the file states it (a symbol's size, a shipped
+  // FDE), holds `a` past its start (the body of another function, analysed as part of it), or 0.
+  uint64_t known_function_holding(uint64_t a) const {
+    if (auto it = known_ends.upper_bound(a); it != known_ends.begin())
+      if (--it; it->first < a && a < it->second) return it->first;
+    if (shipped)
+      if (const TableRange* r = shipped->find(a))
+        if (const uint64_t begin = shipped->function(r->function).pc_begin; begin < a) return begin;
+    return 0;
   }
 
   // The start of the .cold part holding `a` (landing pads jump into their middle), or 0.
@@ -415,10 +432,9 @@ struct Synthesizer {
   }
 
   // Explores one function from its entry. New call targets become function starts.
-  // `replace`: the index of an earlier analysis of this function, redone with `pads` (landing
-  // pads and the state their exceptions arrive with) as further entries.
-  void analyse(uint64_t start, std::optional<uint32_t> replace = std::nullopt,
-               const std::vector<std::pair<uint64_t, FrameState>>& pads = {}) {
+  // `replace`: the index of an earlier analysis of this function, redone (with the landing pads
+  // and entry states found since).
+  void analyse(uint64_t start, std::optional<uint32_t> replace = std::nullopt) {
     analysed.insert(start);
     const uint32_t index = replace ? *replace : static_cast<uint32_t>(result.functions.size());
     SynthFunction fn{names[start], start, extent_end(start), 0, start == entry, {}, {}};
@@ -432,10 +448,6 @@ struct Synthesizer {
     };
     std::unordered_map<uint64_t, std::pair<FrameState, x86::Instruction>> seen;
     FrameState initial;
-    if (auto j = jumped_in.find(start); j != jumped_in.end() && weak.count(start)) {
-      initial = j->second;
-      entered_by_jump.insert(start);
-    }
     index_of[start] = index;
     // Each work item: where to go, the state there, and where from (for the jump tables' paths).
     struct Step {
@@ -444,8 +456,12 @@ struct Synthesizer {
       uint64_t from;
     };
     std::vector<Step> work = {{start, initial, 0}};
-    for (const auto& [pad, state] : pads)
-      work.push_back({pad, state, 0});
+    if (auto j = jumped_in.find(start); j != jumped_in.end() && weak.count(start)) {
+      work.clear();
+      for (const auto& [to, state] : j->second)
+        work.push_back({to, state, 0});
+      entries_used[start] = j->second.size();
+    }
     std::unordered_map<uint64_t, uint64_t> predecessor; // on the first path that reached it
     std::set<uint64_t> reported;
     auto fail = [&](std::string why) {
@@ -487,17 +503,35 @@ struct Synthesizer {
       const uint64_t next = a + in->length;
       const uint64_t here = a; // clang 14 (the fuzz build) cannot capture a structured binding
       auto go = [&](uint64_t to) {
-        if (inside(to))
+        if (inside(to)) {
           work.push_back({to, out, here});
-        else if (const uint64_t part = cold_part_of(to)) {
+          return;
+        }
+        if (const uint64_t part = cold_part_of(to)) {
           fn.parts.push_back({part, extent_end(part), 0});
           work.push_back({to, out, here});
-        } else if (!names.count(to))
+          return;
+        }
+        const bool jump = in->has_target() && to == in->target;
+        if (const uint64_t holder = names.count(to) ? to : known_function_holding(to)) {
+          // Another function's code: a tail call to its start, or, with the frame in place, a
+          // jump into a part split off this function known only from an FDE (falling into the
+          // next function's start, after a call to a noreturn function not known as one, says
+          // nothing of its state). A .cold part jumping back into its parent needs nothing:
+          // the parent's analysis covers that code.
+          if (jump && has_frame(out) && weak.count(holder)) {
+            auto& entries = jumped_in[holder];
+            if (std::none_of(entries.begin(), entries.end(),
+                             [&](const auto& e) { return e.first == to; }))
+              entries.emplace_back(to, out);
+          }
+        } else if (!jump || !has_frame(out)) {
           add_start(to, ""); // a tail call to an unknown function
-        else if (weak.count(to) && has_frame(out) && in->has_target() && to == in->target) {
-          // Cold parts are entered by jumps; falling into the next function's start (after a
-          // call to a noreturn function not known as one) says nothing of its state.
-          jumped_in.try_emplace(to, out);
+        } else {
+          // A jump with the frame in place is no tail call: a part of this function split off
+          // (a stripped file's .cold part), entered in this state.
+          fn.parts.push_back({to, extent_end(to), 0, true});
+          work.push_back({to, out, here});
         }
       };
       switch (in->flow) {
@@ -506,14 +540,19 @@ struct Synthesizer {
         go(next);
         break;
       case x86::Flow::call:
+      case x86::Flow::call_indirect:
+        if (auto p = landing_pads.find(a); p != landing_pads.end())
+          for (uint64_t pad : p->second)
+            work.push_back({pad, out, 0});
+        if (in->flow == x86::Flow::call_indirect) {
+          go(next);
+          break;
+        }
         if (!cold.count(in->target)) {
           add_start(in->target, "");
           weak.erase(in->target);
         }
         if (!noreturn.count(in->target)) go(next);
-        break;
-      case x86::Flow::call_indirect:
-        go(next);
         break;
       case x86::Flow::jump:
         go(in->target);
@@ -562,49 +601,41 @@ struct Synthesizer {
               });
   }
 
-  // Analyses the functions `seeds` names again, each with its landing pads as further entries.
-  void reanalyse(const std::map<uint32_t, std::vector<std::pair<uint64_t, FrameState>>>& seeds) {
-    if (seeds.empty()) return;
+  // Analyses the functions `indices` names again.
+  void reanalyse(const std::set<uint32_t>& indices) {
+    if (indices.empty()) return;
     std::erase_if(result.instructions,
-                  [&](const AnalysedInstruction& in) { return seeds.count(in.function) != 0; });
-    for (const auto& [index, pads] : seeds)
-      analyse(result.functions[index].begin, index, pads);
+                  [&](const AnalysedInstruction& in) { return indices.count(in.function) != 0; });
+    for (uint32_t index : indices)
+      analyse(result.functions[index].begin, index);
   }
 
-  // Landing pads are reached by no jump: each function whose exception tables name pads not yet
-  // analysed is analysed again with them as entries, in the state after the call that throws
-  // (its cold parts, entered from pads, may bring tables of their own: a few rounds).
+  // Landing pads are reached by no jump: each function that reaches a call whose exception
+  // tables name a pad is analysed again with the exception edge (its cold parts, entered from
+  // pads, may bring tables of their own, and a cold part entered by a jump found in a pad is
+  // analysed again from that jump's state, its pads with it: rounds until nothing changes).
   void analyse_landing_pads() {
     ExceptionTables tables(elf, shipped);
-    for (int round = 0; round < 4; ++round) {
-      std::map<uint32_t, std::vector<std::pair<uint64_t, FrameState>>> seeds;
+    constexpr int kMaxRounds = 16; // each round needs a newly found pad or entry; real files: < 6
+    for (int round = 0; round < kMaxRounds; ++round) {
+      std::set<uint32_t> again;
       for (const LandingPad& lp : tables.match(result)) {
-        auto at = [&](uint64_t a) {
-          auto it = std::lower_bound(
-              result.instructions.begin(), result.instructions.end(), a,
-              [](const AnalysedInstruction& in, uint64_t v) { return in.address < v; });
-          return it != result.instructions.end() && it->address == a ? &*it : nullptr;
-        };
-        const AnalysedInstruction* call = at(lp.call);
-        if (at(lp.pad) || !call || call->function != lp.function) continue;
-        const CodeSection* c = section_of(lp.call);
-        auto in = c ? decoder.decode(c->bytes.subspan(lp.call - c->begin), lp.call)
-                    : Result<x86::Instruction>(Error::plain("no code"));
-        if (!in) continue;
-        FrameState after = call->state;
-        apply(after, *in);
-        seeds[lp.function].emplace_back(lp.pad, after);
+        std::vector<uint64_t>& pads = landing_pads[lp.call];
+        if (std::find(pads.begin(), pads.end(), lp.pad) != pads.end()) continue;
+        pads.push_back(lp.pad);
+        auto it = std::lower_bound(
+            result.instructions.begin(), result.instructions.end(), lp.call,
+            [](const AnalysedInstruction& in, uint64_t v) { return in.address < v; });
+        if (it != result.instructions.end() && it->address == lp.call) again.insert(it->function);
       }
-      reanalyse(seeds);
       // Cold parts known only from FDEs, analysed before from an entry state, entered by a jump
       // found since (from a landing pad, or from a function analysed after them): again, from
       // the state of that jump.
-      std::map<uint32_t, std::vector<std::pair<uint64_t, FrameState>>> entered;
-      for (const auto& [start, state] : jumped_in)
-        if (weak.count(start) && index_of.count(start) && !entered_by_jump.count(start))
-          entered[index_of[start]];
-      reanalyse(entered);
-      if (seeds.empty() && entered.empty()) break;
+      for (const auto& [start, entries] : jumped_in)
+        if (weak.count(start) && index_of.count(start) && entries_used[start] < entries.size())
+          again.insert(index_of[start]);
+      if (again.empty()) break;
+      reanalyse(again);
       analyse_new_starts();
       sort_instructions();
     }
@@ -614,11 +645,27 @@ struct Synthesizer {
     result.lsdas_matched = tables.matched();
   }
 
+  // A part found by a jump extends to the next known start; its FDE ends after the last
+  // instruction analysed in it (what follows may be other code, of a function never found).
+  void trim_jumped_parts() {
+    std::map<const SynthFunction::Part*, uint64_t> last_end;
+    for (const AnalysedInstruction& in : result.instructions)
+      for (const SynthFunction::Part& p : result.functions[in.function].parts)
+        if (p.by_jump && in.address >= p.begin && in.address < p.end) {
+          uint64_t& e = last_end[&p];
+          e = std::max(e, in.address + in.length);
+        }
+    for (SynthFunction& f : result.functions)
+      for (SynthFunction::Part& p : f.parts)
+        if (p.by_jump) p.end = std::max(p.begin, last_end[&p]);
+  }
+
   void run() {
     discover();
     analyse_new_starts();
     sort_instructions();
     analyse_landing_pads();
+    trim_jumped_parts();
     UnwindTable& t = result.table;
     std::vector<uint32_t> first_part; // table function index of each function's first part
     for (const SynthFunction& f : result.functions) {

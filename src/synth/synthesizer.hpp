@@ -85,6 +85,10 @@ struct SynthFunction {
   struct Part {
     uint64_t begin = 0, end = 0;
     uint64_t lsda = 0;
+    // Found by a jump with the frame in place to code no symbol or FDE bounds (a stripped
+    // file's .cold part): its end, the next known start while analysing, is then trimmed to its
+    // last analysed instruction.
+    bool by_jump = false;
   };
   std::vector<Part> parts;
   const Part& part_of(uint64_t address) const; // the part holding address (else the first)
