@@ -134,7 +134,7 @@ void register_synth(CLI::App& app) {
     }
     std::optional<synth::Comparison> cmp;
     if (opt->compare) {
-      cmp = synth::compare_tables(*result, *shipped);
+      cmp = synth::compare_tables(*result, *shipped, elf->get());
       if (!cmp->disagreements.empty()) set_exit_code(1);
     }
     synth::ReportInput report{opt->file, elf->get(),    &*result, cmp ? &*cmp : nullptr,

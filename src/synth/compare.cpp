@@ -1,5 +1,7 @@
 #include "synth/compare.hpp"
 
+#include <elf.h>
+
 #include <fmt/format.h>
 
 #include <optional>
@@ -7,6 +9,8 @@
 #include "model/dw_op.hpp"
 #include "model/registers.hpp"
 #include "x86/instruction.hpp"
+
+#include "x86/decoder.hpp"
 
 namespace ehelf::synth {
 
@@ -127,7 +131,37 @@ std::string shipped_row_text(const UnwindTable& table, uint64_t pc) {
   return out;
 }
 
-Comparison compare_tables(const SynthResult& synthesized, const UnwindTable& shipped) {
+namespace {
+
+// The instructions in [begin, end) of `elf`'s code other than padding (nop, int3), decoded one
+// after the other; none in the PLT sections (their rows are the standard ones, not analysed).
+uint64_t instructions_in(const ElfFile& elf, const x86::Decoder& decoder, uint64_t begin,
+                         uint64_t end) {
+  for (const Section& s : elf.sections()) {
+    if (!(s.flags & SHF_EXECINSTR) || begin < s.addr || begin - s.addr >= s.size) continue;
+    if (s.name.starts_with(".plt")) return 0;
+    auto data = elf.section_data(s);
+    if (!data || begin - s.addr >= data->size()) return 0;
+    auto code =
+        data->subspan(begin - s.addr, std::min(end - begin, data->size() - (begin - s.addr)));
+    uint64_t n = 0;
+    for (uint64_t off = 0; off < code.size();) {
+      auto in = decoder.decode(code.subspan(off), begin + off);
+      if (!in) return n + 1; // what follows is not code the decoder knows: count it once
+      const std::string text = decoder.format(code.subspan(off), begin + off);
+      n += !text.starts_with("nop") && !text.starts_with("int3");
+      off += in->length;
+    }
+    return n;
+  }
+  return 0;
+}
+
+} // namespace
+
+Comparison compare_tables(const SynthResult& synthesized, const UnwindTable& shipped,
+                          const ElfFile* elf) {
+  x86::Decoder decoder;
   Comparison out;
   for (const AnalysedInstruction& in : synthesized.instructions) {
     const TableRange* r = shipped.find(in.address);
@@ -145,6 +179,25 @@ Comparison compare_tables(const SynthResult& synthesized, const UnwindTable& shi
     ++out.by_category[why];
     out.disagreements.push_back({in.address, in.function, why, describe(in.state) + " ra@-8",
                                  shipped_row_text(shipped, in.address)});
+  }
+  // The shipped ranges (sorted, disjoint) less the analysed instructions (sorted by address).
+  auto in = synthesized.instructions.begin();
+  for (const TableRange& r : shipped.ranges()) {
+    out.shipped_bytes += r.end - r.begin;
+    uint64_t at = r.begin;
+    while (in != synthesized.instructions.end() && in->address + in->length <= at)
+      ++in;
+    for (auto i = in; i != synthesized.instructions.end() && i->address < r.end; ++i) {
+      if (i->address > at) {
+        out.missed_bytes += i->address - at;
+        if (elf) out.missed_instructions += instructions_in(*elf, decoder, at, i->address);
+      }
+      at = std::max(at, i->address + i->length);
+    }
+    if (at < r.end) {
+      out.missed_bytes += r.end - at;
+      if (elf) out.missed_instructions += instructions_in(*elf, decoder, at, r.end);
+    }
   }
   return out;
 }

@@ -34,4 +34,21 @@ std::vector<NamedRelocation> dynamic_relocations(const ElfFile& elf) {
   return out;
 }
 
+std::vector<uint64_t> relative_relocation_addends(const ElfFile& elf) {
+  std::vector<uint64_t> out;
+  for (const Section& rs : elf.sections()) {
+    if (rs.type != SHT_RELA) continue;
+    auto data = elf.section_data(rs);
+    if (!data) continue;
+    for (size_t off = 0; off + sizeof(Elf64_Rela) <= data->size(); off += sizeof(Elf64_Rela)) {
+      Elf64_Rela rela;
+      std::memcpy(&rela, data->data() + off, sizeof rela);
+      const uint32_t type = ELF64_R_TYPE(rela.r_info);
+      if (type == R_X86_64_RELATIVE || type == R_X86_64_IRELATIVE)
+        out.push_back(uint64_t(rela.r_addend));
+    }
+  }
+  return out;
+}
+
 } // namespace ehelf::synth

@@ -3,6 +3,7 @@
 #include <elf.h>
 
 #include <algorithm>
+#include <array>
 #include <optional>
 #include <unordered_map>
 
@@ -15,6 +16,7 @@ namespace ehelf::synth {
 namespace {
 
 constexpr uint8_t kOmit = 0xff;
+constexpr std::array<uint8_t, 4> kEndbr64 = {0xf3, 0x0f, 0x1e, 0xfa};
 
 // A call-site table value in the encodings compilers use there (uleb128, udata4).
 std::optional<uint64_t> call_site_value(ByteCursor& c, uint8_t encoding) {
@@ -182,15 +184,20 @@ const ExceptionTables::Lsda* ExceptionTables::lsda_at(uint64_t address) const {
 // so usually by no analysis yet).
 bool ExceptionTables::fits(const SynthResult& r, const Lsda& l, uint32_t fn,
                            const SynthFunction::Part& p) const {
+  bool first_pad = true;
   for (const CallSite& cs : l.sites) {
     if (cs.start + cs.length > p.end - p.begin || cs.landing_pad >= p.end - p.begin) return false;
     if (cs.landing_pad) {
-      const AnalysedInstruction* pad = covering(r, p.begin + cs.landing_pad);
-      if (pad && (pad->address != p.begin + cs.landing_pad || pad->function != fn)) return false;
+      // No jump reaches a landing pad: code an analysis reached is none.
+      if (covering(r, p.begin + cs.landing_pad)) return false;
     }
     // Code reached only from another landing pad is not analysed yet: such a region passes.
     const uint64_t end = p.begin + cs.start + cs.length;
     const AnalysedInstruction* last = ending_at(r, end, fn);
+    // The first call with a landing pad is in the code the function's analysis reached (its
+    // body comes before its pads): an LSDA does not fit code past the function's end.
+    if (cs.landing_pad && first_pad && !last) return false;
+    if (cs.landing_pad) first_pad = false;
     if (!last) {
       if (covering(r, end - 1)) return false;
       continue;
@@ -199,6 +206,108 @@ bool ExceptionTables::fits(const SynthResult& r, const Lsda& l, uint32_t fn,
     if (!is_call(last->address)) return false;
   }
   return true;
+}
+
+// The part's code decoded from its start, one instruction after the other (compilers put no data
+// between a function's instructions), as far as an LSDA reaches or the first undecodable byte.
+const ExceptionTables::Sweep& ExceptionTables::sweep(const SynthFunction::Part& p) {
+  // No LSDA reaches further into its part than max_extent_ (a few KiB in real files).
+  const uint64_t max_sweep = std::min<uint64_t>(1 << 20, max_extent_);
+  auto [it, fresh] = sweeps_.try_emplace({p.begin, p.end});
+  if (!fresh) return it->second;
+  Sweep& sw = it->second;
+  for (const Section& sec : elf_.sections()) {
+    if (!(sec.flags & SHF_EXECINSTR) || p.begin < sec.addr || p.begin - sec.addr >= sec.size)
+      continue;
+    auto data = elf_.section_data(sec);
+    if (!data || p.begin - sec.addr >= data->size()) break;
+    // The whole part's bytes for the decoder; the sweep ends past max_sweep (an instruction
+    // starting just below it is decoded whole).
+    const uint64_t size = std::min(p.end - p.begin, data->size() - (p.begin - sec.addr));
+    auto code = data->subspan(p.begin - sec.addr, size);
+    uint64_t off = 0;
+    while (off < size && off <= max_sweep) {
+      auto in = decoder_.decode(code.subspan(off), p.begin + off);
+      if (!in) break;
+      sw.starts.push_back(uint32_t(off));
+      off += in->length;
+      if (in->flow == x86::Flow::call || in->flow == x86::Flow::call_indirect)
+        sw.call_ends.push_back(uint32_t(off));
+    }
+    if (off == size) sw.starts.push_back(uint32_t(off)); // the part's end is a boundary
+    break;
+  }
+  return sw;
+}
+
+// Every region of the LSDA starts and ends on an instruction boundary of the part's code, the
+// regions with a landing pad end right after a call, and each pad is an instruction's start.
+// `head`: the code before the part (up to the part's start, which its last instruction reaches
+// exactly), the LSDA's offsets counting from `head_base` in it.
+bool ExceptionTables::fits_code(const Lsda& l, const Sweep& sw, const Sweep* head,
+                                uint32_t head_base) {
+  const uint64_t shift = head ? head->starts.back() - head_base : 0;
+  auto in = [&](const std::vector<uint32_t>& head_list, const std::vector<uint32_t>& list,
+                uint64_t off) {
+    if (off < shift) return std::binary_search(head_list.begin(), head_list.end(), off + head_base);
+    return std::binary_search(list.begin(), list.end(), off - shift);
+  };
+  static const std::vector<uint32_t> none;
+  auto boundary = [&](uint64_t off) { return in(head ? head->starts : none, sw.starts, off); };
+  auto call_end = [&](uint64_t off) {
+    // A call ending exactly at the part's start belongs to the head.
+    if (head && off == shift)
+      return std::binary_search(head->call_ends.begin(), head->call_ends.end(), off + head_base);
+    return in(head ? head->call_ends : none, sw.call_ends, off);
+  };
+  for (const CallSite& cs : l.sites) {
+    const uint64_t end = cs.start + cs.length;
+    if (!boundary(cs.start) || !boundary(end)) return false;
+    if (cs.landing_pad && (!boundary(cs.landing_pad) || !call_end(end))) return false;
+  }
+  return true;
+}
+
+// The code from `begin` up to `part_begin`, decoded one instruction after the other; empty
+// unless an instruction ends exactly at part_begin (starts hold that end last).
+ExceptionTables::Sweep ExceptionTables::head_sweep(uint64_t begin, uint64_t part_begin) const {
+  Sweep h;
+  for (const Section& sec : elf_.sections()) {
+    if (!(sec.flags & SHF_EXECINSTR) || begin < sec.addr || part_begin - sec.addr > sec.size)
+      continue;
+    auto data = elf_.section_data(sec);
+    if (!data || part_begin - sec.addr > data->size()) break;
+    auto code = data->subspan(begin - sec.addr, part_begin - begin);
+    uint64_t off = 0;
+    while (off < code.size()) {
+      auto in = decoder_.decode(code.subspan(off), begin + off);
+      if (!in) return {};
+      h.starts.push_back(uint32_t(off));
+      off += in->length;
+      if (in->flow == x86::Flow::call || in->flow == x86::Flow::call_indirect)
+        h.call_ends.push_back(uint32_t(off));
+    }
+    if (off != code.size()) return {};
+    h.starts.push_back(uint32_t(off));
+    return h;
+  }
+  return {};
+}
+
+std::span<const uint8_t> ExceptionTables::code_at(uint64_t address, uint64_t size) const {
+  for (const Section& sec : elf_.sections())
+    if ((sec.flags & SHF_EXECINSTR) && address >= sec.addr && address - sec.addr < sec.size) {
+      auto data = elf_.section_data(sec);
+      if (!data || address - sec.addr >= data->size()) return {};
+      return data->subspan(address - sec.addr)
+          .first(std::min<uint64_t>(size, data->size() - (address - sec.addr)));
+    }
+  return {};
+}
+
+size_t ExceptionTables::pad_sites(const Lsda& l) {
+  return std::count_if(l.sites.begin(), l.sites.end(),
+                       [](const CallSite& cs) { return cs.landing_pad != 0; });
 }
 
 bool ExceptionTables::is_call(uint64_t address) const {
@@ -224,22 +333,137 @@ std::vector<LandingPad> ExceptionTables::match(SynthResult& result) {
           assigned_.insert(it->second);
         }
   } else {
-    for (const Lsda& l : lsdas_) {
-      if (l.sites.empty() || assigned_.count(l.address)) continue;
-      SynthFunction::Part* match = nullptr;
-      bool ambiguous = false;
-      for (uint32_t fn = 0; fn < result.functions.size() && !ambiguous; ++fn)
-        for (SynthFunction::Part& p : result.functions[fn].parts)
-          if (!p.lsda && fits(result, l, fn, p)) {
-            ambiguous = match != nullptr;
-            match = &p;
+    // LSDAs with a landing pad, by where their first region with one ends (a call's end), once.
+    if (!by_first_pad_end_built_) {
+      by_first_pad_end_built_ = true;
+      for (uint32_t i = 0; i < lsdas_.size(); ++i) {
+        const Lsda& l = lsdas_[i];
+        // An LSDA without landing pads (a noexcept function's: calls reaching it terminate)
+        // fits too many functions to be matched; left out, an exception unwinds through.
+        auto pad = std::find_if(l.sites.begin(), l.sites.end(),
+                                [](const CallSite& cs) { return cs.landing_pad != 0; });
+        if (pad == l.sites.end()) continue;
+        by_first_pad_end_[pad->start + pad->length].push_back(i);
+        for (const CallSite& cs : l.sites)
+          max_extent_ = std::max({max_extent_, cs.start + cs.length, cs.landing_pad + 1});
+      }
+    }
+    // Code built for CET (-fcf-protection: most functions start with endbr64) starts every
+    // landing pad with endbr64 too, which rules out most places an LSDA fits by chance.
+    size_t starts = 0, marked = 0;
+    for (const SynthFunction& f : result.functions)
+      if (auto b = code_at(f.begin, 4); b.size() == 4) {
+        ++starts;
+        marked += std::equal(b.begin(), b.end(), kEndbr64.begin());
+      }
+    const bool pads_marked = starts >= 10 && marked * 2 >= starts;
+    auto pads_start_marked = [&](const Lsda& l, uint64_t begin) {
+      for (const CallSite& cs : l.sites)
+        if (cs.landing_pad) {
+          auto b = code_at(begin + cs.landing_pad, 4);
+          if (b.size() != 4 || !std::equal(b.begin(), b.end(), kEndbr64.begin())) return false;
+        }
+      return true;
+    };
+    // Every free part each LSDA fits, found from the calls in the parts' code. A part found by
+    // a jump starts at the first address jumped to, maybe past its real start (the code before
+    // is reached from its landing pads): an LSDA may then fit from a start up to kMaxHead bytes
+    // earlier, in code no analysis reached.
+    constexpr uint64_t kMaxHead = 64, kMaxGap = 4096;
+    struct Candidate {
+      uint32_t fn;
+      SynthFunction::Part* part;
+      uint64_t begin; // the part's start the LSDA fits from
+    };
+    std::map<uint32_t, std::vector<Candidate>> fitting; // by LSDA index
+    for (uint32_t fn = 0; fn < result.functions.size(); ++fn)
+      for (SynthFunction::Part& p : result.functions[fn].parts) {
+        if (p.lsda) continue;
+        // The code between the last analysed instruction before a part found by a jump and the
+        // part, when it decodes right up to the part.
+        Sweep gap;
+        if (p.by_jump) {
+          auto it = std::lower_bound(
+              result.instructions.begin(), result.instructions.end(), p.begin,
+              [](const AnalysedInstruction& in, uint64_t v) { return in.address < v; });
+          if (it != result.instructions.begin()) {
+            const uint64_t reached = std::prev(it)->address + std::prev(it)->length;
+            if (reached < p.begin && p.begin - reached <= kMaxGap)
+              gap = head_sweep(reached, p.begin);
           }
-      if (match && !ambiguous) {
-        match->lsda = l.address;
-        assigned_.insert(l.address);
+        }
+        const uint64_t gap_size = gap.starts.empty() ? 0 : gap.starts.back();
+        const uint64_t head = std::min(kMaxHead, gap_size);
+        const Sweep& sw = sweep(p);
+        for (uint32_t e : sw.call_ends)
+          for (auto it = by_first_pad_end_.lower_bound(e);
+               it != by_first_pad_end_.end() && it->first <= e + head; ++it) {
+            const uint64_t back = it->first - e; // the LSDA's start this far before the part's
+            const uint32_t head_base = uint32_t(gap_size - back);
+            if (back && !std::binary_search(gap.starts.begin(), gap.starts.end(), head_base))
+              continue;
+            for (uint32_t i : it->second) {
+              const Lsda& l = lsdas_[i];
+              if (assigned_.count(l.address)) continue;
+              // From an earlier start, only an LSDA with several landing pads (a single
+              // call's shape fits too many places).
+              if (back && pad_sites(l) < 2) continue;
+              SynthFunction::Part from = p;
+              from.begin = p.begin - back;
+              if (fits_code(l, sw, back ? &gap : nullptr, head_base) &&
+                  (!pads_marked || pads_start_marked(l, from.begin)) && fits(result, l, fn, from))
+                fitting[i].push_back({fn, &p, from.begin});
+            }
+          }
+      }
+    std::vector<std::pair<const Lsda*, std::vector<Candidate>>> open;
+    for (auto& [i, parts] : fitting)
+      open.emplace_back(&lsdas_[i], std::move(parts));
+    // An LSDA fitting one free part gets it. Several parts of the same shape (template
+    // instances, char and wchar_t twins) are told apart by order: compilers and linkers lay out
+    // LSDAs in the order of their functions, first parts and split-off parts each in ascending
+    // address order, so a part must lie between those of the nearest matched LSDAs before and
+    // after it of its kind.
+    auto kind = [&](const Candidate& c) {
+      return c.part == &result.functions[c.fn].parts.front() ? 0 : 1;
+    };
+    auto in_order = [&](uint64_t lsda, int k, uint64_t part) {
+      const auto& anchors = anchors_[k];
+      auto after = anchors.upper_bound(lsda);
+      if (after != anchors.end() && after->second <= part) return false;
+      return after == anchors.begin() || std::prev(after)->second < part;
+    };
+    // Two LSDAs claiming the same part (one of them belongs to a part not found, or to a twin)
+    // get neither.
+    for (bool progress = true; progress;) {
+      progress = false;
+      std::map<SynthFunction::Part*, int> claims;
+      std::vector<std::pair<const Lsda*, Candidate>> proposals;
+      for (auto& [l, fitting] : open) {
+        if (assigned_.count(l->address)) continue;
+        std::erase_if(fitting, [](const Candidate& c) { return c.part->lsda != 0; });
+        std::vector<Candidate> ordered;
+        for (const Candidate& c : fitting)
+          if (in_order(l->address, kind(c), c.begin)) ordered.push_back(c);
+        // A single fitting part is enough for an LSDA with several landing pads; one with a
+        // single pad (a shape many functions have) must also be in order.
+        const bool specific = pad_sites(*l) >= 2;
+        const std::vector<Candidate>& choice = fitting.size() == 1 && specific ? fitting : ordered;
+        if (choice.size() != 1) continue;
+        proposals.emplace_back(l, choice.front());
+        ++claims[choice.front().part];
+      }
+      for (const auto& [l, c] : proposals) {
+        if (claims[c.part] != 1) continue;
+        c.part->begin = c.begin; // a split-off part's real start, when found before its jumps
+        c.part->lsda = l->address;
+        assigned_.insert(l->address);
+        anchors_[kind(c)][l->address] = c.begin;
+        progress = true;
       }
     }
   }
+
   std::vector<LandingPad> pads;
   for (uint32_t fn = 0; fn < result.functions.size(); ++fn)
     for (const SynthFunction::Part& p : result.functions[fn].parts)

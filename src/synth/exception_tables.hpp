@@ -9,9 +9,11 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <span>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -50,6 +52,16 @@ private:
     uint64_t address = 0;
     std::vector<CallSite> sites;
   };
+  // A part's code as a linear sweep decodes it: instruction starts and call ends, as offsets.
+  struct Sweep {
+    std::vector<uint32_t> starts, call_ends; // ascending
+  };
+  const Sweep& sweep(const SynthFunction::Part& p);
+  static bool fits_code(const Lsda& l, const Sweep& sw, const Sweep* head = nullptr,
+                        uint32_t head_base = 0);
+  Sweep head_sweep(uint64_t begin, uint64_t part_begin) const;
+  static size_t pad_sites(const Lsda& l);
+  std::span<const uint8_t> code_at(uint64_t address, uint64_t size) const; // up to size bytes
   const Lsda* lsda_at(uint64_t address) const;
   bool is_call(uint64_t address) const;
   bool fits(const SynthResult& r, const Lsda& l, uint32_t fn, const SynthFunction::Part& p) const;
@@ -61,8 +73,17 @@ private:
   const UnwindTable* shipped_;
   std::vector<Lsda> lsdas_; // by address
   std::set<uint64_t> assigned_;
+  // Matched LSDAs (stripped files): LSDA address -> its part's start, for first parts [0] and
+  // split-off parts [1].
+  std::map<uint64_t, uint64_t> anchors_[2];
   uint64_t personality_slot_ = 0, personality_ = 0;
   x86::Decoder decoder_;
+  std::map<std::pair<uint64_t, uint64_t>, Sweep> sweeps_; // by the part's [begin, end)
+  // LSDAs with a landing pad (indices into lsdas_) by the end of their first region with one,
+  // and the furthest offset any LSDA names.
+  std::map<uint64_t, std::vector<uint32_t>> by_first_pad_end_;
+  bool by_first_pad_end_built_ = false;
+  uint64_t max_extent_ = 0;
 };
 
 } // namespace ehelf::synth

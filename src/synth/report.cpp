@@ -43,6 +43,14 @@ std::string render_text(const ReportInput& in) {
                    cmp->instructions ? 100.0 * double(cmp->agreeing) / double(cmp->instructions)
                                      : 100.0,
                    cmp->uncovered);
+    fmt::format_to(line,
+                   "coverage: {} of {} bytes with shipped rows analysed ({:.3f}%); not analysed "
+                   "there: {} instructions besides the PLT and padding\n",
+                   cmp->shipped_bytes - cmp->missed_bytes, cmp->shipped_bytes,
+                   cmp->shipped_bytes ? 100.0 * double(cmp->shipped_bytes - cmp->missed_bytes) /
+                                            double(cmp->shipped_bytes)
+                                      : 100.0,
+                   cmp->missed_instructions);
   }
   const double mb = double(r.text_bytes) / 1e6;
   fmt::format_to(line,
@@ -80,6 +88,9 @@ nlohmann::json to_json(const ReportInput& in) {
     j["compared"] = cmp->instructions;
     j["agreeing"] = cmp->agreeing;
     j["uncovered"] = cmp->uncovered;
+    j["shipped_bytes"] = cmp->shipped_bytes;
+    j["missed_bytes"] = cmp->missed_bytes;
+    j["missed_instructions"] = cmp->missed_instructions;
     j["categories"] = cmp->by_category;
     json disagreements = json::array();
     for (size_t i = 0; i < cmp->disagreements.size() && i < in.max_print; ++i) {

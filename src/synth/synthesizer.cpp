@@ -266,8 +266,25 @@ struct Synthesizer {
   std::set<uint64_t> weak;
   std::map<uint64_t, std::vector<std::pair<uint64_t, FrameState>>> jumped_in;
   std::map<uint64_t, size_t> entries_used; // weak start -> jumped_in entries its analysis used
+  // Weak starts a call or a tail call enters at their start: functions, whose own cold parts
+  // may jump back into their body, not parts entered only by jumps; and the weak starts
+  // analysed from their jumps alone.
+  std::set<uint64_t> called, start_skipped;
   std::map<uint64_t, uint64_t> known_ends; // start -> end from symbol sizes and FDEs
   std::set<uint64_t> noreturn;             // starts of functions that never return
+  // How each analysed function (by SynthResult::functions index) can end, for the inference of
+  // noreturn functions: returning (ret, an unresolved indirect jump, a path lost, a jump into
+  // another function's body), else only by its tail calls; and the calls whose next
+  // instruction it went on to.
+  struct Exits {
+    bool returns = false;
+    std::vector<uint64_t> tail_calls, calls;
+  };
+  std::vector<Exits> exits;
+  // Code addresses the file stores or computes as values (relative relocations, rip-relative
+  // `lea`, `mov $imm`): function pointers, mostly, but also labels (computed goto), so each
+  // becomes a start only if no analysis has reached it once the other starts are analysed.
+  std::set<uint64_t> address_taken;
   std::set<uint64_t> analysed;
   std::map<uint64_t, uint32_t> index_of; // analysed start -> its SynthResult::functions index
   std::set<uint64_t> indirect_jumps;     // each counted once in the statistics
@@ -337,10 +354,21 @@ struct Synthesizer {
       if (sym.size) known_ends[sym.value] = std::max(known_ends[sym.value], sym.value + sym.size);
     }
     discover_plt_noreturn();
+    for (const Section& s : elf.sections())
+      if (s.type == SHT_INIT_ARRAY || s.type == SHT_FINI_ARRAY || s.type == SHT_PREINIT_ARRAY)
+        if (auto data = elf.section_data(s))
+          for (size_t i = 0; i + 8 <= data->size(); i += 8) {
+            uint64_t a;
+            std::memcpy(&a, data->data() + i, 8);
+            add_start(a, ""); // constructors and destructors (when not left to relocations)
+          }
+    for (uint64_t a : relative_relocation_addends(elf))
+      if (section_of(a)) address_taken.insert(a);
     if (shipped)
       for (size_t i = 0; i < shipped->function_count(); ++i)
         if (shipped->function(i).pc_end > shipped->function(i).pc_begin)
-          if (!names.count(shipped->function(i).pc_begin)) {
+          if (!names.count(shipped->function(i).pc_begin) &&
+              section_of(shipped->function(i).pc_begin)) {
             add_start(shipped->function(i).pc_begin, "");
             weak.insert(shipped->function(i).pc_begin);
           }
@@ -456,15 +484,21 @@ struct Synthesizer {
       uint64_t from;
     };
     std::vector<Step> work = {{start, initial, 0}};
+    start_skipped.erase(start);
     if (auto j = jumped_in.find(start); j != jumped_in.end() && weak.count(start)) {
-      work.clear();
+      if (!called.count(start)) {
+        work.clear();
+        start_skipped.insert(start);
+      }
       for (const auto& [to, state] : j->second)
         work.push_back({to, state, 0});
       entries_used[start] = j->second.size();
     }
     std::unordered_map<uint64_t, uint64_t> predecessor; // on the first path that reached it
     std::set<uint64_t> reported;
+    Exits ends;
     auto fail = [&](std::string why) {
+      ends.returns = true;
       if (fn.failure.empty()) fn.failure = std::move(why);
     };
     while (!work.empty()) {
@@ -493,6 +527,8 @@ struct Synthesizer {
       }
       seen[a] = {s, *in};
       predecessor.try_emplace(a, from);
+      if (in->address_value && section_of(in->address_value) && !inside(in->address_value))
+        address_taken.insert(in->address_value);
       if (!s.cfa_known() && !fn.outermost) {
         fail(fmt::format("CFA lost at {:#x} ({})", a,
                          decoder.format(c->bytes.subspan(a - c->begin), a)));
@@ -513,24 +549,48 @@ struct Synthesizer {
           return;
         }
         const bool jump = in->has_target() && to == in->target;
-        if (const uint64_t holder = names.count(to) ? to : known_function_holding(to)) {
-          // Another function's code: a tail call to its start, or, with the frame in place, a
-          // jump into a part split off this function known only from an FDE (falling into the
-          // next function's start, after a call to a noreturn function not known as one, says
-          // nothing of its state). A .cold part jumping back into its parent needs nothing:
-          // the parent's analysis covers that code.
-          if (jump && has_frame(out) && weak.count(holder)) {
+        if (noreturn.count(to)) {
+          ends.tail_calls.push_back(to);
+        } else if (const uint64_t holder = names.count(to) ? to : known_function_holding(to)) {
+          // Another function's code: a tail call to its start (or falling into it, after a call
+          // to a noreturn function not known as one); with the frame in place, a jump into a
+          // part split off this function known only from an FDE, to its start or its middle.
+          // Else (a .cold part jumping back into its parent, the PLT) that code's analysis
+          // covers it, and what it does next is not known here.
+          if (holder == to && !has_frame(out)) {
+            ends.tail_calls.push_back(to);
+            if (jump) called.insert(to);
+          } else if (jump && has_frame(out) && weak.count(holder)) {
             auto& entries = jumped_in[holder];
             if (std::none_of(entries.begin(), entries.end(),
                              [&](const auto& e) { return e.first == to; }))
               entries.emplace_back(to, out);
+          } else {
+            ends.returns = true;
           }
         } else if (!jump || !has_frame(out)) {
           add_start(to, ""); // a tail call to an unknown function
+          ends.tail_calls.push_back(to);
         } else {
           // A jump with the frame in place is no tail call: a part of this function split off
-          // (a stripped file's .cold part), entered in this state.
-          fn.parts.push_back({to, extent_end(to), 0, true});
+          // (a stripped file's .cold part), entered in this state. Parts found before at later
+          // addresses of the same stretch are that part: it now starts here.
+          const uint64_t end = extent_end(to);
+          auto later = [&](const SynthFunction::Part& q) {
+            return q.by_jump && q.begin > to && q.begin < end;
+          };
+          auto first = std::find_if(fn.parts.begin(), fn.parts.end(), later);
+          if (first == fn.parts.end()) {
+            fn.parts.push_back({to, end, 0, true});
+          } else {
+            first->begin = to;
+            for (auto q = std::next(first); q != fn.parts.end();)
+              if (later(*q)) {
+                if (!first->lsda) first->lsda = q->lsda;
+                q = fn.parts.erase(q);
+              } else
+                ++q;
+          }
           work.push_back({to, out, here});
         }
       };
@@ -552,7 +612,10 @@ struct Synthesizer {
           add_start(in->target, "");
           weak.erase(in->target);
         }
-        if (!noreturn.count(in->target)) go(next);
+        if (!noreturn.count(in->target)) {
+          ends.calls.push_back(in->target);
+          go(next);
+        }
         break;
       case x86::Flow::jump:
         go(in->target);
@@ -561,19 +624,26 @@ struct Synthesizer {
         go(in->target);
         go(next);
         break;
-      case x86::Flow::jump_indirect:
-        for (uint64_t to : jump_table_targets(a, predecessor, fn.begin, inside))
+      case x86::Flow::jump_indirect: {
+        const auto targets = jump_table_targets(a, predecessor, fn.begin, inside);
+        if (targets.empty()) ends.returns = true; // a tail call through a pointer, maybe
+        for (uint64_t to : targets)
           work.push_back({to, out, a});
         break;
+      }
       case x86::Flow::ret:
-      case x86::Flow::trap:
       case x86::Flow::other:
+        ends.returns = true;
+        break;
+      case x86::Flow::trap:
         break;
       }
     }
     fn.instructions = seen.size();
     for (auto& [a, si] : seen)
       result.instructions.push_back({a, si.second.length, index, si.first});
+    if (exits.size() <= index) exits.resize(index + 1);
+    exits[index] = std::move(ends);
     if (replace)
       result.functions[*replace] = std::move(fn);
     else
@@ -594,11 +664,16 @@ struct Synthesizer {
     }
   }
 
+  // Analyses append to the sorted instructions: the new ones are sorted and merged in (a full
+  // sort of a large program's million instructions per round took most of the time).
   void sort_instructions() {
-    std::sort(result.instructions.begin(), result.instructions.end(),
-              [](const AnalysedInstruction& x, const AnalysedInstruction& y) {
-                return x.address < y.address;
-              });
+    auto by_address = [](const AnalysedInstruction& x, const AnalysedInstruction& y) {
+      return x.address < y.address;
+    };
+    auto& v = result.instructions;
+    auto tail = std::is_sorted_until(v.begin(), v.end(), by_address);
+    std::sort(tail, v.end(), by_address);
+    std::inplace_merge(v.begin(), tail, v.end(), by_address);
   }
 
   // Analyses the functions `indices` names again.
@@ -614,11 +689,20 @@ struct Synthesizer {
   // tables name a pad is analysed again with the exception edge (its cold parts, entered from
   // pads, may bring tables of their own, and a cold part entered by a jump found in a pad is
   // analysed again from that jump's state, its pads with it: rounds until nothing changes).
+  // A part's end was the next start known when it was found; starts found since end it sooner.
+  void refresh_extents() {
+    for (SynthFunction& f : result.functions)
+      for (SynthFunction::Part& p : f.parts)
+        if (auto n = names.upper_bound(p.begin); n != names.end())
+          p.end = std::min(p.end, n->first);
+  }
+
   void analyse_landing_pads() {
-    ExceptionTables tables(elf, shipped);
+    ExceptionTables& tables = *exception_tables;
     constexpr int kMaxRounds = 16; // each round needs a newly found pad or entry; real files: < 6
     for (int round = 0; round < kMaxRounds; ++round) {
       std::set<uint32_t> again;
+      refresh_extents();
       for (const LandingPad& lp : tables.match(result)) {
         std::vector<uint64_t>& pads = landing_pads[lp.call];
         if (std::find(pads.begin(), pads.end(), lp.pad) != pads.end()) continue;
@@ -632,7 +716,9 @@ struct Synthesizer {
       // found since (from a landing pad, or from a function analysed after them): again, from
       // the state of that jump.
       for (const auto& [start, entries] : jumped_in)
-        if (weak.count(start) && index_of.count(start) && entries_used[start] < entries.size())
+        if (weak.count(start) && index_of.count(start) &&
+            (entries_used[start] < entries.size() ||
+             (start_skipped.count(start) && called.count(start))))
           again.insert(index_of[start]);
       if (again.empty()) break;
       reanalyse(again);
@@ -660,11 +746,64 @@ struct Synthesizer {
         if (p.by_jump) p.end = std::max(p.begin, last_end[&p]);
   }
 
+  // Noreturn functions the code shows (every path ends in a call or tail call to a noreturn
+  // function, ud2 or hlt), to a fixed point: the callers that went on after a call to one are
+  // analysed again without that path, which may make them noreturn in turn. False when none
+  // was found.
+  bool infer_noreturn() {
+    bool found_any = false;
+    for (;;) {
+      std::set<uint64_t> found;
+      for (uint32_t i = 0; i < result.functions.size() && i < exits.size(); ++i) {
+        const SynthFunction& f = result.functions[i];
+        const Exits& e = exits[i];
+        if (f.outermost || noreturn.count(f.begin) || e.returns) continue;
+        if (std::all_of(e.tail_calls.begin(), e.tail_calls.end(),
+                        [&](uint64_t t) { return noreturn.count(t) != 0; }))
+          found.insert(f.begin);
+      }
+      if (found.empty()) return found_any;
+      found_any = true;
+      noreturn.insert(found.begin(), found.end());
+      std::set<uint32_t> callers;
+      for (uint32_t i = 0; i < exits.size(); ++i)
+        if (std::any_of(exits[i].calls.begin(), exits[i].calls.end(),
+                        [&](uint64_t t) { return found.count(t) != 0; }))
+          callers.insert(i);
+      reanalyse(callers);
+      sort_instructions();
+    }
+  }
+
+  // The address-taken code no analysis reached, outside the functions the file bounds: new
+  // starts. False when there is none.
+  bool add_address_taken_starts() {
+    bool added = false;
+    for (uint64_t a : address_taken) {
+      if (names.count(a) || known_function_holding(a)) continue;
+      auto it = std::upper_bound(
+          result.instructions.begin(), result.instructions.end(), a,
+          [](uint64_t v, const AnalysedInstruction& in) { return v < in.address; });
+      if (it != result.instructions.begin() && a < std::prev(it)->address + std::prev(it)->length)
+        continue;
+      add_start(a, "");
+      added = true;
+    }
+    address_taken.clear(); // each is decided once: reached by an analysis, or a start
+    return added;
+  }
+
+  std::optional<ExceptionTables> exception_tables;
+
   void run() {
     discover();
-    analyse_new_starts();
-    sort_instructions();
-    analyse_landing_pads();
+    exception_tables.emplace(elf, shipped);
+    do {
+      analyse_new_starts();
+      sort_instructions();
+      analyse_landing_pads();
+    } while (infer_noreturn() || add_address_taken_starts());
+    refresh_extents();
     trim_jumped_parts();
     UnwindTable& t = result.table;
     std::vector<uint32_t> first_part; // table function index of each function's first part

@@ -238,6 +238,23 @@ void stack_ops(const ZydisDecodedInstruction& d, const ZydisDecodedOperand* ops,
   if (insn.writes_reg(Reg::rbp) && !out.defines(Reg::rbp)) out.add(K::unmodelled, Reg::rbp);
 }
 
+void address_value(const ZydisDecodedInstruction& d, const ZydisDecodedOperand* ops,
+                   Instruction& insn) {
+  if (d.operand_count_visible != 2 || ops[0].type != ZYDIS_OPERAND_TYPE_REGISTER ||
+      gpr(ops[0].reg.value) == Reg::none)
+    return;
+  const ZydisDecodedOperand& src = ops[1];
+  if (d.mnemonic == ZYDIS_MNEMONIC_LEA && src.type == ZYDIS_OPERAND_TYPE_MEMORY &&
+      src.mem.base == ZYDIS_REGISTER_RIP && src.mem.index == ZYDIS_REGISTER_NONE) {
+    ZyanU64 value = 0;
+    if (ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&d, &src, insn.address, &value)))
+      insn.address_value = value;
+  } else if (d.mnemonic == ZYDIS_MNEMONIC_MOV && src.type == ZYDIS_OPERAND_TYPE_IMMEDIATE) {
+    // A 32-bit destination zero-extends; a 64-bit one holds the (sign-extended) immediate.
+    insn.address_value = ops[0].size == 64 ? src.imm.value.u : src.imm.value.u & 0xffffffffu;
+  }
+}
+
 std::string status_text(ZyanStatus s) {
   switch (s) {
   case ZYDIS_STATUS_NO_MORE_DATA:
@@ -330,6 +347,7 @@ Result<Instruction> Decoder::decode(std::span<const uint8_t> code, uint64_t addr
   // The kernel returns the system call's result in rax (Zydis lists rax as read only).
   if (insn.flow == Flow::syscall) insn.writes |= uint16_t(1u << unsigned(Reg::rax));
   stack_ops(d, ops, insn);
+  address_value(d, ops, insn);
   return insn;
 }
 

@@ -76,6 +76,10 @@ struct StackOp {
 struct Instruction {
   uint64_t address = 0;
   uint64_t target = 0; // for direct calls and jumps (Flow call, jump, jump_conditional)
+  // An absolute address the instruction puts in a register as a value, 0 if none: `lea
+  // disp(%rip),%reg` (the next instruction's address + disp) or `mov $imm,%reg`. Code takes the
+  // address of a function this way (main in _start, callbacks), PIE or not.
+  uint64_t address_value = 0;
   uint16_t writes = 0; // bit i: the instruction writes general register Reg(i)
   uint8_t length = 0;  // 1..15 bytes
   Flow flow = Flow::next;

@@ -36,6 +36,27 @@ for cxx in g++ clang++; do
   done
 done
 
+# Split functions without symbols or tables (synth_cold.cpp, g++ -O2, strip -s then objcopy): the
+# .cold parts, found from the jumps entering them, get their real start and their exception
+# tables back, and the patched copy runs every destructor and catch as the original does.
+if command -v g++ >/dev/null; then
+  bin="$work/cold"
+  g++ -std=c++14 -O2 -w -o "$bin" "$src/tests/fixtures/synth_cold.cpp" && "$bin" > "$bin.out" 2>&1 &&
+    strip -s -o "$bin.s" "$bin" &&
+    objcopy --remove-section .eh_frame --remove-section .eh_frame_hdr "$bin.s" "$bin.stripped" ||
+    bad "synth_cold: does not build or run"
+  if ("$bin.stripped" > /dev/null 2>&1) 2>/dev/null; then
+    bad "synth_cold: the stripped copy does not abort: the test would prove nothing"
+  fi
+  "$ehelf" synth "$bin.stripped" --patch "$bin.patched" > /dev/null ||
+    bad "synth_cold: synth --patch failed"
+  if "$bin.patched" > "$bin.patched.out" 2>&1 && cmp -s "$bin.out" "$bin.patched.out"; then
+    ok "synth_cold without symbols: patched copy prints what the original prints ($(grep -c '^~' "$bin.out") destructors, $(grep -c '^failed' "$bin.out") caught)"
+  else
+    bad "synth_cold without symbols: patched copy differs"; diff "$bin.out" "$bin.patched.out" | head
+  fi
+fi
+
 # The patched file: a new PT_LOAD holding the program headers and the tables, PT_GNU_EH_FRAME on
 # the new .eh_frame_hdr, tables readelf reads without a warning.
 bin="$work/throw-g++-O2"

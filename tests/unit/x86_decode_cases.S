@@ -61,6 +61,7 @@ x86_target:
         CASE mov_rsp_mem, movq (%rdi), %rsp
         CASE xchg_rsp, xchgq %rax, %rsp
         CASE mov_rax_rbx, movq %rax, %rbx
+        CASE lea_rip, leaq .Ltarget(%rip), %rdi
         CASE call_direct, call .Ltarget
         CASE call_reg, call *%rax
         CASE call_mem, call *8(%rax)
