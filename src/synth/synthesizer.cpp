@@ -285,6 +285,7 @@ struct Synthesizer {
   // `lea`, `mov $imm`): function pointers, mostly, but also labels (computed goto), so each
   // becomes a start only if no analysis has reached it once the other starts are analysed.
   std::set<uint64_t> address_taken;
+  bool executable_not_pie = false; // ET_EXEC: code at fixed addresses, `mov $fn,%edi` possible
   std::set<uint64_t> analysed;
   std::map<uint64_t, uint32_t> index_of; // analysed start -> its SynthResult::functions index
   std::set<uint64_t> indirect_jumps;     // each counted once in the statistics
@@ -376,6 +377,7 @@ struct Synthesizer {
       Elf64_Ehdr eh;
       std::memcpy(&eh, elf.bytes().data(), sizeof eh);
       add_start(eh.e_entry, "_start");
+      executable_not_pie = eh.e_type == ET_EXEC;
       weak.erase(eh.e_entry);
       entry = eh.e_entry;
     }
@@ -527,7 +529,10 @@ struct Synthesizer {
       }
       seen[a] = {s, *in};
       predecessor.try_emplace(a, from);
-      if (in->address_value && section_of(in->address_value) && !inside(in->address_value))
+      // A position-independent file's code addresses come from lea, never from an immediate
+      // (there, a `mov $imm` that looks like one is a constant).
+      if (in->address_value && section_of(in->address_value) && !inside(in->address_value) &&
+          (!in->address_value_immediate || executable_not_pie))
         address_taken.insert(in->address_value);
       if (!s.cfa_known() && !fn.outermost) {
         fail(fmt::format("CFA lost at {:#x} ({})", a,

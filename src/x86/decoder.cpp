@@ -252,6 +252,7 @@ void address_value(const ZydisDecodedInstruction& d, const ZydisDecodedOperand* 
   } else if (d.mnemonic == ZYDIS_MNEMONIC_MOV && src.type == ZYDIS_OPERAND_TYPE_IMMEDIATE) {
     // A 32-bit destination zero-extends; a 64-bit one holds the (sign-extended) immediate.
     insn.address_value = ops[0].size == 64 ? src.imm.value.u : src.imm.value.u & 0xffffffffu;
+    insn.address_value_immediate = true;
   }
 }
 

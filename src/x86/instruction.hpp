@@ -80,8 +80,9 @@ struct Instruction {
   // disp(%rip),%reg` (the next instruction's address + disp) or `mov $imm,%reg`. Code takes the
   // address of a function this way (main in _start, callbacks), PIE or not.
   uint64_t address_value = 0;
-  uint16_t writes = 0; // bit i: the instruction writes general register Reg(i)
-  uint8_t length = 0;  // 1..15 bytes
+  bool address_value_immediate = false; // from `mov $imm` (no position-independent code does it)
+  uint16_t writes = 0;                  // bit i: the instruction writes general register Reg(i)
+  uint8_t length = 0;                   // 1..15 bytes
   Flow flow = Flow::next;
   uint8_t op_count = 0; // ops[0..op_count) in execution order
   std::array<StackOp, 4> ops{};
