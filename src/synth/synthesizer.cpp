@@ -285,6 +285,9 @@ struct Synthesizer {
   // `lea`, `mov $imm`): function pointers, mostly, but also labels (computed goto), so each
   // becomes a start only if no analysis has reached it once the other starts are analysed.
   std::set<uint64_t> address_taken;
+  // Every code address found so (kept): inside a function, the labels of its computed jumps
+  // (GNU C's `goto *p` in interpreters' dispatch loops, tables of labels in assembly).
+  std::set<uint64_t> code_pointers;
   bool executable_not_pie = false; // ET_EXEC: code at fixed addresses, `mov $fn,%edi` possible
   std::set<uint64_t> analysed;
   std::map<uint64_t, uint32_t> index_of; // analysed start -> its SynthResult::functions index
@@ -364,7 +367,10 @@ struct Synthesizer {
             add_start(a, ""); // constructors and destructors (when not left to relocations)
           }
     for (uint64_t a : relative_relocation_addends(elf))
-      if (section_of(a)) address_taken.insert(a);
+      if (section_of(a)) {
+        address_taken.insert(a);
+        code_pointers.insert(a);
+      }
     if (shipped)
       for (size_t i = 0; i < shipped->function_count(); ++i)
         if (shipped->function(i).pc_end > shipped->function(i).pc_begin)
@@ -380,6 +386,19 @@ struct Synthesizer {
       executable_not_pie = eh.e_type == ET_EXEC;
       weak.erase(eh.e_entry);
       entry = eh.e_entry;
+    }
+    // A fixed-address executable stores code addresses in its data as they are, without
+    // relocations: the aligned words there that fall in the code are labels computed jumps
+    // may go to (never starts by themselves: any constant could look like one).
+    if (executable_not_pie) {
+      for (const Section& s : elf.sections())
+        if ((s.flags & SHF_ALLOC) && !(s.flags & SHF_EXECINSTR) && s.type == SHT_PROGBITS)
+          if (auto data = elf.section_data(s))
+            for (size_t i = (8 - s.addr % 8) % 8; i + 8 <= data->size(); i += 8) {
+              uint64_t a;
+              std::memcpy(&a, data->data() + i, 8);
+              if (section_of(a)) code_pointers.insert(a);
+            }
     }
   }
 
@@ -503,7 +522,36 @@ struct Synthesizer {
       ends.returns = true;
       if (fn.failure.empty()) fn.failure = std::move(why);
     };
-    while (!work.empty()) {
+    // Indirect jumps that are no switch: the states they leave with, for the labels in this
+    // function whose address the code takes (found before or after the jump).
+    std::vector<std::pair<uint64_t, FrameState>> computed_jumps;
+    std::set<uint64_t> labels_followed;
+    // Whether `a` falls inside (not at the start of) an instruction analysed already: a word of
+    // data that only looks like a label.
+    auto inside_seen = [&](uint64_t a) {
+      for (uint64_t k = 1; k < 15 && k <= a; ++k)
+        if (auto it = seen.find(a - k); it != seen.end()) return it->second.second.length > k;
+      return false;
+    };
+    // The labels are entered in the state most of the computed jumps leave with (a dispatch
+    // loop's frame; a stray one with a temporary push would otherwise make conflicts).
+    auto follow_labels = [&] {
+      size_t best = 0, votes = 0;
+      for (size_t i = 0; i < computed_jumps.size(); ++i) {
+        const size_t n =
+            std::count_if(computed_jumps.begin(), computed_jumps.end(), [&](const auto& j) {
+              return same_frame(j.second, computed_jumps[i].second);
+            });
+        if (n > votes) votes = n, best = i;
+      }
+      const auto& [jump, state] = computed_jumps[best];
+      for (const SynthFunction::Part& p : fn.parts)
+        for (auto l = code_pointers.lower_bound(p.begin); l != code_pointers.end() && *l < p.end;
+             ++l)
+          if (labels_followed.insert(*l).second && !inside_seen(*l))
+            work.push_back({*l, state, jump});
+    };
+    while (!work.empty() || (!computed_jumps.empty() && (follow_labels(), !work.empty()))) {
       auto [a, s, from] = work.back();
       work.pop_back();
       if (auto it = seen.find(a); it != seen.end()) {
@@ -532,8 +580,10 @@ struct Synthesizer {
       // A position-independent file's code addresses come from lea, never from an immediate
       // (there, a `mov $imm` that looks like one is a constant).
       if (in->address_value && section_of(in->address_value) && !inside(in->address_value) &&
-          (!in->address_value_immediate || executable_not_pie))
+          (!in->address_value_immediate || executable_not_pie)) {
         address_taken.insert(in->address_value);
+        code_pointers.insert(in->address_value);
+      }
       if (!s.cfa_known() && !fn.outermost) {
         fail(fmt::format("CFA lost at {:#x} ({})", a,
                          decoder.format(c->bytes.subspan(a - c->begin), a)));
@@ -631,7 +681,12 @@ struct Synthesizer {
         break;
       case x86::Flow::jump_indirect: {
         const auto targets = jump_table_targets(a, predecessor, fn.begin, inside);
-        if (targets.empty()) ends.returns = true; // a tail call through a pointer, maybe
+        if (targets.empty()) {
+          ends.returns = true; // a tail call through a pointer, maybe
+          // Or a computed goto: on to every label of this function whose address is taken.
+          // (A tail call through a pointer leaves with no frame in place.)
+          if (has_frame(out)) computed_jumps.emplace_back(a, out);
+        }
         for (uint64_t to : targets)
           work.push_back({to, out, a});
         break;
