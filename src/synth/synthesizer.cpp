@@ -315,6 +315,18 @@ struct Synthesizer {
     return end;
   }
 
+  // The end the file states (a symbol's size, a shipped FDE) for a function or part starting at
+  // `a`, else `a`: a stripped file's extents reach past the function, over other functions'
+  // code whose addresses are taken too.
+  uint64_t stated_end(uint64_t a) const {
+    if (auto k = known_ends.find(a); k != known_ends.end()) return k->second;
+    if (shipped)
+      if (const TableRange* r = shipped->find(a))
+        if (const FunctionInfo& f = shipped->function(r->function); f.pc_begin == a)
+          return f.pc_end;
+    return a;
+  }
+
   // The start of the function whose extent, as the file states it (a symbol's size, a shipped
   // FDE), holds `a` past its start (the body of another function, analysed as part of it), or 0.
   uint64_t known_function_holding(uint64_t a) const {
@@ -546,8 +558,8 @@ struct Synthesizer {
       }
       const auto& [jump, state] = computed_jumps[best];
       for (const SynthFunction::Part& p : fn.parts)
-        for (auto l = code_pointers.lower_bound(p.begin); l != code_pointers.end() && *l < p.end;
-             ++l)
+        for (auto l = code_pointers.lower_bound(p.begin);
+             l != code_pointers.end() && *l < stated_end(p.begin); ++l)
           if (labels_followed.insert(*l).second && !inside_seen(*l))
             work.push_back({*l, state, jump});
     };
