@@ -523,8 +523,10 @@ struct Synthesizer {
         work.clear();
         start_skipped.insert(start);
       }
+      // A function called at its start is entered there as any function; jumps into its middle
+      // (from its own cold part) bring their states.
       for (const auto& [to, state] : j->second)
-        work.push_back({to, state, 0});
+        if (to != start || !called.count(start)) work.push_back({to, state, 0});
       entries_used[start] = j->second.size();
     }
     std::unordered_map<uint64_t, uint64_t> predecessor; // on the first path that reached it
@@ -627,7 +629,8 @@ struct Synthesizer {
           if (holder == to && !has_frame(out)) {
             ends.tail_calls.push_back(to);
             if (jump) called.insert(to);
-          } else if (jump && has_frame(out) && weak.count(holder)) {
+          } else if (jump && has_frame(out) && weak.count(holder) &&
+                     (!out.rsp_known || out.rsp_aligned || out.height >= 8)) {
             auto& entries = jumped_in[holder];
             if (std::none_of(entries.begin(), entries.end(),
                              [&](const auto& e) { return e.first == to; }))
