@@ -213,9 +213,12 @@ bool ExceptionTables::fits(const SynthResult& r, const Lsda& l, uint32_t fn,
 const ExceptionTables::Sweep& ExceptionTables::sweep(const SynthFunction::Part& p) {
   // No LSDA reaches further into its part than max_extent_ (a few KiB in real files).
   const uint64_t max_sweep = std::min<uint64_t>(1 << 20, max_extent_);
-  auto [it, fresh] = sweeps_.try_emplace({p.begin, p.end});
-  if (!fresh) return it->second;
+  auto [it, fresh] = sweeps_.try_emplace(p.begin);
   Sweep& sw = it->second;
+  // Ends only move closer as starts are found: a sweep to a further end serves.
+  if (!fresh && sw.span >= std::min(p.end - p.begin, max_sweep)) return sw;
+  sw = {};
+  sw.span = std::min(p.end - p.begin, max_sweep);
   for (const Section& sec : elf_.sections()) {
     if (!(sec.flags & SHF_EXECINSTR) || p.begin < sec.addr || p.begin - sec.addr >= sec.size)
       continue;
@@ -376,9 +379,16 @@ std::vector<LandingPad> ExceptionTables::match(SynthResult& result) {
       uint64_t begin; // the part's start the LSDA fits from
     };
     std::map<uint32_t, std::vector<Candidate>> fitting; // by LSDA index
+    size_t candidates_found = 0;
     for (uint32_t fn = 0; fn < result.functions.size(); ++fn)
       for (SynthFunction::Part& p : result.functions[fn].parts) {
         if (p.lsda) continue;
+        // A part no LSDA fitted stays so while its function's analysis and extent stay (other
+        // analyses and matches only rule fits out).
+        const uint64_t signature = (uint64_t(fn) << 40) ^ (result.functions[fn].instructions << 8) ^
+                                   (p.end - p.begin) ^ (uint64_t(p.by_jump) << 63);
+        if (auto b = barren_.find(p.begin); b != barren_.end() && b->second == signature) continue;
+        const size_t candidates_before = candidates_found;
         // The code between the last analysed instruction before a part found by a jump and the
         // part, when it decodes right up to the part.
         Sweep gap;
@@ -404,17 +414,19 @@ std::vector<LandingPad> ExceptionTables::match(SynthResult& result) {
               continue;
             for (uint32_t i : it->second) {
               const Lsda& l = lsdas_[i];
-              if (assigned_.count(l.address)) continue;
               // From an earlier start, only an LSDA with several landing pads (a single
               // call's shape fits too many places).
               if (back && pad_sites(l) < 2) continue;
               SynthFunction::Part from = p;
               from.begin = p.begin - back;
               if (fits_code(l, sw, back ? &gap : nullptr, head_base) &&
-                  (!pads_marked || pads_start_marked(l, from.begin)) && fits(result, l, fn, from))
+                  (!pads_marked || pads_start_marked(l, from.begin)) && fits(result, l, fn, from)) {
                 fitting[i].push_back({fn, &p, from.begin});
+                ++candidates_found;
+              }
             }
           }
+        if (candidates_found == candidates_before) barren_[p.begin] = signature;
       }
     std::vector<std::pair<const Lsda*, std::vector<Candidate>>> open;
     for (auto& [i, parts] : fitting)
@@ -459,6 +471,9 @@ std::vector<LandingPad> ExceptionTables::match(SynthResult& result) {
         c.part->lsda = l->address;
         assigned_.insert(l->address);
         anchors_[kind(c)][l->address] = c.begin;
+        // Out of the index: the parts' calls no longer look it up.
+        for (auto& [end, list] : by_first_pad_end_)
+          if (std::erase(list, uint32_t(l - lsdas_.data()))) break;
         progress = true;
       }
     }

@@ -55,6 +55,7 @@ private:
   // A part's code as a linear sweep decodes it: instruction starts and call ends, as offsets.
   struct Sweep {
     std::vector<uint32_t> starts, call_ends; // ascending
+    uint64_t span = 0;                       // bytes swept from the start (at most)
   };
   const Sweep& sweep(const SynthFunction::Part& p);
   static bool fits_code(const Lsda& l, const Sweep& sw, const Sweep* head = nullptr,
@@ -78,7 +79,10 @@ private:
   std::map<uint64_t, uint64_t> anchors_[2];
   uint64_t personality_slot_ = 0, personality_ = 0;
   x86::Decoder decoder_;
-  std::map<std::pair<uint64_t, uint64_t>, Sweep> sweeps_; // by the part's [begin, end)
+  std::map<uint64_t, Sweep> sweeps_; // by the part's start
+  // Parts (by start) no free LSDA fitted, with what they were then (function, its analysed
+  // instructions, extent).
+  std::unordered_map<uint64_t, uint64_t> barren_;
   // LSDAs with a landing pad (indices into lsdas_) by the end of their first region with one,
   // and the furthest offset any LSDA names.
   std::map<uint64_t, std::vector<uint32_t>> by_first_pad_end_;

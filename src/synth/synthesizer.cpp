@@ -562,7 +562,8 @@ struct Synthesizer {
       for (const SynthFunction::Part& p : fn.parts)
         for (auto l = code_pointers.lower_bound(p.begin);
              l != code_pointers.end() && *l < stated_end(p.begin); ++l)
-          if (labels_followed.insert(*l).second && !inside_seen(*l))
+          // (The function's own start is its address as a function pointer, no label.)
+          if (!names.count(*l) && labels_followed.insert(*l).second && !inside_seen(*l))
             work.push_back({*l, state, jump});
     };
     while (!work.empty() || (!computed_jumps.empty() && (follow_labels(), !work.empty()))) {
@@ -850,6 +851,74 @@ struct Synthesizer {
     }
   }
 
+  // Code nothing found refers to (a stripped file's functions called only through pointers
+  // computed at run time, or never): in each gap between analysed code, past its padding (nop,
+  // int3), an instruction that opens a frame (push of rbx/rbp/r12-r15 or sub $imm,%rsp, maybe
+  // after endbr64) where a function can start: 16-byte aligned after padding, or right after a
+  // ret, jmp or ud2. Landing pads, the other code no jump reaches, open no frame. Only without
+  // tables (their FDEs name every function). False when none was found.
+  bool add_prologue_starts() {
+    if (shipped) return false;
+    bool added = false;
+    auto decode = [&](const CodeSection& c, uint64_t a) {
+      return decoder.decode(c.bytes.subspan(a - c.begin), a);
+    };
+    auto opens_frame = [](const x86::Instruction& in) {
+      if (in.op_count == 0) return false;
+      const x86::StackOp& op = in.ops[0];
+      if (op.kind == x86::StackOp::Kind::rsp_add && op.disp < 0 && in.op_count == 1) return true;
+      if (in.op_count != 2 || op.kind != x86::StackOp::Kind::rsp_add || op.disp != -8) return false;
+      const x86::Reg r = in.ops[1].reg;
+      return in.ops[1].kind == x86::StackOp::Kind::store &&
+             (r == x86::Reg::rbx || r == x86::Reg::rbp || r >= x86::Reg::r12);
+    };
+    auto consider = [&](const CodeSection& c, uint64_t from, uint64_t to, bool after_end) {
+      uint64_t a = from;
+      for (; a < to;) { // past the padding
+        auto in = decode(c, a);
+        if (!in) return;
+        const std::string text = decoder.format(c.bytes.subspan(a - c.begin), a);
+        if (!text.starts_with("nop") && !text.starts_with("int3")) break;
+        a += in->length;
+      }
+      if (a >= to || names.count(a) || known_function_holding(a)) return;
+      if (!(a > from ? a % 16 == 0 : after_end)) return;
+      auto first = decode(c, a);
+      if (!first) return;
+      uint64_t b = a;
+      if (auto bytes = c.bytes.subspan(a - c.begin); bytes.size() >= 4 && bytes[0] == 0xf3 &&
+                                                     bytes[1] == 0x0f && bytes[2] == 0x1e &&
+                                                     bytes[3] == 0xfa) { // endbr64
+        b += 4;
+        if (b >= to) return;
+        first = decode(c, b);
+        if (!first) return;
+      }
+      if (!opens_frame(*first)) return;
+      add_start(a, "");
+      added = true;
+    };
+    for (const CodeSection& c : code) {
+      auto it = std::lower_bound(
+          result.instructions.begin(), result.instructions.end(), c.begin,
+          [](const AnalysedInstruction& in, uint64_t v) { return in.address < v; });
+      uint64_t at = c.begin;
+      bool after_end = true; // the section's start
+      for (; it != result.instructions.end() && it->address < c.end; ++it) {
+        if (it->address > at) consider(c, at, it->address, after_end);
+        if (it->address + it->length > at) {
+          at = it->address + it->length;
+          auto in = decode(c, it->address);
+          after_end = in && (in->flow == x86::Flow::ret || in->flow == x86::Flow::jump ||
+                             in->flow == x86::Flow::jump_indirect || in->flow == x86::Flow::trap ||
+                             (in->flow == x86::Flow::call && noreturn.count(in->target)));
+        }
+      }
+      if (at < c.end) consider(c, at, c.end, after_end);
+    }
+    return added;
+  }
+
   // The address-taken code no analysis reached, outside the functions the file bounds: new
   // starts. False when there is none.
   bool add_address_taken_starts() {
@@ -877,7 +946,7 @@ struct Synthesizer {
       analyse_new_starts();
       sort_instructions();
       analyse_landing_pads();
-    } while (infer_noreturn() || add_address_taken_starts());
+    } while (infer_noreturn() || add_address_taken_starts() || add_prologue_starts());
     refresh_extents();
     trim_jumped_parts();
     UnwindTable& t = result.table;
