@@ -33,40 +33,23 @@ bool callee_saved(Reg r) {
 
 // Functions that never return to their caller.
 bool known_noreturn(std::string_view name) {
-  static const std::set<std::string_view> names = {"abort",
-                                                   "exit",
-                                                   "_exit",
-                                                   "_Exit",
-                                                   "quick_exit",
-                                                   "__stack_chk_fail",
-                                                   "__assert_fail",
-                                                   "__assert_perror_fail",
-                                                   "__cxa_throw",
-                                                   "__cxa_rethrow",
-                                                   "_Unwind_Resume",
-                                                   "longjmp",
-                                                   "siglongjmp",
-                                                   "__longjmp_chk",
-                                                   "__fortify_fail",
-                                                   "__chk_fail",
-                                                   "err",
-                                                   "errx",
-                                                   "verr",
-                                                   "verrx",
-                                                   "pthread_exit",
-                                                   "__libc_fatal",
-                                                   "__libc_start_main",
-                                                   "__cxa_bad_cast",
-                                                   "__cxa_bad_typeid",
-                                                   "__cxa_call_terminate",
-                                                   "_ZSt9terminatev",
-                                                   "__malloc_assert"};
+  static const std::set<std::string_view> names = {
+      "abort", "exit", "_exit", "_Exit", "quick_exit", "__stack_chk_fail", "__assert_fail",
+      "__assert_perror_fail", "__cxa_throw", "__cxa_rethrow", "_Unwind_Resume", "longjmp",
+      "siglongjmp", "__longjmp_chk", "__fortify_fail", "__chk_fail", "err", "errx", "verr", "verrx",
+      "pthread_exit", "__libc_fatal", "__libc_start_main", "__cxa_bad_cast", "__cxa_bad_typeid",
+      "__cxa_call_terminate", "_ZSt9terminatev", "__malloc_assert",
+      // GNAT's run time: raising an exception
+      "__gnat_raise_exception", "__gnat_reraise_zcx", "__gnat_last_chance_handler",
+      "ada__exceptions__raise_exception_always", "ada__exceptions__raise_exception",
+      "ada__exceptions__reraise_occurrence_always", "system__assertions__raise_assert_failure"};
   if (auto at = name.find('@'); at != std::string_view::npos) name = name.substr(0, at);
-  return names.count(name) || name.find("__throw_") != std::string_view::npos;
+  return names.count(name) || name.find("__throw_") != std::string_view::npos ||
+         name.starts_with("__gnat_rcheck_"); // GNAT's failed checks raise
 }
 
-// A frame with saved registers or a frame pointer: a jump in this state is no tail call (a
-// jump with only rsp moved is more often a decoding of bytes that are not code).
+// A frame in place (saved registers, the CFA on a frame pointer, rsp moved or unknown): a jump
+// in this state is no tail call.
 bool has_frame(const FrameState& s) {
   return s.cfa_on_rbp || !s.rsp_known || s.rsp_aligned || s.height != 8 ||
          std::any_of(std::begin(s.saved), std::end(s.saved), [](int32_t v) { return v != 0; });
@@ -281,6 +264,8 @@ struct Synthesizer {
     std::vector<uint64_t> tail_calls, calls;
   };
   std::vector<Exits> exits;
+  // Callees of another file whose next instruction a conflict says is dead: the calls saying so.
+  std::map<uint64_t, std::set<uint64_t>> noreturn_evidence;
   // Code addresses the file stores or computes as values (relative relocations, rip-relative
   // `lea`, `mov $imm`): function pointers, mostly, but also labels (computed goto), so each
   // becomes a start only if no analysis has reached it once the other starts are analysed.
@@ -289,6 +274,10 @@ struct Synthesizer {
   // (GNU C's `goto *p` in interpreters' dispatch loops, tables of labels in assembly).
   std::set<uint64_t> code_pointers;
   bool executable_not_pie = false; // ET_EXEC: code at fixed addresses, `mov $fn,%edi` possible
+  // A library's calls to its own exported functions go through its PLT: definition -> entries,
+  // and the entries.
+  std::unordered_map<uint64_t, std::vector<uint64_t>> plt_to_local;
+  std::set<uint64_t> plt_local_entries;
   std::set<uint64_t> analysed;
   std::map<uint64_t, uint32_t> index_of; // analysed start -> its SynthResult::functions index
   std::set<uint64_t> indirect_jumps;     // each counted once in the statistics
@@ -421,6 +410,9 @@ struct Synthesizer {
     std::unordered_map<uint64_t, std::string_view> slot_names;
     for (const NamedRelocation& r : dynamic_relocations(elf))
       slot_names[r.offset] = r.name;
+    std::unordered_map<std::string_view, uint64_t> defined; // functions this file defines
+    for (const Symbol& sym : elf.symbols())
+      if (sym.type == STT_FUNC && section_of(sym.value)) defined.emplace(sym.name, sym.value);
     for (const Section& s : elf.sections()) {
       if (!s.name.starts_with(".plt") || !(s.flags & SHF_EXECINSTR) || s.type == SHT_NOBITS)
         continue;
@@ -432,8 +424,13 @@ struct Synthesizer {
             int32_t disp;
             std::memcpy(&disp, data->data() + i + 2, 4);
             const uint64_t slot = s.addr + i + 6 + static_cast<int64_t>(disp);
-            if (auto n = slot_names.find(slot); n != slot_names.end() && known_noreturn(n->second))
-              noreturn.insert(s.addr + entry);
+            if (auto n = slot_names.find(slot); n != slot_names.end()) {
+              if (known_noreturn(n->second)) noreturn.insert(s.addr + entry);
+              if (auto d = defined.find(n->second); d != defined.end()) {
+                plt_to_local[d->second].push_back(s.addr + entry);
+                plt_local_entries.insert(s.addr + entry);
+              }
+            }
             break;
           }
     }
@@ -572,6 +569,30 @@ struct Synthesizer {
       if (auto it = seen.find(a); it != seen.end()) {
         FrameState& old = it->second.first;
         if (!same_frame(old, s)) {
+          // A call through the PLT to another file whose next instruction another path reaches
+          // in another state: the callee does not return (perl's modules call libperl's
+          // Perl_croak; this file's own functions are inferred from their code instead).
+          auto call_before = [&](uint64_t p) -> const x86::Instruction* {
+            auto c = seen.find(p);
+            if (c == seen.end()) return nullptr;
+            const x86::Instruction& in = c->second.second;
+            return in.flow == x86::Flow::call && p + in.length == a && !section_of(in.target) &&
+                           !plt_local_entries.count(in.target)
+                       ? &in
+                       : nullptr;
+          };
+          // Only when the path after the call is the deeper one (arguments pushed for it that
+          // no code pops), seen at two calls at least.
+          const x86::Instruction* now = call_before(from);
+          const x86::Instruction* before = call_before(predecessor[a]);
+          auto deeper = [](const FrameState& x, const FrameState& y) {
+            return x.rsp_known && y.rsp_known && !x.cfa_on_rbp && !y.cfa_on_rbp &&
+                   x.height > y.height;
+          };
+          if (now && !before && deeper(s, old))
+            noreturn_evidence[now->target].insert(from);
+          else if (before && !now && deeper(old, s))
+            noreturn_evidence[before->target].insert(predecessor[a]);
           if (reported.insert(a).second) result.conflicts.push_back({fn.name, a, old, s});
           continue;
         }
@@ -757,6 +778,11 @@ struct Synthesizer {
     if (indices.empty()) return;
     std::erase_if(result.instructions,
                   [&](const AnalysedInstruction& in) { return indices.count(in.function) != 0; });
+    std::set<std::string> names_again;
+    for (uint32_t i : indices)
+      names_again.insert(result.functions[i].name);
+    std::erase_if(result.conflicts,
+                  [&](const Conflict& c) { return names_again.count(c.function) != 0; });
     for (uint32_t index : indices)
       analyse(result.functions[index].begin, index);
   }
@@ -830,6 +856,8 @@ struct Synthesizer {
     bool found_any = false;
     for (;;) {
       std::set<uint64_t> found;
+      for (const auto& [f, calls] : noreturn_evidence)
+        if (calls.size() >= 2 && !noreturn.count(f)) found.insert(f);
       for (uint32_t i = 0; i < result.functions.size() && i < exits.size(); ++i) {
         const SynthFunction& f = result.functions[i];
         const Exits& e = exits[i];
@@ -839,6 +867,9 @@ struct Synthesizer {
           found.insert(f.begin);
       }
       if (found.empty()) return found_any;
+      for (uint64_t f : std::set<uint64_t>(found))
+        if (auto p = plt_to_local.find(f); p != plt_to_local.end())
+          found.insert(p->second.begin(), p->second.end());
       found_any = true;
       noreturn.insert(found.begin(), found.end());
       std::set<uint32_t> callers;
