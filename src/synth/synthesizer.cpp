@@ -572,12 +572,13 @@ struct Synthesizer {
           // A call through the PLT to another file whose next instruction another path reaches
           // in another state: the callee does not return (perl's modules call libperl's
           // Perl_croak; this file's own functions are inferred from their code instead).
+          const uint64_t meeting = a; // clang 14 cannot capture a structured binding
           auto call_before = [&](uint64_t p) -> const x86::Instruction* {
             auto c = seen.find(p);
             if (c == seen.end()) return nullptr;
             const x86::Instruction& in = c->second.second;
-            return in.flow == x86::Flow::call && p + in.length == a && !section_of(in.target) &&
-                           !plt_local_entries.count(in.target)
+            return in.flow == x86::Flow::call && p + in.length == meeting &&
+                           !section_of(in.target) && !plt_local_entries.count(in.target)
                        ? &in
                        : nullptr;
           };
