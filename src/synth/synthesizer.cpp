@@ -278,6 +278,30 @@ struct Synthesizer {
   // and the entries.
   std::unordered_map<uint64_t, std::vector<uint64_t>> plt_to_local;
   std::set<uint64_t> plt_local_entries;
+  // glibc's error() and error_at_line(), which exit when their first argument is not 0 (the
+  // compiler knows it and puts nothing after such a call): their PLT entries and definitions.
+  std::set<uint64_t> exit_if_status;
+
+  // Whether the call at `call` to `target` is one of those with a status other than 0 in edi,
+  // set by a `mov $imm` on the path to it (followed back through `predecessor`, a few steps).
+  bool exits_with_status(uint64_t target, uint64_t call,
+                         const std::unordered_map<uint64_t, uint64_t>& predecessor) const {
+    if (!exit_if_status.count(target)) return false;
+    uint64_t a = call;
+    for (int steps = 0; steps < 8; ++steps) {
+      auto p = predecessor.find(a);
+      if (p == predecessor.end() || !p->second) return false;
+      a = p->second;
+      const CodeSection* c = section_of(a);
+      if (!c) return false;
+      auto in = decoder.decode(c->bytes.subspan(a - c->begin), a);
+      if (!in) return false;
+      if (in->value_register == x86::Reg::rdi && in->address_value_immediate)
+        return in->address_value != 0;
+      if (in->writes_reg(x86::Reg::rdi) || in->flow != x86::Flow::next) return false;
+    }
+    return false;
+  }
   std::set<uint64_t> analysed;
   std::map<uint64_t, uint32_t> index_of; // analysed start -> its SynthResult::functions index
   std::set<uint64_t> indirect_jumps;     // each counted once in the statistics
@@ -355,6 +379,7 @@ struct Synthesizer {
       std::string name(sym.name);
       if (name.find(".cold") != std::string::npos) cold.insert(sym.value);
       if (known_noreturn(name)) noreturn.insert(sym.value);
+      if (name == "error" || name == "error_at_line") exit_if_status.insert(sym.value);
       add_start(sym.value, name);
       if (sym.size) known_ends[sym.value] = std::max(known_ends[sym.value], sym.value + sym.size);
     }
@@ -426,6 +451,8 @@ struct Synthesizer {
             const uint64_t slot = s.addr + i + 6 + static_cast<int64_t>(disp);
             if (auto n = slot_names.find(slot); n != slot_names.end()) {
               if (known_noreturn(n->second)) noreturn.insert(s.addr + entry);
+              if (n->second == "error" || n->second == "error_at_line")
+                exit_if_status.insert(s.addr + entry);
               if (auto d = defined.find(n->second); d != defined.end()) {
                 plt_to_local[d->second].push_back(s.addr + entry);
                 plt_local_entries.insert(s.addr + entry);
@@ -705,7 +732,7 @@ struct Synthesizer {
           add_start(in->target, "");
           weak.erase(in->target);
         }
-        if (!noreturn.count(in->target)) {
+        if (!noreturn.count(in->target) && !exits_with_status(in->target, a, predecessor)) {
           ends.calls.push_back(in->target);
           go(next);
         }

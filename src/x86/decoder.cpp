@@ -247,12 +247,15 @@ void address_value(const ZydisDecodedInstruction& d, const ZydisDecodedOperand* 
   if (d.mnemonic == ZYDIS_MNEMONIC_LEA && src.type == ZYDIS_OPERAND_TYPE_MEMORY &&
       src.mem.base == ZYDIS_REGISTER_RIP && src.mem.index == ZYDIS_REGISTER_NONE) {
     ZyanU64 value = 0;
-    if (ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&d, &src, insn.address, &value)))
+    if (ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&d, &src, insn.address, &value))) {
       insn.address_value = value;
+      insn.value_register = gpr(ops[0].reg.value);
+    }
   } else if (d.mnemonic == ZYDIS_MNEMONIC_MOV && src.type == ZYDIS_OPERAND_TYPE_IMMEDIATE) {
     // A 32-bit destination zero-extends; a 64-bit one holds the (sign-extended) immediate.
     insn.address_value = ops[0].size == 64 ? src.imm.value.u : src.imm.value.u & 0xffffffffu;
-    insn.address_value_immediate = true;
+    insn.address_value_immediate = true; // even for 0 (`mov $0,%edi`: a known argument)
+    insn.value_register = gpr(ops[0].reg.value);
   }
 }
 

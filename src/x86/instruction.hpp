@@ -81,6 +81,7 @@ struct Instruction {
   // address of a function this way (main in _start, callbacks), PIE or not.
   uint64_t address_value = 0;
   bool address_value_immediate = false; // from `mov $imm` (no position-independent code does it)
+  Reg value_register = Reg::none;       // the register address_value (or `mov $0`'s 0) goes to
   uint16_t writes = 0;                  // bit i: the instruction writes general register Reg(i)
   uint8_t length = 0;                   // 1..15 bytes
   Flow flow = Flow::next;
