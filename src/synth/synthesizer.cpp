@@ -962,18 +962,23 @@ struct Synthesizer {
           result.instructions.begin(), result.instructions.end(), c.begin,
           [](const AnalysedInstruction& in, uint64_t v) { return in.address < v; });
       uint64_t at = c.begin;
-      bool after_end = true; // the section's start
+      uint64_t last = 0; // the analysed instruction ending at `at` (0: the section's start)
+      // Whether no path goes on past `last` (decoded only where a gap follows it).
+      auto after_end = [&] {
+        if (!last) return true;
+        auto in = decode(c, last);
+        return in && (in->flow == x86::Flow::ret || in->flow == x86::Flow::jump ||
+                      in->flow == x86::Flow::jump_indirect || in->flow == x86::Flow::trap ||
+                      (in->flow == x86::Flow::call && noreturn.count(in->target)));
+      };
       for (; it != result.instructions.end() && it->address < c.end; ++it) {
-        if (it->address > at) consider(c, at, it->address, after_end);
+        if (it->address > at) consider(c, at, it->address, after_end());
         if (it->address + it->length > at) {
           at = it->address + it->length;
-          auto in = decode(c, it->address);
-          after_end = in && (in->flow == x86::Flow::ret || in->flow == x86::Flow::jump ||
-                             in->flow == x86::Flow::jump_indirect || in->flow == x86::Flow::trap ||
-                             (in->flow == x86::Flow::call && noreturn.count(in->target)));
+          last = it->address;
         }
       }
-      if (at < c.end) consider(c, at, c.end, after_end);
+      if (at < c.end) consider(c, at, c.end, after_end());
     }
     return added;
   }
