@@ -148,8 +148,7 @@ uint64_t instructions_in(const ElfFile& elf, const x86::Decoder& decoder, uint64
     for (uint64_t off = 0; off < code.size();) {
       auto in = decoder.decode(code.subspan(off), begin + off);
       if (!in) return n + 1; // what follows is not code the decoder knows: count it once
-      const std::string text = decoder.format(code.subspan(off), begin + off);
-      n += !text.starts_with("nop") && !text.starts_with("int3");
+      n += !in->padding;
       off += in->length;
     }
     return n;

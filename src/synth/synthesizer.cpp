@@ -936,8 +936,7 @@ struct Synthesizer {
       for (; a < to;) { // past the padding
         auto in = decode(c, a);
         if (!in) return;
-        const std::string text = decoder.format(c.bytes.subspan(a - c.begin), a);
-        if (!text.starts_with("nop") && !text.starts_with("int3")) break;
+        if (!in->padding) break;
         a += in->length;
       }
       if (a >= to || names.count(a) || known_function_holding(a)) return;

@@ -348,6 +348,7 @@ Result<Instruction> Decoder::decode(std::span<const uint8_t> code, uint64_t addr
     if (Reg r = gpr(op.reg.value); r != Reg::none) insn.writes |= uint16_t(1u << unsigned(r));
   }
   insn.flow = classify_flow(d, ops, insn);
+  insn.padding = d.mnemonic == ZYDIS_MNEMONIC_NOP || d.mnemonic == ZYDIS_MNEMONIC_INT3;
   // The kernel returns the system call's result in rax (Zydis lists rax as read only).
   if (insn.flow == Flow::syscall) insn.writes |= uint16_t(1u << unsigned(Reg::rax));
   stack_ops(d, ops, insn);

@@ -82,8 +82,11 @@ struct Instruction {
   uint64_t address_value = 0;
   bool address_value_immediate = false; // from `mov $imm` (no position-independent code does it)
   Reg value_register = Reg::none;       // the register address_value (or `mov $0`'s 0) goes to
-  uint16_t writes = 0;                  // bit i: the instruction writes general register Reg(i)
-  uint8_t length = 0;                   // 1..15 bytes
+  // Alignment padding compilers put between and inside functions: nop in any of its forms
+  // (`data16 cs nopw 0x0(%rax,%rax,1)`...) and int3.
+  bool padding = false;
+  uint16_t writes = 0; // bit i: the instruction writes general register Reg(i)
+  uint8_t length = 0;  // 1..15 bytes
   Flow flow = Flow::next;
   uint8_t op_count = 0; // ops[0..op_count) in execution order
   std::array<StackOp, 4> ops{};

@@ -24,8 +24,9 @@ using K = StackOp::Kind;
   X(push_r15)                                                                                      \
   X(pop_rbx)                                                                                       \
   X(pop_rbp)                                                                                       \
-  X(push_imm) X(pushw_imm) X(push_rsp_mem) X(push_drap) X(push_indexed) X(push_rip) X(push_rsp)    \
-      X(pop_rsp) X(pop_mem) X(pushf) X(popf) X(sub_rsp) X(add_rsp) X(add_rsp_big) X(sub_rsp_reg)   \
+  X(push_imm)                                                                                      \
+  X(pushw_imm) X(push_rsp_mem) X(push_drap) X(push_indexed) X(push_rip) X(push_rsp) X(pop_rsp)     \
+      X(pop_mem) X(pushf) X(popf) X(sub_rsp) X(add_rsp) X(add_rsp_big) X(sub_rsp_reg)              \
           X(lea_rsp_rsp) X(and_rsp) X(and_rsp_odd) X(lea_drap) X(lea_rsp_drap) X(lea_rbp_rsp)      \
               X(lea_rsp_rbp) X(lea_indexed_rsp) X(mov_rsp_rbp) X(mov_rbp_rsp) X(mov_rsp_rdi)       \
                   X(leave) X(enter) X(enter_nested) X(store_rbp_slot) X(store_rsp_slot)            \
@@ -227,6 +228,19 @@ TEST(X86Decode, AddressValues) {
   EXPECT_TRUE(zero->address_value_immediate && zero->address_value == 0);
   EXPECT_EQ(zero->value_register, Reg::rdi);
   EXPECT_EQ(decoder.decode(std::vector<uint8_t>{0x48, 0x89, 0xc3}, 0)->value_register, Reg::none);
+}
+
+// Padding: every nop form gas and gcc use, and int3; not an ordinary instruction.
+TEST(X86Decode, Padding) {
+  Decoder decoder;
+  auto padding = [&](std::vector<uint8_t> bytes) { return decoder.decode(bytes, 0)->padding; };
+  EXPECT_TRUE(padding({0x90}));                   // nop
+  EXPECT_TRUE(padding({0x66, 0x90}));             // xchg %ax,%ax
+  EXPECT_TRUE(padding({0x0f, 0x1f, 0x40, 0x00})); // nopl 0(%rax)
+  EXPECT_TRUE(padding({0x66, 0x2e, 0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00})); // cs nopw
+  EXPECT_TRUE(padding({0xcc}));                                                       // int3
+  EXPECT_FALSE(padding({0x48, 0x89, 0xc3}));       // mov %rax,%rbx
+  EXPECT_FALSE(padding({0xf3, 0x0f, 0x1e, 0xfa})); // endbr64
 }
 
 TEST(X86Decode, RegisterWritesAndRspDelta) {
