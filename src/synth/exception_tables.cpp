@@ -33,7 +33,9 @@ std::optional<uint64_t> call_site_value(ByteCursor& c, uint8_t encoding) {
 // last. Nothing for a form compilers do not emit (an LPStart, another call-site encoding).
 std::optional<std::pair<ExceptionTables::Lsda, size_t>>
 ExceptionTables::parse_one(std::span<const uint8_t> data, size_t pos, uint64_t addr) {
-  constexpr int kMaxChain = 1024; // action records followed in one chain (they can loop)
+  constexpr int kMaxChain = 1024;    // action records followed in one chain (they can loop)
+  constexpr int kMaxSteps = 1 << 16; // in all the LSDA's chains (a crafted one has many)
+  int steps = 0;
   ByteCursor c(data);
   c.seek(pos);
   Lsda l{addr + pos, {}};
@@ -67,7 +69,7 @@ ExceptionTables::parse_one(std::span<const uint8_t> data, size_t pos, uint64_t a
   for (uint64_t first : actions) {
     ByteCursor a(data);
     size_t at = cs_end + first - 1;
-    for (int i = 0; i < kMaxChain && at < data.size(); ++i) {
+    for (int i = 0; i < kMaxChain && steps < kMaxSteps && at < data.size(); ++i, ++steps) {
       a.seek(at);
       const int64_t filter = a.sleb();
       const size_t next_field = a.pos();
@@ -472,8 +474,12 @@ std::vector<LandingPad> ExceptionTables::match(SynthResult& result) {
         assigned_.insert(l->address);
         anchors_[kind(c)][l->address] = c.begin;
         // Out of the index: the parts' calls no longer look it up.
-        for (auto& [end, list] : by_first_pad_end_)
-          if (std::erase(list, uint32_t(l - lsdas_.data()))) break;
+        for (const CallSite& cs : l->sites)
+          if (cs.landing_pad) {
+            if (auto b = by_first_pad_end_.find(cs.start + cs.length); b != by_first_pad_end_.end())
+              std::erase(b->second, uint32_t(l - lsdas_.data()));
+            break;
+          }
         progress = true;
       }
     }

@@ -32,6 +32,11 @@ bool callee_saved(Reg r) {
 }
 
 // Functions that never return to their caller.
+// glibc's error() and error_at_line(): they exit when their first argument is not 0.
+bool exits_unless_status_zero(std::string_view name) {
+  return name == "error" || name == "error_at_line";
+}
+
 bool known_noreturn(std::string_view name) {
   static const std::set<std::string_view> names = {
       "abort", "exit", "_exit", "_Exit", "quick_exit", "__stack_chk_fail", "__assert_fail",
@@ -282,26 +287,6 @@ struct Synthesizer {
   // compiler knows it and puts nothing after such a call): their PLT entries and definitions.
   std::set<uint64_t> exit_if_status;
 
-  // Whether the call at `call` to `target` is one of those with a status other than 0 in edi,
-  // set by a `mov $imm` on the path to it (followed back through `predecessor`, a few steps).
-  bool exits_with_status(uint64_t target, uint64_t call,
-                         const std::unordered_map<uint64_t, uint64_t>& predecessor) const {
-    if (!exit_if_status.count(target)) return false;
-    uint64_t a = call;
-    for (int steps = 0; steps < 8; ++steps) {
-      auto p = predecessor.find(a);
-      if (p == predecessor.end() || !p->second) return false;
-      a = p->second;
-      const CodeSection* c = section_of(a);
-      if (!c) return false;
-      auto in = decoder.decode(c->bytes.subspan(a - c->begin), a);
-      if (!in) return false;
-      if (in->value_register == x86::Reg::rdi && in->address_value_immediate)
-        return in->address_value != 0;
-      if (in->writes_reg(x86::Reg::rdi) || in->flow != x86::Flow::next) return false;
-    }
-    return false;
-  }
   std::set<uint64_t> analysed;
   std::map<uint64_t, uint32_t> index_of; // analysed start -> its SynthResult::functions index
   std::set<uint64_t> indirect_jumps;     // each counted once in the statistics
@@ -379,7 +364,7 @@ struct Synthesizer {
       std::string name(sym.name);
       if (name.find(".cold") != std::string::npos) cold.insert(sym.value);
       if (known_noreturn(name)) noreturn.insert(sym.value);
-      if (name == "error" || name == "error_at_line") exit_if_status.insert(sym.value);
+      if (exits_unless_status_zero(name)) exit_if_status.insert(sym.value);
       add_start(sym.value, name);
       if (sym.size) known_ends[sym.value] = std::max(known_ends[sym.value], sym.value + sym.size);
     }
@@ -451,8 +436,7 @@ struct Synthesizer {
             const uint64_t slot = s.addr + i + 6 + static_cast<int64_t>(disp);
             if (auto n = slot_names.find(slot); n != slot_names.end()) {
               if (known_noreturn(n->second)) noreturn.insert(s.addr + entry);
-              if (n->second == "error" || n->second == "error_at_line")
-                exit_if_status.insert(s.addr + entry);
+              if (exits_unless_status_zero(n->second)) exit_if_status.insert(s.addr + entry);
               if (auto d = defined.find(n->second); d != defined.end()) {
                 plt_to_local[d->second].push_back(s.addr + entry);
                 plt_local_entries.insert(s.addr + entry);
@@ -461,6 +445,27 @@ struct Synthesizer {
             break;
           }
     }
+  }
+
+  // Whether the call at `call` to `target` is one of those with a status other than 0 in edi,
+  // set by a `mov $imm` on the path to it (followed back through `predecessor`, a few steps).
+  bool exits_with_status(uint64_t target, uint64_t call,
+                         const std::unordered_map<uint64_t, uint64_t>& predecessor) const {
+    if (!exit_if_status.count(target)) return false;
+    uint64_t a = call;
+    for (int steps = 0; steps < 8; ++steps) {
+      auto p = predecessor.find(a);
+      if (p == predecessor.end() || !p->second) return false;
+      a = p->second;
+      const CodeSection* c = section_of(a);
+      if (!c) return false;
+      auto in = decoder.decode(c->bytes.subspan(a - c->begin), a);
+      if (!in) return false;
+      if (in->value_register == x86::Reg::rdi && in->address_value_immediate)
+        return in->address_value != 0;
+      if (in->writes_reg(x86::Reg::rdi) || in->flow != x86::Flow::next) return false;
+    }
+    return false;
   }
 
   // The targets of the switch dispatch at `jump` (x86/jump_table.hpp), read from the file; none
@@ -574,12 +579,13 @@ struct Synthesizer {
     // The labels are entered in the state most of the computed jumps leave with (a dispatch
     // loop's frame; a stray one with a temporary push would otherwise make conflicts).
     auto follow_labels = [&] {
+      constexpr size_t kMaxVoters = 256; // bounds the vote (quadratic) on hostile code
+      const size_t voters = std::min(computed_jumps.size(), kMaxVoters);
       size_t best = 0, votes = 0;
-      for (size_t i = 0; i < computed_jumps.size(); ++i) {
-        const size_t n =
-            std::count_if(computed_jumps.begin(), computed_jumps.end(), [&](const auto& j) {
-              return same_frame(j.second, computed_jumps[i].second);
-            });
+      for (size_t i = 0; i < voters; ++i) {
+        const size_t n = std::count_if(
+            computed_jumps.begin(), computed_jumps.begin() + voters,
+            [&](const auto& j) { return same_frame(j.second, computed_jumps[i].second); });
         if (n > votes) votes = n, best = i;
       }
       const auto& [jump, state] = computed_jumps[best];
@@ -611,8 +617,10 @@ struct Synthesizer {
           };
           // Only when the path after the call is the deeper one (arguments pushed for it that
           // no code pops), seen at two calls at least.
+          const auto first = predecessor.find(a);
+          const uint64_t first_from = first != predecessor.end() ? first->second : 0;
           const x86::Instruction* now = call_before(from);
-          const x86::Instruction* before = call_before(predecessor[a]);
+          const x86::Instruction* before = call_before(first_from);
           auto deeper = [](const FrameState& x, const FrameState& y) {
             return x.rsp_known && y.rsp_known && !x.cfa_on_rbp && !y.cfa_on_rbp &&
                    x.height > y.height;
@@ -620,7 +628,7 @@ struct Synthesizer {
           if (now && !before && deeper(s, old))
             noreturn_evidence[now->target].insert(from);
           else if (before && !now && deeper(old, s))
-            noreturn_evidence[before->target].insert(predecessor[a]);
+            noreturn_evidence[before->target].insert(first_from);
           if (reported.insert(a).second) result.conflicts.push_back({fn.name, a, old, s});
           continue;
         }
@@ -815,10 +823,6 @@ struct Synthesizer {
       analyse(result.functions[index].begin, index);
   }
 
-  // Landing pads are reached by no jump: each function that reaches a call whose exception
-  // tables name a pad is analysed again with the exception edge (its cold parts, entered from
-  // pads, may bring tables of their own, and a cold part entered by a jump found in a pad is
-  // analysed again from that jump's state, its pads with it: rounds until nothing changes).
   // A part's end was the next start known when it was found; starts found since end it sooner.
   void refresh_extents() {
     for (SynthFunction& f : result.functions)
@@ -827,6 +831,10 @@ struct Synthesizer {
           p.end = std::min(p.end, n->first);
   }
 
+  // Landing pads are reached by no jump: each function that reaches a call whose exception
+  // tables name a pad is analysed again with the exception edge (its cold parts, entered from
+  // pads, may bring tables of their own, and a cold part entered by a jump found in a pad is
+  // analysed again from that jump's state, its pads with it: rounds until nothing changes).
   void analyse_landing_pads() {
     ExceptionTables& tables = *exception_tables;
     constexpr int kMaxRounds = 16; // each round needs a newly found pad or entry; real files: < 6
@@ -881,8 +889,11 @@ struct Synthesizer {
   // analysed again without that path, which may make them noreturn in turn. False when none
   // was found.
   bool infer_noreturn() {
+    // Each round finds at least one more; a chain of functions each ending in a call to the
+    // next would take one round per link: bounded (real files: fewer than 10 rounds).
+    constexpr int kMaxRounds = 64;
     bool found_any = false;
-    for (;;) {
+    for (int round = 0; round < kMaxRounds; ++round) {
       std::set<uint64_t> found;
       for (const auto& [f, calls] : noreturn_evidence)
         if (calls.size() >= 2 && !noreturn.count(f)) found.insert(f);
@@ -908,6 +919,7 @@ struct Synthesizer {
       reanalyse(callers);
       sort_instructions();
     }
+    return found_any;
   }
 
   // Code nothing found refers to (a stripped file's functions called only through pointers
@@ -1005,11 +1017,15 @@ struct Synthesizer {
   void run() {
     discover();
     exception_tables.emplace(elf, shipped);
-    do {
+    // Rounds of discovery, each with something new (noreturn functions, address-taken or
+    // prologue starts); bounded for hostile files (gdb without tables takes 9).
+    constexpr int kMaxDiscoveryRounds = 64;
+    for (int round = 0; round < kMaxDiscoveryRounds; ++round) {
       analyse_new_starts();
       sort_instructions();
       analyse_landing_pads();
-    } while (infer_noreturn() || add_address_taken_starts() || add_prologue_starts());
+      if (!infer_noreturn() && !add_address_taken_starts() && !add_prologue_starts()) break;
+    }
     refresh_extents();
     trim_jumped_parts();
     UnwindTable& t = result.table;
