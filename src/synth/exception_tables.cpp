@@ -10,6 +10,7 @@
 #include "support/byte_cursor.hpp"
 #include "synth/dynamic_relocations.hpp"
 #include "x86/decoder.hpp"
+#include "x86/elf_code.hpp"
 
 namespace ehelf::synth {
 
@@ -212,6 +213,22 @@ bool ExceptionTables::fits(const SynthResult& r, const Lsda& l, uint32_t fn,
 
 // The part's code decoded from its start, one instruction after the other (compilers put no data
 // between a function's instructions), as far as an LSDA reaches or the first undecodable byte.
+// Decodes `code` (at `address`) one instruction after the other while the offset is at most
+// `limit`, into `sw`'s instruction starts and call ends; returns the offset it stopped at.
+uint64_t ExceptionTables::linear_sweep(std::span<const uint8_t> code, uint64_t address,
+                                       uint64_t limit, Sweep& sw) const {
+  uint64_t off = 0;
+  while (off < code.size() && off <= limit) {
+    auto in = decoder_.decode(code.subspan(off), address + off);
+    if (!in) break;
+    sw.starts.push_back(uint32_t(off));
+    off += in->length;
+    if (in->flow == x86::Flow::call || in->flow == x86::Flow::call_indirect)
+      sw.call_ends.push_back(uint32_t(off));
+  }
+  return off;
+}
+
 const ExceptionTables::Sweep& ExceptionTables::sweep(const SynthFunction::Part& p) {
   // No LSDA reaches further into its part than max_extent_ (a few KiB in real files).
   const uint64_t max_sweep = std::min<uint64_t>(1 << 20, max_extent_);
@@ -221,27 +238,12 @@ const ExceptionTables::Sweep& ExceptionTables::sweep(const SynthFunction::Part& 
   if (!fresh && sw.span >= std::min(p.end - p.begin, max_sweep)) return sw;
   sw = {};
   sw.span = std::min(p.end - p.begin, max_sweep);
-  for (const Section& sec : elf_.sections()) {
-    if (!(sec.flags & SHF_EXECINSTR) || p.begin < sec.addr || p.begin - sec.addr >= sec.size)
-      continue;
-    auto data = elf_.section_data(sec);
-    if (!data || p.begin - sec.addr >= data->size()) break;
-    // The whole part's bytes for the decoder; the sweep ends past max_sweep (an instruction
-    // starting just below it is decoded whole).
-    const uint64_t size = std::min(p.end - p.begin, data->size() - (p.begin - sec.addr));
-    auto code = data->subspan(p.begin - sec.addr, size);
-    uint64_t off = 0;
-    while (off < size && off <= max_sweep) {
-      auto in = decoder_.decode(code.subspan(off), p.begin + off);
-      if (!in) break;
-      sw.starts.push_back(uint32_t(off));
-      off += in->length;
-      if (in->flow == x86::Flow::call || in->flow == x86::Flow::call_indirect)
-        sw.call_ends.push_back(uint32_t(off));
-    }
-    if (off == size) sw.starts.push_back(uint32_t(off)); // the part's end is a boundary
-    break;
-  }
+  // The whole part's bytes for the decoder; the sweep ends past max_sweep (an instruction
+  // starting just below it is decoded whole).
+  auto code = x86::code_from(elf_, p.begin);
+  code = code.first(std::min<uint64_t>(p.end - p.begin, code.size()));
+  if (!code.empty() && linear_sweep(code, p.begin, max_sweep, sw) == code.size())
+    sw.starts.push_back(uint32_t(code.size())); // the part's end is a boundary
   return sw;
 }
 
@@ -277,37 +279,17 @@ bool ExceptionTables::fits_code(const Lsda& l, const Sweep& sw, const Sweep* hea
 // unless an instruction ends exactly at part_begin (starts hold that end last).
 ExceptionTables::Sweep ExceptionTables::head_sweep(uint64_t begin, uint64_t part_begin) const {
   Sweep h;
-  for (const Section& sec : elf_.sections()) {
-    if (!(sec.flags & SHF_EXECINSTR) || begin < sec.addr || part_begin - sec.addr > sec.size)
-      continue;
-    auto data = elf_.section_data(sec);
-    if (!data || part_begin - sec.addr > data->size()) break;
-    auto code = data->subspan(begin - sec.addr, part_begin - begin);
-    uint64_t off = 0;
-    while (off < code.size()) {
-      auto in = decoder_.decode(code.subspan(off), begin + off);
-      if (!in) return {};
-      h.starts.push_back(uint32_t(off));
-      off += in->length;
-      if (in->flow == x86::Flow::call || in->flow == x86::Flow::call_indirect)
-        h.call_ends.push_back(uint32_t(off));
-    }
-    if (off != code.size()) return {};
-    h.starts.push_back(uint32_t(off));
-    return h;
-  }
-  return {};
+  auto code = x86::code_from(elf_, begin);
+  if (part_begin <= begin || code.size() < part_begin - begin) return {};
+  code = code.first(part_begin - begin);
+  if (linear_sweep(code, begin, UINT64_MAX, h) != code.size()) return {};
+  h.starts.push_back(uint32_t(code.size()));
+  return h;
 }
 
 std::span<const uint8_t> ExceptionTables::code_at(uint64_t address, uint64_t size) const {
-  for (const Section& sec : elf_.sections())
-    if ((sec.flags & SHF_EXECINSTR) && address >= sec.addr && address - sec.addr < sec.size) {
-      auto data = elf_.section_data(sec);
-      if (!data || address - sec.addr >= data->size()) return {};
-      return data->subspan(address - sec.addr)
-          .first(std::min<uint64_t>(size, data->size() - (address - sec.addr)));
-    }
-  return {};
+  auto code = x86::code_from(elf_, address);
+  return code.first(std::min<uint64_t>(size, code.size()));
 }
 
 size_t ExceptionTables::pad_sites(const Lsda& l) {
@@ -316,14 +298,10 @@ size_t ExceptionTables::pad_sites(const Lsda& l) {
 }
 
 bool ExceptionTables::is_call(uint64_t address) const {
-  for (const Section& sec : elf_.sections())
-    if ((sec.flags & SHF_EXECINSTR) && address >= sec.addr && address - sec.addr < sec.size) {
-      auto data = elf_.section_data(sec);
-      if (!data || address - sec.addr >= data->size()) return false;
-      auto in = decoder_.decode(data->subspan(address - sec.addr), address);
-      return in && (in->flow == x86::Flow::call || in->flow == x86::Flow::call_indirect);
-    }
-  return false;
+  auto code = x86::code_from(elf_, address);
+  if (code.empty()) return false;
+  auto in = decoder_.decode(code, address);
+  return in && (in->flow == x86::Flow::call || in->flow == x86::Flow::call_indirect);
 }
 
 std::vector<LandingPad> ExceptionTables::match(SynthResult& result) {

@@ -61,6 +61,8 @@ private:
   static bool fits_code(const Lsda& l, const Sweep& sw, const Sweep* head = nullptr,
                         uint32_t head_base = 0);
   Sweep head_sweep(uint64_t begin, uint64_t part_begin) const;
+  uint64_t linear_sweep(std::span<const uint8_t> code, uint64_t address, uint64_t limit,
+                        Sweep& sw) const;
   static size_t pad_sites(const Lsda& l);
   std::span<const uint8_t> code_at(uint64_t address, uint64_t size) const; // up to size bytes
   const Lsda* lsda_at(uint64_t address) const;
