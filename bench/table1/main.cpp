@@ -29,6 +29,13 @@
 #include "peer.hpp"
 
 namespace table1 {
+
+const char* Stop::text() const {
+  if (reason) return reason;
+  if (why == ehelf::StopReason::DepthLimit) return kDepthLimit;
+  return ehelf::stop_reason_name(why).data();
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -157,7 +164,7 @@ json compare(const Recording& rec, const Walks& ref, const Walks& peer) {
     } else if (k == common) {
       // One walk is a prefix of the other: where the shorter one stopped, and why.
       const bool peer_shorter = b.size() < a.size();
-      ++(peer_shorter ? shorter : longer)[(peer_shorter ? peer : ref).stops[i].reason];
+      ++(peer_shorter ? shorter : longer)[(peer_shorter ? peer : ref).stops[i].text()];
       const auto& stopped = peer_shorter ? b : a;
       const Maps& maps = *rec.samples[i].maps;
       if (!stopped.empty())
@@ -270,7 +277,7 @@ int run(const Options& o) {
     const double median = times.empty() ? first : times[times.size() / 2];
     std::map<std::string, uint64_t> early;
     for (const Stop& s : walks[p].stops)
-      if (!s.end_of_stack) ++early[s.reason];
+      if (!s.end_of_stack) ++early[s.text()];
     uint64_t early_total = 0;
     for (const auto& [why, n] : early)
       early_total += n;

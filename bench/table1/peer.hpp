@@ -9,14 +9,18 @@
 #include <vector>
 
 #include "recording.hpp"
+#include "runtime/unwind_rule.hpp"
 
 namespace table1 {
 
 // Why a walk ended: at the end of the stack (the outermost frame), or for `reason` (a static
-// string; the peer's own words: its stop reason, error code or message).
+// string; the peer's own words: its stop reason, error code or message). ehelf's peers give their
+// StopReason instead, named when the tables are written (text()): not on the measured path.
 struct Stop {
   bool end_of_stack = false;
-  const char* reason = "";
+  const char* reason = nullptr;
+  ehelf::StopReason why = ehelf::StopReason::None;
+  const char* text() const;
 };
 
 class Peer {

@@ -37,8 +37,8 @@ bool set_initial_registers(Dwfl_Thread* thread, void* arg) {
   const Sample& s = *static_cast<Context*>(arg)->sample;
   // dwfl_thread_state_registers takes consecutive DWARF registers: the known ones, one by one.
   for (unsigned r = 0; r < 17; ++r) {
-    if (!(s.valid & (1u << r))) continue;
-    Dwarf_Word v = s.regs[r];
+    if (!s.regs.has(r)) continue;
+    Dwarf_Word v = s.regs.get(r);
     if (!dwfl_thread_state_registers(thread, int(r), 1, &v)) return false;
   }
   return true;

@@ -2,7 +2,6 @@
 // the fast walk (Unwinder::backtrace_direct, ehelf perf's) and the general walk
 // (Unwinder::backtrace) with each backend. One ModuleMap and Unwinder per process version, as
 // ehelf perf keeps one per process; module data loaded once per file.
-#include <deque>
 #include <map>
 
 #include "peer.hpp"
@@ -23,8 +22,9 @@ public:
 
   void prepare(const Maps& maps) override {
     if (contexts_.size() <= maps.index) contexts_.resize(maps.index + 1);
-    Context& ctx = contexts_[maps.index];
-    if (ctx.unwinder) return;
+    std::unique_ptr<Context>& ctx = contexts_[maps.index];
+    if (ctx) return;
+    ctx = std::make_unique<Context>();
     for (const ModuleRef& ref : maps.modules) {
       auto& data = data_[ref.file];
       if (!data) {
@@ -37,41 +37,34 @@ public:
       m.end = ref.end;
       m.bias = ref.bias;
       m.data = data;
-      ctx.map.add(std::move(m));
+      ctx->map.add(std::move(m));
     }
-    ctx.map.finish();
+    ctx->map.finish();
     UnwinderOptions o;
     o.backend = backend_;
     o.max_depth = 1 << 20; // the caller's max
     o.allow_loading = false;
-    ctx.unwinder = std::make_unique<Unwinder>(ctx.map, o);
+    ctx->unwinder = std::make_unique<Unwinder>(ctx->map, o);
   }
 
   size_t unwind(const Sample& s, uint64_t* pcs, size_t max, Stop& stop) override {
-    Context& ctx = contexts_[s.maps->index];
-    // The fast walk reads rip, rsp, rbp and rbx only (ehelf perf passes those four); the
-    // general walk tracks every register.
-    RegisterState regs;
-    const uint32_t wanted = fast_ ? (1u << 16 | 1u << 7 | 1u << 6 | 1u << 3) : 0x1ffffu;
-    for (uint32_t m = s.valid & wanted; m; m &= m - 1) {
-      const unsigned r = unsigned(__builtin_ctz(m));
-      regs.set(r, s.regs[r]);
-    }
+    Unwinder& unwinder = *contexts_[s.maps->index]->unwinder;
+    // Every recorded register, as ehelf perf gives them (the first frame's rule may read any).
     LocalMemory memory;
     memory.add(AddressRange{s.sp(), s.sp() + s.stack.size()},
                static_cast<int64_t>(reinterpret_cast<uint64_t>(s.stack.data()) - s.sp()));
     StopReason why = StopReason::None;
     size_t n;
     if (fast_) {
-      n = ctx.unwinder->backtrace_direct(regs, memory, pcs, max, &why, true);
+      n = unwinder.backtrace_direct(s.regs, memory, pcs, max, &why, true);
     } else {
       if (frames_.size() < max) frames_.resize(max);
-      n = ctx.unwinder->backtrace(regs, memory, frames_.data(), max, &why, true);
+      n = unwinder.backtrace(s.regs, memory, frames_.data(), max, &why, true);
       for (size_t i = 0; i < n; ++i)
         pcs[i] = frames_[i].pc;
     }
     stop.end_of_stack = why == StopReason::EndOfStack;
-    stop.reason = why == StopReason::DepthLimit ? kDepthLimit : stop_reason_name(why).data();
+    stop.why = why;
     return n;
   }
 
@@ -91,7 +84,7 @@ private:
   BackendKind backend_;
   bool fast_;
   LoadPolicy policy_;
-  std::deque<Context> contexts_; // by Maps::index (a ModuleMap must not move)
+  std::vector<std::unique_ptr<Context>> contexts_; // by Maps::index (a ModuleMap must not move)
   std::map<const ModuleFile*, std::shared_ptr<const ModuleData>> data_;
   std::map<std::string, bool> without_eh_elf_;
   std::vector<FrameInfo> frames_;

@@ -85,8 +85,8 @@ int access_mem(unw_addr_space_t, unw_word_t addr, unw_word_t* valp, int write, v
 
 int access_reg(unw_addr_space_t, unw_regnum_t reg, unw_word_t* valp, int write, void* arg) {
   auto* ctx = static_cast<Context*>(arg);
-  if (write || reg < 0 || reg > 16 || !(ctx->sample->valid & (1u << reg))) return -UNW_EBADREG;
-  *valp = ctx->sample->regs[reg]; // UNW_X86_64_* numbers are the DWARF ones
+  if (write || reg < 0 || reg > 16 || !ctx->sample->regs.has(unsigned(reg))) return -UNW_EBADREG;
+  *valp = ctx->sample->regs.get(unsigned(reg)); // UNW_X86_64_* numbers are the DWARF ones
   return 0;
 }
 

@@ -173,8 +173,8 @@ private:
     if (s.regs_abi == 0 || s.stack_data().empty()) return;
     Sample out;
     for (unsigned r = 0; r < 17; ++r)
-      if (s.reg(kPerfOfDwarf[r], out.regs[r])) out.valid |= 1u << r;
-    if (!(out.valid & (1u << 16)) || !(out.valid & (1u << 7))) return;
+      if (uint64_t v; s.reg(kPerfOfDwarf[r], v)) out.regs.set(r, v);
+    if (!out.regs.has(16) || !out.regs.has(7)) return;
     out.pid = s.pid;
     out.tid = s.tid;
     out.stack = s.stack_data();

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "elf/elf_file.hpp"
+#include "model/register_state.hpp"
 #include "perf/perf_data.hpp"
 
 namespace table1 {
@@ -53,10 +54,11 @@ struct Maps {
 struct Sample {
   const Maps* maps = nullptr;
   uint32_t pid = 0, tid = 0;
-  uint64_t regs[17] = {}; // DWARF order: rax rdx rcx rbx rsi rdi rbp rsp r8-r15 rip
-  uint32_t valid = 0;     // bit r: regs[r] recorded
-  uint64_t sp() const { return regs[7]; }
-  uint64_t ip() const { return regs[16]; }
+  // The recorded registers by DWARF number (rax rdx rcx rbx rsi rdi rbp rsp r8-r15 rip), as an
+  // ehelf walk takes them (the other peers read them one by one through callbacks).
+  ehelf::RegisterState regs;
+  uint64_t sp() const { return regs.get(7); }
+  uint64_t ip() const { return regs.get(16); }
   std::span<const uint8_t> stack; // the copy of [sp, sp + size)
   // Reads the stack copy (false outside it).
   bool read_stack(uint64_t addr, void* out, size_t size) const;

@@ -9,156 +9,186 @@ namespace ehelf {
 
 namespace {
 
-// The fast walk bounds an rsp-based CFA (rsp + at most 32 KiB: hot_form) by the range's end
-// alone, which is sound only if that sum cannot wrap around: ranges ending above this are left
-// to the general step (no stack is there in practice; a caller's made-up range may be).
+// The fast walk bounds an rsp-based CFA (rsp + at most 32 KiB: hot_form) by the end of the bytes
+// it reads alone, which is sound only if that sum cannot wrap around: ranges whose bytes end
+// above this are left to the general step (no memory is there in practice; a caller's made-up
+// range may be).
 constexpr uint64_t kFastWalkEnd = ~uint64_t(0) - (uint64_t(1) << 16);
 
-// The direct range holding `sp`: the walk's bounds, read at address + delta.
-struct Bounds {
-  uint64_t lo = 0, hi = 0; // hi: exclusive end; 0 when sp is in no range
-  int64_t delta = 0;
-};
+using Bounds = FastWalk::Bounds;
 
 Bounds bounds_for(std::span<const DirectRange> ranges, uint64_t sp) {
   for (const DirectRange& d : ranges)
-    if (sp >= d.begin && sp < d.end && d.end - d.begin >= 16 && d.end <= kFastWalkEnd)
+    if (sp - d.begin < d.end - d.begin && d.end + static_cast<uint64_t>(d.delta) <= kFastWalkEnd)
       return Bounds{d.begin, d.end, d.delta};
   return {};
 }
 
-// The fast walk's state: the current frame's cached rule and registers, the next pc slot.
+// The fast walk's state, in the address space of the bytes it reads (the stack's address +
+// the range's delta: "host" addresses), where the bounds need no wrap-around care: the current
+// frame's cached rule, rsp and rbp, and the next pc slot.
 struct FastState {
   HotRule* cur;
-  uint64_t sp;
-  uint64_t bp; // 0 when unknown: a CFA computed from it fails the bound
+  uint64_t hsp; // rsp + delta
+  uint64_t bp;  // rbp itself; kUnknownBp - delta when unknown
   uint64_t* out;
 };
 
+// An unknown rbp, as FastState::bp holds it (minus the delta): a CFA computed from it is far
+// above any host address, so it fails the bound.
+constexpr uint64_t kUnknownBp = uint64_t(3) << 62;
+
 enum class FastExit {
   Miss,     // out[-1] is a pc without a cacheable rule: the general step decides
-  Declined, // cur's rule is not kFast or its CFA fails the bound: the general step decides
-  Full,     // no room for the caller's pc
+  Declined, // cur's rule is kSlow, or its CFA fails the bound (or the room left): the general
+            // step decides
   End,      // cur's rule says it is the outermost frame
 };
 
 // Follows the cached rules while the links predict the callers: per frame a load of the return
-// address, a compare with the predicted entry's pc, and the rbp reload when the frame saved it.
+// address, a compare with the predicted entry's key, and the rbp reload when the frame saved it.
 // A small function of its own so that its state stays in registers.
+//
+// `hhi`: the end of the stack's bytes (host); `delta`: host minus stack addresses.
+// No frame count is kept: every frame the fast path takes moves the CFA up by 8 at least (an
+// rsp-based CFA is rsp + 8 or more: hot_form; an rbp-based one is taken only at rsp + 16 or
+// more), and the CFA is bounded by `hhi`, at most 8 bytes above the stack for each slot left in
+// `end`: a walk that would overrun the slots is declined instead, and the general step stops it.
 // `fill(lookup, key, slot)` fills a slot on a cache miss (false: the pc has no cacheable rule).
 template <typename Fill>
-FastExit fast_walk(RuleCache& cache, const Bounds& b, FastState& st, uint64_t* end, Fill&& fill) {
-  HotRule* cur = st.cur;
-  uint64_t sp = st.sp, bp = st.bp;
+FastExit fast_walk(RuleCache& cache, uint64_t hhi, uint64_t delta, FastState& st, uint64_t* end,
+                   Fill&& fill) {
+  // Entries by byte offset from the cache's start, as links hold them: the loop reads the next
+  // entry through its link without forming its address first.
+  char* const base = reinterpret_cast<char*>(&cache.at(0));
+  auto at = [base](size_t offset) -> HotRule& {
+    return *reinterpret_cast<HotRule*>(base + offset);
+  };
+  size_t cur = cache.offset_of(*st.cur);
+  uint64_t hsp = st.hsp, bp = st.bp;
   uint64_t* out = st.out;
-  const uint64_t lo16 = b.lo + 16, span = b.hi - b.lo - 16, delta = static_cast<uint64_t>(b.delta);
+  if (const uint64_t room = static_cast<uint64_t>(end - out); (hhi - hsp) / 8 > room)
+    hhi = hsp + 8 * room;
   FastExit why;
   for (;;) {
-    const uint8_t op = cur->op;
-    if (!(op & HotRule::kFast)) [[unlikely]] {
-      why = (op & HotRule::kEnd) ? FastExit::End : FastExit::Declined;
-      break;
-    }
-    uint64_t cfa;
-    if (!(op & HotRule::kRbpBased)) {
-      // cfa_offset >= 8 (hot_form): the return address is at or above rsp >= lo, and a saved
-      // rbp is inside the frame, so the CFA's upper bound is the only one to check.
-      cfa = sp + static_cast<uint64_t>(int64_t(cur->cfa_offset));
-      if (cfa > b.hi) [[unlikely]] {
+    const uint8_t op = at(cur).op;
+    uint64_t hcfa;
+    if (!(op & (HotRule::kSlow | HotRule::kRbpBased))) [[likely]] {
+      // cfa_offset >= 8 (hot_form): the return address is at or above rsp, and a saved rbp is
+      // inside the frame, so the CFA's upper bound is the only one to check.
+      hcfa = hsp + static_cast<uint64_t>(int64_t(at(cur).cfa_offset));
+      if (hcfa > hhi) [[unlikely]] {
+        why = FastExit::Declined;
+        break;
+      }
+    } else if (!(op & HotRule::kSlow)) {
+      // A CFA from rbp in [rsp + 16, hhi] bounds the return address and the rbp saved at
+      // CFA - 16, and grows (no loops).
+      hcfa = bp + delta + static_cast<uint64_t>(int64_t(at(cur).cfa_offset));
+      if (hcfa > hhi || hcfa < hsp + 16) [[unlikely]] {
         why = FastExit::Declined;
         break;
       }
     } else {
-      // CFA in [lo + 16, hi] bounds the return address and the rbp saved at CFA - 16; a CFA
-      // from rbp must also grow (no loops).
-      cfa = bp + static_cast<uint64_t>(int64_t(cur->cfa_offset));
-      if (cfa - lo16 > span || cfa <= sp) [[unlikely]] {
-        why = FastExit::Declined;
-        break;
-      }
-    }
-    if (op & HotRule::kRbpSaved)
-      std::memcpy(&bp, reinterpret_cast<const void*>(cfa + 8 * int64_t(cur->rbp_offset8) + delta),
-                  8);
-    uint64_t ret;
-    std::memcpy(&ret, reinterpret_cast<const void*>(cfa - 8 + delta), 8);
-    if (out == end) [[unlikely]] {
-      why = FastExit::Full;
+      why = (op & HotRule::kEnd) ? FastExit::End : FastExit::Declined;
       break;
     }
+    if (op & HotRule::kRbpSaved)
+      std::memcpy(&bp, reinterpret_cast<const void*>(hcfa + 8 * int64_t(at(cur).rbp_offset8)), 8);
+    uint64_t ret;
+    std::memcpy(&ret, reinterpret_cast<const void*>(hcfa - 8), 8);
     *out++ = ret;
-    sp = cfa;
+    hsp = hcfa;
     // The next rule: by a link, else by the pc's slot (then linked, the older link dropped).
-    // An empty entry can match only ret == 0, which the fast path declines (op == 0).
-    HotRule* next = &cache.at(cur->next[0]);
-    if (next->key != ret) [[unlikely]] {
-      next = &cache.at(cur->next[1]);
-      if (next->key != ret) {
-        next = cache.find(ret);
-        if (!next) {
-          next = &cache.make_room(ret);
-          if (!fill(ret - 1, ret, *next)) {
+    // An empty entry can match only ret == 0, which the fast path declines (kSlow).
+    size_t next = at(cur).next[0];
+    if (at(next).key != ret) [[unlikely]] {
+      next = at(cur).next[1];
+      if (at(next).key != ret) {
+        HotRule* found = cache.find(ret);
+        if (!found) {
+          found = &cache.make_room(ret);
+          if (!fill(ret - 1, ret, *found)) {
             why = FastExit::Miss;
             break;
           }
         }
-        cur->next[1] = cur->next[0];
-        cur->next[0] = cache.offset_of(*next);
+        next = cache.offset_of(*found);
+        at(cur).next[1] = at(cur).next[0];
+        at(cur).next[0] = static_cast<uint16_t>(next);
       }
     }
     cur = next;
   }
-  st = FastState{cur, sp, bp, out};
+  st = FastState{&at(cur), hsp, bp, out};
   return why;
 }
 
 } // namespace
 
+size_t FastWalk::quick(const FastStart& q, uint64_t* pcs, size_t limit, StopReason* why,
+                       bool exact_first) {
+  if (limit < 2 || !cache_) return 0;
+  pcs[0] = q.pc;
+  const uint64_t key = RuleCache::key(q.pc, exact_first);
+  RuleCache& cache = *cache_;
+  HotRule* first = cache.find(key);
+  if (!first) [[unlikely]]
+    first = fill_first(exact_first ? q.pc : q.pc - 1, key);
+  if (!first || first->op == HotRule::kEmpty) return 0;
+  FastState st{first, q.hsp, q.bp, pcs + 1};
+  GeneralStep& general = general_;
+  const FastExit exit = fast_walk(cache, q.hhi, q.delta, st, pcs + limit,
+                                  [&general, &cache](uint64_t l, uint64_t k, HotRule& h) {
+                                    return general.fill_hot(cache, l, k, h);
+                                  });
+  if (exit == FastExit::End) { // the usual end: the outermost frame's rule says so
+    if (why) *why = StopReason::EndOfStack;
+    return static_cast<size_t>(st.out - pcs);
+  }
+  if (st.out != pcs + 1 && st.out[-1] == 0) { // no caller: the outermost frame
+    if (why) *why = StopReason::EndOfStack;
+    return static_cast<size_t>(st.out - 1 - pcs);
+  }
+  return 0;
+}
+
 size_t FastWalk::direct(const RegisterState& start, const LocalMemory& memory, uint64_t* pcs,
                         size_t limit, StopReason* why, bool exact_first) {
+  // A sample's usual walk: pc, rsp and rbp known, rsp in the first range (a stack copy).
+  constexpr uint32_t kQuick = 1u << x86_64::RIP | 1u << x86_64::RSP | 1u << x86_64::RBP;
+  const std::span<const DirectRange> ranges = memory.ranges();
+  if ((start.valid & kQuick) == kQuick && !ranges.empty()) [[likely]] {
+    const DirectRange& d = ranges.front();
+    const uint64_t sp = start.get(x86_64::RSP), delta = static_cast<uint64_t>(d.delta);
+    if (sp - d.begin < d.end - d.begin && d.end + delta <= kFastWalkEnd) {
+      const FastStart q{start.get(x86_64::RIP), sp + delta, start.get(x86_64::RBP), d.end + delta,
+                        delta};
+      if (size_t n = quick(q, pcs, limit, why, exact_first)) return n;
+    }
+  }
+  return direct_walk(start, memory, pcs, limit, why, exact_first);
+}
+
+size_t FastWalk::direct_walk(const RegisterState& start, const LocalMemory& memory, uint64_t* pcs,
+                             size_t limit, StopReason* why, bool exact_first) {
   if (!start.has(x86_64::RIP) || !start.has(x86_64::RSP)) {
     if (why) *why = StopReason::MissingRegister;
     return 0;
   }
-  WalkStart w{start.get(x86_64::RIP), start.get(x86_64::RSP), start.get(x86_64::RBP),
-              start.get(x86_64::RBX)};
+  const WalkStart w{start.get(x86_64::RIP), start.get(x86_64::RSP), start.get(x86_64::RBP),
+                    start.get(x86_64::RBX)};
   return walk(w, start.has(x86_64::RBP), start.has(x86_64::RBX), memory.ranges(), pcs, limit, why,
               exact_first, &start);
 }
 
 size_t FastWalk::local(const WalkStart& start, AddressRange stack, uint64_t* pcs, size_t limit,
                        StopReason* why, bool exact_first) {
-  // A profiler's usual walk (every rule cached or cacheable, to the outermost frame or the
-  // limit) in a function with little to set up; anything else is walked again by walk().
   const uint64_t lo = stack.begin, hi = stack.end;
-  if (limit > 1 && cache_ && start.sp - lo < hi - lo && hi - lo >= 16 && hi <= kFastWalkEnd) {
-    pcs[0] = start.pc;
-    const uint64_t key = RuleCache::key(start.pc, exact_first);
-    RuleCache& cache = *cache_;
-    HotRule* first = cache.find(key);
-    if (!first) first = fill_first(exact_first ? start.pc : start.pc - 1, key);
-    if (first && first->op != HotRule::kEmpty) {
-      FastState st{first, start.sp, start.bp, pcs + 1};
-      GeneralStep& general = general_;
-      FastExit exit = fast_walk(cache, Bounds{lo, hi, 0}, st, pcs + limit,
-                                [&general, &cache](uint64_t l, uint64_t k, HotRule& h) {
-                                  return general.fill_hot(cache, l, k, h);
-                                });
-      StopReason r = StopReason::None;
-      if (exit == FastExit::End) { // the usual end: the outermost frame's rule says so
-        r = StopReason::EndOfStack;
-      } else if (st.out != pcs + 1 && st.out[-1] == 0) { // no caller: the outermost frame
-        --st.out;
-        r = StopReason::EndOfStack;
-      } else if (exit == FastExit::Full) {
-        r = StopReason::DepthLimit;
-      }
-      if (r != StopReason::None) {
-        if (why) *why = r;
-        return static_cast<size_t>(st.out - pcs);
-      }
-    }
-  }
+  if (start.sp - lo < hi - lo && hi <= kFastWalkEnd)
+    if (size_t n =
+            quick(FastStart{start.pc, start.sp, start.bp, hi, 0}, pcs, limit, why, exact_first))
+      return n;
   return walk_local(start, lo, hi, pcs, limit, why, exact_first);
 }
 
@@ -189,8 +219,11 @@ size_t FastWalk::walk(const WalkStart& start, const bool bp_known, const bool bx
   RuleCache* const cache = cache_;
   Bounds b = bounds_for(ranges, regs.sp);
   bool bx_dropped = false;
-  std::optional<RegisterState> interrupted;
-  if (first && exact_first) interrupted = *first;
+  // Every register of the frame being walked when it is an interrupted one (the first, or one
+  // under a signal frame): the general step may need any of them. Copied only after a signal
+  // frame; the first frame's are the caller's.
+  const RegisterState* interrupted = first && exact_first ? first : nullptr;
+  RegisterState after_signal;
 
   // Invariant at the top: regs.pc is written; regs are this frame's.
   for (;;) {
@@ -204,28 +237,31 @@ size_t FastWalk::walk(const WalkStart& start, const bool bp_known, const bool bx
       if (cur && cur->op == HotRule::kEmpty) cur = nullptr;
     }
     if (cur) {
-      FastState st{cur, regs.sp, regs.bp_ok ? regs.bp : 0, out};
+      const uint64_t delta = static_cast<uint64_t>(b.delta);
+      const uint64_t bp_in = regs.bp_ok ? regs.bp : kUnknownBp - delta;
+      FastState st{cur, regs.sp + delta, bp_in, out};
       GeneralStep& general = general_;
-      FastExit exit =
-          fast_walk(*cache, b, st, end, [&general, cache](uint64_t l, uint64_t k, HotRule& h) {
-            return general.fill_hot(*cache, l, k, h);
-          });
+      FastExit exit = fast_walk(*cache, b.hi + delta, delta, st, end,
+                                [&general, cache](uint64_t l, uint64_t k, HotRule& h) {
+                                  return general.fill_hot(*cache, l, k, h);
+                                });
       if (st.out != out) { // frames were walked
         out = st.out;
         regs.pc = out[-1];
-        regs.sp = st.sp;
+        regs.sp = st.hsp - delta;
         regs.exact = false;
+        interrupted = nullptr;
         // rbx is not tracked by the fast walk (no cached rule needs it), so the general step
         // does not know it from here on; should it need it, the walk is redone without it.
         regs.bx_ok = false;
         bx_dropped = true;
       }
-      if (st.bp != regs.bp) { // reloaded by a frame that saved it
+      if (st.bp != bp_in) { // reloaded by a frame that saved it
         regs.bp = st.bp;
         regs.bp_ok = true;
       }
-      if (exit == FastExit::Full || exit == FastExit::End) {
-        r = exit == FastExit::Full ? StopReason::DepthLimit : StopReason::EndOfStack;
+      if (exit == FastExit::End) {
+        r = StopReason::EndOfStack;
         break;
       }
       if (regs.pc == 0) { // no caller: the outermost frame
@@ -236,7 +272,7 @@ size_t FastWalk::walk(const WalkStart& start, const bool bp_known, const bool bx
     }
     // The general step: signal frames, expressions, other backends, frame pointers, rules the
     // fast walk declined, and the precise reason when the walk must stop.
-    r = general_step(regs, ranges, interrupted);
+    r = general_step(regs, ranges, interrupted, after_signal);
     if (r != StopReason::None) break;
     if (out == end) {
       r = StopReason::DepthLimit;
@@ -259,7 +295,7 @@ size_t FastWalk::walk(const WalkStart& start, const bool bp_known, const bool bx
 }
 
 StopReason FastWalk::general_step(WalkRegs& w, std::span<const DirectRange> ranges,
-                                  std::optional<RegisterState>& interrupted) {
+                                  const RegisterState*& interrupted, RegisterState& after_signal) {
   RegisterState regs;
   if (w.exact && interrupted) regs = *interrupted;
   regs.set(x86_64::RIP, w.pc);
@@ -279,10 +315,12 @@ StopReason FastWalk::general_step(WalkRegs& w, std::span<const DirectRange> rang
   StopReason r = general_.step(regs, mem, w.exact, info, cache_);
   if (r != StopReason::None) return r;
   // The caller of a signal frame was interrupted: its registers all come from the signal context.
-  if (info.signal_frame)
-    interrupted = regs;
-  else
-    interrupted.reset();
+  if (info.signal_frame) {
+    after_signal = regs;
+    interrupted = &after_signal;
+  } else {
+    interrupted = nullptr;
+  }
   w = WalkRegs{regs.get(x86_64::RIP), regs.get(x86_64::RSP), regs.get(x86_64::RBP),
                regs.get(x86_64::RBX), regs.has(x86_64::RBP), regs.has(x86_64::RBX),
                info.signal_frame};

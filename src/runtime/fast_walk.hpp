@@ -10,7 +10,6 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <span>
 
 #include "runtime/general_step.hpp"
@@ -25,6 +24,12 @@ struct WalkStart {
 
 class FastWalk {
 public:
+  // A walk's stack bounds: the direct range holding rsp, read at address + delta.
+  struct Bounds {
+    uint64_t lo = 0, hi = 0; // hi: exclusive end; 0 when rsp is in no range
+    int64_t delta = 0;
+  };
+
   // `cache`: null walks every frame with the general step (a backend whose rules are not cached).
   FastWalk(GeneralStep& general, RuleCache* cache) : general_(general), cache_(cache) {}
 
@@ -44,7 +49,21 @@ private:
   size_t walk(const WalkStart& start, bool bp_known, bool bx_known,
               std::span<const DirectRange> ranges, uint64_t* pcs, size_t limit, StopReason* why,
               bool exact_first, const RegisterState* first = nullptr);
-  // Out of local's way (it stays small): the first frame's fill, installed (null when the pc
+  // Where quick() starts, in the address space of the bytes it reads (stack address + delta):
+  // the pc, rsp and rbp (rbp as is), the end of the stack's bytes, and the delta.
+  struct FastStart {
+    uint64_t pc, hsp, bp, hhi, delta;
+  };
+  // The walk of direct and local when every frame's rule is cached or cacheable and it ends at
+  // the outermost frame, with little to set up, as a profiler's walks are; 0 when it did not (the
+  // caller walks again with walk()).
+  size_t quick(const FastStart& start, uint64_t* pcs, size_t limit, StopReason* why,
+               bool exact_first);
+  // direct() when quick() did not end the walk.
+  __attribute__((noinline)) size_t direct_walk(const RegisterState& regs, const LocalMemory& memory,
+                                               uint64_t* pcs, size_t limit, StopReason* why,
+                                               bool exact_first);
+  // Out of quick's way (it stays small): the first frame's fill, installed (null when the pc
   // has no cacheable rule), and the walk of a local stack by walk().
   __attribute__((noinline)) HotRule* fill_first(uint64_t lookup, uint64_t key);
   __attribute__((noinline)) size_t walk_local(const WalkStart& start, uint64_t lo, uint64_t hi,
@@ -61,9 +80,12 @@ private:
   // frame) where they are known, since its rule may read any of them (the return address in
   // rcx of libgcc's `jmp *%rcx`, a DRAP prologue's r10); in: this frame's when regs.exact, out:
   // the caller's when it is an interrupted frame too, else none.
+  // `after_signal`: where the registers of a signal frame's caller are kept (`interrupted` then
+  // points there).
   __attribute__((noinline)) StopReason general_step(WalkRegs& regs,
                                                     std::span<const DirectRange> ranges,
-                                                    std::optional<RegisterState>& interrupted);
+                                                    const RegisterState*& interrupted,
+                                                    RegisterState& after_signal);
   // The same walk with GeneralStep::step alone (every register tracked, no cache).
   size_t walk_general(RegisterState regs, std::span<const DirectRange> ranges, uint64_t* pcs,
                       size_t limit, StopReason* why, bool exact);

@@ -10,13 +10,13 @@ HotRule hot_form(const UnwindRule& rule) {
   if (rule.kind != UnwindRule::CfaRsp && rule.kind != UnwindRule::CfaRbp) return none;
   HotRule h;
   if (rule.rip == UnwindRule::Unknown) { // the outermost frame (_start): the walk ends here
-    h.op = HotRule::kEnd;
+    h.op = HotRule::kEnd | HotRule::kSlow;
     return h;
   }
   if (rule.rip != UnwindRule::AtCfa || rule.rip_offset != -8) return none;
   if (rule.cfa_offset < INT16_MIN || rule.cfa_offset > INT16_MAX) return none;
   h.cfa_offset = static_cast<int16_t>(rule.cfa_offset);
-  uint8_t op = 0;
+  uint8_t op = 0; // an rsp-based CFA, nothing saved that the walk tracks
   if (rule.kind == UnwindRule::CfaRbp)
     op |= HotRule::kRbpBased;
   else if (rule.cfa_offset < 8)
@@ -40,14 +40,14 @@ HotRule hot_form(const UnwindRule& rule) {
   }
   // The walk's fast path reads the saved rbp without a bound of its own: it must be inside the
   // frame, [rsp, CFA - 8), for an rsp-based CFA, and at CFA - 16 (the frame-pointer prologue's
-  // push) for an rbp-based one, whose CFA the walk keeps at least 16 above the stack's start.
+  // push) for an rbp-based one, whose CFA the walk keeps at least 16 above rsp.
   bool fast;
   if (op & HotRule::kRbpBased)
     fast = !(op & HotRule::kRbpSaved) || h.rbp_offset8 == -2;
   else
     fast = !(op & HotRule::kRbpSaved) ||
            (h.rbp_offset8 <= -2 && 8 * int(h.rbp_offset8) >= -int(h.cfa_offset));
-  h.op = uint8_t(op | (fast ? HotRule::kFast : 0));
+  h.op = uint8_t(op | (fast ? 0 : HotRule::kSlow));
   return h;
 }
 

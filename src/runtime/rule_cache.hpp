@@ -17,16 +17,19 @@
 namespace ehelf {
 
 struct HotRule {
-  // `op` bits (0: an empty entry).
-  // kFast: the cases the walk's fast path handles alone: return address at CFA - 8, and a
-  // saved rbp where checking the CFA against the stack's bounds checks its read too (inside
-  // the frame for an rsp-based CFA, at CFA - 16 for an rbp-based one: see hot_form).
-  static constexpr uint8_t kFast = 1;
+  // `op` bits. The walk's fast path takes its usual frame (an rsp-based CFA) on one test of
+  // kSlow | kRbpBased, so both are clear there; an empty entry is kSlow alone (kEmpty), which a
+  // rule never is (a rule the fast path declines has kEnd or kRbpSaved too).
+  // kSlow: the fast path does not take the entry alone: an empty entry, the outermost frame, or
+  // a saved rbp where checking the CFA against the stack's bounds does not check its read (the
+  // fast path reads it inside the frame for an rsp-based CFA, at CFA - 16 for an rbp-based one:
+  // see hot_form).
+  static constexpr uint8_t kSlow = 1;
   static constexpr uint8_t kRbpBased = 2; // CFA = rbp + cfa_offset (else rsp + cfa_offset)
   static constexpr uint8_t kRbpSaved = 4; // caller's rbp at CFA + 8 * rbp_offset8
   static constexpr uint8_t kRbxSaved = 8; // caller's rbx at CFA + 8 * rbx_offset8()
-  static constexpr uint8_t kEnd = 16;     // return address undefined: the outermost frame
-  static constexpr uint8_t kEmpty = 0;
+  static constexpr uint8_t kEnd = 16; // return address undefined: the outermost frame (with kSlow)
+  static constexpr uint8_t kEmpty = kSlow;
   // Bits 5-7: with kRbxSaved, -1 - rbx_offset8 (rbx saved 8 to 64 bytes below the CFA, as the
   // pushes of a prologue put it; other rules are not cached). Only the general step reads it.
   static constexpr unsigned kRbxShift = 5;
@@ -83,8 +86,12 @@ public:
   static constexpr size_t kSize = kWays << kSetBits;
 
   RuleCache() { clear(); }
-  // Drops the rules. The module memo stays: it checks the map's generation itself.
-  void clear() { std::memset(static_cast<void*>(entries_), 0, sizeof entries_); }
+  // Drops the rules (every entry empty: key 0, op kEmpty). The module memo stays: it checks the
+  // map's generation itself.
+  void clear() {
+    for (HotRule& e : entries_)
+      e = HotRule{};
+  }
 
   // Entries are keyed by the frame's pc as the walk has it: a return address as is (its rule is
   // that of the call, at pc - 1), an interrupted instruction's pc with the top bit set (its own
