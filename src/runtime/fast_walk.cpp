@@ -81,20 +81,21 @@ FastExit fast_walk(RuleCache& cache, uint64_t hhi, uint64_t delta, FastState& st
         why = FastExit::Declined;
         break;
       }
+      if (op & HotRule::kRbpSaved)
+        std::memcpy(&bp, reinterpret_cast<const void*>(hcfa + 8 * int64_t(at(cur).rbp_offset8)), 8);
     } else if (!(op & HotRule::kSlow)) {
-      // A CFA from rbp in [rsp + 16, hhi] bounds the return address and the rbp saved at
-      // CFA - 16, and grows (no loops).
+      // A frame-pointer frame (hot_form: rbp saved at CFA - 16). A CFA from rbp in
+      // [rsp + 16, hhi] bounds the return address and the saved rbp, and grows (no loops).
       hcfa = bp + delta + static_cast<uint64_t>(int64_t(at(cur).cfa_offset));
       if (hcfa > hhi || hcfa < hsp + 16) [[unlikely]] {
         why = FastExit::Declined;
         break;
       }
+      std::memcpy(&bp, reinterpret_cast<const void*>(hcfa - 16), 8);
     } else {
       why = (op & HotRule::kEnd) ? FastExit::End : FastExit::Declined;
       break;
     }
-    if (op & HotRule::kRbpSaved)
-      std::memcpy(&bp, reinterpret_cast<const void*>(hcfa + 8 * int64_t(at(cur).rbp_offset8)), 8);
     uint64_t ret;
     std::memcpy(&ret, reinterpret_cast<const void*>(hcfa - 8), 8);
     *out++ = ret;

@@ -40,10 +40,12 @@ HotRule hot_form(const UnwindRule& rule) {
   }
   // The walk's fast path reads the saved rbp without a bound of its own: it must be inside the
   // frame, [rsp, CFA - 8), for an rsp-based CFA, and at CFA - 16 (the frame-pointer prologue's
-  // push) for an rbp-based one, whose CFA the walk keeps at least 16 above rsp.
+  // push) for an rbp-based one, whose CFA the walk keeps at least 16 above rsp. An rbp-based CFA
+  // is taken only with rbp saved there (the frame-pointer frame; others are rare), so that the
+  // walk reads it without a test.
   bool fast;
   if (op & HotRule::kRbpBased)
-    fast = !(op & HotRule::kRbpSaved) || h.rbp_offset8 == -2;
+    fast = (op & HotRule::kRbpSaved) && h.rbp_offset8 == -2;
   else
     fast = !(op & HotRule::kRbpSaved) ||
            (h.rbp_offset8 <= -2 && 8 * int(h.rbp_offset8) >= -int(h.cfa_offset));

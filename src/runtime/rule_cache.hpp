@@ -20,10 +20,10 @@ struct HotRule {
   // `op` bits. The walk's fast path takes its usual frame (an rsp-based CFA) on one test of
   // kSlow | kRbpBased, so both are clear there; an empty entry is kSlow alone (kEmpty), which a
   // rule never is (a rule the fast path declines has kEnd or kRbpSaved too).
-  // kSlow: the fast path does not take the entry alone: an empty entry, the outermost frame, or
-  // a saved rbp where checking the CFA against the stack's bounds does not check its read (the
+  // kSlow: the fast path does not take the entry alone: an empty entry, the outermost frame, a
+  // saved rbp where checking the CFA against the stack's bounds does not check its read (the
   // fast path reads it inside the frame for an rsp-based CFA, at CFA - 16 for an rbp-based one:
-  // see hot_form).
+  // see hot_form), or an rbp-based CFA without rbp saved at CFA - 16.
   static constexpr uint8_t kSlow = 1;
   static constexpr uint8_t kRbpBased = 2; // CFA = rbp + cfa_offset (else rsp + cfa_offset)
   static constexpr uint8_t kRbpSaved = 4; // caller's rbp at CFA + 8 * rbp_offset8
