@@ -7,6 +7,10 @@
 //   table1 PERF_DATA [--workload NAME] [--json OUT] [--rounds N] [--limit SAMPLES]
 //          [--stride K] [--max-depth N] [--only PEER] [--callgrind] [--list-files]
 //
+// --max-depth N: frames per walk at most (every peer). By default as many as the largest stack
+// copy holds return addresses (its size / 8, and the sample's ip): no walk of a sample can have
+// more frames whose return addresses it read, so none is cut short (ehelf perf's own limit is
+// 65,536).
 // --stride K keeps every K-th sample (callgrind runs: a subset spread over the whole recording
 // rather than its first samples, which are the processes' start). --list-files prints the module
 // files the samples' processes map (what the compiled backend needs eh_elfs for) and exits.
@@ -43,7 +47,7 @@ using nlohmann::json;
 
 struct Options {
   std::string data, workload, json_out, only;
-  size_t rounds = 3, limit = 0, stride = 1, max_depth = 512;
+  size_t rounds = 3, limit = 0, stride = 1, max_depth = 0; // 0: from the copies
   bool callgrind = false, list_files = false;
 };
 
@@ -89,7 +93,6 @@ Options parse(int argc, char** argv) {
   }
   if (o.data.empty()) usage("no recording given");
   if (o.callgrind && o.only.empty()) usage("--callgrind needs --only PEER");
-  if (o.max_depth == 0) usage("--max-depth must be positive");
   if (o.stride == 0) usage("--stride must be positive");
   return o;
 }
@@ -215,6 +218,13 @@ int run(const Options& o) {
       kept.push_back(rec.samples[i]);
     rec.samples = std::move(kept);
   }
+  size_t max_depth = o.max_depth;
+  if (max_depth == 0) {
+    size_t largest = 0;
+    for (const Sample& smp : rec.samples)
+      largest = std::max(largest, smp.stack.size());
+    max_depth = largest / 8 + 1;
+  }
   std::vector<std::unique_ptr<Peer>> peers;
   add_ehelf_peers(peers);
   add_libunwind_peers(peers);
@@ -228,9 +238,9 @@ int run(const Options& o) {
     Peer& peer = *peers.front();
     for (const auto& maps : rec.maps)
       peer.prepare(*maps);
-    pass(peer, rec, o.max_depth, nullptr);
+    pass(peer, rec, max_depth, nullptr);
     CALLGRIND_TOGGLE_COLLECT;
-    const uint64_t frames = pass(peer, rec, o.max_depth, nullptr);
+    const uint64_t frames = pass(peer, rec, max_depth, nullptr);
     CALLGRIND_TOGGLE_COLLECT;
     std::printf("%s\n", json({{"peer", peer.name()},
                               {"samples", rec.samples.size()},
@@ -247,7 +257,7 @@ int run(const Options& o) {
   out["samples_recorded"] = rec.all_samples;
   out["samples"] = rec.samples.size();
   out["stride"] = o.stride;
-  out["max_depth"] = o.max_depth;
+  out["max_depth"] = max_depth;
   out["rounds"] = o.rounds;
   std::map<std::string, uint64_t> missing;
   for (const auto& maps : rec.maps)
@@ -263,12 +273,12 @@ int run(const Options& o) {
       peer.prepare(*maps);
     const double setup = seconds_since(t);
     t = Clock::now();
-    const uint64_t frames = pass(peer, rec, o.max_depth, &walks[p]);
+    const uint64_t frames = pass(peer, rec, max_depth, &walks[p]);
     const double first = seconds_since(t);
     std::vector<double> times;
     for (size_t r = 0; r < o.rounds; ++r) {
       t = Clock::now();
-      pass(peer, rec, o.max_depth, nullptr);
+      pass(peer, rec, max_depth, nullptr);
       times.push_back(seconds_since(t));
     }
     // The best round: on a shared machine the other rounds measure the neighbours too.

@@ -40,8 +40,8 @@ constexpr uint64_t kUnknownBp = uint64_t(3) << 62;
 
 enum class FastExit {
   Miss,     // out[-1] is a pc without a cacheable rule: the general step decides
-  Declined, // cur's rule is kSlow, or its CFA fails the bound (or the room left): the general
-            // step decides
+  Declined, // cur's rule is kSlow, or its CFA fails the bound: the general step decides
+  Full,     // no room for the caller's pc
   End,      // cur's rule says it is the outermost frame
 };
 
@@ -50,14 +50,14 @@ enum class FastExit {
 // A small function of its own so that its state stays in registers.
 //
 // `hhi`: the end of the stack's bytes (host); `delta`: host minus stack addresses.
-// No frame count is kept: every frame the fast path takes moves the CFA up by 8 at least (an
-// rsp-based CFA is rsp + 8 or more: hot_form; an rbp-based one is taken only at rsp + 16 or
-// more), and the CFA is bounded by `hhi`, at most 8 bytes above the stack for each slot left in
-// `end`: a walk that would overrun the slots is declined instead, and the general step stops it.
+// `kCounted`: the pcs written are checked against `end`. Unneeded when the stack's bytes cannot
+// hold more frames than `end` has room for: every frame the fast path takes moves the CFA up by
+// 8 at least (an rsp-based CFA is rsp + 8 or more: hot_form; an rbp-based one is taken only at
+// rsp + 16 or more), and the CFA stays below `hhi`.
 // `fill(lookup, key, slot)` fills a slot on a cache miss (false: the pc has no cacheable rule).
-template <typename Fill>
-FastExit fast_walk(RuleCache& cache, uint64_t hhi, uint64_t delta, FastState& st, uint64_t* end,
-                   Fill&& fill) {
+template <bool kCounted, typename Fill>
+FastExit fast_walk_loop(RuleCache& cache, uint64_t hhi, uint64_t delta, FastState& st,
+                        uint64_t* end, Fill&& fill) {
   // Entries by byte offset from the cache's start, as links hold them: the loop reads the next
   // entry through its link without forming its address first.
   char* const base = reinterpret_cast<char*>(&cache.at(0));
@@ -67,8 +67,6 @@ FastExit fast_walk(RuleCache& cache, uint64_t hhi, uint64_t delta, FastState& st
   size_t cur = cache.offset_of(*st.cur);
   uint64_t hsp = st.hsp, bp = st.bp;
   uint64_t* out = st.out;
-  if (const uint64_t room = static_cast<uint64_t>(end - out); (hhi - hsp) / 8 > room)
-    hhi = hsp + 8 * room;
   FastExit why;
   for (;;) {
     const uint8_t op = at(cur).op;
@@ -98,6 +96,10 @@ FastExit fast_walk(RuleCache& cache, uint64_t hhi, uint64_t delta, FastState& st
     }
     uint64_t ret;
     std::memcpy(&ret, reinterpret_cast<const void*>(hcfa - 8), 8);
+    if (kCounted && out == end) [[unlikely]] {
+      why = FastExit::Full;
+      break;
+    }
     *out++ = ret;
     hsp = hcfa;
     // The next rule: by a link, else by the pc's slot (then linked, the older link dropped).
@@ -125,10 +127,18 @@ FastExit fast_walk(RuleCache& cache, uint64_t hhi, uint64_t delta, FastState& st
   return why;
 }
 
+template <typename Fill>
+FastExit fast_walk(RuleCache& cache, uint64_t hhi, uint64_t delta, FastState& st, uint64_t* end,
+                   Fill&& fill) {
+  if ((hhi - st.hsp) / 8 <= static_cast<uint64_t>(end - st.out)) [[likely]]
+    return fast_walk_loop<false>(cache, hhi, delta, st, end, fill);
+  return fast_walk_loop<true>(cache, hhi, delta, st, end, fill);
+}
+
 } // namespace
 
 size_t FastWalk::quick(const FastStart& q, uint64_t* pcs, size_t limit, StopReason* why,
-                       bool exact_first) {
+                       bool exact_first, Resume& resume) {
   if (limit < 2 || !cache_) return 0;
   pcs[0] = q.pc;
   const uint64_t key = RuleCache::key(q.pc, exact_first);
@@ -143,14 +153,15 @@ size_t FastWalk::quick(const FastStart& q, uint64_t* pcs, size_t limit, StopReas
                                   [&general, &cache](uint64_t l, uint64_t k, HotRule& h) {
                                     return general.fill_hot(cache, l, k, h);
                                   });
-  if (exit == FastExit::End) { // the usual end: the outermost frame's rule says so
-    if (why) *why = StopReason::EndOfStack;
+  if (exit == FastExit::End || exit == FastExit::Full) { // End: the usual end
+    if (why) *why = exit == FastExit::End ? StopReason::EndOfStack : StopReason::DepthLimit;
     return static_cast<size_t>(st.out - pcs);
   }
   if (st.out != pcs + 1 && st.out[-1] == 0) { // no caller: the outermost frame
     if (why) *why = StopReason::EndOfStack;
     return static_cast<size_t>(st.out - 1 - pcs);
   }
+  resume = Resume{static_cast<size_t>(st.out - pcs), st.hsp - q.delta, st.bp};
   return 0;
 }
 
@@ -165,14 +176,17 @@ size_t FastWalk::direct(const RegisterState& start, const LocalMemory& memory, u
     if (sp - d.begin < d.end - d.begin && d.end + delta <= kFastWalkEnd) {
       const FastStart q{start.get(x86_64::RIP), sp + delta, start.get(x86_64::RBP), d.end + delta,
                         delta};
-      if (size_t n = quick(q, pcs, limit, why, exact_first)) return n;
+      Resume resume;
+      if (size_t n = quick(q, pcs, limit, why, exact_first, resume)) return n;
+      return direct_walk(start, memory, pcs, limit, why, exact_first, resume);
     }
   }
-  return direct_walk(start, memory, pcs, limit, why, exact_first);
+  return direct_walk(start, memory, pcs, limit, why, exact_first, Resume{});
 }
 
 size_t FastWalk::direct_walk(const RegisterState& start, const LocalMemory& memory, uint64_t* pcs,
-                             size_t limit, StopReason* why, bool exact_first) {
+                             size_t limit, StopReason* why, bool exact_first,
+                             const Resume& resume) {
   if (!start.has(x86_64::RIP) || !start.has(x86_64::RSP)) {
     if (why) *why = StopReason::MissingRegister;
     return 0;
@@ -180,17 +194,18 @@ size_t FastWalk::direct_walk(const RegisterState& start, const LocalMemory& memo
   const WalkStart w{start.get(x86_64::RIP), start.get(x86_64::RSP), start.get(x86_64::RBP),
                     start.get(x86_64::RBX)};
   return walk(w, start.has(x86_64::RBP), start.has(x86_64::RBX), memory.ranges(), pcs, limit, why,
-              exact_first, &start);
+              exact_first, &start, resume);
 }
 
 size_t FastWalk::local(const WalkStart& start, AddressRange stack, uint64_t* pcs, size_t limit,
                        StopReason* why, bool exact_first) {
   const uint64_t lo = stack.begin, hi = stack.end;
+  Resume resume;
   if (start.sp - lo < hi - lo && hi <= kFastWalkEnd)
-    if (size_t n =
-            quick(FastStart{start.pc, start.sp, start.bp, hi, 0}, pcs, limit, why, exact_first))
+    if (size_t n = quick(FastStart{start.pc, start.sp, start.bp, hi, 0}, pcs, limit, why,
+                         exact_first, resume))
       return n;
-  return walk_local(start, lo, hi, pcs, limit, why, exact_first);
+  return walk_local(start, lo, hi, pcs, limit, why, exact_first, resume);
 }
 
 HotRule* FastWalk::fill_first(uint64_t lookup, uint64_t key) {
@@ -199,14 +214,15 @@ HotRule* FastWalk::fill_first(uint64_t lookup, uint64_t key) {
 }
 
 size_t FastWalk::walk_local(const WalkStart& start, uint64_t lo, uint64_t hi, uint64_t* pcs,
-                            size_t limit, StopReason* why, bool exact_first) {
+                            size_t limit, StopReason* why, bool exact_first, const Resume& resume) {
   const DirectRange range{lo, hi, 0};
-  return walk(start, true, true, {&range, 1}, pcs, limit, why, exact_first);
+  return walk(start, true, true, {&range, 1}, pcs, limit, why, exact_first, nullptr, resume);
 }
 
 size_t FastWalk::walk(const WalkStart& start, const bool bp_known, const bool bx_known,
                       std::span<const DirectRange> ranges, uint64_t* pcs, size_t limit,
-                      StopReason* why, bool exact_first, const RegisterState* first) {
+                      StopReason* why, bool exact_first, const RegisterState* first,
+                      const Resume& resume) {
   if (limit == 0) {
     if (why) *why = StopReason::DepthLimit;
     return 0;
@@ -225,11 +241,22 @@ size_t FastWalk::walk(const WalkStart& start, const bool bp_known, const bool bx
   // frame; the first frame's are the caller's.
   const RegisterState* interrupted = first && exact_first ? first : nullptr;
   RegisterState after_signal;
+  // Where quick() stopped: its last frame's rule was declined or is not cacheable, so the general
+  // step takes it first.
+  bool try_fast = true;
+  if (resume.frames >= 2) {
+    out = pcs + resume.frames;
+    regs = WalkRegs{out[-1], resume.sp, resume.bp, 0, true, false, false};
+    interrupted = nullptr;
+    bx_dropped = true;
+    b = bounds_for(ranges, regs.sp);
+    try_fast = false;
+  }
 
   // Invariant at the top: regs.pc is written; regs are this frame's.
   for (;;) {
     HotRule* cur = nullptr;
-    if (cache && b.hi) {
+    if (cache && b.hi && try_fast) {
       const uint64_t key = RuleCache::key(regs.pc, regs.exact);
       cur = cache->find(key);
       HotRule filled;
@@ -261,8 +288,8 @@ size_t FastWalk::walk(const WalkStart& start, const bool bp_known, const bool bx
         regs.bp = st.bp;
         regs.bp_ok = true;
       }
-      if (exit == FastExit::End) {
-        r = StopReason::EndOfStack;
+      if (exit == FastExit::End || exit == FastExit::Full) {
+        r = exit == FastExit::End ? StopReason::EndOfStack : StopReason::DepthLimit;
         break;
       }
       if (regs.pc == 0) { // no caller: the outermost frame
@@ -273,6 +300,7 @@ size_t FastWalk::walk(const WalkStart& start, const bool bp_known, const bool bx
     }
     // The general step: signal frames, expressions, other backends, frame pointers, rules the
     // fast walk declined, and the precise reason when the walk must stop.
+    try_fast = true;
     r = general_step(regs, ranges, interrupted, after_signal);
     if (r != StopReason::None) break;
     if (out == end) {

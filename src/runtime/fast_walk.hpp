@@ -44,11 +44,18 @@ public:
                StopReason* why = nullptr, bool exact_first = false);
 
 private:
+  // Where quick() stopped when it did not end the walk: `frames` pcs written, the last one's
+  // frame not unwound yet, with its rsp and rbp (rbx unknown); frames < 2: nothing to resume.
+  struct Resume {
+    size_t frames = 0;
+    uint64_t sp = 0, bp = 0;
+  };
   // The walk behind direct and local: `bp_known`/`bx_known` say whether rbp and rbx are known.
   // `first`: the first frame's registers, all of them (direct's; null for local's four).
+  // `resume`: quick()'s progress, taken up instead of walking again from the start.
   size_t walk(const WalkStart& start, bool bp_known, bool bx_known,
               std::span<const DirectRange> ranges, uint64_t* pcs, size_t limit, StopReason* why,
-              bool exact_first, const RegisterState* first = nullptr);
+              bool exact_first, const RegisterState* first, const Resume& resume);
   // Where quick() starts, in the address space of the bytes it reads (stack address + delta):
   // the pc, rsp and rbp (rbp as is), the end of the stack's bytes, and the delta.
   struct FastStart {
@@ -56,19 +63,19 @@ private:
   };
   // The walk of direct and local when every frame's rule is cached or cacheable and it ends at
   // the outermost frame, with little to set up, as a profiler's walks are; 0 when it did not (the
-  // caller walks again with walk()).
+  // caller takes up `resume` with walk()).
   size_t quick(const FastStart& start, uint64_t* pcs, size_t limit, StopReason* why,
-               bool exact_first);
+               bool exact_first, Resume& resume);
   // direct() when quick() did not end the walk.
   __attribute__((noinline)) size_t direct_walk(const RegisterState& regs, const LocalMemory& memory,
                                                uint64_t* pcs, size_t limit, StopReason* why,
-                                               bool exact_first);
+                                               bool exact_first, const Resume& resume);
   // Out of quick's way (it stays small): the first frame's fill, installed (null when the pc
   // has no cacheable rule), and the walk of a local stack by walk().
   __attribute__((noinline)) HotRule* fill_first(uint64_t lookup, uint64_t key);
   __attribute__((noinline)) size_t walk_local(const WalkStart& start, uint64_t lo, uint64_t hi,
                                               uint64_t* pcs, size_t limit, StopReason* why,
-                                              bool exact_first);
+                                              bool exact_first, const Resume& resume);
   // A walk's registers between frames.
   struct WalkRegs {
     uint64_t pc, sp, bp, bx;
