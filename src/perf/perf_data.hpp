@@ -10,7 +10,11 @@
 // only (big-endian perf.data is refused).
 #pragma once
 
+#include <array>
+#include <bit>
 #include <cstdint>
+#include <cstring>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <span>
@@ -76,6 +80,14 @@ inline constexpr ToDwarf kGeneral[] = {
     {kAx, 0},      {kDx, 1},      {kCx, 2},      {kBx, 3},     {kSi, 4},      {kDi, 5},
     {kBp, 6},      {kSp, 7},      {kR8, 8},      {kR8 + 1, 9}, {kR8 + 2, 10}, {kR8 + 3, 11},
     {kR8 + 4, 12}, {kR8 + 5, 13}, {kR8 + 6, 14}, {kR15, 15},   {kIp, 16}};
+// The same by perf's number: the DWARF number, -1 for the others (flags, segments).
+inline constexpr auto kDwarfOf = [] {
+  std::array<int8_t, 24> a{};
+  a.fill(-1);
+  for (const ToDwarf& r : kGeneral)
+    a[r.perf] = static_cast<int8_t>(r.dwarf);
+  return a;
+}();
 // sample_regs_user for all of them.
 inline constexpr uint64_t kGeneralMask = [] {
   uint64_t m = 0;
@@ -109,6 +121,22 @@ struct SampleRecord {
   uint64_t callchain_at(size_t i) const;
   // A user register by perf number; false if the sample does not have it.
   bool reg(unsigned perf_reg, uint64_t& value) const;
+  // Calls `f(dwarf, value)` for each general register the sample has (perf_reg::kGeneral), in
+  // one pass over the registers (reg() finds one by counting the mask's bits below it).
+  template <typename F>
+  void for_each_general_reg(F&& f) const {
+    if (regs_abi == 0) return;
+    const size_t count = regs.size() / 8;
+    size_t index = 0;
+    for (uint64_t m = regs_mask; m && index < count; m &= m - 1, ++index) {
+      const unsigned perf = static_cast<unsigned>(std::countr_zero(m));
+      if (perf < std::size(perf_reg::kDwarfOf) && perf_reg::kDwarfOf[perf] >= 0) {
+        uint64_t v;
+        std::memcpy(&v, regs.data() + 8 * index, 8);
+        f(static_cast<unsigned>(perf_reg::kDwarfOf[perf]), v);
+      }
+    }
+  }
   // The valid part of the stack copy.
   std::span<const uint8_t> stack_data() const {
     return stack.first(std::min<size_t>(stack.size(), stack_dyn_size));

@@ -425,16 +425,13 @@ void SampleUnwinder::refresh(Process& p) {
 StopReason SampleUnwinder::walk_user(Process& p, const SampleRecord& s,
                                      std::vector<uint64_t>& pcs) {
   pcs.clear();
-  uint64_t ip = 0, sp = 0;
-  if (!s.reg(perf_reg::kIp, ip) || !s.reg(perf_reg::kSp, sp)) return StopReason::None;
-  ++stats_.user_samples;
   // Every general register the sample has: the first frame's rule may read any of them (a
   // return address in rcx, a CFA in r10).
   RegisterState regs;
-  for (const perf_reg::ToDwarf r : perf_reg::kGeneral)
-    if (uint64_t v; s.reg(r.perf, v)) regs.set(r.dwarf, v);
-  regs.set(x86_64::RIP, ip);
-  regs.set(x86_64::RSP, sp);
+  s.for_each_general_reg([&regs](unsigned r, uint64_t v) { regs.set(r, v); });
+  if (!regs.has(x86_64::RIP) || !regs.has(x86_64::RSP)) return StopReason::None;
+  const uint64_t sp = regs.get(x86_64::RSP);
+  ++stats_.user_samples;
   refresh(p);
   // The stack copy, read where perf stored it: addresses [sp, sp + size) map into the file.
   // Only below the top half of the address space (user stacks are far below it): the fast
@@ -466,24 +463,36 @@ SampleUnwinder::PcFrame& SampleUnwinder::frame_at(Process& p, uint64_t pc, bool 
   return it->second;
 }
 
-void SampleUnwinder::name_user_frames(Process& p, uint32_t pid, std::span<const uint64_t> pcs,
-                                      SampleStack& out) {
+size_t SampleUnwinder::name_user_frames(Process& p, uint32_t pid, std::span<const uint64_t> pcs,
+                                        SampleStack& out, size_t n) {
   // As resolve(): the first pc and each under a signal frame at the pc, the others by their call.
   // The frames of `out` are assigned in place, so their strings' storage is reused from sample
   // to sample.
   bool exact = true;
-  size_t n = out.frames.size();
   for (uint64_t pc : pcs) {
     PcFrame& f = frame_at(p, pc, exact);
     if (!f.named) f.named = &named_frame(pid, f.resolved);
-    if (n < out.frames.size())
-      out.frames[n] = *f.named;
-    else
-      out.frames.push_back(*f.named);
-    out.frames[n++].pc = pc;
+    StackFrame& slot = frame_slot(out, n++);
+    slot = *f.named;
+    slot.pc = pc;
     exact = f.signal_frame_below;
   }
-  out.frames.resize(n);
+  return n;
+}
+
+StackFrame& SampleUnwinder::frame_slot(SampleStack& out, size_t n) {
+  if (n < out.frames.size()) return out.frames[n];
+  if (spare_frames_.empty()) return out.frames.emplace_back();
+  out.frames.push_back(std::move(spare_frames_.back()));
+  spare_frames_.pop_back();
+  return out.frames.back();
+}
+
+void SampleUnwinder::trim(SampleStack& out, size_t n) {
+  while (out.frames.size() > n) {
+    spare_frames_.push_back(std::move(out.frames.back()));
+    out.frames.pop_back();
+  }
 }
 
 bool SampleUnwinder::in_signal_trampoline(const ModuleMap& map, uint64_t lookup) {
@@ -498,10 +507,11 @@ bool SampleUnwinder::in_signal_trampoline(const ModuleMap& map, uint64_t lookup)
   return it->second;
 }
 
-StackFrame SampleUnwinder::kernel_frame(uint64_t pc) {
-  StackFrame f;
+void SampleUnwinder::kernel_frame(uint64_t pc, StackFrame& f) {
   f.pc = f.dso_address = pc;
-  f.module = "[kernel.kallsyms]";
+  f.symbol.clear();
+  f.symbol_offset = 0;
+  f.module.assign("[kernel.kallsyms]");
   if (options_.symbols) {
     if (!kernel_symbols_loaded_) { // read once a kernel frame is printed, if not already
       kernel_symbols_ =
@@ -513,9 +523,8 @@ StackFrame SampleUnwinder::kernel_frame(uint64_t pc) {
       kernel_symbols_loaded_ = true;
     }
     std::string_view name;
-    if (kernel_symbols_.name(pc, name, f.symbol_offset)) f.symbol = std::string(name);
+    if (kernel_symbols_.name(pc, name, f.symbol_offset)) f.symbol.assign(name);
   }
-  return f;
 }
 
 std::string SampleUnwinder::comm_of(uint32_t pid, uint32_t tid) const {
@@ -603,15 +612,11 @@ void SampleUnwinder::name_stack(const ResolvedStack& stack, std::string_view com
   out.period = stack.period;
   out.ip_only = false;
   size_t n = 0;
-  auto next = [&]() -> StackFrame& {
-    if (n == out.frames.size()) out.frames.emplace_back();
-    return out.frames[n++];
-  };
   for (uint64_t pc : stack.kernel)
-    next() = kernel_frame(pc);
+    kernel_frame(pc, frame_slot(out, n++));
   for (const ResolvedFrame& r : stack.user)
-    name_resolved(stack.pid, r, next());
-  out.frames.resize(n);
+    name_resolved(stack.pid, r, frame_slot(out, n++));
+  trim(out, n);
   out.stop.assign(stack.user_walked ? stop_reason_name(stack.stop) : "no user stack");
 }
 
@@ -629,16 +634,11 @@ void SampleUnwinder::unwind_sample(const Record& r, const SampleRecord& s, Sampl
   std::vector<uint64_t>& pcs = pcs_;
   kernel_pcs(r, s, pcs);
   size_t n = 0;
-  for (uint64_t pc : pcs) {
-    if (n < out.frames.size())
-      out.frames[n] = kernel_frame(pc);
-    else
-      out.frames.push_back(kernel_frame(pc));
-    ++n;
-  }
-  out.frames.resize(n);
+  for (uint64_t pc : pcs)
+    kernel_frame(pc, frame_slot(out, n++));
   Process& p = process(s.pid);
   if (s.regs_abi == 0 || s.stack.empty()) {
+    trim(out, n);
     // No stack copy: a recording with frame-pointer call chains (perf record -g), or a kernel
     // thread. The callchain's user part is then the stack, as the kernel walked it.
     refresh(p);
@@ -668,7 +668,7 @@ void SampleUnwinder::unwind_sample(const Record& r, const SampleRecord& s, Sampl
       out.stop = "sampled ip only (no call chain recorded)";
       out.ip_only = true;
     } else if (has_ip && out.frames.empty() && r.cpumode() == CpuMode::Kernel && options_.kernel) {
-      out.frames.push_back(kernel_frame(s.ip));
+      kernel_frame(s.ip, frame_slot(out, out.frames.size()));
       out.stop = "sampled ip only (no call chain recorded)";
       out.ip_only = true;
     } else {
@@ -683,9 +683,10 @@ void SampleUnwinder::unwind_sample(const Record& r, const SampleRecord& s, Sampl
   if (why == StopReason::None && pcs.empty()) {
     out.stop = "no user registers";
   } else {
-    name_user_frames(p, s.pid, pcs, out);
-    out.stop = std::string(stop_reason_name(why));
+    n = name_user_frames(p, s.pid, pcs, out, n);
+    out.stop.assign(stop_reason_name(why));
   }
+  trim(out, n);
   stats_.frames += out.frames.size();
 }
 

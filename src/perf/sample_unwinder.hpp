@@ -145,8 +145,13 @@ private:
   bool in_signal_trampoline(const ModuleMap& map, uint64_t lookup);
   // The build id perf recorded for the kernel (empty if none).
   std::vector<uint8_t> kernel_build_id() const;
-  // A kernel frame at `pc`, named from the kernel's symbols (read on first use).
-  StackFrame kernel_frame(uint64_t pc);
+  // A kernel frame at `pc`, named from the kernel's symbols (read on first use), written over
+  // `f` (its strings' storage reused).
+  void kernel_frame(uint64_t pc, StackFrame& f);
+  // out.frames[n], made when out has fewer (from spare_frames_ when it has some); trim() gives
+  // frames beyond n back. In a stream of samples no frame's strings are allocated twice.
+  StackFrame& frame_slot(SampleStack& out, size_t n);
+  void trim(SampleStack& out, size_t n);
   void on_mmap(const MmapRecord& m);
   void on_comm(const CommRecord& c);
   void on_fork(const TaskRecord& t);
@@ -157,8 +162,9 @@ private:
   // Walks the sample's user stack copy: the sampled pc, then return addresses.
   StopReason walk_user(Process& p, const SampleRecord& s, std::vector<uint64_t>& pcs);
   // Names walked user frames (the first and each under a signal frame at their pc, the others
-  // by their call).
-  void name_user_frames(Process& p, uint32_t pid, std::span<const uint64_t> pcs, SampleStack& out);
+  // by their call) into out.frames from index `n`; returns the index past them.
+  size_t name_user_frames(Process& p, uint32_t pid, std::span<const uint64_t> pcs,
+                          SampleStack& out, size_t n);
   // Rebuilds the process's module map (and drops its rule cache) after mappings changed.
   void refresh(Process& p);
   std::shared_ptr<const ModuleData> data_for(const MmapRecord& m, std::string& path_used,
@@ -209,6 +215,7 @@ private:
   // Demangled names by mangled name (views into symbol tables that interned_ keeps).
   std::unordered_map<std::string_view, std::string> demangled_;
   std::vector<uint64_t> pcs_;             // a sample's pcs, reused from sample to sample
+  std::vector<StackFrame> spare_frames_;  // frames trimmed off samples, their strings kept
   std::vector<uint64_t> walk_buffer_;     // max_depth pcs, what a walk writes into
   std::map<uint32_t, PerfMap> perf_maps_; // JIT symbols by pid, read on first use
   struct ModuleAddressHash {
