@@ -97,6 +97,27 @@ inline constexpr uint64_t kGeneralMask = [] {
 }();
 } // namespace perf_reg
 
+// Where each general register is in the samples of one sample_regs_user mask: its index among
+// the sample's registers by DWARF number, or -1. Computed once per mask, so that reading a
+// sample's registers is one load each.
+struct GeneralRegLayout {
+  uint64_t mask = 0;
+  size_t count = 0;   // registers in a sample (the mask's bits)
+  uint32_t valid = 0; // bit r: DWARF register r is recorded
+  std::array<int8_t, 17> index{};
+
+  explicit GeneralRegLayout(uint64_t regs_mask = 0) : mask(regs_mask) {
+    index.fill(-1);
+    count = static_cast<size_t>(std::popcount(regs_mask));
+    for (const perf_reg::ToDwarf& r : perf_reg::kGeneral)
+      if (regs_mask & (uint64_t(1) << r.perf)) {
+        index[r.dwarf] =
+            static_cast<int8_t>(std::popcount(regs_mask & ((uint64_t(1) << r.perf) - 1)));
+        valid |= 1u << r.dwarf;
+      }
+  }
+};
+
 // misc & kCpumodeMask.
 enum class CpuMode : uint8_t {
   Unknown = 0,
@@ -123,8 +144,8 @@ struct SampleRecord {
   bool reg(unsigned perf_reg, uint64_t& value) const;
   // Calls `f(dwarf, value)` for each general register the sample has (perf_reg::kGeneral), in
   // one pass over the registers (reg() finds one by counting the mask's bits below it).
-  template <typename F>
-  void for_each_general_reg(F&& f) const {
+  // (SampleUnwinder reads them through a GeneralRegLayout, computed once per mask.)
+  template <typename F> void for_each_general_reg(F&& f) const {
     if (regs_abi == 0) return;
     const size_t count = regs.size() / 8;
     size_t index = 0;

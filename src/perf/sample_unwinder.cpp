@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <fmt/format.h>
 #include <sys/stat.h>
 #include <thread>
@@ -428,7 +429,17 @@ StopReason SampleUnwinder::walk_user(Process& p, const SampleRecord& s,
   // Every general register the sample has: the first frame's rule may read any of them (a
   // return address in rcx, a CFA in r10).
   RegisterState regs;
-  s.for_each_general_reg([&regs](unsigned r, uint64_t v) { regs.set(r, v); });
+  if (s.regs_abi != 0) {
+    if (s.regs_mask != reg_layout_.mask) reg_layout_ = GeneralRegLayout(s.regs_mask);
+    if (s.regs.size() >= 8 * reg_layout_.count) {
+      for (unsigned r = 0; r < reg_layout_.index.size(); ++r)
+        if (const int i = reg_layout_.index[r]; i >= 0)
+          std::memcpy(&regs.value[r], s.regs.data() + 8 * size_t(i), 8);
+      regs.valid = reg_layout_.valid;
+    } else { // fewer registers than the mask says (a damaged record): those it has
+      s.for_each_general_reg([&regs](unsigned r, uint64_t v) { regs.set(r, v); });
+    }
+  }
   if (!regs.has(x86_64::RIP) || !regs.has(x86_64::RSP)) return StopReason::None;
   const uint64_t sp = regs.get(x86_64::RSP);
   ++stats_.user_samples;

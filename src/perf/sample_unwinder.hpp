@@ -163,8 +163,8 @@ private:
   StopReason walk_user(Process& p, const SampleRecord& s, std::vector<uint64_t>& pcs);
   // Names walked user frames (the first and each under a signal frame at their pc, the others
   // by their call) into out.frames from index `n`; returns the index past them.
-  size_t name_user_frames(Process& p, uint32_t pid, std::span<const uint64_t> pcs,
-                          SampleStack& out, size_t n);
+  size_t name_user_frames(Process& p, uint32_t pid, std::span<const uint64_t> pcs, SampleStack& out,
+                          size_t n);
   // Rebuilds the process's module map (and drops its rule cache) after mappings changed.
   void refresh(Process& p);
   std::shared_ptr<const ModuleData> data_for(const MmapRecord& m, std::string& path_used,
@@ -216,6 +216,7 @@ private:
   std::unordered_map<std::string_view, std::string> demangled_;
   std::vector<uint64_t> pcs_;             // a sample's pcs, reused from sample to sample
   std::vector<StackFrame> spare_frames_;  // frames trimmed off samples, their strings kept
+  GeneralRegLayout reg_layout_;           // for the last sample's register mask
   std::vector<uint64_t> walk_buffer_;     // max_depth pcs, what a walk writes into
   std::map<uint32_t, PerfMap> perf_maps_; // JIT symbols by pid, read on first use
   struct ModuleAddressHash {
