@@ -30,6 +30,7 @@ public:
   static KernelSymbols parse(std::string&& text);
 
   bool empty() const { return symbols_.empty(); }
+  size_t size() const { return symbols_.size(); } // code symbols read
   // The function symbol at or below `addr`; false if none.
   bool name(uint64_t addr, std::string_view& name, uint64_t& offset) const;
 

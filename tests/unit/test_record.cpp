@@ -166,7 +166,12 @@ TEST(PerfMap, ParsesLinesAndLetsLaterOnesWin) {
 
 #include "perf/kernel_symbols.hpp"
 #include "test_support.hpp"
+#include <cctype>
+#include <charconv>
 #include <filesystem>
+#include <map>
+#include <random>
+#include <sstream>
 #include <sys/stat.h>
 
 namespace ehelf::perf {
@@ -190,6 +195,75 @@ TEST(KernelSymbols, CodeSymbolsByAddressWithTheirOffsets) {
   ASSERT_TRUE(k.name(0xffffffffc0000010, name, offset));
   EXPECT_EQ(name, "mod_fn");
   EXPECT_FALSE(k.name(0xffffffff81000000, name, offset));
+}
+
+// Addresses are read 8 digits at a time when a line starts with 16 hex digits, else digit by
+// digit: both as the digits say (std::from_chars as the reference), in either case, and a line
+// whose address has a non-digit is skipped. Random lines, then the running kernel's own list.
+TEST(KernelSymbols, AddressesAsTheirDigitsSay) {
+  std::mt19937_64 rng(15);
+  const std::string alphabet = "0123456789abcdefABCDEF0123456789abcdefgG:/@`\x7f\x80 ";
+  std::string text;
+  std::map<uint64_t, std::string> expected; // address -> name (the last listed)
+  size_t accepted = 0;
+  for (int i = 0; i < 4000; ++i) {
+    std::string addr;
+    const size_t length = rng() % 4 == 0 ? 1 + rng() % 17 : 16;
+    for (size_t j = 0; j < length; ++j)
+      addr +=
+          rng() % 8 == 0 ? alphabet[rng() % alphabet.size()] : "0123456789abcdefABCDEF"[rng() % 22];
+    const std::string name = "n" + std::to_string(i);
+    text += addr + " T " + name + "\n";
+    // The reference: the longest run of hex digits (16 at most), then " T ".
+    size_t digits = 0;
+    while (digits < addr.size() && digits < 16 &&
+           std::isxdigit(static_cast<unsigned char>(addr[digits])))
+      ++digits;
+    uint64_t value = 0;
+    std::from_chars(addr.data(), addr.data() + digits, value, 16);
+    if (digits == 0 || value == 0 || digits != addr.size()) continue;
+    expected[value] = name;
+    ++accepted;
+  }
+  const KernelSymbols k = KernelSymbols::parse(std::string(text));
+  for (const auto& [addr, name] : expected) {
+    std::string_view got;
+    uint64_t offset = 1;
+    ASSERT_TRUE(k.name(addr, got, offset)) << std::hex << addr;
+    EXPECT_EQ(got, name);
+    EXPECT_EQ(offset, 0u);
+  }
+  EXPECT_EQ(k.size(), accepted); // and no other line
+  // The running kernel's list, where readable with addresses: every code symbol at its address.
+  const std::optional<std::string> proc = read_text_file("/proc/kallsyms", 64 << 20);
+  if (!proc) {
+    GTEST_SKIP() << "/proc/kallsyms unreadable";
+  }
+  const KernelSymbols live = KernelSymbols::parse(std::string(*proc));
+  std::istringstream lines(*proc);
+  std::string line;
+  size_t checked = 0;
+  std::map<uint64_t, std::string> last;
+  while (std::getline(lines, line)) {
+    std::istringstream fields(line);
+    std::string addr, type, name;
+    if (!(fields >> addr >> type >> name) || addr.size() != 16) continue;
+    if (type != "t" && type != "T" && type != "w" && type != "W") continue;
+    uint64_t value = 0;
+    std::from_chars(addr.data(), addr.data() + addr.size(), value, 16);
+    if (value) last[value] = name;
+  }
+  for (const auto& [addr, name] : last) {
+    std::string_view got;
+    uint64_t offset = 1;
+    ASSERT_TRUE(live.name(addr, got, offset));
+    EXPECT_EQ(got, name);
+    EXPECT_EQ(offset, 0u);
+    ++checked;
+  }
+  if (checked == 0) {
+    GTEST_SKIP() << "/proc/kallsyms hides its addresses (kptr_restrict)";
+  }
 }
 
 // A recording's kernel names come from perf record's copy of its kallsyms in the build-id cache
