@@ -16,6 +16,10 @@ EHELF="$BUILD/bin/ehelf"
 TARGET="$BUILD/tests/fixtures/perf_target"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
+# perf's build-id cache (perf record fills it, perf script and ehelf perf read it) private to
+# this run: perf record asserts and crashes ("util/build-id.c:1010", stack smashing) when two of
+# them update ~/.debug at once, as tests running side by side do.
+export PERF_BUILDID_DIR="$TMP/buildid-cache"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 command -v perf > /dev/null || fail "perf is not installed (scripts/setup.sh installs linux-perf)"
 

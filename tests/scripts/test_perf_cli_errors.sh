@@ -10,6 +10,10 @@ src=$(cd "${2:?source dir}" && pwd)
 ehelf="$build/bin/ehelf"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# perf's build-id cache (perf record fills it, perf script and ehelf perf read it) private to
+# this run: perf record asserts and crashes ("util/build-id.c:1010", stack smashing) when two of
+# them update ~/.debug at once, as tests running side by side do.
+export PERF_BUILDID_DIR="$work/buildid-cache"
 fail=0
 
 expect_error() { # name, expected text (grep pattern), command...
