@@ -217,6 +217,55 @@ TEST(FastWalk, GarbageMadeOfRealReturnAddressesStaysInside) {
   }
 }
 
+// On garbage stacks made of real return addresses, the fast walk gives the general walk's frames,
+// pc for pc, and its reason to stop, with a depth limit below and above what the stack can hold
+// (the depth counted or not). A walk taken up after the quick path stopped mid-stack is checked
+// by the signal-frame tests (SignalUnwind.*: the trampoline's rule is not cacheable).
+TEST(FastWalk, GarbageWalksEqualTheGeneralWalk) {
+  Walks real = walk_chain({1, 1, 0, 1});
+  ASSERT_GE(real.reference.size(), 6u);
+  Unwinder& u = shared_fast_unwinder();
+  UnwinderOptions o;
+  o.use_cache = false;
+  o.backend = BackendKind::Table;
+  Unwinder general(loaded_map(), o);
+  std::vector<uint64_t> buffer(512);
+  const uint64_t lo = 0x7ff000000000; // the stack's addresses, read at the buffer (a delta)
+  const uint64_t hi = lo + 8 * buffer.size();
+  LocalMemory memory;
+  memory.add(AddressRange{lo, hi},
+             static_cast<int64_t>(reinterpret_cast<uint64_t>(buffer.data()) - lo));
+  std::mt19937_64 rng(17);
+  size_t compared = 0, deep = 0;
+  for (int round = 0; round < 4000; ++round) {
+    for (auto& w : buffer)
+      w = rng() % 3 ? real.reference[rng() % real.reference.size()]
+                    : lo + 8 * (rng() % buffer.size());
+    RegisterState regs;
+    regs.set(x86_64::RIP, real.reference[rng() % real.reference.size()]);
+    regs.set(x86_64::RSP, lo + 8 * (rng() % 64));
+    regs.set(x86_64::RBP, buffer[rng() % buffer.size()]);
+    regs.set(x86_64::RBX, buffer[rng() % buffer.size()]);
+    const bool exact = rng() % 2;
+    for (const size_t limit : {size_t(8), size_t(1024)}) {
+      std::vector<FrameInfo> frames(limit);
+      StopReason general_why = StopReason::None, fast_why = StopReason::None;
+      const size_t n = general.backtrace(regs, memory, frames.data(), limit, &general_why, exact);
+      std::vector<uint64_t> pcs(limit);
+      const size_t m = u.backtrace_direct(regs, memory, pcs.data(), limit, &fast_why, exact);
+      std::vector<uint64_t> expected;
+      for (size_t i = 0; i < n; ++i)
+        expected.push_back(frames[i].pc);
+      pcs.resize(m);
+      ASSERT_EQ(pcs, expected) << "round " << round << ", limit " << limit;
+      ASSERT_EQ(stop_reason_name(fast_why), stop_reason_name(general_why)) << "round " << round;
+      ++compared;
+      deep += n >= 4;
+    }
+  }
+  EXPECT_GT(deep, compared / 20); // the garbage makes walks of several frames, not only 1
+}
+
 // A stack copy presented at the very top of the address space (a hostile perf sample's rsp): the
 // CFA rsp + offset wraps around to a small address, which the fast walk's end-only bound would
 // let through. Such ranges go to the general step, whose reads are all checked.
