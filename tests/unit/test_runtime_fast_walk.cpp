@@ -263,7 +263,9 @@ TEST(FastWalk, GarbageWalksEqualTheGeneralWalk) {
       deep += n >= 4;
     }
   }
-  EXPECT_GT(deep, compared / 20); // the garbage makes walks of several frames, not only 1
+  // The garbage makes walks of several frames, not only 1 (~400 of 8,000 under ASan, more in a
+  // release build: the return addresses differ).
+  EXPECT_GE(deep, 100u) << compared << " walks compared";
 }
 
 // A stack copy presented at the very top of the address space (a hostile perf sample's rsp): the
