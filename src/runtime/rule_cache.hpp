@@ -19,7 +19,7 @@ namespace ehelf {
 struct HotRule {
   // `op` bits. The walk's fast path takes its usual frame (an rsp-based CFA) on one test of
   // kSlow | kRbpBased, so both are clear there; an empty entry is kSlow alone (kEmpty), which a
-  // rule never is (a rule the fast path declines has kEnd or kRbpSaved too).
+  // rule never is (a rule the fast path declines has kEnd, kRbpBased or kRbpSaved too).
   // kSlow: the fast path does not take the entry alone: an empty entry, the outermost frame, a
   // saved rbp where checking the CFA against the stack's bounds does not check its read (the
   // fast path reads it inside the frame for an rsp-based CFA, at CFA - 16 for an rbp-based one:
