@@ -13,8 +13,6 @@
 #include <array>
 #include <bit>
 #include <cstdint>
-#include <cstring>
-#include <iterator>
 #include <memory>
 #include <optional>
 #include <span>
@@ -80,14 +78,6 @@ inline constexpr ToDwarf kGeneral[] = {
     {kAx, 0},      {kDx, 1},      {kCx, 2},      {kBx, 3},     {kSi, 4},      {kDi, 5},
     {kBp, 6},      {kSp, 7},      {kR8, 8},      {kR8 + 1, 9}, {kR8 + 2, 10}, {kR8 + 3, 11},
     {kR8 + 4, 12}, {kR8 + 5, 13}, {kR8 + 6, 14}, {kR15, 15},   {kIp, 16}};
-// The same by perf's number: the DWARF number, -1 for the others (flags, segments).
-inline constexpr auto kDwarfOf = [] {
-  std::array<int8_t, 24> a{};
-  a.fill(-1);
-  for (const ToDwarf& r : kGeneral)
-    a[r.perf] = static_cast<int8_t>(r.dwarf);
-  return a;
-}();
 // sample_regs_user for all of them.
 inline constexpr uint64_t kGeneralMask = [] {
   uint64_t m = 0;
@@ -102,19 +92,14 @@ inline constexpr uint64_t kGeneralMask = [] {
 // sample's registers is one load each.
 struct GeneralRegLayout {
   uint64_t mask = 0;
-  size_t count = 0;   // registers in a sample (the mask's bits)
-  uint32_t valid = 0; // bit r: DWARF register r is recorded
   std::array<int8_t, 17> index{};
 
   explicit GeneralRegLayout(uint64_t regs_mask = 0) : mask(regs_mask) {
     index.fill(-1);
-    count = static_cast<size_t>(std::popcount(regs_mask));
     for (const perf_reg::ToDwarf& r : perf_reg::kGeneral)
-      if (regs_mask & (uint64_t(1) << r.perf)) {
+      if (regs_mask & (uint64_t(1) << r.perf))
         index[r.dwarf] =
             static_cast<int8_t>(std::popcount(regs_mask & ((uint64_t(1) << r.perf) - 1)));
-        valid |= 1u << r.dwarf;
-      }
   }
 };
 
@@ -142,22 +127,6 @@ struct SampleRecord {
   uint64_t callchain_at(size_t i) const;
   // A user register by perf number; false if the sample does not have it.
   bool reg(unsigned perf_reg, uint64_t& value) const;
-  // Calls `f(dwarf, value)` for each general register the sample has (perf_reg::kGeneral), in
-  // one pass over the registers (reg() finds one by counting the mask's bits below it).
-  // (SampleUnwinder reads them through a GeneralRegLayout, computed once per mask.)
-  template <typename F> void for_each_general_reg(F&& f) const {
-    if (regs_abi == 0) return;
-    const size_t count = regs.size() / 8;
-    size_t index = 0;
-    for (uint64_t m = regs_mask; m && index < count; m &= m - 1, ++index) {
-      const unsigned perf = static_cast<unsigned>(std::countr_zero(m));
-      if (perf < std::size(perf_reg::kDwarfOf) && perf_reg::kDwarfOf[perf] >= 0) {
-        uint64_t v;
-        std::memcpy(&v, regs.data() + 8 * index, 8);
-        f(static_cast<unsigned>(perf_reg::kDwarfOf[perf]), v);
-      }
-    }
-  }
   // The valid part of the stack copy.
   std::span<const uint8_t> stack_data() const {
     return stack.first(std::min<size_t>(stack.size(), stack_dyn_size));

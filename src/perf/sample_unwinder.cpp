@@ -431,14 +431,14 @@ StopReason SampleUnwinder::walk_user(Process& p, const SampleRecord& s,
   RegisterState regs;
   if (s.regs_abi != 0) {
     if (s.regs_mask != reg_layout_.mask) reg_layout_ = GeneralRegLayout(s.regs_mask);
-    if (s.regs.size() >= 8 * reg_layout_.count) {
-      for (unsigned r = 0; r < reg_layout_.index.size(); ++r)
-        if (const int i = reg_layout_.index[r]; i >= 0)
-          std::memcpy(&regs.value[r], s.regs.data() + 8 * size_t(i), 8);
-      regs.valid = reg_layout_.valid;
-    } else { // fewer registers than the mask says (a damaged record): those it has
-      s.for_each_general_reg([&regs](unsigned r, uint64_t v) { regs.set(r, v); });
-    }
+    // The decoder takes 8 bytes per bit of the mask; a record built otherwise with fewer
+    // registers gives those it has.
+    const size_t recorded = s.regs.size() / 8;
+    for (unsigned r = 0; r < reg_layout_.index.size(); ++r)
+      if (const int i = reg_layout_.index[r]; i >= 0 && size_t(i) < recorded) {
+        std::memcpy(&regs.value[r], s.regs.data() + 8 * size_t(i), 8);
+        regs.valid |= 1u << r;
+      }
   }
   if (!regs.has(x86_64::RIP) || !regs.has(x86_64::RSP)) return StopReason::None;
   const uint64_t sp = regs.get(x86_64::RSP);
