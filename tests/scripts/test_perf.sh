@@ -20,11 +20,25 @@ trap 'rm -rf "$TMP"' EXIT
 # this run: perf record asserts and crashes ("util/build-id.c:1010", stack smashing) when two of
 # them update ~/.debug at once, as tests running side by side do.
 export PERF_BUILDID_DIR="$TMP/buildid-cache"
+# perf record itself sometimes dies at the end of a recording (the same assertion and stack
+# smashing in its build-id pass) while other tests record beside it, even with its own cache:
+# a recording perf record dies on (killed by a signal or aborted: exit status 128 or more) is
+# made again, three times at most. Its other failures fail the test.
+perf_record() {
+  local try status
+  for try in 1 2 3; do
+    perf record "$@" && return 0
+    status=$?
+    [ "$status" -ge 128 ] || return "$status"
+    echo "perf record died (status $status), try $try of 3" >&2
+  done
+  return "$status"
+}
 fail() { echo "FAIL: $*" >&2; exit 1; }
 command -v perf > /dev/null || fail "perf is not installed (scripts/setup.sh installs linux-perf)"
 
 cd "$TMP"
-perf record -q -e cpu-clock -F 1000 --call-graph dwarf -o perf.data "$TARGET" 2> record.log ||
+perf_record -q -e cpu-clock -F 1000 --call-graph dwarf -o perf.data "$TARGET" 2> record.log ||
   { cat record.log; fail "perf record"; }
 perf script -i perf.data --no-inline -F comm,pid,tid,time,ip,sym,dso > perf.txt 2> /dev/null
 [ -s perf.txt ] || fail "perf script printed nothing"
@@ -60,7 +74,7 @@ if sorted(h for h, _, _ in ours) != sorted(h for h, _, _ in theirs):
     sys.exit(f"{label}: sample headers differ from perf's, e.g. {extra}")
 ours = sorted(ours, key=lambda s: s[0])
 theirs = sorted(theirs, key=lambda s: s[0])
-same = frames = longer = no_entry = ip_only = repeated = 0
+same = frames = longer = no_entry = ip_only = repeated = into_stack = 0
 mismatches = []
 for (oh, of, why), (th, tf, _) in zip(ours, theirs):
     frames += len(tf)
@@ -87,6 +101,14 @@ for (oh, of, why), (th, tf, _) in zip(ours, theirs):
         # perf's libunwind prints the frame above twice (its guess, then the same frame unwound
         # again; the fp_no_fde case below, where gdb has it once).
         repeated += 1
+    elif (len(tk) >= 2 and tk[-1][1] == '[stack]' and len(ok) >= len(tk) and
+          ok[:len(tk) - 1] == tk[:-1] and ok[len(tk) - 1][1].startswith('/')):
+        # perf's walk printed a stack address as a return address ("[stack]", never code) as its
+        # last frame, where ehelf has a return address in a file and goes on: seen in samples in
+        # exit's handlers, where ehelf's frame is libc's return address after exit's call to
+        # __run_exit_handlers (gdb's disassembly of libc has the call right before it; the
+        # paper's Table 1 run has libunwind wrong at the same frame). Counted, at most 2%.
+        into_stack += 1
     elif why == 'no unwind entry for the pc' and len(ok) < len(tk) and tk[:len(ok)] == ok:
         # A pc without an FDE in a module that has tables (crtstuff's __do_global_dtors_aux
         # in libasan, at ASan's exit-time leak check): ehelf follows frame pointers only in
@@ -107,11 +129,12 @@ print(f"{label}: {same}/{len(theirs)} samples with identical frames ({frames} fr
       f"{deep} samples at least 3 recursion levels deep; {longer} walks went on where perf's "
       f"failed; {no_entry} stopped at a pc without an FDE where perf went on; {ip_only} with the "
       f"sampled user pc where perf printed no user frame; {repeated} where perf repeated a frame "
-      f"above a pc without an FDE)")
+      f"above a pc without an FDE; {into_stack} where perf's last frame was a stack address)")
 if deep < len(theirs) // 4:
     sys.exit(f"{label}: the recording has too few deep stacks ({deep}) to test anything")
-if (same + no_entry + ip_only + repeated != len(theirs) or no_entry > len(theirs) // 20 or
-        ip_only > len(theirs) // 50 or repeated > len(theirs) // 20):
+if (same + no_entry + ip_only + repeated + into_stack != len(theirs) or
+        no_entry > len(theirs) // 20 or ip_only > len(theirs) // 50 or
+        repeated > len(theirs) // 20 or into_stack > len(theirs) // 50):
     print("\n".join(mismatches[:5]))
     sys.exit(f"{label}: {len(theirs) - same} samples differ from perf script")
 PY
@@ -205,7 +228,7 @@ done
 
 
 # Compressed records (perf record -z: one zstd stream cut into PERF_RECORD_COMPRESSED records).
-perf record -q -z -e cpu-clock -F 1000 --call-graph dwarf -o z.data "$TARGET" 2> record.log ||
+perf_record -q -z -e cpu-clock -F 1000 --call-graph dwarf -o z.data "$TARGET" 2> record.log ||
   { cat record.log; fail "perf record -z"; }
 perf script -i z.data --no-inline -F comm,pid,tid,time,ip,sym,dso > perf-z.txt 2> /dev/null
 "$EHELF" perf z.data -v > ours-z.txt 2> /dev/null || fail "ehelf perf on compressed data"
@@ -213,7 +236,7 @@ compare ours-z.txt perf-z.txt "perf record -z" || fail "compressed records"
 
 # Frame-pointer call chains (perf record -g): no stack copies, the callchain's user part is printed
 # as recorded (the walk of -fomit-frame-pointer code goes wrong after a frame or two, for both).
-perf record -q -e cpu-clock -F 1000 -g -o fp.data "$TARGET" 2> record.log ||
+perf_record -q -e cpu-clock -F 1000 -g -o fp.data "$TARGET" 2> record.log ||
   { cat record.log; fail "perf record -g"; }
 perf script -i fp.data --no-inline -F comm,pid,tid,time,ip,sym,dso > perf-fp.txt 2> /dev/null
 "$EHELF" perf fp.data > ours-fp.txt || fail "ehelf perf on a -g recording"
@@ -270,7 +293,7 @@ PY
 # under the signal trampoline is the interrupted instruction, printed at its own address (not
 # pc - 1) as perf prints it.
 SIGNALS="$BUILD/tests/fixtures/perf_signals"
-perf record -q -e cpu-clock -F 1000 --call-graph dwarf -o sig.data "$SIGNALS" 2> record.log ||
+perf_record -q -e cpu-clock -F 1000 --call-graph dwarf -o sig.data "$SIGNALS" 2> record.log ||
   { cat record.log; fail "perf record (signals)"; }
 perf script -i sig.data --no-inline -F comm,pid,tid,time,ip,sym,dso > perf-sig.txt 2> /dev/null
 "$EHELF" perf sig.data > ours-sig.txt || fail "ehelf perf on the signal recording"
@@ -303,7 +326,7 @@ PY
 # A return address held in a register: samples in ra_in_rcx (rows: CFA=rsp+0, return address in
 # rcx) are unwound through the sample's rcx, as perf does, on to _start.
 RA="$BUILD/tests/fixtures/ra_register"
-perf record -q -e cpu-clock -F 1000 --call-graph dwarf -o ra.data "$RA" 2> record.log ||
+perf_record -q -e cpu-clock -F 1000 --call-graph dwarf -o ra.data "$RA" 2> record.log ||
   { cat record.log; fail "perf record (return address in a register)"; }
 perf script -i ra.data --no-inline -F comm,pid,tid,time,ip,sym,dso > perf-ra.txt 2> /dev/null
 "$EHELF" perf ra.data > ours-ra.txt || fail "ehelf perf on the register recording"
@@ -337,7 +360,7 @@ PY
 # frame above it twice (call_no_fde, call_no_fde: libunwind's guessed frame, then the same
 # frame unwound again); gdb's backtrace, checked in test_stack, has it once, as ehelf does.
 FPN="$BUILD/tests/fixtures/fp_no_fde"
-perf record -q -e cpu-clock -F 1000 --call-graph dwarf -o fpn.data "$FPN" 2> record.log ||
+perf_record -q -e cpu-clock -F 1000 --call-graph dwarf -o fpn.data "$FPN" 2> record.log ||
   { cat record.log; fail "perf record (no FDE, frame pointer)"; }
 perf script -i fpn.data --no-inline -F comm,pid,tid,time,ip,sym,dso > perf-fpn.txt 2> /dev/null
 "$EHELF" perf fpn.data > ours-fpn.txt || fail "ehelf perf on the no-FDE recording"
@@ -372,7 +395,7 @@ if same != len(through):
 PY
 
 # No call graph at all (perf record without -g): each sample is its sampled ip, as perf prints it.
-perf record -q -e cpu-clock -F 1000 -o ip.data "$TARGET" 2> record.log ||
+perf_record -q -e cpu-clock -F 1000 -o ip.data "$TARGET" 2> record.log ||
   { cat record.log; fail "perf record (no call graph)"; }
 perf script -i ip.data --no-inline -F comm,pid,tid,time,ip,sym,dso > perf-ip.txt 2> /dev/null
 "$EHELF" perf ip.data > ours-ip.txt || fail "ehelf perf on a recording without call graph"
