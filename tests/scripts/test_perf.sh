@@ -17,8 +17,8 @@ TARGET="$BUILD/tests/fixtures/perf_target"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 # perf's build-id cache (perf record fills it, perf script and ehelf perf read it) private to
-# this run: perf record asserts and crashes ("util/build-id.c:1010", stack smashing) when two of
-# them update ~/.debug at once, as tests running side by side do.
+# this run, so that tests running side by side do not share ~/.debug (perf record crashes now and
+# then in its build-id pass, "util/build-id.c:1010" and stack smashing, beside other recordings).
 export PERF_BUILDID_DIR="$TMP/buildid-cache"
 # perf record itself sometimes dies at the end of a recording (the same assertion and stack
 # smashing in its build-id pass) while other tests record beside it, even with its own cache:

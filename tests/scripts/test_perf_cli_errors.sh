@@ -11,8 +11,8 @@ ehelf="$build/bin/ehelf"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # perf's build-id cache (perf record fills it, perf script and ehelf perf read it) private to
-# this run: perf record asserts and crashes ("util/build-id.c:1010", stack smashing) when two of
-# them update ~/.debug at once, as tests running side by side do.
+# this run, so that tests running side by side do not share ~/.debug (perf record crashes now and
+# then in its build-id pass, "util/build-id.c:1010" and stack smashing, beside other recordings).
 export PERF_BUILDID_DIR="$work/buildid-cache"
 fail=0
 
