@@ -4,14 +4,16 @@
 xz -9 compresses 50 MB (16 MB random, the rest executables) under `perf record -e cpu-clock
 -F 4000 --call-graph dwarf,16384`: ~1.8 GB of samples. Each reader runs once per output under
 /usr/bin/time (peak RSS: anonymous memory plus the pages of the mapped recording it holds) and
-once under a poller of /proc/PID/status (the peak of its anonymous memory alone).
+once under a poller of /proc/PID/status (the peak of its anonymous memory alone). The same
+recording in perf's pipe layout (`perf inject -o -`) is then read from standard input, as
+`perf record -o - | ehelf perf` reads it.
 """
 import argparse, json, os, platform, shutil, subprocess, sys, tempfile, time
 
 
-def peak_anon(cmd, stdout):
+def peak_anon(cmd, stdout, stdin=None):
     """Runs cmd; returns (exit status, peak RssAnon in kB) polled every 5 ms."""
-    p = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.DEVNULL)
+    p = subprocess.Popen(cmd, stdout=stdout, stdin=stdin, stderr=subprocess.DEVNULL)
     peak = 0
     while p.poll() is None:
         try:
@@ -24,9 +26,9 @@ def peak_anon(cmd, stdout):
     return p.returncode, peak
 
 
-def timed(cmd, stdout):
+def timed(cmd, stdout, stdin=None):
     """Runs cmd under /usr/bin/time; returns (wall s, peak RSS kB)."""
-    r = subprocess.run(['/usr/bin/time', '-f', '%e %M'] + cmd, stdout=stdout,
+    r = subprocess.run(['/usr/bin/time', '-f', '%e %M'] + cmd, stdout=stdout, stdin=stdin,
                        stderr=subprocess.PIPE, text=True)
     if r.returncode != 0:
         sys.exit(f'failed: {" ".join(cmd)}: {r.stderr[-500:]}')
@@ -58,17 +60,29 @@ def main():
                         'dwarf,16384', '-o', rec, '--', 'xz', '-9', '-k', '-c', '-T1', data],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
         size = os.path.getsize(rec)
+        piped = os.path.join(work, 'pipe.data')
+        with open(piped, 'wb') as out:
+            subprocess.run(['perf', 'inject', '-i', rec, '-o', '-'], stdout=out,
+                           stderr=subprocess.DEVNULL, check=True)
+        script_fields = ['--no-inline', '-F', 'comm,pid,tid,time,ip,sym,dso']
         runs = [
-            ('ehelf perf -f folded', [a.ehelf, 'perf', '-f', 'folded', rec]),
-            ('ehelf perf (script layout)', [a.ehelf, 'perf', rec]),
-            ('perf script', ['perf', 'script', '-i', rec, '--no-inline', '-F',
-                             'comm,pid,tid,time,ip,sym,dso']),
+            ('ehelf perf -f folded', [a.ehelf, 'perf', '-f', 'folded', rec], None),
+            ('ehelf perf (script layout)', [a.ehelf, 'perf', rec], None),
+            ('perf script', ['perf', 'script', '-i', rec] + script_fields, None),
+            ('ehelf perf -f folded, pipe layout on standard input',
+             [a.ehelf, 'perf', '-f', 'folded', '-'], piped),
+            ('ehelf perf (script layout), pipe layout on standard input',
+             [a.ehelf, 'perf', '-'], piped),
+            ('perf script, pipe layout on standard input',
+             ['perf', 'script', '-i', '-'] + script_fields, piped),
         ]
         rows = []
-        for label, cmd in runs:
+        for label, cmd, stdin in runs:
             with open(os.devnull, 'wb') as null:
-                wall, rss = timed(cmd, null)
-                status, anon = peak_anon(cmd, null)
+                with open(stdin or os.devnull, 'rb') as inp:
+                    wall, rss = timed(cmd, null, inp)
+                with open(stdin or os.devnull, 'rb') as inp:
+                    status, anon = peak_anon(cmd, null, inp)
             rows.append({'reader': label, 'wall_s': wall, 'peak_rss_kib': rss,
                          'peak_anon_kib': anon, 'exit': status})
         meta = {'date': time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()),

@@ -4,9 +4,14 @@
 Records, with `perf record -e cpu-clock --call-graph dwarf`: the perf fixture, `xz -9`, python3,
 g++ compiling a small C++ file, and the whole system (`-a`) while xz and python3 run. Then times,
 on each recording, `perf script -F comm,pid,tid,time,ip,sym,dso --no-inline` (its own DWARF
-unwinding), `ehelf perf` (the same layout) and `ehelf perf -f folded`: one untimed run, then the
-median wall and CPU time (user + system, the process and its threads) of --runs runs. Both print
-one stack per sample; the sample counts are checked to be equal before anything is reported.
+unwinding), `ehelf perf` (the same layout), `ehelf perf -f folded` and perf's own folded-stack
+collapser, `perf script --no-inline -s stackcollapse.py` (perf's port of FlameGraph's
+stackcollapse-perf.pl, shipped with perf: the same output as `perf script | stackcollapse-perf.pl`,
+whose run takes at least perf script's own time; --no-inline as for perf script, whose inlined
+frames through addr2line took 51 s on the g++ recording): one untimed run, then the median wall and CPU time (user + system,
+the process and its threads) of --runs runs. The script layouts print one stack per sample and
+the folded outputs' counts add up to the samples; both are checked equal before anything is
+reported.
 """
 import argparse
 import datetime
@@ -44,6 +49,22 @@ def samples(cmd):
     return sum(1 for line in out.split('\n') if line and not line.startswith('\t'))
 
 
+def folded_total(cmd):
+    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                         text=True, errors='replace').stdout
+    return sum(int(line.rsplit(' ', 1)[1]) for line in out.split('\n') if line)
+
+
+def stackcollapse_script():
+    """perf's stackcollapse.py, under the directory `perf --exec-path` names."""
+    exec_path = subprocess.run(['perf', '--exec-path'], check=True, stdout=subprocess.PIPE,
+                               text=True).stdout.strip()
+    path = os.path.join(exec_path, 'scripts', 'python', 'stackcollapse.py')
+    if not os.path.exists(path):
+        sys.exit(f'{path}: not found (perf without its scripts)')
+    return path
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--ehelf', required=True)
@@ -52,6 +73,7 @@ def main():
     ap.add_argument('--md', required=True)
     ap.add_argument('--runs', type=int, default=5)
     a = ap.parse_args()
+    collapse = stackcollapse_script()
     work = tempfile.mkdtemp(prefix='ehelf-perf-speed-')
     data = os.path.join(work, 'random.bin')
     with open(data, 'wb') as f:
@@ -90,14 +112,23 @@ def main():
         n_perf, n_ehelf = samples(perf_cmd), samples(ehelf_cmd)
         if n_perf != n_ehelf:
             sys.exit(f'{name}: perf script printed {n_perf} samples, ehelf perf {n_ehelf}')
+        collapse_cmd = ['perf', 'script', '-i', path, '--no-inline', '-s', collapse]
+        folded_cmd = [a.ehelf, 'perf', '-f', 'folded', path]
+        n_collapse, n_folded = folded_total(collapse_cmd), folded_total(folded_cmd)
+        if n_collapse != n_perf or n_folded != n_perf:
+            sys.exit(f'{name}: {n_perf} samples, stackcollapse.py folded {n_collapse}, '
+                     f'ehelf perf -f folded {n_folded}')
         perf_t = timed(perf_cmd, a.runs)
         script_t = timed(ehelf_cmd, a.runs)
-        folded_t = timed([a.ehelf, 'perf', '-f', 'folded', path], a.runs)
+        folded_t = timed(folded_cmd, a.runs)
+        collapse_t = timed(collapse_cmd, a.runs)
         rows.append({'recording': name, 'samples': n_perf, 'mib': round(os.path.getsize(path) / 2**20, 1),
                      'perf_script_s': perf_t, 'ehelf_script_s': script_t, 'ehelf_folded_s': folded_t,
+                     'perf_stackcollapse_s': collapse_t,
                      'speedup_script_wall': round(perf_t[0] / script_t[0], 2),
                      'speedup_script_cpu': round(perf_t[1] / script_t[1], 2),
-                     'speedup_folded_wall': round(perf_t[0] / folded_t[0], 2)})
+                     'speedup_folded_wall': round(perf_t[0] / folded_t[0], 2),
+                     'speedup_folded_vs_stackcollapse_wall': round(collapse_t[0] / folded_t[0], 2)})
         print(rows[-1], file=sys.stderr)
     meta = {'date': datetime.datetime.utcnow().strftime('%Y-%m-%d %H:%M UTC'),
             'machine': f'{platform.processor() or platform.machine()}, {os.cpu_count()} cores, '
@@ -109,13 +140,16 @@ def main():
                  f"{meta['load']:.1f} at the end; median of {a.runs} runs after one untimed run. "
                  "Command: `bash bench/run_perf_speed.sh`.\n\n")
         md.write('| recording | samples | MiB | perf script s (wall / cpu) | ehelf perf s | '
-                 'ehelf perf -f folded s | faster (wall) | faster (cpu) | folded faster (wall) |\n')
-        md.write('|---|---:|---:|---:|---:|---:|---:|---:|---:|\n')
+                 'ehelf perf -f folded s | perf script -s stackcollapse.py s | faster (wall) | '
+                 'faster (cpu) | folded faster (wall) | folded faster than stackcollapse (wall) |\n')
+        md.write('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n')
         for r in rows:
             f = lambda t: f'{t[0]:.3f} / {t[1]:.3f}'
             md.write(f"| {r['recording']} | {r['samples']} | {r['mib']} | {f(r['perf_script_s'])} | "
-                     f"{f(r['ehelf_script_s'])} | {f(r['ehelf_folded_s'])} | {r['speedup_script_wall']}x | "
-                     f"{r['speedup_script_cpu']}x | {r['speedup_folded_wall']}x |\n")
+                     f"{f(r['ehelf_script_s'])} | {f(r['ehelf_folded_s'])} | "
+                     f"{f(r['perf_stackcollapse_s'])} | {r['speedup_script_wall']}x | "
+                     f"{r['speedup_script_cpu']}x | {r['speedup_folded_wall']}x | "
+                     f"{r['speedup_folded_vs_stackcollapse_wall']}x |\n")
 
 
 if __name__ == '__main__':

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <map>
 
+#include "perf/record_stream.hpp"
 #include "perf/sample_unwinder.hpp"
 #include "runtime/module_map.hpp"
 
@@ -86,6 +87,8 @@ public:
       ++rec_.all_samples;
       if (limit && rec_.samples.size() >= limit) return;
       add_sample(*s);
+      if (r.storage && (rec_.storage.empty() || rec_.storage.back() != r.storage))
+        rec_.storage.push_back(r.storage);
     } else if (const auto* m = std::get_if<MmapRecord>(&r.body)) {
       on_mmap(*m);
     } else if (const auto* c = std::get_if<CommRecord>(&r.body)) {
@@ -196,12 +199,13 @@ Recording read_recording(const std::string& path, size_t limit) {
   auto data = PerfData::open(path);
   if (!data) fail(data.error().to_string());
   rec.data = std::make_unique<PerfData>(std::move(*data));
-  auto records = rec.data->records();
-  if (!records) fail(records.error().to_string());
-  // The samples' stack copies point into the PerfData (the file, or what it decompressed).
+  // The samples' stack copies point into the PerfData's file, or into what it decompressed
+  // (kept in rec.storage).
+  RecordStream records(*rec.data);
   Reader reader(rec);
-  for (const Record* r : SampleUnwinder::time_ordered(*records))
+  while (const Record* r = records.next())
     reader.feed(*r, limit);
+  if (records.damage()) fail(records.damage()->to_string());
   return rec;
 }
 

@@ -70,7 +70,9 @@ struct Recording {
   std::vector<std::unique_ptr<ModuleFile>> files;
   std::vector<std::shared_ptr<const Maps>> maps; // every version a sample uses, in order
   std::vector<Sample> samples;                   // user samples with registers and a stack copy
-  uint64_t all_samples = 0;                      // every sample record, kernel threads included
+  // What samples' stack copies point into besides the file (data perf record -z compressed).
+  std::vector<std::shared_ptr<const std::vector<uint8_t>>> storage;
+  uint64_t all_samples = 0; // every sample record, kernel threads included
 };
 
 // Reads the recording: follows mmap, comm (exec) and fork in time order. At most `limit`

@@ -13,6 +13,7 @@
 #include "perf/flamegraph.hpp"
 #include "perf/folded.hpp"
 #include "perf/perf_data.hpp"
+#include "perf/record_stream.hpp"
 #include "perf/sample_unwinder.hpp"
 #include "perf/script_output.hpp"
 #include "record/profile.hpp"
@@ -40,21 +41,12 @@ int run_perf(const Options& o) {
   struct stat in {};
   const bool from_stdin =
       o.input == "-" || (o.input.empty() && ::fstat(0, &in) == 0 && S_ISFIFO(in.st_mode));
-  constexpr uint64_t kMaxStream = uint64_t(16) << 30;
-  auto data = from_stdin ? perf::PerfData::read_stream(0, "<stdin>", kMaxStream)
+  auto data = from_stdin ? perf::PerfData::read_stream(0, "<stdin>")
                          : perf::PerfData::open(o.input.empty() ? "perf.data" : o.input);
   if (!data) {
     fmt::print(stderr, "ehelf: {}\n", data.error().to_string());
     return 1;
   }
-  std::optional<Error> damage = data->header_damage();
-  std::optional<Error> record_damage;
-  auto records = data->records(&record_damage);
-  if (!records) {
-    fmt::print(stderr, "ehelf: {}\n", records.error().to_string());
-    return 1;
-  }
-  if (record_damage && !damage) damage = std::move(record_damage); // the header says why first
   std::ofstream file;
   if (!o.output.empty()) {
     file.open(o.output, std::ios::binary);
@@ -82,27 +74,24 @@ int run_perf(const Options& o) {
   so.offsets = o.offsets;
   so.stop = o.verbose;
   perf::SampleStack stack;
-  // On a terminal, unless the output is printed there too (perf script's way).
-  DelayedProgress progress("ehelf perf", "records",
-                           !o.no_progress && ::isatty(STDERR_FILENO) &&
+  // On a terminal, unless the output is printed there too (perf script's way); for a file, whose
+  // size says how far it is.
+  DelayedProgress progress("ehelf perf", "MiB",
+                           !from_stdin && !o.no_progress && ::isatty(STDERR_FILENO) &&
                                (!o.output.empty() || !::isatty(STDOUT_FILENO)));
-  const std::vector<const perf::Record*> ordered = perf::SampleUnwinder::time_ordered(*records);
+  // Records are decoded round by round as they are consumed: memory holds a round, not the
+  // recording, and a pipe is read as it comes.
+  perf::RecordStream records(*data);
   // Folded stacks and flame graphs need each distinct stack named once: samples with a stack
   // copy go through the address-only path ehelf record uses (a stack is resolved when first
   // seen, named at the end); the others (-g chains, the sampled ip only) are named as they come.
   const bool aggregate = o.format == "folded" || o.format == "svg";
   record::Profile profile;
   perf::RawStack raw;
-  // Resident memory stays bounded on recordings of gigabytes: the file's pages are let go every
-  // kReleaseEvery bytes of records consumed (those read again come back from the page cache).
-  uint64_t consumed = 0;
-  for (size_t i = 0; i < ordered.size(); ++i) {
-    if ((i & 1023) == 0) progress.update(i, ordered.size());
-    const perf::Record* r = ordered[i];
-    if ((consumed += r->size) >= perf::PerfData::kReleaseEvery) {
-      data->release_pages();
-      consumed = 0;
-    }
+  const uint64_t size_mib = data->data_end() >> 20;
+  uint64_t count = 0;
+  while (const perf::Record* r = records.next()) {
+    if ((++count & 1023) == 0) progress.update(records.position() >> 20, size_mib);
     if (aggregate)
       if (const auto* s = std::get_if<perf::SampleRecord>(&r->body);
           s && s->regs_abi != 0 && !s->stack.empty()) {
@@ -147,6 +136,8 @@ int run_perf(const Options& o) {
   if (o.verbose)
     if (std::string slow = slow_steps_summary(unwinder.slow_steps()); !slow.empty())
       fmt::print(stderr, "ehelf: {}\n", slow);
+  std::optional<Error> damage = data->header_damage();
+  if (!damage) damage = records.damage(); // the header says why first
   if (damage) {
     // Everything before the damage was processed; fail only when that was nothing.
     fmt::print(stderr, "ehelf: {}; {} sample{} read before it\n", damage->to_string(), st.samples,

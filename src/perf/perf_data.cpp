@@ -144,6 +144,10 @@ Result<PerfData> PerfData::from_bytes(std::vector<uint8_t> bytes, std::string na
 
 Result<PerfData> PerfData::parse(PerfData d) {
   if (Status s = d.parse_file_header(); !s) return std::move(s).error();
+  return index_attributes(std::move(d));
+}
+
+Result<PerfData> PerfData::index_attributes(PerfData d) {
   if (d.attrs_.empty()) return d.error_at(0, "no event attributes: not a perf record output");
   // Samples find their attribute by id: every attribute must put it at the same place.
   const EventAttr& first = d.attrs_.front();
@@ -188,7 +192,8 @@ Status PerfData::parse_file_header() {
     pipe_ = true;
     data_offset_ = kPipeHeaderSize;
     data_size_ = all.size() - kPipeHeaderSize;
-    return parse_pipe_header_records();
+    uint64_t pos = kPipeHeaderSize;
+    return parse_pipe_header_records(pos, all.size(), false);
   }
   if (header_size >= kFileHeaderSize && all.size() < kFileHeaderSize)
     return error_at(8, fmt::format("truncated perf.data header: {} bytes, the file has {}",
@@ -370,17 +375,17 @@ Status PerfData::parse_features(uint64_t features_offset, const uint64_t (&bits)
   return Ok{};
 }
 
-Status PerfData::parse_pipe_header_records() {
+Status PerfData::parse_pipe_header_records(uint64_t& pos, const uint64_t end, bool streaming) {
   std::span<const uint8_t> all = bytes();
-  uint64_t pos = data_offset_;
-  const uint64_t end = data_offset_ + data_size_;
+  // A record cut or malformed stops the scan: reading the records says where, as damage after
+  // the records before it (a stream may still bring the rest of a cut one).
   while (pos < end) {
-    if (end - pos < kRecordHeaderSize) return error_at(pos, "truncated record header");
+    if (end - pos < kRecordHeaderSize) return Ok{};
     const uint32_t type = static_cast<uint32_t>(load_u64(all.data() + pos));
     uint16_t size;
     std::memcpy(&size, all.data() + pos + 6, 2);
-    if (size < kRecordHeaderSize || size > end - pos)
-      return error_at(pos, fmt::format("record of {} bytes does not fit", size));
+    if (streaming && type < record::kHeaderAttr) return Ok{}; // the data begins
+    if (size < kRecordHeaderSize || size > end - pos) return Ok{};
     std::span<const uint8_t> body = all.subspan(pos + kRecordHeaderSize, size - kRecordHeaderSize);
     uint64_t extra = 0; // bytes that follow the record outside its size
     if (type == record::kHeaderAttr) {
@@ -417,7 +422,7 @@ Status PerfData::parse_pipe_header_records() {
     } else if (type == record::kAuxtrace && body.size() >= 8) {
       extra = load_u64(body.data());
     }
-    if (extra > end - pos - size) return error_at(pos, "record payload runs past the end");
+    if (extra > end - pos - size) return Ok{};
     pos += size + extra;
   }
   return Ok{};
@@ -628,33 +633,32 @@ bool decode_kernel_record(std::span<const uint8_t> body, uint64_t body_offset, c
   }
 }
 
-Status PerfData::decode_records(std::span<const uint8_t> all, uint64_t pos, const uint64_t end,
-                                std::vector<Record>& out, ZstdStream* zstd,
-                                uint64_t compressed_at) const {
+Status PerfData::decode_records(const Window& w, size_t& pos, const size_t end, size_t budget,
+                                std::vector<Record>& out, ZstdStream* zstd, uint64_t& skip) const {
   const EventAttr& first = attrs_.front();
   // Offsets in errors are the file's; inside decompressed data, the compressed record's.
-  auto fail = [&](uint64_t at, std::string message) -> Status {
-    if (compressed_at == kInFile) return error_at(at, std::move(message));
-    return error_at(compressed_at,
+  auto fail = [&](size_t at, std::string message) -> Status {
+    if (w.compressed_at == kInFile) return error_at(w.base + at, std::move(message));
+    return error_at(w.compressed_at,
                     fmt::format("decompressed byte {:#x}: {}", at, std::move(message)));
   };
-  // Decoding touches every page of the data: resident memory is bounded by releasing them.
-  uint64_t released = pos;
-  while (pos < end) {
-    if (end - pos < kRecordHeaderSize) return fail(pos, "truncated record header");
+  const std::span<const uint8_t> all = w.bytes;
+  for (const size_t wanted = out.size() + budget; pos < end && out.size() < wanted;) {
+    if (end - pos < kRecordHeaderSize) {
+      if (w.more_coming) return Ok{};
+      return fail(pos, "truncated record header");
+    }
     Record r;
-    r.offset = pos;
+    r.offset = w.base + pos;
     std::memcpy(&r.type, all.data() + pos, 4);
     std::memcpy(&r.misc, all.data() + pos + 4, 2);
     uint16_t size;
     std::memcpy(&size, all.data() + pos + 6, 2);
-    if (size < kRecordHeaderSize || size > end - pos)
+    if (size < kRecordHeaderSize || size > end - pos) {
+      if (w.more_coming && size >= kRecordHeaderSize) return Ok{};
       return fail(pos, fmt::format("record of {} bytes does not fit (type {})", size, r.type));
-    r.size = size;
-    if (compressed_at == kInFile && pos - released >= kReleaseEvery) {
-      release_pages(); // the records decoded so far are read again from the page cache
-      released = pos;
     }
+    r.size = size;
     std::span<const uint8_t> body = all.subspan(pos + kRecordHeaderSize, size - kRecordHeaderSize);
     uint64_t extra = 0;
     bool keep = true;
@@ -674,7 +678,8 @@ Status PerfData::decode_records(std::span<const uint8_t> all, uint64_t pos, cons
         if (by_id) a = by_id;
       }
       std::string why;
-      if (!decode_kernel_record(body, pos + kRecordHeaderSize, *a, r, why)) return fail(pos, why);
+      if (!decode_kernel_record(body, w.base + pos + kRecordHeaderSize, *a, r, why))
+        return fail(pos, why);
     } else {
       switch (r.type) {
       case record::kHeaderAttr:
@@ -695,18 +700,20 @@ Status PerfData::decode_records(std::span<const uint8_t> all, uint64_t pos, cons
         break;
       case record::kCompressed:
         if (!zstd) return fail(pos, "a compressed record inside compressed data");
-        if (Status st = decompress(*zstd, body, pos, out); !st) return st;
+        if (Status st = decompress(*zstd, body, w.base + pos, out); !st) return st;
         keep = false;
         break;
       default:
         break;
       }
     }
-    if (extra > end - pos - size) return fail(pos, "record payload runs past the end");
+    if (extra > end - pos - size) {
+      if (!w.more_coming) return fail(pos, "record payload runs past the end");
+      skip = extra - (end - pos - size); // read past in the stream
+      extra = end - pos - size;
+    }
     if (keep) {
-      // A Record is ~20 times the smallest record: bounded, whatever the file claims.
-      if (out.size() >= kMaxRecords)
-        return fail(pos, fmt::format("more than {} records: not supported", kMaxRecords));
+      r.storage = w.storage;
       out.push_back(std::move(r));
     }
     pos += size + extra;
@@ -742,7 +749,7 @@ Status PerfData::decompress(ZstdStream& z, std::span<const uint8_t> payload, uin
     produced += o.pos;
     z.total += o.pos;
     if (produced > kMaxChunk) return error_at(at, "compressed record expands beyond 64 MiB");
-    // Everything decompressed is kept in memory (records point into it): bounded.
+    // Bounds the time a small file can make us spend, whatever memory its records hold.
     if (z.total > kMaxTotal)
       return error_at(at, "compressed records expand beyond 2 GiB in all: decompress with "
                           "`perf inject -i IN -o OUT` and read the result");
@@ -760,51 +767,193 @@ Status PerfData::decompress(ZstdStream& z, std::span<const uint8_t> payload, uin
     whole += size;
   }
   if (!whole) return Ok{};
-  auto chunk = std::make_unique<std::vector<uint8_t>>(z.pending.begin(),
-                                                      z.pending.begin() + static_cast<long>(whole));
+  // The records point into the chunk and keep it: it goes with the last of them.
+  auto chunk = std::make_shared<const std::vector<uint8_t>>(
+      z.pending.begin(), z.pending.begin() + static_cast<long>(whole));
   z.pending.erase(z.pending.begin(), z.pending.begin() + static_cast<long>(whole));
-  const std::vector<uint8_t>& kept = *decompressed_.emplace_back(std::move(chunk));
   z.decoded += whole;
-  return decode_records(kept, 0, kept.size(), out, nullptr, at);
+  const Window w{*chunk, 0, at, chunk, false};
+  size_t pos = 0;
+  uint64_t skip = 0;
+  return decode_records(w, pos, chunk->size(), ~size_t(0) - out.size(), out, nullptr, skip);
 }
 
 void PerfData::release_pages() const {
   if (file_ && data_size_ > kReleaseAbove) file_->release_pages(0, file_->bytes().size());
 }
 
-Result<std::vector<Record>> PerfData::records(std::optional<Error>* damage) const {
-  std::vector<Record> out;
-  ZstdStream zstd;
-  Status s = decode_records(bytes(), data_offset_, data_offset_ + data_size_, out, &zstd, kInFile);
-  // (A zstd frame left open at the end is normal: perf flushes its stream without ending it.)
-  if (s && !zstd.pending.empty())
-    s = error_at(data_offset_ + data_size_, "compressed data ends inside a record");
-  if (s) return out;
-  if (!damage) return std::move(s).error();
-  *damage = std::move(s).error(); // the records before the damage stand
-  return out;
+PerfData::Reader::Reader(const PerfData& data)
+    : data_(&data), zstd_(std::make_unique<ZstdStream>()), chunk_(data.owned_),
+      window_(data.bytes()), pos_(data.data_offset_), end_(data.data_offset_ + data.data_size_),
+      released_(data.data_offset_) {}
+PerfData::Reader::~Reader() = default;
+PerfData::Reader::Reader(Reader&&) noexcept = default;
+
+Status PerfData::Reader::next_batch(std::vector<Record>& out, bool& done) {
+  done = false;
+  const PerfData& d = *data_;
+  const bool stream = d.stream_fd_ >= 0;
+  const size_t before = out.size();
+  for (;;) {
+    uint64_t skip = 0;
+    Status s = d.decode_records(Window{window_, base_, kInFile, chunk_, stream}, pos_, end_, kBatch,
+                                out, zstd_.get(), skip);
+    skip_ += skip;
+    if (!s) return s;
+    // Decoding touches every page of the data: resident memory is bounded by releasing them.
+    if (position() - released_ >= kReleaseEvery) {
+      d.release_pages(); // the records decoded so far are read again from the page cache
+      released_ = position();
+    }
+    // Short of records only at the end of the window, or at a record it cuts.
+    if (out.size() != before) return Ok{};
+    bool got_more = false;
+    if (stream)
+      if (Status r = refill(got_more); !r) return r;
+    if (got_more) continue;
+    // The end of the data: nothing may be left cut.
+    if (skip_) return d.error_at(position(), "record payload runs past the end of the stream");
+    if (pos_ != end_)
+      return d.decode_records(Window{window_, base_, kInFile, chunk_, false}, pos_, end_, 1, out,
+                              zstd_.get(), skip);
+    // (A zstd frame left open at the end is normal: perf flushes its stream without ending it.)
+    if (!zstd_->pending.empty())
+      return d.error_at(position(), "compressed data ends inside a record");
+    done = true;
+    return Ok{};
+  }
 }
 
-Result<PerfData> PerfData::read_stream(int fd, std::string name, uint64_t max_bytes) {
-  std::vector<uint8_t> bytes;
-  uint8_t buf[1 << 16];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
+Status PerfData::Reader::refill(bool& got_more) {
+  // Windows of 1 MiB: a record is at most 64 KiB.
+  constexpr size_t kChunk = 1u << 20;
+  auto next = std::make_shared<std::vector<uint8_t>>(window_.begin() + static_cast<long>(pos_),
+                                                     window_.begin() + static_cast<long>(end_));
+  const size_t kept = next->size();
+  next->resize(kept + kChunk);
+  size_t filled = kept;
+  uint64_t skipped = 0;
+  uint8_t scratch[1 << 16];
+  while (filled < next->size()) {
+    // A payload past a record (tracing data, AUX) is read and dropped.
+    const bool skipping = skip_ > 0;
+    const size_t want = skipping ? static_cast<size_t>(std::min<uint64_t>(skip_, sizeof scratch))
+                                 : next->size() - filled;
+    const ssize_t n = ::read(data_->stream_fd_, skipping ? scratch : next->data() + filled, want);
     if (n == 0) break;
     if (n < 0) {
       if (errno == EINTR) continue;
-      return std::move(
-                 Error::at("", bytes.size(), fmt::format("read failed: {}", std::strerror(errno))))
-          .in_file(name);
+      return data_->error_at(base_ + end_ + skipped,
+                             fmt::format("read failed: {}", std::strerror(errno)));
     }
-    if (bytes.size() + static_cast<size_t>(n) > max_bytes)
-      return std::move(Error::at("", bytes.size(),
-                                 fmt::format("more than {} bytes on the stream: refusing to keep "
-                                             "them all",
-                                             max_bytes)))
-          .in_file(name);
-    bytes.insert(bytes.end(), buf, buf + n);
+    if (skipping) {
+      skip_ -= static_cast<uint64_t>(n);
+      skipped += static_cast<uint64_t>(n);
+    } else {
+      filled += static_cast<size_t>(n);
+    }
   }
-  return from_bytes(std::move(bytes), std::move(name));
+  next->resize(filled);
+  got_more = filled > kept;
+  if (!got_more) return Ok{};
+  base_ += pos_ + skipped;
+  pos_ = 0;
+  end_ = filled;
+  window_ = *next;
+  chunk_ = std::move(next);
+  return Ok{};
 }
+
+Result<std::vector<Record>> PerfData::records(std::optional<Error>* damage) const {
+  std::vector<Record> out;
+  Reader reader(*this);
+  for (bool done = false; !done;) {
+    Status s = reader.next_batch(out, done);
+    // A Record is ~20 times the smallest record: bounded, whatever the file claims.
+    if (s && out.size() > kMaxRecords)
+      s = error_at(out[kMaxRecords].offset,
+                   fmt::format("more than {} records: not supported", kMaxRecords));
+    if (s) continue;
+    if (!damage) return std::move(s).error();
+    *damage = std::move(s).error(); // the records before the damage stand
+    if (out.size() > kMaxRecords) out.resize(kMaxRecords);
+    return out;
+  }
+  return out;
+}
+
+Result<PerfData> PerfData::read_stream(int fd, std::string name) {
+  PerfData d;
+  d.name_ = std::move(name);
+  d.owned_ = std::make_shared<std::vector<uint8_t>>();
+  std::vector<uint8_t>& bytes = *d.owned_;
+  // Appends what the next read gives; false at the end of the stream.
+  auto read_some = [&]() -> Result<bool> {
+    constexpr size_t kRead = 1 << 16;
+    for (;;) {
+      const size_t had = bytes.size();
+      bytes.resize(had + kRead);
+      const ssize_t n = ::read(fd, bytes.data() + had, kRead);
+      bytes.resize(had + static_cast<size_t>(std::max<ssize_t>(n, 0)));
+      if (n > 0) return true;
+      if (n == 0) return false;
+      if (errno != EINTR)
+        return d.error_at(had, fmt::format("read failed: {}", std::strerror(errno)));
+    }
+  };
+  bool more = true;
+  while (more && bytes.size() < kPipeHeaderSize) {
+    auto r = read_some();
+    if (!r) return std::move(r).error();
+    more = *r;
+  }
+  uint64_t magic = 0, header_size = 0;
+  if (bytes.size() >= kPipeHeaderSize) {
+    std::memcpy(&magic, bytes.data(), 8);
+    std::memcpy(&header_size, bytes.data() + 8, 8);
+  }
+  if (magic != kMagic || header_size != kPipeHeaderSize) {
+    // A file's layout on a stream (`cat perf.data | ehelf perf`): its sections are found from
+    // the header, so it is read whole, as a file would be mapped; bounded.
+    constexpr uint64_t kMaxWhole = uint64_t(16) << 30;
+    while (more) {
+      if (bytes.size() > kMaxWhole)
+        return d.error_at(bytes.size(), fmt::format("more than {} GiB of a perf.data file's "
+                                                    "layout on the stream: give the file's name",
+                                                    kMaxWhole >> 30));
+      auto r = read_some();
+      if (!r) return std::move(r).error();
+      more = *r;
+    }
+    return parse(std::move(d));
+  }
+  // perf's pipe layout: the header records (attributes, features) come before the data and are
+  // read whole; the records are left on the stream for a Reader.
+  constexpr size_t kMaxHeaderBytes = 64u << 20; // tracing data can take megabytes
+  d.pipe_ = true;
+  d.data_offset_ = kPipeHeaderSize;
+  for (uint64_t pos = kPipeHeaderSize;;) {
+    if (Status s = d.parse_pipe_header_records(pos, bytes.size(), more); !s)
+      return std::move(s).error();
+    uint32_t type = record::kHeaderAttr;
+    uint16_t size = kRecordHeaderSize;
+    if (bytes.size() - pos >= kRecordHeaderSize) {
+      std::memcpy(&type, bytes.data() + pos, 4);
+      std::memcpy(&size, bytes.data() + pos + 6, 2);
+    }
+    // At the first kernel record, or at a malformed one (the Reader says where).
+    if (!more || type < record::kHeaderAttr || size < kRecordHeaderSize) break;
+    if (bytes.size() > kMaxHeaderBytes)
+      return d.error_at(pos, fmt::format("more than {} MiB of header records before the first "
+                                         "sample: not supported",
+                                         kMaxHeaderBytes >> 20));
+    auto r = read_some();
+    if (!r) return std::move(r).error();
+    more = *r;
+  }
+  d.data_size_ = bytes.size() - kPipeHeaderSize;
+  if (more) d.stream_fd_ = fd;
+  return index_attributes(std::move(d));
+}
+
 } // namespace ehelf::perf

@@ -162,9 +162,13 @@ struct Record {
   uint32_t type = 0;
   uint16_t misc = 0;
   uint16_t size = 0;   // the record's bytes, header included
-  uint64_t offset = 0; // in the file
+  uint64_t offset = 0; // in the file (in a pipe: in the stream)
   uint64_t time = 0;   // the sample's or the sample_id trailer's time; 0 if the record has none
   std::variant<std::monostate, SampleRecord, MmapRecord, CommRecord, TaskRecord, LostRecord> body;
+  // The bytes `body` points into when they are not the recording's own (a pipe's buffer, data
+  // decompressed from PERF_RECORD_COMPRESSED): kept alive as long as the record is, and let go
+  // with the last record that points into them.
+  std::shared_ptr<const std::vector<uint8_t>> storage;
   CpuMode cpumode() const { return static_cast<CpuMode>(misc & 7); }
 };
 
@@ -185,28 +189,64 @@ struct BuildIdEntry {
 };
 
 class PerfData {
+  struct ZstdStream;
+
 public:
   static Result<PerfData> open(const std::string& path);
   // From bytes in memory (tests, fuzzing); `name` names them in errors.
   static Result<PerfData> from_bytes(std::vector<uint8_t> bytes, std::string name);
-  // Everything read from `fd` until its end (a pipe: `perf record -o - | ehelf perf`), at most
-  // `max_bytes`.
-  static Result<PerfData> read_stream(int fd, std::string name, uint64_t max_bytes);
+  // A recording in perf's pipe layout coming from `fd` (`perf record -o - | ehelf perf`): its
+  // header and the header records before the first record the kernel wrote (attributes,
+  // features) are read now, the records as a Reader asks for them. Header records after the
+  // first kernel record are not applied (perf writes none there).
+  static Result<PerfData> read_stream(int fd, std::string name);
 
   const std::string& name() const { return name_; }
   bool pipe_mode() const { return pipe_; }
+  // Where the data ends in the file (for progress); 0 for a stream, whose end is not known yet.
+  uint64_t data_end() const { return stream_fd_ >= 0 ? 0 : data_offset_ + data_size_; }
   const std::vector<EventAttr>& attrs() const { return attrs_; }
   const std::vector<BuildIdEntry>& build_ids() const { return build_ids_; }
   const std::string& hostname() const { return hostname_; }
   const std::string& os_release() const { return os_release_; }
   const std::string& arch() const { return arch_; }
 
-  // Every record of the data (at most 16M), in file order, compressed ones (perf record -z)
-  // decompressed (at most 2 GiB in all).
-  // Stops at the first malformed one: the error names the file and its offset. Records that
-  // describe the file (pipe mode's attr and build-id records) have already been applied to
-  // attrs() and build_ids() and are not repeated. Records point into the file or into
-  // decompressed data this object keeps (each call decompresses anew).
+  // The records of the data in file order, a batch at a time: decoded as they are asked for (from
+  // a pipe, read as they are asked for), so that memory holds what the caller keeps rather than
+  // the recording. Compressed records (perf record -z) come decompressed (at most 2 GiB in all).
+  // Records that describe the file (pipe mode's attr and build-id records) have already been
+  // applied to attrs() and build_ids() and are not repeated. Records point into the file or
+  // into their `storage`. One Reader at a time per PerfData (a pipe is read once).
+  class Reader {
+  public:
+    explicit Reader(const PerfData& data);
+    ~Reader();
+    Reader(Reader&&) noexcept;
+    Reader& operator=(Reader&&) = delete;
+    // Appends the next records to `out` (about kBatch of them; a compressed record's all at
+    // once); `done` when the data has no more. A malformed record is an Error naming the file
+    // and its offset, the records before it appended.
+    Status next_batch(std::vector<Record>& out, bool& done);
+    // How far the data has been read, in bytes from the start of the file or stream.
+    uint64_t position() const { return base_ + pos_; }
+    static constexpr size_t kBatch = 1024;
+
+  private:
+    // A pipe: a new window holding the current one's unread bytes and more from the stream.
+    Status refill(bool& got_more);
+    const PerfData* data_;
+    std::unique_ptr<ZstdStream> zstd_;
+    std::shared_ptr<const std::vector<uint8_t>> chunk_; // the window's bytes, but for a file
+    std::span<const uint8_t> window_;
+    uint64_t base_ = 0;     // the offset of window_[0]
+    size_t pos_ = 0;        // in window_
+    size_t end_ = 0;        // of the data in window_
+    uint64_t skip_ = 0;     // a pipe: payload bytes after a record still to be read past
+    uint64_t released_ = 0; // the file offset of the last release_pages()
+  };
+
+  // Every record of the data (at most 16M) in file order: a Reader's batches, all at once.
+  // Stops at the first malformed one: the error names the file and its offset.
   // With `damage`: a malformed record ends the list instead of failing it; the records before
   // it are returned and *damage says where and why (perf salvages a damaged recording so too).
   Result<std::vector<Record>> records(std::optional<Error>* damage = nullptr) const;
@@ -232,19 +272,33 @@ public:
 private:
   PerfData() = default;
   static Result<PerfData> parse(PerfData d);
+  // The attributes' id layout, once they are all known (parse, read_stream).
+  static Result<PerfData> index_attributes(PerfData d);
   Status parse_file_header();
   Status parse_features(uint64_t features_offset, const uint64_t (&bits)[4]);
   Status parse_attr(std::span<const uint8_t> bytes, uint64_t offset, EventAttr& out) const;
   Status parse_build_ids(std::span<const uint8_t> bytes, uint64_t offset);
-  Status parse_pipe_header_records(); // pipe mode: attr and build-id records before the data
+  // Pipe mode: applies the attr, build-id and feature records of bytes()[pos, end); stops at a
+  // record cut by `end` or malformed (the Reader reports it, after the records before it);
+  // `streaming`: also at the first record the kernel wrote. `pos` is left where it stopped.
+  Status parse_pipe_header_records(uint64_t& pos, uint64_t end, bool streaming);
   Error error_at(uint64_t offset, std::string message) const;
-  struct ZstdStream;
   static constexpr uint64_t kInFile = ~uint64_t(0);
-  // Decodes the records in all[pos, end); `zstd`: where compressed records decompress (null
-  // inside decompressed data); `compressed_at`: kInFile, or the file offset of the compressed
-  // record `all` came from (for errors).
-  Status decode_records(std::span<const uint8_t> all, uint64_t pos, uint64_t end,
-                        std::vector<Record>& out, ZstdStream* zstd, uint64_t compressed_at) const;
+  // Bytes records are decoded from: `bytes[0]` is at `base` in the file (kInFile: decompressed
+  // data, whose compressed record is at `compressed_at`), records keep `storage` alive.
+  struct Window {
+    std::span<const uint8_t> bytes;
+    uint64_t base = 0;
+    uint64_t compressed_at = kInFile;
+    std::shared_ptr<const std::vector<uint8_t>> storage;
+    bool more_coming = false; // a pipe's: a record cut by the end waits for more bytes
+  };
+  // Decodes records of w.bytes[pos, end) into `out` until `budget` were appended or a record is
+  // cut by `end` (an error unless w.more_coming; then pos stays at it); `pos` moves past what
+  // was decoded; `skip`: payload bytes of the last record beyond `end` (a pipe's). `zstd`: where
+  // compressed records decompress (null inside decompressed data).
+  Status decode_records(const Window& w, size_t& pos, size_t end, size_t budget,
+                        std::vector<Record>& out, ZstdStream* zstd, uint64_t& skip) const;
   Status decompress(ZstdStream& z, std::span<const uint8_t> payload, uint64_t at,
                     std::vector<Record>& out) const;
   std::span<const uint8_t> bytes() const;
@@ -252,7 +306,7 @@ private:
   std::string name_;
   std::unique_ptr<MappedFile> file_; // open(); from_bytes keeps `owned_`
   std::shared_ptr<std::vector<uint8_t>> owned_;
-  mutable std::vector<std::unique_ptr<std::vector<uint8_t>>> decompressed_;
+  int stream_fd_ = -1; // read_stream: where the records after owned_ come from
   bool pipe_ = false;
   uint64_t data_offset_ = 0, data_size_ = 0;
   std::vector<EventAttr> attrs_;

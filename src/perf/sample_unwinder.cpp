@@ -171,26 +171,6 @@ std::vector<uint8_t> SampleUnwinder::kernel_build_id() const {
   return {};
 }
 
-std::vector<const Record*> SampleUnwinder::time_ordered(const std::vector<Record>& records) {
-  // Records without a time (perf's own) carry the time of the record before them.
-  std::vector<std::pair<uint64_t, const Record*>> keyed;
-  keyed.reserve(records.size());
-  uint64_t last = 0;
-  for (const Record& r : records) {
-    if (r.time) last = r.time;
-    keyed.emplace_back(last, &r);
-  }
-  // Stable by time: the pointers rise in file order, so (time, pointer) pairs sort as a stable
-  // sort by time would, with the cheaper unstable sort; a recording already in order is not
-  // sorted again.
-  if (!std::is_sorted(keyed.begin(), keyed.end())) std::sort(keyed.begin(), keyed.end());
-  std::vector<const Record*> sorted;
-  sorted.reserve(keyed.size());
-  for (const auto& [time, r] : keyed)
-    sorted.push_back(r);
-  return sorted;
-}
-
 SlowSteps SampleUnwinder::slow_steps() const {
   SlowSteps sum{};
   for (const auto& [pid, p] : processes_)

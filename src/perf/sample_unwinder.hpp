@@ -103,7 +103,7 @@ public:
   SampleUnwinder(RecordingInfo info, SampleUnwinderOptions options = {});
   ~SampleUnwinder();
 
-  // Feeds one record (in time order: see time_ordered()); returns true and fills `out` for a
+  // Feeds one record (in time order: see RecordStream); returns true and fills `out` for a
   // sample.
   bool feed(const Record& r, SampleStack& out);
   // The same as addresses only, for samples (returns true and fills `out`); other records update
@@ -126,10 +126,6 @@ public:
   const UnwindStats& stats() const { return stats_; }
   // Steps that ran the interpreter, by why (Unwinder::slow_steps), over every process.
   SlowSteps slow_steps() const;
-
-  // Records sorted by time (stable: records without a time keep their place relative to the
-  // others), as perf orders them before processing.
-  static std::vector<const Record*> time_ordered(const std::vector<Record>& records);
 
 private:
   struct Process;

@@ -134,7 +134,12 @@ expect_salvage short-data "short-data.data: offset $(cat "$work/short-data.offse
   "$ehelf" perf -f json "$work/short-data.data"
 expect_error attrs-outside "attrs-outside.data: offset 0x18: attribute section" \
   "$ehelf" perf "$work/attrs-outside.data"
-expect_error cut-pipe "cut-pipe.data: offset 0x[0-9a-f]*: " "$ehelf" perf "$work/cut-pipe.data"
+# A pipe-layout recording cut inside a record: read up to it, as a file cut so (and as perf
+# script salvages it), whether named or coming on standard input.
+expect_salvage cut-pipe "cut-pipe.data: offset 0x[0-9a-f]*: record of [0-9]* bytes does not fit" \
+  "$ehelf" perf "$work/cut-pipe.data"
+expect_salvage cut-pipe-stdin "<stdin>: offset 0x[0-9a-f]*: record of [0-9]* bytes does not fit" \
+  bash -c "cat '$work/cut-pipe.data' | '$ehelf' perf -f folded"
 # A compressed recording (perf record -z) whose first compressed record is not zstd data.
 if "${record[@]}" -z -o "$work/zstd.data" -- "${run[@]}" > /dev/null 2>> "$work/record.log"; then
   python3 - "$work" << 'PY'
@@ -175,6 +180,16 @@ for f in rec pipe; do
       [ "$(wc -l < "$work/err")" -gt 1 ] || { [ $rc -ne 0 ] && [ -s "$work/out" ]; }; then
       echo "FAIL $f.data cut at $n bytes: rc=$rc: $(cat "$work/err")"
       fail=1
+    fi
+    # The pipe layout on standard input, read as it comes: the same stacks, the same line.
+    if [ $f = pipe ]; then
+      head -c $n "$work/$f.data" | "$ehelf" perf -f folded > "$work/out-stdin" 2> "$work/err-stdin"
+      rc_stdin=$?
+      if [ $rc_stdin -ne $rc ] || ! cmp -s "$work/out" "$work/out-stdin" ||
+        [ "$(sed "s|$work/cut.data|<stdin>|" "$work/err")" != "$(cat "$work/err-stdin")" ]; then
+        echo "FAIL pipe.data cut at $n bytes on stdin: rc=$rc_stdin (file: $rc): $(cat "$work/err-stdin")"
+        fail=1
+      fi
     fi
   done
 done

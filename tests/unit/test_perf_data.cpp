@@ -14,7 +14,9 @@
 #include <chrono>
 
 #include <fmt/format.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <thread>
 #include <zstd.h>
 
 #include <cstdint>
@@ -28,10 +30,28 @@
 #include <vector>
 
 #include "perf/perf_data.hpp"
+#include "perf/record_stream.hpp"
 #include "perf/sample_unwinder.hpp"
 
 namespace ehelf::perf {
 namespace {
+
+// The records sorted by time, stably, over the whole recording (records without a time take the
+// one of the record before them): what RecordStream gives on a recording in order.
+std::vector<const Record*> sorted_by_time(const std::vector<Record>& records) {
+  std::vector<std::pair<uint64_t, const Record*>> keyed;
+  uint64_t last = 0;
+  for (const Record& r : records) {
+    if (r.time) last = r.time;
+    keyed.emplace_back(last, &r);
+  }
+  std::stable_sort(keyed.begin(), keyed.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<const Record*> sorted;
+  for (const auto& k : keyed)
+    sorted.push_back(k.second);
+  return sorted;
+}
 
 // ---------------------------------------------------------------------------------------------
 // The builder.
@@ -673,7 +693,7 @@ Outcome survive(std::span<const uint8_t> input, bool compressed = false) {
   options.max_depth = 64;
   SampleUnwinder unwinder(*data, options);
   SampleStack stack;
-  for (const Record* r : SampleUnwinder::time_ordered(*records))
+  for (const Record* r : sorted_by_time(*records))
     unwinder.feed(*r, stack);
   EXPECT_EQ(unwinder.stats().samples, o.samples);
   return o;
@@ -681,6 +701,97 @@ Outcome survive(std::span<const uint8_t> input, bool compressed = false) {
 
 Outcome survive(const Built& b) {
   return survive(b.bytes);
+}
+
+// A recording read as `perf record -o - | ehelf perf` reads it: its bytes sent through a socket
+// in pieces of irregular sizes (`seed` picks them), read back with PerfData::read_stream and
+// RecordStream while they come. Every byte of every record is read (ASan checks them).
+struct Streamed {
+  std::unique_ptr<PerfData> data; // what the records' attributes point into
+  std::string error;              // read_stream's
+  std::vector<Record> records;    // in RecordStream's order
+  std::string damage;             // what ended the records early
+};
+
+Streamed stream(std::span<const uint8_t> bytes, unsigned seed = 1) {
+  Streamed out;
+  int fds[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) {
+    ADD_FAILURE() << "socketpair";
+    return out;
+  }
+  std::thread writer([bytes, seed, fd = fds[1]] {
+    std::minstd_rand pieces(seed);
+    for (size_t at = 0; at < bytes.size();) {
+      const size_t n = std::min<size_t>(bytes.size() - at, 1 + pieces() % 9000);
+      const ssize_t sent = ::send(fd, bytes.data() + at, n, MSG_NOSIGNAL);
+      if (sent <= 0) break; // the reader stopped
+      at += static_cast<size_t>(sent);
+    }
+    ::close(fd);
+  });
+  if (auto d = PerfData::read_stream(fds[0], kName); !d) {
+    EXPECT_TRUE(good_error(d.error()));
+    out.error = d.error().to_string();
+  } else {
+    out.data = std::make_unique<PerfData>(std::move(*d));
+    RecordStream records(*out.data);
+    uint64_t sum = 0;
+    auto touch = [&](std::span<const uint8_t> b) {
+      for (uint8_t c : b)
+        sum += c;
+    };
+    while (const Record* r = records.next()) {
+      if (const auto* smp = std::get_if<SampleRecord>(&r->body)) {
+        touch(smp->callchain);
+        touch(smp->regs);
+        touch(smp->stack);
+      } else if (const auto* m = std::get_if<MmapRecord>(&r->body)) {
+        touch({reinterpret_cast<const uint8_t*>(m->filename.data()), m->filename.size()});
+      }
+      out.records.push_back(*r);
+    }
+    (void)sum;
+    if (records.damage()) {
+      EXPECT_TRUE(good_error(*records.damage()));
+      out.damage = records.damage()->to_string();
+    }
+  }
+  ::close(fds[0]); // a writer still sending gets an error
+  writer.join();
+  return out;
+}
+
+// What a stream of `b` gives is what reading it whole and sorting its records gives.
+void expect_stream_as_whole(const Built& b) {
+  auto d = PerfData::from_bytes(b.bytes, kName);
+  ASSERT_TRUE(d) << d.error().to_string();
+  auto all = d->records();
+  ASSERT_TRUE(all) << all.error().to_string();
+  const std::vector<const Record*> sorted = sorted_by_time(*all);
+  for (unsigned seed : {1u, 2u, 3u}) {
+    Streamed st = stream(b.bytes, seed);
+    ASSERT_EQ(st.error, "");
+    EXPECT_EQ(st.damage, "");
+    // (FINISHED_ROUND records are the stream's own: it does not give them.)
+    std::vector<const Record*> expected;
+    for (const Record* r : sorted)
+      if (r->type != record::kFinishedRound) expected.push_back(r);
+    ASSERT_EQ(st.records.size(), expected.size()) << seed;
+    for (size_t i = 0; i < expected.size(); ++i) {
+      const Record &a = *expected[i], &s = st.records[i];
+      EXPECT_EQ(s.type, a.type) << i;
+      EXPECT_EQ(s.offset, a.offset) << i;
+      EXPECT_EQ(s.time, a.time) << i;
+      EXPECT_EQ(s.body.index(), a.body.index()) << i;
+      if (const auto* x = std::get_if<SampleRecord>(&a.body)) {
+        const auto& y = std::get<SampleRecord>(s.body);
+        EXPECT_EQ(y.ip, x->ip);
+        EXPECT_TRUE(std::ranges::equal(y.stack, x->stack)) << i;
+        EXPECT_TRUE(std::ranges::equal(y.regs, x->regs)) << i;
+      }
+    }
+  }
 }
 
 // An error at `offset` whose message has `words`.
@@ -1113,7 +1224,7 @@ TEST(SampleUnwinder, FollowsTheRecordedProcesses) {
   SampleUnwinder u(*d, options);
   std::vector<SampleStack> stacks;
   SampleStack st;
-  for (const Record* rec : SampleUnwinder::time_ordered(*r))
+  for (const Record* rec : sorted_by_time(*r))
     if (u.feed(*rec, st)) stacks.push_back(st);
   ASSERT_EQ(stacks.size(), 3u);
   // User mode: the sampled pc, in the program's mapping (no file here to unwind further).
@@ -1224,7 +1335,7 @@ TEST(SampleUnwinder, StackCopyAtTheTopOfTheAddressSpace) {
     SampleUnwinder u(*d, options);
     SampleStack st;
     bool got = false;
-    for (const Record* rec : SampleUnwinder::time_ordered(*r))
+    for (const Record* rec : sorted_by_time(*r))
       got |= u.feed(*rec, st);
     ASSERT_TRUE(got);
     EXPECT_EQ(u.stats().modules_missing, 0u) << m.filename;
@@ -1244,6 +1355,90 @@ std::vector<Built> valid_inputs() {
           two_event_recording(true, true), two_event_recording(false, false)};
 }
 
+// `perf record -o - | ehelf perf`: the records are read as they come, in windows, and give what
+// the whole recording gives; a recording's file layout on a stream is read whole.
+TEST(PerfData, StreamReadsAPipeAsItComes) {
+  for (const Built& b : valid_inputs())
+    expect_stream_as_whole(b);
+  // Megabytes of samples (windows of 1 MiB, records cut at their ends) in rounds of 50 whose
+  // times run backwards: each round comes out sorted.
+  const TestAttr a = dwarf_attr();
+  std::vector<std::vector<uint8_t>> records = recording_records(a);
+  for (uint64_t round = 0; round < 8; ++round) {
+    for (uint64_t i = 0; i < 50; ++i) {
+      TestSample smp;
+      smp.ip = kUserIp;
+      smp.pid = smp.tid = 100;
+      smp.time = 10000 + 1000 * round + 100 - i;
+      smp.callchain = {kContextUser, kUserIp};
+      smp.regs = {1, 2, kUserSp, kUserIp, 5};
+      smp.stack = pattern(8192, static_cast<uint8_t>(i));
+      smp.dyn_size = 8192;
+      records.push_back(sample_record(a, kMiscUser, smp));
+    }
+    records.push_back(finished_round());
+  }
+  const Built big = pipe_layout({a}, records, recording_features({a}));
+  ASSERT_GT(big.bytes.size(), 3u << 20);
+  expect_stream_as_whole(big);
+}
+
+// perf's order: records queue until a FINISHED_ROUND says every ring buffer was read past the
+// latest time of the round before it; those no later come out sorted. A record that arrives
+// after its time was passed comes late, as perf delivers it, rather than where a sort of the
+// whole recording would put it.
+TEST(RecordStream, ReleasesWhatARoundMakesSafe) {
+  const TestAttr a = dwarf_attr();
+  auto at = [&](uint64_t time) { return comm(a, 1, 1, "c", false, {1, 1, time, 101}); };
+  const Built b = pipe_layout({a},
+                              {at(20), at(10), finished_round(), at(15), at(30), finished_round(),
+                               at(25), at(12), at(0) /* no time: the one before it */},
+                              recording_features({a}));
+  auto d = PerfData::from_bytes(b.bytes, kName);
+  ASSERT_TRUE(d) << d.error().to_string();
+  RecordStream records(*d);
+  std::vector<uint64_t> times, offsets;
+  while (const Record* r = records.next()) {
+    times.push_back(r->time);
+    offsets.push_back(r->offset);
+  }
+  EXPECT_FALSE(records.damage());
+  EXPECT_EQ(times, (std::vector<uint64_t>{10, 15, 20, 12, 0, 25, 30}));
+  // The timeless record keeps its place after the record whose time it takes.
+  ASSERT_EQ(offsets.size(), 7u);
+  EXPECT_EQ(offsets[4], b.record_offsets[8]);
+  // A recording without rounds comes out as a whole sort.
+  const Built unrounded =
+      pipe_layout({a}, {at(20), at(10), at(15), at(30), at(25), at(12)}, recording_features({a}));
+  auto u = PerfData::from_bytes(unrounded.bytes, kName);
+  ASSERT_TRUE(u);
+  RecordStream all(*u);
+  times.clear();
+  while (const Record* r = all.next())
+    times.push_back(r->time);
+  EXPECT_EQ(times, (std::vector<uint64_t>{10, 12, 15, 20, 25, 30}));
+}
+
+// A malformed record ends the stream as damage: the records before it come out (ordered).
+TEST(RecordStream, DamageEndsItAfterTheRecordsBefore) {
+  const TestAttr a = dwarf_attr();
+  auto at = [&](uint64_t time) { return comm(a, 1, 1, "c", false, {1, 1, time, 101}); };
+  Built b = pipe_layout({a}, {at(20), at(10), at(5)}, recording_features({a}));
+  put_u16(b.bytes, b.record_offsets[2] + 6, 4); // a record size below its header's
+  auto d = PerfData::from_bytes(b.bytes, kName);
+  ASSERT_TRUE(d);
+  RecordStream records(*d);
+  std::vector<uint64_t> times;
+  while (const Record* r = records.next())
+    times.push_back(r->time);
+  EXPECT_EQ(times, (std::vector<uint64_t>{10, 20}));
+  ASSERT_TRUE(records.damage());
+  EXPECT_NE(records.damage()->to_string().find(fmt::format("offset {:#x}", b.record_offsets[2])),
+            std::string::npos)
+      << records.damage()->to_string();
+  EXPECT_EQ(records.next(), nullptr);
+}
+
 TEST(PerfDataHostile, EveryTruncation) {
   for (const Built& b : valid_inputs()) {
     size_t decoded = 0;
@@ -1260,6 +1455,19 @@ TEST(PerfDataHostile, EveryTruncation) {
     if (b.data_offset == 16) { // every record's end
       EXPECT_GE(decoded, b.record_offsets.size());
     }
+    // A stream cut there ends as the bytes read whole do: the same error at the same offset
+    // (as damage after the records before it), or the same records.
+    if (b.data_offset == 16)
+      for (size_t n = 0; n < b.bytes.size(); n += 7) {
+        const std::span<const uint8_t> cut = std::span<const uint8_t>(b.bytes).first(n);
+        Outcome o = survive(cut);
+        Streamed st = stream(cut, static_cast<unsigned>(n));
+        EXPECT_EQ(st.error.empty() ? st.damage : st.error, o.error) << n;
+        if (o.decoded) {
+          EXPECT_LE(st.records.size(), o.records) << n; // less perf's FINISHED_ROUNDs
+          EXPECT_GE(st.records.size() + 1, o.records) << n;
+        }
+      }
     EXPECT_TRUE(survive(b).decoded);
   }
 }
@@ -1274,6 +1482,7 @@ TEST(PerfDataHostile, ByteOverwritesEverywhere) {
         bad[at] = value;
         decoded += survive(bad).decoded;
         ++runs;
+        if (b.data_offset == 16 && value == 0xff) stream(bad, static_cast<unsigned>(at));
       }
     }
     // Most positions are data: a parse that fails everywhere would test nothing.
@@ -1312,6 +1521,7 @@ TEST(PerfDataHostile, RandomCorruption) {
     }
     if (rng() % 4 == 0) bad.resize(rng() % (bad.size() + 1));
     decoded += survive(bad).decoded;
+    stream(bad, static_cast<unsigned>(i)); // read as a pipe: no error but good ones
   }
   EXPECT_GT(decoded, size_t(runs / 10));
 }
@@ -1514,6 +1724,14 @@ TEST(PerfDataHostile, PipePayloads) {
   std::vector<uint8_t> last = b.bytes;
   last.insert(last.end(), aux_record.begin(), aux_record.begin() + 8 + 48);
   expect_error(last, b.bytes.size(), "runs past the end");
+  expect_stream_as_whole(b);
+  // A payload of megabytes between records: a stream reads past it across its windows.
+  std::vector<uint8_t> big = tracing_record;
+  put_u32(big, 8, 3u << 20);
+  big.resize(big.size() - 16 + (3u << 20), 0xee);
+  std::vector<std::vector<uint8_t>> with_big = records;
+  with_big.insert(with_big.begin() + 6, big);
+  expect_stream_as_whole(pipe_layout(attrs, with_big, recording_features(attrs)));
   // The same records in the file layout.
   Built f = file_layout(attrs, records, recording_features(attrs));
   EXPECT_TRUE(survive(f).decoded);
@@ -1587,6 +1805,7 @@ TEST(PerfData, CompressedRecords) {
     Outcome o = survive(b.bytes, true);
     EXPECT_TRUE(o.decoded) << o.error;
     EXPECT_EQ(o.samples, 3u);
+    expect_stream_as_whole(b);
   }
 }
 
