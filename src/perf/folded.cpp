@@ -1,5 +1,6 @@
 #include "perf/folded.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <istream>
 #include <iterator>
@@ -71,18 +72,45 @@ std::string frame_name(const StackFrame& frame, bool addresses) {
   return fmt::format("{:#x}", frame.pc);
 }
 
+// Whether a symbol goes into a folded line as it is: no separator, line end or tab inside, no
+// blank at either end. One pass over its characters (find_first_of with a set of four calls
+// memchr once per character: a fifth of `-f folded`'s time on deep C++ stacks).
+bool fits_as_is(std::string_view symbol) {
+  if (symbol.empty() || is_blank(symbol.front()) || is_blank(symbol.back())) return false;
+  for (char c : symbol)
+    if (c == ';' || c == '\n' || c == '\r' || c == '\t') return false;
+  return true;
+}
+
+// Appends frame_name(frame, addresses). Most names need no change for the format: a symbol, or
+// a module's "[file]" when there is none (a stripped program's frames), is appended as it is,
+// without the copies frame_name makes (this runs for every frame of a recording).
+void append_frame_name(std::string& out, const StackFrame& frame, bool addresses) {
+  if (!addresses && fits_as_is(frame.symbol)) {
+    out += frame.symbol;
+    return;
+  }
+  if (std::string_view module = basename(frame.module);
+      !addresses && frame.symbol.empty() && fits_as_is(module)) {
+    if (module.size() >= 2 && module.front() == '[' && module.back() == ']')
+      module = module.substr(1, module.size() - 2);
+    out += '[';
+    out += module;
+    out += ']';
+    return;
+  }
+  out += frame_name(frame, addresses);
+}
+
 std::string folded_stack(const SampleStack& sample, const FoldOptions& options) {
   std::string stack = process_name(sample, options);
+  size_t length = stack.size();
+  for (const StackFrame& frame : sample.frames)
+    length += 3 + std::max(frame.symbol.size(), basename(frame.module).size());
+  stack.reserve(length);
   for (auto frame = sample.frames.rbegin(); frame != sample.frames.rend(); ++frame) {
     stack += ';';
-    // Most names need no change for the format: appended as they are, without the copies
-    // frame_name makes (this runs for every frame of a recording).
-    const std::string_view symbol = frame->symbol;
-    if (!options.addresses && !symbol.empty() && !is_blank(symbol.front()) &&
-        !is_blank(symbol.back()) && symbol.find_first_of(";\n\r\t") == std::string_view::npos)
-      stack += symbol;
-    else
-      stack += frame_name(*frame, options.addresses);
+    append_frame_name(stack, *frame, options.addresses);
   }
   return stack;
 }

@@ -101,6 +101,10 @@ TEST(Folded, SeparatorsInNamesCannotBreakTheFormat) {
   SampleStack s =
       sample({frame("odd;name\nwith\r\nnewlines"), frame("\ttabbed\tname ")}, "my;comm");
   EXPECT_EQ(fold_one(s), "my:comm;tabbed name;odd:namewithnewlines");
+  // Files without a symbol are named by their base name, made safe the same way.
+  SampleStack files = sample({frame("", "/tmp/a;b/odd;lib.so"), frame("", "/tmp/ spaced.so\t"),
+                              frame("", "[]"), frame("", "/x/[bracketed]")});
+  EXPECT_EQ(fold_one(files), "prog;[bracketed];[];[spaced.so];[odd:lib.so]");
 }
 
 TEST(Folded, EmptyCommandAndNoFrames) {
