@@ -184,6 +184,7 @@ TEST(KernelSymbols, CodeSymbolsByAddressWithTheirOffsets) {
                                                            "0000000000000000 T hidden\n"
                                                            "ffffffffc0000000 t mod_fn\t[mod]\n"
                                                            "ffffffff81000200 W alias_later\n"
+                                                           "ffffffff81000300 T ends_so]\n"
                                                            "garbage\n"));
   std::string_view name;
   uint64_t offset = 0;
@@ -194,12 +195,15 @@ TEST(KernelSymbols, CodeSymbolsByAddressWithTheirOffsets) {
   EXPECT_EQ(name, "alias_later"); // equal addresses: the last listed, as before
   ASSERT_TRUE(k.name(0xffffffffc0000010, name, offset));
   EXPECT_EQ(name, "mod_fn");
+  ASSERT_TRUE(k.name(0xffffffff81000300, name, offset));
+  EXPECT_EQ(name, "ends_so]"); // a ']' at the end but no module before it
   EXPECT_FALSE(k.name(0xffffffff81000000, name, offset));
 }
 
-// Addresses are read 8 digits at a time when a line starts with 16 hex digits, else digit by
-// digit: both as the digits say (std::from_chars as the reference), in either case, and a line
-// whose address has a non-digit is skipped. Random lines, then the running kernel's own list.
+// Addresses are read 8 digits at a time when a line starts with 16 hex digits (the high 8 once for
+// the lines that share them), else digit by digit: both as the digits say (std::from_chars as the
+// reference), in either case, and a line whose address has a non-digit is skipped. Random lines,
+// then the running kernel's own list.
 TEST(KernelSymbols, AddressesAsTheirDigitsSay) {
   std::mt19937_64 rng(15);
   const std::string alphabet = "0123456789abcdefABCDEF0123456789abcdefgG:/@`\x7f\x80 ";
@@ -207,9 +211,10 @@ TEST(KernelSymbols, AddressesAsTheirDigitsSay) {
   std::map<uint64_t, std::string> expected; // address -> name (the last listed)
   size_t accepted = 0;
   for (int i = 0; i < 4000; ++i) {
-    std::string addr;
+    // Half the lines share their high half, as kallsyms' do (the parser converts it once).
+    std::string addr = rng() % 2 ? "ffffffff" : "";
     const size_t length = rng() % 4 == 0 ? 1 + rng() % 17 : 16;
-    for (size_t j = 0; j < length; ++j)
+    while (addr.size() < length)
       addr +=
           rng() % 8 == 0 ? alphabet[rng() % alphabet.size()] : "0123456789abcdefABCDEF"[rng() % 22];
     const std::string name = "n" + std::to_string(i);
