@@ -306,163 +306,177 @@ bool ExceptionTables::is_call(uint64_t address) const {
 
 std::vector<LandingPad> ExceptionTables::match(SynthResult& result) {
   if (shipped_) {
-    std::unordered_map<uint64_t, uint64_t> lsda_of; // FDE start -> LSDA
-    for (size_t i = 0; i < shipped_->function_count(); ++i)
-      if (const FunctionInfo& f = shipped_->function(i); f.lsda) lsda_of[f.pc_begin] = f.lsda;
-    for (SynthFunction& s : result.functions)
-      for (SynthFunction::Part& p : s.parts)
-        if (auto it = lsda_of.find(p.begin); it != lsda_of.end() && !p.lsda) {
-          p.lsda = it->second;
-          assigned_.insert(it->second);
-        }
+    assign_shipped(result);
   } else {
-    // LSDAs with a landing pad, by where their first region with one ends (a call's end), once.
-    if (!by_first_pad_end_built_) {
-      by_first_pad_end_built_ = true;
-      for (uint32_t i = 0; i < lsdas_.size(); ++i) {
-        const Lsda& l = lsdas_[i];
-        // An LSDA without landing pads (a noexcept function's: calls reaching it terminate)
-        // fits too many functions to be matched; left out, an exception unwinds through.
-        auto pad = std::find_if(l.sites.begin(), l.sites.end(),
-                                [](const CallSite& cs) { return cs.landing_pad != 0; });
-        if (pad == l.sites.end()) continue;
-        by_first_pad_end_[pad->start + pad->length].push_back(i);
-        for (const CallSite& cs : l.sites)
-          max_extent_ = std::max({max_extent_, cs.start + cs.length, cs.landing_pad + 1});
+    index_by_first_pad_end();
+    assign_fitting(result, fitting_parts(result));
+  }
+  return landing_pads(result);
+}
+
+void ExceptionTables::assign_shipped(SynthResult& result) {
+  std::unordered_map<uint64_t, uint64_t> lsda_of; // FDE start -> LSDA
+  for (size_t i = 0; i < shipped_->function_count(); ++i)
+    if (const FunctionInfo& f = shipped_->function(i); f.lsda) lsda_of[f.pc_begin] = f.lsda;
+  for (SynthFunction& s : result.functions)
+    for (SynthFunction::Part& p : s.parts)
+      if (auto it = lsda_of.find(p.begin); it != lsda_of.end() && !p.lsda) {
+        p.lsda = it->second;
+        assigned_.insert(it->second);
       }
+}
+
+void ExceptionTables::index_by_first_pad_end() {
+  if (by_first_pad_end_built_) return;
+  by_first_pad_end_built_ = true;
+  for (uint32_t i = 0; i < lsdas_.size(); ++i) {
+    const Lsda& l = lsdas_[i];
+    // An LSDA without landing pads (a noexcept function's: calls reaching it terminate) fits too
+    // many functions to be matched; left out, an exception unwinds through.
+    auto pad = std::find_if(l.sites.begin(), l.sites.end(),
+                            [](const CallSite& cs) { return cs.landing_pad != 0; });
+    if (pad == l.sites.end()) continue;
+    by_first_pad_end_[pad->start + pad->length].push_back(i);
+    for (const CallSite& cs : l.sites)
+      max_extent_ = std::max({max_extent_, cs.start + cs.length, cs.landing_pad + 1});
+  }
+}
+
+std::map<uint32_t, std::vector<ExceptionTables::Candidate>>
+ExceptionTables::fitting_parts(SynthResult& result) {
+  // Code built for CET (-fcf-protection: most functions start with endbr64) starts every
+  // landing pad with endbr64 too, which rules out most places an LSDA fits by chance.
+  size_t starts = 0, marked = 0;
+  for (const SynthFunction& f : result.functions)
+    if (auto b = code_at(f.begin, 4); b.size() == 4) {
+      ++starts;
+      marked += std::equal(b.begin(), b.end(), kEndbr64.begin());
     }
-    // Code built for CET (-fcf-protection: most functions start with endbr64) starts every
-    // landing pad with endbr64 too, which rules out most places an LSDA fits by chance.
-    size_t starts = 0, marked = 0;
-    for (const SynthFunction& f : result.functions)
-      if (auto b = code_at(f.begin, 4); b.size() == 4) {
-        ++starts;
-        marked += std::equal(b.begin(), b.end(), kEndbr64.begin());
+  const bool pads_marked = starts >= 10 && marked * 2 >= starts;
+  auto pads_start_marked = [&](const Lsda& l, uint64_t begin) {
+    for (const CallSite& cs : l.sites)
+      if (cs.landing_pad) {
+        auto b = code_at(begin + cs.landing_pad, 4);
+        if (b.size() != 4 || !std::equal(b.begin(), b.end(), kEndbr64.begin())) return false;
       }
-    const bool pads_marked = starts >= 10 && marked * 2 >= starts;
-    auto pads_start_marked = [&](const Lsda& l, uint64_t begin) {
-      for (const CallSite& cs : l.sites)
-        if (cs.landing_pad) {
-          auto b = code_at(begin + cs.landing_pad, 4);
-          if (b.size() != 4 || !std::equal(b.begin(), b.end(), kEndbr64.begin())) return false;
+    return true;
+  };
+  // Every free part each LSDA fits, found from the calls in the parts' code. A part found by a
+  // jump starts at the first address jumped to, maybe past its real start (the code before is
+  // reached from its landing pads): an LSDA may then fit from a start up to kMaxHead bytes
+  // earlier, in code no analysis reached.
+  constexpr uint64_t kMaxHead = 64, kMaxGap = 4096;
+  std::map<uint32_t, std::vector<Candidate>> fitting; // by LSDA index
+  size_t candidates_found = 0;
+  for (uint32_t fn = 0; fn < result.functions.size(); ++fn)
+    for (SynthFunction::Part& p : result.functions[fn].parts) {
+      if (p.lsda) continue;
+      // A part no LSDA fitted stays so while its function's analysis and extent stay (other
+      // analyses and matches only rule fits out).
+      const uint64_t signature = (uint64_t(fn) << 40) ^ (result.functions[fn].instructions << 8) ^
+                                 (p.end - p.begin) ^ (uint64_t(p.by_jump) << 63);
+      if (auto b = barren_.find(p.begin); b != barren_.end() && b->second == signature) continue;
+      const size_t candidates_before = candidates_found;
+      // The code between the last analysed instruction before a part found by a jump and the
+      // part, when it decodes right up to the part.
+      Sweep gap;
+      if (p.by_jump) {
+        auto it = std::lower_bound(
+            result.instructions.begin(), result.instructions.end(), p.begin,
+            [](const AnalysedInstruction& in, uint64_t v) { return in.address < v; });
+        if (it != result.instructions.begin()) {
+          const uint64_t reached = std::prev(it)->address + std::prev(it)->length;
+          if (reached < p.begin && p.begin - reached <= kMaxGap) gap = head_sweep(reached, p.begin);
         }
-      return true;
-    };
-    // Every free part each LSDA fits, found from the calls in the parts' code. A part found by
-    // a jump starts at the first address jumped to, maybe past its real start (the code before
-    // is reached from its landing pads): an LSDA may then fit from a start up to kMaxHead bytes
-    // earlier, in code no analysis reached.
-    constexpr uint64_t kMaxHead = 64, kMaxGap = 4096;
-    struct Candidate {
-      uint32_t fn;
-      SynthFunction::Part* part;
-      uint64_t begin; // the part's start the LSDA fits from
-    };
-    std::map<uint32_t, std::vector<Candidate>> fitting; // by LSDA index
-    size_t candidates_found = 0;
-    for (uint32_t fn = 0; fn < result.functions.size(); ++fn)
-      for (SynthFunction::Part& p : result.functions[fn].parts) {
-        if (p.lsda) continue;
-        // A part no LSDA fitted stays so while its function's analysis and extent stay (other
-        // analyses and matches only rule fits out).
-        const uint64_t signature = (uint64_t(fn) << 40) ^ (result.functions[fn].instructions << 8) ^
-                                   (p.end - p.begin) ^ (uint64_t(p.by_jump) << 63);
-        if (auto b = barren_.find(p.begin); b != barren_.end() && b->second == signature) continue;
-        const size_t candidates_before = candidates_found;
-        // The code between the last analysed instruction before a part found by a jump and the
-        // part, when it decodes right up to the part.
-        Sweep gap;
-        if (p.by_jump) {
-          auto it = std::lower_bound(
-              result.instructions.begin(), result.instructions.end(), p.begin,
-              [](const AnalysedInstruction& in, uint64_t v) { return in.address < v; });
-          if (it != result.instructions.begin()) {
-            const uint64_t reached = std::prev(it)->address + std::prev(it)->length;
-            if (reached < p.begin && p.begin - reached <= kMaxGap)
-              gap = head_sweep(reached, p.begin);
-          }
-        }
-        const uint64_t gap_size = gap.starts.empty() ? 0 : gap.starts.back();
-        const uint64_t head = std::min(kMaxHead, gap_size);
-        const Sweep& sw = sweep(p);
-        for (uint32_t e : sw.call_ends)
-          for (auto it = by_first_pad_end_.lower_bound(e);
-               it != by_first_pad_end_.end() && it->first <= e + head; ++it) {
-            const uint64_t back = it->first - e; // the LSDA's start this far before the part's
-            const uint32_t head_base = uint32_t(gap_size - back);
-            if (back && !std::binary_search(gap.starts.begin(), gap.starts.end(), head_base))
-              continue;
-            for (uint32_t i : it->second) {
-              const Lsda& l = lsdas_[i];
-              // From an earlier start, only an LSDA with several landing pads (a single
-              // call's shape fits too many places).
-              if (back && pad_sites(l) < 2) continue;
-              SynthFunction::Part from = p;
-              from.begin = p.begin - back;
-              if (fits_code(l, sw, back ? &gap : nullptr, head_base) &&
-                  (!pads_marked || pads_start_marked(l, from.begin)) && fits(result, l, fn, from)) {
-                fitting[i].push_back({fn, &p, from.begin});
-                ++candidates_found;
-              }
+      }
+      const uint64_t gap_size = gap.starts.empty() ? 0 : gap.starts.back();
+      const uint64_t head = std::min(kMaxHead, gap_size);
+      const Sweep& sw = sweep(p);
+      for (uint32_t e : sw.call_ends)
+        for (auto it = by_first_pad_end_.lower_bound(e);
+             it != by_first_pad_end_.end() && it->first <= e + head; ++it) {
+          const uint64_t back = it->first - e; // the LSDA's start this far before the part's
+          const uint32_t head_base = uint32_t(gap_size - back);
+          if (back && !std::binary_search(gap.starts.begin(), gap.starts.end(), head_base))
+            continue;
+          for (uint32_t i : it->second) {
+            const Lsda& l = lsdas_[i];
+            // From an earlier start, only an LSDA with several landing pads (a single call's
+            // shape fits too many places).
+            if (back && pad_sites(l) < 2) continue;
+            SynthFunction::Part from = p;
+            from.begin = p.begin - back;
+            if (fits_code(l, sw, back ? &gap : nullptr, head_base) &&
+                (!pads_marked || pads_start_marked(l, from.begin)) && fits(result, l, fn, from)) {
+              fitting[i].push_back({fn, &p, from.begin});
+              ++candidates_found;
             }
           }
-        if (candidates_found == candidates_before) barren_[p.begin] = signature;
-      }
-    std::vector<std::pair<const Lsda*, std::vector<Candidate>>> open;
-    for (auto& [i, parts] : fitting)
-      open.emplace_back(&lsdas_[i], std::move(parts));
-    // An LSDA fitting one free part gets it. Several parts of the same shape (template
-    // instances, char and wchar_t twins) are told apart by order: compilers and linkers lay out
-    // LSDAs in the order of their functions, first parts and split-off parts each in ascending
-    // address order, so a part must lie between those of the nearest matched LSDAs before and
-    // after it of its kind.
-    auto kind = [&](const Candidate& c) {
-      return c.part == &result.functions[c.fn].parts.front() ? 0 : 1;
-    };
-    auto in_order = [&](uint64_t lsda, int k, uint64_t part) {
-      const auto& anchors = anchors_[k];
-      auto after = anchors.upper_bound(lsda);
-      if (after != anchors.end() && after->second <= part) return false;
-      return after == anchors.begin() || std::prev(after)->second < part;
-    };
-    // Two LSDAs claiming the same part (one of them belongs to a part not found, or to a twin)
-    // get neither.
-    for (bool progress = true; progress;) {
-      progress = false;
-      std::map<SynthFunction::Part*, int> claims;
-      std::vector<std::pair<const Lsda*, Candidate>> proposals;
-      for (auto& [l, fitting] : open) {
-        if (assigned_.count(l->address)) continue;
-        std::erase_if(fitting, [](const Candidate& c) { return c.part->lsda != 0; });
-        std::vector<Candidate> ordered;
-        for (const Candidate& c : fitting)
-          if (in_order(l->address, kind(c), c.begin)) ordered.push_back(c);
-        // A single fitting part is enough for an LSDA with several landing pads; one with a
-        // single pad (a shape many functions have) must also be in order.
-        const bool specific = pad_sites(*l) >= 2;
-        const std::vector<Candidate>& choice = fitting.size() == 1 && specific ? fitting : ordered;
-        if (choice.size() != 1) continue;
-        proposals.emplace_back(l, choice.front());
-        ++claims[choice.front().part];
-      }
-      for (const auto& [l, c] : proposals) {
-        if (claims[c.part] != 1) continue;
-        c.part->begin = c.begin; // a split-off part's real start, when found before its jumps
-        c.part->lsda = l->address;
-        assigned_.insert(l->address);
-        anchors_[kind(c)][l->address] = c.begin;
-        // Out of the index: the parts' calls no longer look it up.
-        for (const CallSite& cs : l->sites)
-          if (cs.landing_pad) {
-            if (auto b = by_first_pad_end_.find(cs.start + cs.length); b != by_first_pad_end_.end())
-              std::erase(b->second, uint32_t(l - lsdas_.data()));
-            break;
-          }
-        progress = true;
-      }
+        }
+      if (candidates_found == candidates_before) barren_[p.begin] = signature;
+    }
+  return fitting;
+}
+
+void ExceptionTables::assign_fitting(SynthResult& result,
+                                     std::map<uint32_t, std::vector<Candidate>> fitting) {
+  std::vector<std::pair<const Lsda*, std::vector<Candidate>>> open;
+  for (auto& [i, parts] : fitting)
+    open.emplace_back(&lsdas_[i], std::move(parts));
+  // An LSDA fitting one free part gets it. Several parts of the same shape (template instances,
+  // char and wchar_t twins) are told apart by order: compilers and linkers lay out LSDAs in the
+  // order of their functions, first parts and split-off parts each in ascending address order,
+  // so a part must lie between those of the nearest matched LSDAs before and after it of its
+  // kind.
+  auto kind = [&](const Candidate& c) {
+    return c.part == &result.functions[c.fn].parts.front() ? 0 : 1;
+  };
+  auto in_order = [&](uint64_t lsda, int k, uint64_t part) {
+    const auto& anchors = anchors_[k];
+    auto after = anchors.upper_bound(lsda);
+    if (after != anchors.end() && after->second <= part) return false;
+    return after == anchors.begin() || std::prev(after)->second < part;
+  };
+  // Two LSDAs claiming the same part (one of them belongs to a part not found, or to a twin)
+  // get neither.
+  for (bool progress = true; progress;) {
+    progress = false;
+    std::map<SynthFunction::Part*, int> claims;
+    std::vector<std::pair<const Lsda*, Candidate>> proposals;
+    for (auto& [l, candidates] : open) {
+      if (assigned_.count(l->address)) continue;
+      std::erase_if(candidates, [](const Candidate& c) { return c.part->lsda != 0; });
+      std::vector<Candidate> ordered;
+      for (const Candidate& c : candidates)
+        if (in_order(l->address, kind(c), c.begin)) ordered.push_back(c);
+      // A single fitting part is enough for an LSDA with several landing pads; one with a
+      // single pad (a shape many functions have) must also be in order.
+      const bool specific = pad_sites(*l) >= 2;
+      const std::vector<Candidate>& choice =
+          candidates.size() == 1 && specific ? candidates : ordered;
+      if (choice.size() != 1) continue;
+      proposals.emplace_back(l, choice.front());
+      ++claims[choice.front().part];
+    }
+    for (const auto& [l, c] : proposals) {
+      if (claims[c.part] != 1) continue;
+      c.part->begin = c.begin; // a split-off part's real start, when found before its jumps
+      c.part->lsda = l->address;
+      assigned_.insert(l->address);
+      anchors_[kind(c)][l->address] = c.begin;
+      // Out of the index: the parts' calls no longer look it up.
+      for (const CallSite& cs : l->sites)
+        if (cs.landing_pad) {
+          if (auto b = by_first_pad_end_.find(cs.start + cs.length); b != by_first_pad_end_.end())
+            std::erase(b->second, uint32_t(l - lsdas_.data()));
+          break;
+        }
+      progress = true;
     }
   }
+}
 
+std::vector<LandingPad> ExceptionTables::landing_pads(const SynthResult& result) const {
   std::vector<LandingPad> pads;
   for (uint32_t fn = 0; fn < result.functions.size(); ++fn)
     for (const SynthFunction::Part& p : result.functions[fn].parts)

@@ -72,6 +72,25 @@ private:
                                                           uint64_t addr);
   static std::vector<Lsda> parse(std::span<const uint8_t> data, uint64_t addr);
 
+  // The steps of match().
+  // A part of `result` an LSDA fits: from `begin`, its start or up to kMaxHead bytes before it.
+  struct Candidate {
+    uint32_t fn;
+    SynthFunction::Part* part;
+    uint64_t begin;
+  };
+  // Gives each part the LSDA of the shipped FDE that starts where it does.
+  void assign_shipped(SynthResult& result);
+  // Indexes the LSDAs with a landing pad by the end of their first region with one (once).
+  void index_by_first_pad_end();
+  // Every free part each LSDA fits, by LSDA index.
+  std::map<uint32_t, std::vector<Candidate>> fitting_parts(SynthResult& result);
+  // Gives each LSDA the one part it fits (in order among the matched ones, when its shape is
+  // common), rounds until nothing changes.
+  void assign_fitting(SynthResult& result, std::map<uint32_t, std::vector<Candidate>> fitting);
+  // The landing pads of every part holding an LSDA, with the call each belongs to.
+  std::vector<LandingPad> landing_pads(const SynthResult& result) const;
+
   const ElfFile& elf_;
   const UnwindTable* shipped_;
   std::vector<Lsda> lsdas_; // by address
