@@ -9,7 +9,7 @@ collapser, `perf script --no-inline -s stackcollapse.py` (perf's port of FlameGr
 stackcollapse-perf.pl, shipped with perf: the same output as `perf script | stackcollapse-perf.pl`,
 whose run takes at least perf script's own time; --no-inline as for perf script, whose inlined
 frames through addr2line took 51 s on the g++ recording): one untimed run, then the median wall and CPU time (user + system,
-the process and its threads) of --runs runs. The script layouts print one stack per sample and
+the process and its threads) of --runs runs, the four commands taking turns. The script layouts print one stack per sample and
 the folded outputs' counts add up to the samples; both are checked equal before anything is
 reported.
 """
@@ -30,17 +30,22 @@ def quiet(cmd, **kw):
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kw)
 
 
-def timed(cmd, runs):
-    quiet(cmd)  # page cache, perf's build-id cache
-    walls, cpus = [], []
+def timed(cmds, runs):
+    """Median wall and CPU time of each command, the commands taking turns run after run: the
+    machine's speed drifts by 20-40% over minutes here, and a ratio between commands timed in
+    turn is not skewed by it as one between commands timed one after the other is."""
+    for cmd in cmds:
+        quiet(cmd)  # page cache, perf's build-id cache
+    walls, cpus = [[] for _ in cmds], [[] for _ in cmds]
     for _ in range(runs):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        start = time.perf_counter()
-        quiet(cmd)
-        walls.append(time.perf_counter() - start)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
-    return statistics.median(walls), statistics.median(cpus)
+        for k, cmd in enumerate(cmds):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            start = time.perf_counter()
+            quiet(cmd)
+            walls[k].append(time.perf_counter() - start)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpus[k].append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return [(statistics.median(w), statistics.median(c)) for w, c in zip(walls, cpus)]
 
 
 def samples(cmd):
@@ -71,7 +76,7 @@ def main():
     ap.add_argument('--target', required=True, help='tests/fixtures/perf_target')
     ap.add_argument('--json', required=True)
     ap.add_argument('--md', required=True)
-    ap.add_argument('--runs', type=int, default=5)
+    ap.add_argument('--runs', type=int, default=7)
     a = ap.parse_args()
     collapse = stackcollapse_script()
     work = tempfile.mkdtemp(prefix='ehelf-perf-speed-')
@@ -118,10 +123,8 @@ def main():
         if n_collapse != n_perf or n_folded != n_perf:
             sys.exit(f'{name}: {n_perf} samples, stackcollapse.py folded {n_collapse}, '
                      f'ehelf perf -f folded {n_folded}')
-        perf_t = timed(perf_cmd, a.runs)
-        script_t = timed(ehelf_cmd, a.runs)
-        folded_t = timed(folded_cmd, a.runs)
-        collapse_t = timed(collapse_cmd, a.runs)
+        perf_t, script_t, folded_t, collapse_t = timed(
+            [perf_cmd, ehelf_cmd, folded_cmd, collapse_cmd], a.runs)
         rows.append({'recording': name, 'samples': n_perf, 'mib': round(os.path.getsize(path) / 2**20, 1),
                      'perf_script_s': perf_t, 'ehelf_script_s': script_t, 'ehelf_folded_s': folded_t,
                      'perf_stackcollapse_s': collapse_t,
@@ -137,7 +140,7 @@ def main():
     json.dump({'meta': meta, 'rows': rows}, open(a.json, 'w'), indent=1)
     with open(a.md, 'w') as md:
         md.write(f"# ehelf perf against perf script\n\n{meta['date']}, {meta['machine']}, load average "
-                 f"{meta['load']:.1f} at the end; median of {a.runs} runs after one untimed run. "
+                 f"{meta['load']:.1f} at the end; median of {a.runs} runs of each command, the commands taking turns, after one untimed run. "
                  "Command: `bash bench/run_perf_speed.sh`.\n\n")
         md.write('| recording | samples | MiB | perf script s (wall / cpu) | ehelf perf s | '
                  'ehelf perf -f folded s | perf script -s stackcollapse.py s | faster (wall) | '
