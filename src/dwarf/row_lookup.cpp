@@ -238,11 +238,11 @@ private:
       return set(in, K::Register, 0, in.reg2);
     case dw::CFA_remember_state:
       if (depth_ == RowLookup::kMaxRemembered) return RowStatus::TooComplex;
-      remembered_[depth_++] = state_;
+      remembered_.state[depth_++] = state_;
       return RowStatus::Found;
     case dw::CFA_restore_state:
       if (depth_ == 0) return RowStatus::Malformed;
-      state_ = remembered_[--depth_];
+      state_ = remembered_.state[--depth_];
       return RowStatus::Found;
     case dw::CFA_def_cfa:
     case dw::CFA_def_cfa_sf: {
@@ -299,7 +299,12 @@ private:
   const uint64_t target_;
   Cie model_cie_; // what decode_cfa_instruction reads of a CIE (its FDE pointer encoding)
   FixedState state_{}, initial_{};
-  FixedState remembered_[RowLookup::kMaxRemembered];
+  // Written by remember_state before restore_state reads it: left uninitialised (zeroing its
+  // 1.2 KB was a tenth of a lookup).
+  union Remembered {
+    Remembered() {}
+    FixedState state[RowLookup::kMaxRemembered];
+  } remembered_;
   unsigned depth_ = 0;
   uint64_t loc_ = 0, end_ = 0, stop_end_ = 0;
   uint64_t steps_ = 0;
