@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <sys/stat.h>
+#include <thread>
 #include <unistd.h>
 
 #include "cli/commands.hpp"
@@ -16,6 +17,7 @@
 #include "perf/record_stream.hpp"
 #include "perf/sample_unwinder.hpp"
 #include "perf/script_output.hpp"
+#include "perf/stack_pipeline.hpp"
 #include "record/profile.hpp"
 #include "support/progress.hpp"
 
@@ -33,6 +35,7 @@ struct Options {
   bool raw = false;
   bool with_pid = false, with_tid = false, period = false, offsets = false, verbose = false;
   bool no_progress = false;
+  unsigned jobs = std::thread::hardware_concurrency() > 1 ? 2 : 1;
   std::vector<std::string> debug_dirs;
 };
 
@@ -82,30 +85,39 @@ int run_perf(const Options& o) {
   // Records are decoded round by round as they are consumed: memory holds a round, not the
   // recording, and a pipe is read as it comes.
   perf::RecordStream records(*data);
-  // Folded stacks and flame graphs need each distinct stack named once: samples with a stack
-  // copy go through the address-only path ehelf record uses (a stack is resolved when first
-  // seen, named at the end); the others (-g chains, the sampled ip only) are named as they come.
-  const bool aggregate = o.format == "folded" || o.format == "svg";
+  // Folded stacks and flame graphs need each distinct stack named once on one thread: samples
+  // with a stack copy go through the address-only path ehelf record uses (a stack is resolved
+  // when first seen, named at the end); the others (-g chains, the sampled ip only) are named as
+  // they come. With two threads, every sample is named as it comes, on the second one.
+  const bool aggregate = (o.format == "folded" || o.format == "svg") && o.jobs < 2;
   record::Profile profile;
   perf::RawStack raw;
   const uint64_t size_mib = data->data_end() >> 20;
-  uint64_t count = 0;
-  while (const perf::Record* r = records.next()) {
-    if ((++count & 1023) == 0) progress.update(records.position() >> 20, size_mib);
-    if (aggregate)
-      if (const auto* s = std::get_if<perf::SampleRecord>(&r->body);
-          s && s->regs_abi != 0 && !s->stack.empty()) {
-        unwinder.feed_raw(*r, raw);
-        profile.add(raw, unwinder.comm_of(raw.pid, raw.tid), unwinder);
-        continue;
-      }
-    if (!unwinder.feed(*r, stack)) continue;
+  auto use = [&](const perf::SampleStack& stack) {
     if (o.format == "script")
       perf::write_script(out, stack, so);
     else if (o.format == "json")
       perf::write_json_line(out, stack);
     else
       perf::add_folded(folded, stack, fo);
+  };
+  if (aggregate) {
+    uint64_t count = 0;
+    while (const perf::Record* r = records.next()) {
+      if ((++count & 1023) == 0) progress.update(records.position() >> 20, size_mib);
+      if (const auto* s = std::get_if<perf::SampleRecord>(&r->body);
+          s && s->regs_abi != 0 && !s->stack.empty()) {
+        unwinder.feed_raw(*r, raw);
+        profile.add(raw, unwinder.comm_of(raw.pid, raw.tid), unwinder);
+        continue;
+      }
+      if (unwinder.feed(*r, stack)) use(stack);
+    }
+  } else {
+    perf::StackPipelineOptions po;
+    po.threads = o.jobs;
+    po.progress = [&] { progress.update(records.position() >> 20, size_mib); };
+    perf::for_each_stack(records, unwinder, use, po);
   }
   progress.finish();
   profile.for_each_named(unwinder, [&](const perf::CountedStack& c) {
@@ -178,6 +190,10 @@ void register_perf(CLI::App& app) {
   cmd->add_flag("--no-progress", opt->no_progress,
                 "No progress bar (shown on a terminal after a second, when the output is not "
                 "printed there)");
+  cmd->add_option("-j,--jobs", opt->jobs,
+                  "Threads: 1 unwinds and names each sample in turn; 2 (the default on more than "
+                  "one CPU) unwinds on one and names and prints on another")
+      ->check(CLI::Range(1u, 2u));
   cmd->add_option("--title", opt->title, "svg: the flame graph's title");
   cmd->add_flag("-v,--verbose", opt->verbose,
                 "Say why each walk ended (script) and print a summary on stderr");

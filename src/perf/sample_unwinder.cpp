@@ -110,7 +110,6 @@ private:
 struct SampleUnwinder::PcFrame {
   ResolvedFrame resolved;
   bool signal_frame_below = false;
-  const StackFrame* named = nullptr; // in named_
 };
 
 // One recorded process: its maps and an Unwinder over them.
@@ -189,8 +188,14 @@ SampleUnwinder::Process& SampleUnwinder::process(uint32_t pid) {
 }
 
 bool SampleUnwinder::feed(const Record& r, SampleStack& out) {
+  if (!prepare(r, prepared_)) return false;
+  name_prepared(prepared_, out);
+  return true;
+}
+
+bool SampleUnwinder::prepare(const Record& r, PreparedStack& out) {
   if (const auto* s = std::get_if<SampleRecord>(&r.body)) {
-    unwind_sample(r, *s, out);
+    prepare_sample(r, *s, out);
     return true;
   }
   if (const auto* m = std::get_if<MmapRecord>(&r.body))
@@ -383,11 +388,6 @@ void SampleUnwinder::name_resolved(uint32_t pid, const ResolvedFrame& r, StackFr
   f.pc = r.pc;
 }
 
-void SampleUnwinder::name_frame(uint32_t pid, const ProcessMaps& maps, const ModuleMap& map,
-                                StackFrame& f, bool return_address) {
-  name_resolved(pid, resolve_frame(maps, map, f.pc, return_address), f);
-}
-
 void SampleUnwinder::refresh(Process& p) {
   if (!p.dirty) return;
   p.map = p.maps->module_map();
@@ -452,23 +452,6 @@ SampleUnwinder::PcFrame& SampleUnwinder::frame_at(Process& p, uint64_t pc, bool 
     it->second.signal_frame_below = in_signal_trampoline(p.map, exact ? pc : pc - 1);
   }
   return it->second;
-}
-
-size_t SampleUnwinder::name_user_frames(Process& p, uint32_t pid, std::span<const uint64_t> pcs,
-                                        SampleStack& out, size_t n) {
-  // As resolve(): the first pc and each under a signal frame at the pc, the others by their call.
-  // The frames of `out` are assigned in place, so their strings' storage is reused from sample
-  // to sample.
-  bool exact = true;
-  for (uint64_t pc : pcs) {
-    PcFrame& f = frame_at(p, pc, exact);
-    if (!f.named) f.named = &named_frame(pid, f.resolved);
-    StackFrame& slot = frame_slot(out, n++);
-    slot = *f.named;
-    slot.pc = pc;
-    exact = f.signal_frame_below;
-  }
-  return n;
 }
 
 StackFrame& SampleUnwinder::frame_slot(SampleStack& out, size_t n) {
@@ -594,7 +577,7 @@ ResolvedStack SampleUnwinder::resolve(const RawStack& raw) {
 
 void SampleUnwinder::name_stack(const ResolvedStack& stack, std::string_view comm,
                                 SampleStack& out) {
-  // Filled in place, as unwind_sample does: a caller naming many stacks into one SampleStack
+  // Filled in place, as name_prepared does: a caller naming many stacks into one SampleStack
   // reuses its frames' strings instead of allocating them per stack.
   out.comm.assign(comm);
   out.pid = stack.pid;
@@ -611,55 +594,46 @@ void SampleUnwinder::name_stack(const ResolvedStack& stack, std::string_view com
   out.stop.assign(stack.user_walked ? stop_reason_name(stack.stop) : "no user stack");
 }
 
-void SampleUnwinder::unwind_sample(const Record& r, const SampleRecord& s, SampleStack& out) {
-  // `out` is filled in place: its frames' strings keep their storage from the last sample.
+void SampleUnwinder::prepare_sample(const Record& r, const SampleRecord& s, PreparedStack& out) {
   ++stats_.samples;
   out.pid = s.pid;
   out.tid = s.tid;
   out.time = s.time;
   out.period = (s.attr && (s.attr->sample_type & sample::kPeriod)) ? s.period : 1;
   out.ip_only = false;
-  out.stop.clear();
+  out.stop = {};
   out.comm = comm_of(s.pid, s.tid);
   // Kernel frames: the callchain's kernel context.
-  std::vector<uint64_t>& pcs = pcs_;
-  kernel_pcs(r, s, pcs);
-  size_t n = 0;
-  for (uint64_t pc : pcs)
-    kernel_frame(pc, frame_slot(out, n++));
+  kernel_pcs(r, s, out.kernel);
+  out.user.clear();
   Process& p = process(s.pid);
   if (s.regs_abi == 0 || s.stack.empty()) {
-    trim(out, n);
     // No stack copy: a recording with frame-pointer call chains (perf record -g), or a kernel
     // thread. The callchain's user part is then the stack, as the kernel walked it.
     refresh(p);
     bool user = false, first = true;
-    for (size_t i = 0; i < s.callchain_size() && out.frames.size() < options_.max_depth; ++i) {
+    for (size_t i = 0;
+         i < s.callchain_size() && out.kernel.size() + out.user.size() < options_.max_depth; ++i) {
       const uint64_t pc = s.callchain_at(i);
       if (pc >= kContextMax) {
         user = pc == kContextUser;
         continue;
       }
       if (!user) continue;
-      StackFrame f;
-      f.pc = pc;
-      name_frame(s.pid, *p.maps, p.map, f, !first);
-      f.dso_address = first ? f.dso_address : f.dso_address + 1; // printed as recorded
+      // A return address is looked up by its call, and printed as recorded.
+      out.user.push_back({resolve_frame(*p.maps, p.map, pc, !first), !first});
       first = false;
-      out.frames.push_back(std::move(f));
     }
     // Without a call chain (perf record without -g or --call-graph), the sampled ip is the
     // stack, as perf script prints it.
     const bool has_ip = s.attr && (s.attr->sample_type & sample::kIp);
-    if (first && out.frames.empty() && has_ip && r.cpumode() == CpuMode::User) {
-      StackFrame f;
-      f.pc = s.ip;
-      name_frame(s.pid, *p.maps, p.map, f, false);
-      out.frames.push_back(std::move(f));
+    const bool none = out.kernel.empty() && out.user.empty();
+    if (first && none && has_ip && r.cpumode() == CpuMode::User) {
+      out.user.push_back({resolve_frame(*p.maps, p.map, s.ip, false), false});
       out.stop = "sampled ip only (no call chain recorded)";
       out.ip_only = true;
-    } else if (has_ip && out.frames.empty() && r.cpumode() == CpuMode::Kernel && options_.kernel) {
-      kernel_frame(s.ip, frame_slot(out, out.frames.size()));
+    } else if (has_ip && none && r.cpumode() == CpuMode::Kernel && options_.kernel) {
+      out.kernel.push_back(s.ip);
       out.stop = "sampled ip only (no call chain recorded)";
       out.ip_only = true;
     } else {
@@ -667,18 +641,44 @@ void SampleUnwinder::unwind_sample(const Record& r, const SampleRecord& s, Sampl
                  : r.cpumode() == CpuMode::Kernel ? "kernel thread"
                                                   : "no user stack in the sample";
     }
-    stats_.frames += out.frames.size();
+    stats_.frames += out.kernel.size() + out.user.size();
     return;
   }
-  const StopReason why = walk_user(p, s, pcs);
-  if (why == StopReason::None && pcs.empty()) {
+  const StopReason why = walk_user(p, s, pcs_);
+  if (why == StopReason::None && pcs_.empty()) {
     out.stop = "no user registers";
   } else {
-    n = name_user_frames(p, s.pid, pcs, out, n);
-    out.stop.assign(stop_reason_name(why));
+    // As resolve(): the first pc and each under a signal frame at the pc, the others by their
+    // call.
+    bool exact = true;
+    for (uint64_t pc : pcs_) {
+      const PcFrame& f = frame_at(p, pc, exact);
+      out.user.push_back({f.resolved, false});
+      exact = f.signal_frame_below;
+    }
+    out.stop = stop_reason_name(why);
+  }
+  stats_.frames += out.kernel.size() + out.user.size();
+}
+
+void SampleUnwinder::name_prepared(const PreparedStack& in, SampleStack& out) {
+  // `out` is filled in place: its frames' strings keep their storage from the last sample.
+  out.pid = in.pid;
+  out.tid = in.tid;
+  out.time = in.time;
+  out.period = in.period;
+  out.comm.assign(in.comm);
+  out.ip_only = in.ip_only;
+  out.stop.assign(in.stop);
+  size_t n = 0;
+  for (uint64_t pc : in.kernel)
+    kernel_frame(pc, frame_slot(out, n++));
+  for (const PreparedStack::Frame& f : in.user) {
+    StackFrame& slot = frame_slot(out, n++);
+    name_resolved(in.pid, f.frame, slot);
+    if (f.recorded) ++slot.dso_address; // the return address, as the chain holds it
   }
   trim(out, n);
-  stats_.frames += out.frames.size();
 }
 
 } // namespace ehelf::perf

@@ -88,6 +88,24 @@ struct ResolvedStack {
   bool user_walked = false;
 };
 
+// A sample's stack before naming (SampleUnwinder::prepare): what the process's state at the
+// sample's time gives (the thread's name, kernel pcs, user frames tied to their modules and
+// mappings, why the walk ended), so that it can be named later, on another thread
+// (SampleUnwinder::name_prepared), into what feed() gives.
+struct PreparedStack {
+  uint32_t pid = 0, tid = 0;
+  uint64_t time = 0, period = 1;
+  std::string comm;
+  std::vector<uint64_t> kernel; // innermost first
+  struct Frame {
+    ResolvedFrame frame;
+    bool recorded = false; // from a frame-pointer call chain: printed at the recorded address
+  };
+  std::vector<Frame> user; // innermost first
+  std::string_view stop;   // a static string
+  bool ip_only = false;
+};
+
 // Counts for a summary line.
 struct UnwindStats {
   uint64_t samples = 0;
@@ -104,8 +122,15 @@ public:
   ~SampleUnwinder();
 
   // Feeds one record (in time order: see RecordStream); returns true and fills `out` for a
-  // sample.
+  // sample. The same as prepare() then name_prepared().
   bool feed(const Record& r, SampleStack& out);
+  // Feeds one record as feed() does, but a sample's stack is only prepared (returns true);
+  // name_prepared() names it as feed() would have. In between, more records may be prepared,
+  // and the two may run on two threads at once: prepare() touches only the processes' state,
+  // name_prepared() only the naming state (names, symbols, kernel symbols, spare frames), and
+  // the modules and mappings a prepared stack points to stay as they are.
+  bool prepare(const Record& r, PreparedStack& out);
+  void name_prepared(const PreparedStack& in, SampleStack& out);
   // The same as addresses only, for samples (returns true and fills `out`); other records update
   // the processes. Nothing is named.
   bool feed_raw(const Record& r, RawStack& out);
@@ -152,15 +177,11 @@ private:
   void on_comm(const CommRecord& c);
   void on_fork(const TaskRecord& t);
   void on_exit(const TaskRecord& t);
-  void unwind_sample(const Record& r, const SampleRecord& s, SampleStack& out);
+  void prepare_sample(const Record& r, const SampleRecord& s, PreparedStack& out);
   // The sample's kernel frames (from its callchain) into `pcs`.
   void kernel_pcs(const Record& r, const SampleRecord& s, std::vector<uint64_t>& pcs) const;
   // Walks the sample's user stack copy: the sampled pc, then return addresses.
   StopReason walk_user(Process& p, const SampleRecord& s, std::vector<uint64_t>& pcs);
-  // Names walked user frames (the first and each under a signal frame at their pc, the others
-  // by their call) into out.frames from index `n`; returns the index past them.
-  size_t name_user_frames(Process& p, uint32_t pid, std::span<const uint64_t> pcs, SampleStack& out,
-                          size_t n);
   // Rebuilds the process's module map (and drops its rule cache) after mappings changed.
   void refresh(Process& p);
   std::shared_ptr<const ModuleData> data_for(const MmapRecord& m, std::string& path_used,
@@ -171,8 +192,6 @@ private:
   // The frame's name, made once per (module, address) and kept (pc: the first one named).
   const StackFrame& named_frame(uint32_t pid, const ResolvedFrame& r);
   void name_resolved(uint32_t pid, const ResolvedFrame& r, StackFrame& f);
-  void name_frame(uint32_t pid, const ProcessMaps& maps, const ModuleMap& map, StackFrame& f,
-                  bool return_address);
 
   RecordingInfo info_;
   SampleUnwinderOptions options_;
@@ -211,6 +230,7 @@ private:
   // Demangled names by mangled name (views into symbol tables that interned_ keeps).
   std::unordered_map<std::string_view, std::string> demangled_;
   std::vector<uint64_t> pcs_;             // a sample's pcs, reused from sample to sample
+  PreparedStack prepared_;                // feed()'s, reused from sample to sample
   std::vector<StackFrame> spare_frames_;  // frames trimmed off samples, their strings kept
   GeneralRegLayout reg_layout_;           // for the last sample's register mask
   std::vector<uint64_t> walk_buffer_;     // max_depth pcs, what a walk writes into

@@ -34,6 +34,19 @@ perf_record() {
   done
   return "$status"
 }
+# The same for a recording written to standard output (perf record -o -), into the file $1 anew
+# at each try.
+perf_record_to() {
+  local out=$1 try status
+  shift
+  for try in 1 2 3; do
+    perf record "$@" > "$out" && return 0
+    status=$?
+    [ "$status" -ge 128 ] || return "$status"
+    echo "perf record died (status $status), try $try of 3" >&2
+  done
+  return "$status"
+}
 fail() { echo "FAIL: $*" >&2; exit 1; }
 command -v perf > /dev/null || fail "perf is not installed (scripts/setup.sh installs linux-perf)"
 
@@ -180,11 +193,21 @@ if total < 1000 or same * 1000 < total * 999:
 PY
 
 # Pipe layout: `perf record -o -` (attributes and build ids as records in the stream).
-perf record -q -e cpu-clock -F 1000 --call-graph dwarf -o - "$TARGET" > pipe.data 2> record.log ||
+perf_record_to pipe.data -q -e cpu-clock -F 1000 --call-graph dwarf -o - "$TARGET" 2> record.log ||
   { cat record.log; fail "perf record -o -"; }
 perf script -i pipe.data --no-inline -F comm,pid,tid,time,ip,sym,dso > perf-pipe.txt 2> /dev/null
 "$EHELF" perf pipe.data -v > ours-pipe.txt 2> /dev/null || fail "ehelf perf on pipe-mode data"
 compare ours-pipe.txt perf-pipe.txt "pipe mode" || fail "pipe mode"
+# Naming on a second thread (the default on more than one CPU) gives what one thread gives.
+for f in perf pipe; do
+  "$EHELF" perf -v -j1 $f.data > ours-j1.txt 2> /dev/null || fail "ehelf perf -j1 $f.data"
+  "$EHELF" perf -v -j2 $f.data > ours-j2.txt 2> /dev/null || fail "ehelf perf -j2 $f.data"
+  cmp -s ours-j1.txt ours-j2.txt || fail "$f.data: -j1 and -j2 differ"
+  "$EHELF" perf -f folded -j1 $f.data > ours-j1.txt 2> /dev/null
+  "$EHELF" perf -f folded -j2 $f.data > ours-j2.txt 2> /dev/null
+  cmp -s ours-j1.txt ours-j2.txt || fail "$f.data: -f folded -j1 and -j2 differ"
+done
+echo "threads: -j1 and -j2 give the same stacks (script and folded)"
 # Read from a pipe, as `perf record -o - ... | ehelf perf` (no file named, or "-").
 "$EHELF" perf -v < <(cat pipe.data) > ours-stdin.txt 2> /dev/null || fail "ehelf perf from a pipe"
 cat pipe.data | "$EHELF" perf - -v > ours-dash.txt 2> /dev/null || fail "ehelf perf - from a pipe"
@@ -376,7 +399,7 @@ def samples(path):
     return out
 ours, theirs = samples(sys.argv[1]), samples(sys.argv[2])
 through = [h for h, v in theirs.items() if any(f[1] == 'no_fde' for f in v[0])]
-same = doubled = 0
+same = doubled = in_no_fde = 0
 for h in through:
     p = theirs[h][0]
     dedup = [f for i, f in enumerate(p) if i == 0 or f != p[i - 1]]
@@ -384,14 +407,21 @@ for h in through:
     o = ours.get(h, [[]])[0]
     if o == dedup and [f[1] for f in o][-1:] == ['_start']:
         same += 1
-    elif same + 3 > len(through):
-        print(f"  {h}\n  ours: {o}\n  perf: {p}")
+        continue
+    # The sampled pc in no_fde itself: in its prologue (before `mov %rsp,%rbp`) or epilogue
+    # (after `pop %rbp`) rbp is still or again the caller's, which no table says; perf and ehelf
+    # may then disagree, and neither is right without the prologue's analysis. Counted apart.
+    first_in_no_fde = p[:1] and p[0][1] == 'no_fde'
+    in_no_fde += bool(first_in_no_fde)
+    print(f"  {'sampled in no_fde: ' if first_in_no_fde else ''}{h}\n  ours: {o}\n  perf: {p}")
 print(f"no FDE, frame pointer: {same} of {len(through)} samples through no_fde as perf script's "
-      f"to _start ({doubled} where perf repeats the frame above it)")
+      f"to _start ({doubled} where perf repeats the frame above it; {in_no_fde} differing with the "
+      "sampled pc in no_fde)")
 if len(through) < 10:
     sys.exit("no FDE: fewer than 10 samples through no_fde: nothing tested")
-if same != len(through):
-    sys.exit(f"no FDE: {len(through) - same} samples differ")
+differ = len(through) - same - in_no_fde
+if differ or in_no_fde * 100 > len(through):
+    sys.exit(f"no FDE: {differ} samples differ, {in_no_fde} with the sampled pc in no_fde")
 PY
 
 # No call graph at all (perf record without -g): each sample is its sampled ip, as perf prints it.

@@ -32,6 +32,7 @@
 #include "perf/perf_data.hpp"
 #include "perf/record_stream.hpp"
 #include "perf/sample_unwinder.hpp"
+#include "perf/stack_pipeline.hpp"
 
 namespace ehelf::perf {
 namespace {
@@ -1417,6 +1418,60 @@ TEST(RecordStream, ReleasesWhatARoundMakesSafe) {
   while (const Record* r = all.next())
     times.push_back(r->time);
   EXPECT_EQ(times, (std::vector<uint64_t>{10, 12, 15, 20, 25, 30}));
+}
+
+// Every sample's stack, as one line of its fields and frames, through for_each_stack.
+std::vector<std::string> stacks_of(const Built& b, unsigned threads) {
+  auto d = PerfData::from_bytes(b.bytes, kName);
+  EXPECT_TRUE(d);
+  if (!d) return {};
+  SampleUnwinderOptions options;
+  options.symbols = false;
+  SampleUnwinder unwinder(*d, options);
+  RecordStream records(*d);
+  std::vector<std::string> lines;
+  StackPipelineOptions po;
+  po.threads = threads;
+  for_each_stack(
+      records, unwinder,
+      [&](const SampleStack& s) {
+        std::string line =
+            fmt::format("{} {}/{} {} {} [{}] {}{}:", s.comm, s.pid, s.tid, s.time, s.period, s.stop,
+                        s.ip_only ? "ip-only " : "", s.frames.size());
+        for (const StackFrame& f : s.frames)
+          line += fmt::format(" {:#x} {} {}+{:#x} {:#x}", f.pc, f.module, f.symbol, f.symbol_offset,
+                              f.dso_address);
+        lines.push_back(std::move(line));
+      },
+      po);
+  return lines;
+}
+
+// Unwinding on the calling thread and naming on a second gives the stacks one thread gives, in
+// the same order: kernel and user samples, a kernel thread's, and thousands of samples across
+// many batches.
+TEST(StackPipeline, TwoThreadsGiveWhatOneGives) {
+  const TestAttr a = dwarf_attr();
+  std::vector<std::vector<uint8_t>> records = recording_records(a);
+  for (uint64_t i = 0; i < 3000; ++i) {
+    TestSample smp;
+    smp.ip = kUserIp + i % 7;
+    smp.pid = 100;
+    smp.tid = i % 3 ? 100 : 102;
+    smp.time = 5000 + i;
+    smp.callchain = {kContextKernel, kKernelIp + i % 5, kContextUser, kLibStart + 0x100 + i % 11};
+    smp.regs = {1, 2, kUserSp, kUserIp + i % 7, 5};
+    smp.stack = pattern(64, static_cast<uint8_t>(i));
+    smp.dyn_size = 64;
+    records.push_back(sample_record(a, i % 2 ? kMiscKernel : kMiscUser, smp));
+    if (i % 100 == 99) records.push_back(finished_round());
+  }
+  for (const Built& b : {recording(false), recording(true), pipe_layout({a}, records, {})}) {
+    const std::vector<std::string> one = stacks_of(b, 1), two = stacks_of(b, 2);
+    ASSERT_FALSE(one.empty());
+    EXPECT_EQ(one, two);
+  }
+  EXPECT_EQ(stacks_of(pipe_layout({a}, records, {}), 2).size(), 3003u);
 }
 
 // A malformed record ends the stream as damage: the records before it come out (ordered).
