@@ -76,7 +76,6 @@ int run_perf(const Options& o) {
   perf::ScriptOptions so;
   so.offsets = o.offsets;
   so.stop = o.verbose;
-  perf::SampleStack stack;
   // On a terminal, unless the output is printed there too (perf script's way); for a file, whose
   // size says how far it is.
   DelayedProgress progress("ehelf perf", "MiB",
@@ -85,14 +84,12 @@ int run_perf(const Options& o) {
   // Records are decoded round by round as they are consumed: memory holds a round, not the
   // recording, and a pipe is read as it comes.
   perf::RecordStream records(*data);
-  // Folded stacks and flame graphs need each distinct stack named once: samples with a stack
-  // copy go through the address-only path ehelf record uses (a stack is resolved when first
-  // seen, named at the end); the others (-g chains, the sampled ip only) are named as they come.
-  // (Naming every sample on a second thread instead was slower on four recordings of five.)
+  // Folded stacks and flame graphs need each distinct stack named once (Profile::add_recording);
+  // naming every sample on a second thread instead was slower on four recordings of five.
   const bool aggregate = o.format == "folded" || o.format == "svg";
   record::Profile profile;
-  perf::RawStack raw;
   const uint64_t size_mib = data->data_end() >> 20;
+  auto update_progress = [&] { progress.update(records.position() >> 20, size_mib); };
   auto use = [&](const perf::SampleStack& stack) {
     if (o.format == "script")
       perf::write_script(out, stack, so);
@@ -102,21 +99,11 @@ int run_perf(const Options& o) {
       perf::add_folded(folded, stack, fo);
   };
   if (aggregate) {
-    uint64_t count = 0;
-    while (const perf::Record* r = records.next()) {
-      if ((++count & 1023) == 0) progress.update(records.position() >> 20, size_mib);
-      if (const auto* s = std::get_if<perf::SampleRecord>(&r->body);
-          s && s->regs_abi != 0 && !s->stack.empty()) {
-        unwinder.feed_raw(*r, raw);
-        profile.add(raw, unwinder.comm_of(raw.pid, raw.tid), unwinder);
-        continue;
-      }
-      if (unwinder.feed(*r, stack)) use(stack);
-    }
+    profile.add_recording(records, unwinder, use, update_progress);
   } else {
     perf::StackPipelineOptions po;
     po.threads = o.jobs;
-    po.progress = [&] { progress.update(records.position() >> 20, size_mib); };
+    po.progress = update_progress;
     perf::for_each_stack(records, unwinder, use, po);
   }
   progress.finish();

@@ -43,6 +43,24 @@ void Profile::add(const perf::RawStack& raw, std::string_view comm,
   if (keep_timeline_) timeline_.emplace_back(raw.time, &e);
 }
 
+void Profile::add_recording(perf::RecordStream& records, perf::SampleUnwinder& unwinder,
+                            const std::function<void(const perf::SampleStack&)>& other,
+                            const std::function<void()>& progress) {
+  perf::RawStack raw;
+  perf::SampleStack stack;
+  uint64_t count = 0;
+  while (const perf::Record* r = records.next()) {
+    if ((++count & 1023) == 0 && progress) progress();
+    if (const auto* s = std::get_if<perf::SampleRecord>(&r->body);
+        s && s->regs_abi != 0 && !s->stack.empty()) {
+      unwinder.feed_raw(*r, raw);
+      add(raw, unwinder.comm_of(raw.pid, raw.tid), unwinder);
+      continue;
+    }
+    if (unwinder.feed(*r, stack)) other(stack);
+  }
+}
+
 std::vector<perf::SampleStack> Profile::timeline(perf::SampleUnwinder& unwinder) const {
   std::map<const Entry*, perf::SampleStack> named;
   std::vector<perf::SampleStack> out;

@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "perf/record_stream.hpp"
 #include "perf/sample_stack.hpp"
 #include "perf/sample_unwinder.hpp"
 
@@ -24,6 +25,13 @@ public:
   // One sample of thread `raw.tid` (from `unwinder`'s last feed_raw), whose command name is `comm`
   // at that time.
   void add(const perf::RawStack& raw, std::string_view comm, perf::SampleUnwinder& unwinder);
+  // Every record of `records` fed to `unwinder`: the samples with a stack copy counted here (each
+  // distinct stack resolved when first seen, named at the end), the others (-g chains, the
+  // sampled ip only, kernel threads) named as they come and handed to `other`. `progress` is
+  // called every 1024 records. (What ehelf perf folds: each distinct stack is named once.)
+  void add_recording(perf::RecordStream& records, perf::SampleUnwinder& unwinder,
+                     const std::function<void(const perf::SampleStack&)>& other,
+                     const std::function<void()>& progress = {});
   // Samples the kernel dropped (PERF_RECORD_LOST: the ring was full).
   void add_lost(uint64_t n) { lost_ += n; }
   void add_corrupt_bytes(uint64_t n) { corrupt_bytes_ += n; }
