@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Configures and builds one configuration: release (build/), asan (build-asan/) or tsan
-# (build-tsan/: the ehelf binary only, for tests/scripts/test_threads_tsan.sh).
+# (build-tsan/: the ehelf binary only, for tests/scripts/threads_under_tsan.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/ccache-env.sh

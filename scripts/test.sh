@@ -11,4 +11,4 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 (cd build-asan && ctest --output-on-failure -j2 --timeout 1200)
 bash scripts/build.sh tsan
-bash tests/scripts/test_threads_tsan.sh build-tsan/bin/ehelf
+bash tests/scripts/threads_under_tsan.sh build-tsan/bin/ehelf

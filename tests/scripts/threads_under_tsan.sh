@@ -4,7 +4,9 @@
 # DWARF call graphs, the whole system while they run (many processes sharing modules), a pipe
 # recording read from standard input, a -g recording and one without call graph. Each run must
 # end without a ThreadSanitizer report and give what -j 1 gives.
-# Usage: test_threads_tsan.sh EHELF   (build-tsan/bin/ehelf: scripts/build.sh tsan)
+# Usage: threads_under_tsan.sh EHELF   (build-tsan/bin/ehelf: scripts/build.sh tsan). Run by
+# scripts/test.sh after ctest, not by ctest (whose script tests, tests/scripts/test_*.sh, get the
+# ASan build).
 set -uo pipefail
 EHELF=$(realpath "$1")
 TMP=$(mktemp -d)
