@@ -29,7 +29,10 @@ void for_each_stack(RecordStream& records, SampleUnwinder& unwinder,
                     const std::function<void(const SampleStack&)>& use,
                     const StackPipelineOptions& options = {});
 
-inline constexpr size_t kStackBatch = 256;
-inline constexpr size_t kMaxQueuedBatches = 8;
+// Stacks in flight at most: (kMaxQueuedBatches + 2) * kStackBatch, each up to max_depth frames
+// of 48 bytes (~19 MB at 512 frames; deep recursion is what fills them). 128-stack batches keep
+// the handing over to a few percent of a batch's naming.
+inline constexpr size_t kStackBatch = 128;
+inline constexpr size_t kMaxQueuedBatches = 4;
 
 } // namespace ehelf::perf
