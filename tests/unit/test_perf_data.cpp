@@ -697,6 +697,15 @@ Outcome survive(std::span<const uint8_t> input, bool compressed = false) {
   for (const Record* r : sorted_by_time(*records))
     unwinder.feed(*r, stack);
   EXPECT_EQ(unwinder.stats().samples, o.samples);
+  // The same records as ehelf perf -j 2 takes them: unwound on this thread, named on another.
+  SampleUnwinder two(*data, options);
+  RecordStream stream(*data);
+  StackPipelineOptions threads;
+  threads.threads = 2;
+  size_t named = 0;
+  for_each_stack(
+      stream, two, [&](const SampleStack&) { ++named; }, threads);
+  EXPECT_EQ(named, o.samples);
   return o;
 }
 
