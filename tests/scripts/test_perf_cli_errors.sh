@@ -136,9 +136,11 @@ expect_error attrs-outside "attrs-outside.data: offset 0x18: attribute section" 
   "$ehelf" perf "$work/attrs-outside.data"
 # A pipe-layout recording cut inside a record: read up to it, as a file cut so (and as perf
 # script salvages it), whether named or coming on standard input.
-expect_salvage cut-pipe "cut-pipe.data: offset 0x[0-9a-f]*: record of [0-9]* bytes does not fit" \
+# (The cut falls inside a record or inside its 8-byte header, depending on the recording.)
+cut_why="\(record of [0-9]* bytes does not fit\|truncated record header\)"
+expect_salvage cut-pipe "cut-pipe.data: offset 0x[0-9a-f]*: $cut_why" \
   "$ehelf" perf "$work/cut-pipe.data"
-expect_salvage cut-pipe-stdin "<stdin>: offset 0x[0-9a-f]*: record of [0-9]* bytes does not fit" \
+expect_salvage cut-pipe-stdin "<stdin>: offset 0x[0-9a-f]*: $cut_why" \
   bash -c "cat '$work/cut-pipe.data' | '$ehelf' perf -f folded"
 # A compressed recording (perf record -z) whose first compressed record is not zstd data.
 if "${record[@]}" -z -o "$work/zstd.data" -- "${run[@]}" > /dev/null 2>> "$work/record.log"; then
