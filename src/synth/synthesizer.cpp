@@ -21,7 +21,6 @@ namespace ehelf::synth {
 namespace {
 
 using x86::Reg;
-using Kind = x86::StackOp::Kind;
 
 // Functions that never return to their caller.
 // glibc's error() and error_at_line(): they exit when their first argument is not 0.
