@@ -58,48 +58,54 @@ std::string excerpt(std::string_view line) {
   return line.size() <= kMax ? std::string(line) : fmt::format("{}...", line.substr(0, kMax));
 }
 
-} // namespace
-
-std::string frame_name(const StackFrame& frame, bool addresses) {
-  if (std::string symbol = safe_name(frame.symbol); !symbol.empty())
-    return addresses ? fmt::format("{}+{:#x}", symbol, frame.symbol_offset) : symbol;
-  if (std::string module = safe_name(basename(frame.module)); !module.empty()) {
-    // "[vdso]" and "[kernel.kallsyms]" already say they are not files; don't bracket them twice.
-    if (module.size() >= 2 && module.front() == '[' && module.back() == ']')
-      module = module.substr(1, module.size() - 2);
-    return addresses ? fmt::format("[{} <{:#x}>]", module, frame.pc) : fmt::format("[{}]", module);
-  }
-  return fmt::format("{:#x}", frame.pc);
-}
-
-// Whether a symbol goes into a folded line as it is: no separator, line end or tab inside, no
-// blank at either end. One pass over its characters (find_first_of with a set of four calls
-// memchr once per character: a fifth of `-f folded`'s time on deep C++ stacks).
-bool fits_as_is(std::string_view symbol) {
-  if (symbol.empty() || is_blank(symbol.front()) || is_blank(symbol.back())) return false;
-  for (char c : symbol)
+// Whether a name goes into a folded line as it is (safe_name would not change it): no separator,
+// line end or tab inside, no blank at either end. One pass over its characters (find_first_of
+// with a set of four called memchr once per character: a fifth of `-f folded`'s time on deep C++
+// stacks).
+bool fits_as_is(std::string_view name) {
+  if (name.empty() || is_blank(name.front()) || is_blank(name.back())) return false;
+  for (char c : name)
     if (c == ';' || c == '\n' || c == '\r' || c == '\t') return false;
   return true;
 }
 
-// Appends frame_name(frame, addresses). Most names need no change for the format: a symbol, or
-// a module's "[file]" when there is none (a stripped program's frames), is appended as it is,
-// without the copies frame_name makes (this runs for every frame of a recording).
+// frame_name(frame, addresses) appended to `out`; a name that needs no change (most of them: a
+// symbol, or a stripped program's "[file]") goes in without the copies safe_name makes. This runs
+// for every frame of a recording.
 void append_frame_name(std::string& out, const StackFrame& frame, bool addresses) {
   if (!addresses && fits_as_is(frame.symbol)) {
     out += frame.symbol;
     return;
   }
-  if (std::string_view module = basename(frame.module);
-      !addresses && frame.symbol.empty() && fits_as_is(module)) {
-    if (module.size() >= 2 && module.front() == '[' && module.back() == ']')
-      module = module.substr(1, module.size() - 2);
-    out += '[';
-    out += module;
-    out += ']';
+  if (std::string symbol = safe_name(frame.symbol); !symbol.empty()) {
+    out += addresses ? fmt::format("{}+{:#x}", symbol, frame.symbol_offset) : symbol;
     return;
   }
-  out += frame_name(frame, addresses);
+  std::string_view module = basename(frame.module);
+  std::string made_safe;
+  if (!fits_as_is(module)) module = made_safe = safe_name(module);
+  if (module.empty()) {
+    out += fmt::format("{:#x}", frame.pc);
+    return;
+  }
+  // "[vdso]" and "[kernel.kallsyms]" already say they are not files; don't bracket them twice.
+  if (module.size() >= 2 && module.front() == '[' && module.back() == ']')
+    module = module.substr(1, module.size() - 2);
+  if (addresses) {
+    out += fmt::format("[{} <{:#x}>]", module, frame.pc);
+    return;
+  }
+  out += '[';
+  out += module;
+  out += ']';
+}
+
+} // namespace
+
+std::string frame_name(const StackFrame& frame, bool addresses) {
+  std::string name;
+  append_frame_name(name, frame, addresses);
+  return name;
 }
 
 std::string folded_stack(const SampleStack& sample, const FoldOptions& options) {
