@@ -95,6 +95,12 @@ TrailerLayout trailer_layout(const EventAttr& a) {
   return t;
 }
 
+// read(2), again when a signal interrupts it: the bytes read, 0 at the end, -1 on an error.
+ssize_t read_retrying(int fd, void* into, size_t size) {
+  for (;;)
+    if (const ssize_t n = ::read(fd, into, size); n >= 0 || errno != EINTR) return n;
+}
+
 uint64_t load_u64(const uint8_t* p) {
   uint64_t v;
   std::memcpy(&v, p, 8);
@@ -839,13 +845,12 @@ Status PerfData::Reader::refill(bool& got_more) {
     const bool skipping = skip_ > 0;
     const size_t want = skipping ? static_cast<size_t>(std::min<uint64_t>(skip_, sizeof scratch))
                                  : next->size() - filled;
-    const ssize_t n = ::read(data_->stream_fd_, skipping ? scratch : next->data() + filled, want);
+    const ssize_t n =
+        read_retrying(data_->stream_fd_, skipping ? scratch : next->data() + filled, want);
     if (n == 0) break;
-    if (n < 0) {
-      if (errno == EINTR) continue;
+    if (n < 0)
       return data_->error_at(base_ + end_ + skipped,
                              fmt::format("read failed: {}", std::strerror(errno)));
-    }
     if (skipping) {
       skip_ -= static_cast<uint64_t>(n);
       skipped += static_cast<uint64_t>(n);
@@ -890,16 +895,12 @@ Result<PerfData> PerfData::read_stream(int fd, std::string name) {
   // Appends what the next read gives; false at the end of the stream.
   auto read_some = [&]() -> Result<bool> {
     constexpr size_t kRead = 1 << 16;
-    for (;;) {
-      const size_t had = bytes.size();
-      bytes.resize(had + kRead);
-      const ssize_t n = ::read(fd, bytes.data() + had, kRead);
-      bytes.resize(had + static_cast<size_t>(std::max<ssize_t>(n, 0)));
-      if (n > 0) return true;
-      if (n == 0) return false;
-      if (errno != EINTR)
-        return d.error_at(had, fmt::format("read failed: {}", std::strerror(errno)));
-    }
+    const size_t had = bytes.size();
+    bytes.resize(had + kRead);
+    const ssize_t n = read_retrying(fd, bytes.data() + had, kRead);
+    bytes.resize(had + static_cast<size_t>(std::max<ssize_t>(n, 0)));
+    if (n < 0) return d.error_at(had, fmt::format("read failed: {}", std::strerror(errno)));
+    return n > 0;
   };
   bool more = true;
   while (more && bytes.size() < kPipeHeaderSize) {
