@@ -386,6 +386,7 @@ const StackFrame& SampleUnwinder::named_frame(uint32_t pid, const ResolvedFrame&
 void SampleUnwinder::name_resolved(uint32_t pid, const ResolvedFrame& r, StackFrame& f) {
   f = named_frame(pid, r);
   f.pc = r.pc;
+  if (r.recorded) ++f.dso_address;
 }
 
 void SampleUnwinder::refresh(Process& p) {
@@ -585,13 +586,18 @@ void SampleUnwinder::name_stack(const ResolvedStack& stack, std::string_view com
   out.time = stack.time;
   out.period = stack.period;
   out.ip_only = false;
-  size_t n = 0;
-  for (uint64_t pc : stack.kernel)
-    kernel_frame(pc, frame_slot(out, n++));
-  for (const ResolvedFrame& r : stack.user)
-    name_resolved(stack.pid, r, frame_slot(out, n++));
-  trim(out, n);
+  name_frames(stack.pid, stack.kernel, stack.user, out);
   out.stop.assign(stack.user_walked ? stop_reason_name(stack.stop) : "no user stack");
+}
+
+void SampleUnwinder::name_frames(uint32_t pid, std::span<const uint64_t> kernel,
+                                 std::span<const ResolvedFrame> user, SampleStack& out) {
+  size_t n = 0;
+  for (uint64_t pc : kernel)
+    kernel_frame(pc, frame_slot(out, n++));
+  for (const ResolvedFrame& r : user)
+    name_resolved(pid, r, frame_slot(out, n++));
+  trim(out, n);
 }
 
 void SampleUnwinder::prepare_sample(const Record& r, const SampleRecord& s, PreparedStack& out) {
@@ -621,7 +627,8 @@ void SampleUnwinder::prepare_sample(const Record& r, const SampleRecord& s, Prep
       }
       if (!user) continue;
       // A return address is looked up by its call, and printed as recorded.
-      out.user.push_back({resolve_frame(*p.maps, p.map, pc, !first), !first});
+      out.user.push_back(resolve_frame(*p.maps, p.map, pc, !first));
+      out.user.back().recorded = !first;
       first = false;
     }
     // Without a call chain (perf record without -g or --call-graph), the sampled ip is the
@@ -629,7 +636,7 @@ void SampleUnwinder::prepare_sample(const Record& r, const SampleRecord& s, Prep
     const bool has_ip = s.attr && (s.attr->sample_type & sample::kIp);
     const bool none = out.kernel.empty() && out.user.empty();
     if (first && none && has_ip && r.cpumode() == CpuMode::User) {
-      out.user.push_back({resolve_frame(*p.maps, p.map, s.ip, false), false});
+      out.user.push_back(resolve_frame(*p.maps, p.map, s.ip, false));
       out.stop = "sampled ip only (no call chain recorded)";
       out.ip_only = true;
     } else if (has_ip && none && r.cpumode() == CpuMode::Kernel && options_.kernel) {
@@ -653,7 +660,7 @@ void SampleUnwinder::prepare_sample(const Record& r, const SampleRecord& s, Prep
     bool exact = true;
     for (uint64_t pc : pcs_) {
       const PcFrame& f = frame_at(p, pc, exact);
-      out.user.push_back({f.resolved, false});
+      out.user.push_back(f.resolved);
       exact = f.signal_frame_below;
     }
     out.stop = stop_reason_name(why);
@@ -670,15 +677,7 @@ void SampleUnwinder::name_prepared(const PreparedStack& in, SampleStack& out) {
   out.comm.assign(in.comm);
   out.ip_only = in.ip_only;
   out.stop.assign(in.stop);
-  size_t n = 0;
-  for (uint64_t pc : in.kernel)
-    kernel_frame(pc, frame_slot(out, n++));
-  for (const PreparedStack::Frame& f : in.user) {
-    StackFrame& slot = frame_slot(out, n++);
-    name_resolved(in.pid, f.frame, slot);
-    if (f.recorded) ++slot.dso_address; // the return address, as the chain holds it
-  }
-  trim(out, n);
+  name_frames(in.pid, in.kernel, in.user, out);
 }
 
 } // namespace ehelf::perf

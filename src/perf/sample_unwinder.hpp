@@ -76,6 +76,9 @@ struct ResolvedFrame {
   const Module* module = nullptr;
   const std::string* mapping = nullptr; // the mapped file's path as recorded, or null
   uint64_t dso_address = 0;
+  // A return address from a frame-pointer call chain (perf record -g): printed at the address
+  // the chain holds (dso_address + 1), as perf script prints it.
+  bool recorded = false;
 };
 // A raw stack resolved (SampleUnwinder::resolve): what a profile keeps per distinct stack. It
 // costs O(frames) to make and holds nothing of the process's maps.
@@ -96,13 +99,9 @@ struct PreparedStack {
   uint32_t pid = 0, tid = 0;
   uint64_t time = 0, period = 1;
   std::string comm;
-  std::vector<uint64_t> kernel; // innermost first
-  struct Frame {
-    ResolvedFrame frame;
-    bool recorded = false; // from a frame-pointer call chain: printed at the recorded address
-  };
-  std::vector<Frame> user; // innermost first
-  std::string_view stop;   // a static string
+  std::vector<uint64_t> kernel;    // innermost first
+  std::vector<ResolvedFrame> user; // innermost first
+  std::string_view stop;           // a static string
   bool ip_only = false;
 };
 
@@ -192,6 +191,10 @@ private:
   // The frame's name, made once per (module, address) and kept (pc: the first one named).
   const StackFrame& named_frame(uint32_t pid, const ResolvedFrame& r);
   void name_resolved(uint32_t pid, const ResolvedFrame& r, StackFrame& f);
+  // The kernel frames named, then the user ones, into out.frames (in place: name_stack and
+  // name_prepared).
+  void name_frames(uint32_t pid, std::span<const uint64_t> kernel,
+                   std::span<const ResolvedFrame> user, SampleStack& out);
 
   RecordingInfo info_;
   SampleUnwinderOptions options_;
