@@ -16,6 +16,8 @@
 #include <unistd.h>
 #include <vector>
 
+#include "support/read_fully.hpp"
+
 extern char** environ;
 
 namespace ehelf {
@@ -52,14 +54,8 @@ private:
 bool write_new_file(const std::string& path, const std::string& data) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return false;
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    done += static_cast<size_t>(n);
-  }
-  return ::close(fd) == 0 && done == data.size();
+  const bool written = write_fully(fd, data);
+  return ::close(fd) == 0 && written;
 }
 
 // The executable `name` runs as, searched in $PATH when it has no slash (before fork: the child

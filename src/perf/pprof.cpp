@@ -2,14 +2,16 @@
 
 #include <fcntl.h>
 #include <map>
+#include <optional>
 #include <unistd.h>
 
+#include <cerrno>
 #include <fmt/format.h>
 #include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/io/gzip_stream.h>
-#include <google/protobuf/io/zero_copy_stream_impl.h>
+#include <zlib.h>
 
 #include "perf/folded.hpp"
+#include "support/read_fully.hpp"
 
 namespace ehelf::perf {
 namespace {
@@ -68,6 +70,29 @@ private:
   std::vector<std::string> table_{""};
   std::map<std::string, uint64_t> index_{{"", 0}};
 };
+
+// `data` in the gzip format (RFC 1952), at zlib's default level, as `pprof` writes its profiles.
+// zlib directly rather than libprotobuf's GzipOutputStream: that one needs the full libprotobuf,
+// whose loading and relocation cost every ehelf command ~1 ms at start-up; the varints above use
+// only libprotobuf-lite's inline encoder.
+std::optional<std::string> gzip(std::string_view data) {
+  if (data.size() > UINT32_MAX / 2) return std::nullopt; // zlib counts in 32 bits
+  z_stream z{};
+  constexpr int kGzipWindow = 15 + 16; // 32 KiB window, gzip header and trailer
+  if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, kGzipWindow, 8, Z_DEFAULT_STRATEGY) !=
+      Z_OK)
+    return std::nullopt;
+  std::string out(deflateBound(&z, static_cast<uLong>(data.size())), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  z.avail_in = static_cast<uInt>(data.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  const int status = deflate(&z, Z_FINISH); // the bound fits the whole stream: one call
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  if (status != Z_STREAM_END) return std::nullopt;
+  return out;
+}
 
 } // namespace
 
@@ -162,22 +187,12 @@ Status write_pprof(const std::string& path, const std::vector<CountedStack>& sta
     strings.bytes(6, s);
   body += strings.data() + tail.data();
 
+  const std::optional<std::string> zipped = gzip(body);
+  if (!zipped) return Error::plain(fmt::format("cannot compress the profile for {}", path));
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return Error::plain(fmt::format("cannot write {}", path));
-  bool ok;
-  {
-    google::protobuf::io::FileOutputStream file(fd);
-    google::protobuf::io::GzipOutputStream::Options gz;
-    gz.format = google::protobuf::io::GzipOutputStream::GZIP;
-    google::protobuf::io::GzipOutputStream zip(&file, gz);
-    {
-      CodedOutputStream coded(&zip);
-      coded.WriteRaw(body.data(), static_cast<int>(body.size()));
-      ok = !coded.HadError();
-    }
-    ok = zip.Close() && ok;
-    ok = file.Close() && ok;
-  }
+  bool ok = write_fully(fd, *zipped);
+  ok = ::close(fd) == 0 && ok;
   if (!ok) return Error::plain(fmt::format("cannot write {}", path));
   return Ok{};
 }

@@ -18,4 +18,14 @@ Status read_fully(int fd, std::span<uint8_t> out) {
   return Ok{};
 }
 
+bool write_fully(int fd, std::string_view data) {
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
 } // namespace ehelf
