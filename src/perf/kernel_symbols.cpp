@@ -9,6 +9,7 @@
 #include <optional>
 #include <sys/utsname.h>
 
+#include "elf/mapped_file.hpp"
 #include "support/read_text_file.hpp"
 
 namespace ehelf::perf {
@@ -28,15 +29,39 @@ KernelSymbols KernelSymbols::load_for_recording(std::string_view buildid_dir,
     std::string hex;
     for (uint8_t b : kernel_build_id)
       hex += fmt::format("{:02x}", b);
-    if (std::optional<std::string> text = read_text_file(
-            fmt::format("{}/[kernel.kallsyms]/{}/kallsyms", buildid_dir, hex), kMaxText))
-      if (KernelSymbols k = parse(std::move(*text)); !k.empty()) return k;
+    if (auto mapped =
+            MappedFile::open(fmt::format("{}/[kernel.kallsyms]/{}/kallsyms", buildid_dir, hex));
+        mapped && (*mapped)->bytes().size() <= kMaxText) {
+      KernelSymbols k;
+      k.mapped_ = std::move(*mapped);
+      k.parse_text(k.text());
+      // A copy truncated while it was read gave zeros for its lost pages: not names to trust.
+      if (!k.empty() && !k.mapped_->truncated()) return k;
+    }
   }
   return load(recorded_release);
 }
 
 KernelSymbols KernelSymbols::parse(std::string_view text) {
   return parse(std::string(text));
+}
+
+KernelSymbols KernelSymbols::parse(std::string&& owned) {
+  KernelSymbols k;
+  k.owned_text_ = std::move(owned);
+  k.parse_text(k.owned_text_);
+  return k;
+}
+
+KernelSymbols::KernelSymbols() = default;
+KernelSymbols::KernelSymbols(KernelSymbols&&) noexcept = default;
+KernelSymbols& KernelSymbols::operator=(KernelSymbols&&) noexcept = default;
+KernelSymbols::~KernelSymbols() = default;
+
+std::string_view KernelSymbols::text() const {
+  if (!mapped_) return owned_text_;
+  const std::span<const uint8_t> bytes = mapped_->bytes();
+  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
 }
 
 namespace {
@@ -74,15 +99,13 @@ bool hex8(const char* p, uint32_t& value) {
 }
 } // namespace
 
-KernelSymbols KernelSymbols::parse(std::string&& owned) {
-  KernelSymbols k;
-  k.text_ = std::move(owned);
-  if (k.text_.size() > UINT32_MAX) return {}; // name offsets are 32-bit (kallsyms is ~10 MB)
+void KernelSymbols::parse_text(std::string_view text) {
+  if (text.size() > UINT32_MAX) return; // name offsets are 32-bit (kallsyms is ~10 MB)
   // By hand over the bytes (memchr for line ends): ~120k lines, parsed while a recording's
   // first samples wait for them.
-  const char* p = k.text_.data();
-  const char* const end = p + k.text_.size();
-  k.symbols_.reserve(k.text_.size() / 40);
+  const char* p = text.data();
+  const char* const end = p + text.size();
+  symbols_.reserve(text.size() / 40);
   // The high half of the last address read and its 8 digits: the lines share them but for a few
   // changes (kernel, then modules), so most lines convert only their low half.
   uint64_t high_digits = 0;
@@ -129,13 +152,12 @@ KernelSymbols KernelSymbols::parse(std::string&& owned) {
       if (const void* at = std::memchr(name, '\t', static_cast<size_t>(name_end - name)))
         name_end = static_cast<const char*>(at);
     if (name_end == name) continue;
-    k.symbols_.push_back({addr, static_cast<uint32_t>(name - k.text_.data()),
-                          static_cast<uint32_t>(name_end - name)});
+    symbols_.push_back(
+        {addr, static_cast<uint32_t>(name - text.data()), static_cast<uint32_t>(name_end - name)});
   }
   auto by_address = [](const Symbol& a, const Symbol& b) { return a.addr < b.addr; };
-  if (!std::is_sorted(k.symbols_.begin(), k.symbols_.end(), by_address))
-    std::stable_sort(k.symbols_.begin(), k.symbols_.end(), by_address);
-  return k;
+  if (!std::is_sorted(symbols_.begin(), symbols_.end(), by_address))
+    std::stable_sort(symbols_.begin(), symbols_.end(), by_address);
 }
 
 bool KernelSymbols::name(uint64_t addr, std::string_view& name, uint64_t& offset) const {
@@ -143,7 +165,7 @@ bool KernelSymbols::name(uint64_t addr, std::string_view& name, uint64_t& offset
                              [](uint64_t a, const Symbol& s) { return a < s.addr; });
   if (it == symbols_.begin()) return false;
   --it;
-  name = std::string_view(text_).substr(it->name_at, it->name_size);
+  name = text().substr(it->name_at, it->name_size);
   offset = addr - it->addr;
   return true;
 }

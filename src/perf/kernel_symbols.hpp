@@ -3,10 +3,15 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
+
+namespace ehelf {
+class MappedFile;
+}
 
 namespace ehelf::perf {
 
@@ -18,8 +23,9 @@ public:
                             const std::string& path = "/proc/kallsyms");
   // The names a recording's kernel had: perf record's copy of its kallsyms in the build-id cache
   // (`buildid_dir`/[kernel.kallsyms]/BUILD-ID/kallsyms, as perf script reads it: right after a
-  // reboot or on another machine too, and a plain file, read in a few milliseconds where
-  // /proc/kallsyms is generated line by line), else load(recorded_release).
+  // reboot or on another machine too, and a plain file, mapped rather than read: its ~5 MB
+  // copied into fresh memory cost more than parsing it, where /proc/kallsyms is generated line by
+  // line), else load(recorded_release).
   static KernelSymbols load_for_recording(std::string_view buildid_dir,
                                           std::span<const uint8_t> kernel_build_id,
                                           std::string_view recorded_release);
@@ -28,6 +34,10 @@ public:
   // Parses kallsyms text (tests).
   static KernelSymbols parse(std::string_view text);
   static KernelSymbols parse(std::string&& text);
+  KernelSymbols();
+  KernelSymbols(KernelSymbols&&) noexcept;
+  KernelSymbols& operator=(KernelSymbols&&) noexcept;
+  ~KernelSymbols();
 
   bool empty() const { return symbols_.empty(); }
   size_t size() const { return symbols_.size(); } // code symbols read
@@ -38,10 +48,14 @@ private:
   // Names stay in the file's text: one allocation for ~120k symbols instead of one each.
   struct Symbol {
     uint64_t addr;
-    uint32_t name_at, name_size; // in text_
+    uint32_t name_at, name_size; // in text()
   };
-  std::string text_;
-  std::vector<Symbol> symbols_; // sorted by address (stable: the file's order among equals)
+  // Parses `text`, which mapped_ or owned_text_ holds.
+  void parse_text(std::string_view text);
+  std::string_view text() const;
+  std::unique_ptr<MappedFile> mapped_; // the text when it was mapped, else
+  std::string owned_text_;             // the text read
+  std::vector<Symbol> symbols_;        // sorted by address (stable: the file's order among equals)
 };
 
 } // namespace ehelf::perf
