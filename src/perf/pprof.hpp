@@ -15,8 +15,7 @@
 //   period_type     VALUE/UNIT, period: the sampling period (1e9 / frequency for cpu-clock)
 // Frames without a symbol are named as folded stacks name them ("[libc.so.6]", "0x1234").
 // The message is encoded with libprotobuf-lite's varint writer and gzipped by zlib (no generated
-// code: the field
-// numbers above are the format's published ones).
+// code: the field numbers above are the format's published ones).
 #pragma once
 
 #include <cstdint>
