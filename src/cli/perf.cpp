@@ -84,8 +84,9 @@ int run_perf(const Options& o) {
   // Records are decoded round by round as they are consumed: memory holds a round, not the
   // recording, and a pipe is read as it comes.
   perf::RecordStream records(*data);
-  // Folded stacks and flame graphs need each distinct stack named once (Profile::add_recording);
-  // naming every sample on a second thread instead was slower on four recordings of five.
+  // Folded stacks and flame graphs need each distinct stack named once (Profile): with -j 2 on a
+  // second thread as it is first seen; naming every sample there instead was slower on four
+  // recordings of five.
   const bool aggregate = o.format == "folded" || o.format == "svg";
   record::Profile profile;
   const uint64_t size_mib = data->data_end() >> 20;
@@ -98,8 +99,19 @@ int run_perf(const Options& o) {
     else
       perf::add_folded(folded, stack, fo);
   };
-  if (aggregate) {
+  if (aggregate && o.jobs > 1) {
+    // Each distinct stack named and folded on a second thread as it is first seen.
+    profile.add_recording_summarized(
+        records, unwinder, [&](const perf::SampleStack& s) { return perf::folded_stack(s, fo); },
+        use, update_progress);
+    profile.for_each_summary([&](const std::string& line, uint64_t samples, uint64_t period) {
+      folded[line] += o.period ? period : samples;
+    });
+  } else if (aggregate) {
     profile.add_recording(records, unwinder, use, update_progress);
+    profile.for_each_named(unwinder, [&](const perf::CountedStack& c) {
+      perf::add_folded(folded, c.stack, fo, o.period ? c.period : c.samples);
+    });
   } else {
     perf::StackPipelineOptions po;
     po.threads = o.jobs;
@@ -107,9 +119,6 @@ int run_perf(const Options& o) {
     perf::for_each_stack(records, unwinder, use, po);
   }
   progress.finish();
-  profile.for_each_named(unwinder, [&](const perf::CountedStack& c) {
-    perf::add_folded(folded, c.stack, fo, o.period ? c.period : c.samples);
-  });
   if (o.format == "folded") {
     perf::write_folded(out, folded);
   } else if (o.format == "svg") {

@@ -1,11 +1,10 @@
 #include "perf/stack_pipeline.hpp"
 
-#include <condition_variable>
-#include <deque>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
+
+#include "support/batch_queue.hpp"
 
 namespace ehelf::perf {
 namespace {
@@ -15,51 +14,6 @@ namespace {
 struct Batch {
   std::vector<PreparedStack> stacks;
   size_t count = 0;
-};
-
-class BatchQueue {
-public:
-  // Blocks while kMaxQueuedBatches batches wait.
-  void push(std::unique_ptr<Batch> b) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    changed_.wait(lock, [&] { return ready_.size() < kMaxQueuedBatches; });
-    ready_.push_back(std::move(b));
-    changed_.notify_all();
-  }
-  // The next batch; null once closed and drained.
-  std::unique_ptr<Batch> pop() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    changed_.wait(lock, [&] { return !ready_.empty() || closed_; });
-    if (ready_.empty()) return nullptr;
-    std::unique_ptr<Batch> b = std::move(ready_.front());
-    ready_.pop_front();
-    changed_.notify_all();
-    return b;
-  }
-  void close() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    closed_ = true;
-    changed_.notify_all();
-  }
-  void give_back(std::unique_ptr<Batch> b) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    spare_.push_back(std::move(b));
-  }
-  std::unique_ptr<Batch> take_spare() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (spare_.empty()) return std::make_unique<Batch>();
-    std::unique_ptr<Batch> b = std::move(spare_.back());
-    spare_.pop_back();
-    b->count = 0;
-    return b;
-  }
-
-private:
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::deque<std::unique_ptr<Batch>> ready_;
-  std::vector<std::unique_ptr<Batch>> spare_;
-  bool closed_ = false;
 };
 
 } // namespace
@@ -79,7 +33,7 @@ void for_each_stack(RecordStream& records, SampleUnwinder& unwinder,
     }
     return;
   }
-  BatchQueue queue;
+  BatchQueue<Batch> queue(kMaxQueuedBatches);
   std::thread namer([&] {
     SampleStack stack;
     while (std::unique_ptr<Batch> b = queue.pop()) {

@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <set>
+#include <thread>
 
 #include <fmt/format.h>
 
 #include "perf/folded.hpp"
+#include "perf/stack_pipeline.hpp"
+#include "support/batch_queue.hpp"
 
 namespace ehelf::record {
 namespace {
@@ -18,6 +21,11 @@ void append(std::string& key, uint64_t v) {
 
 void Profile::add(const perf::RawStack& raw, std::string_view comm,
                   perf::SampleUnwinder& unwinder) {
+  add_sample(raw, comm, unwinder);
+}
+
+Profile::Entry* Profile::add_sample(const perf::RawStack& raw, std::string_view comm,
+                                    perf::SampleUnwinder& unwinder) {
   ++samples_;
   tids_[raw.tid] = true;
   if (raw.user_walked && raw.stop != StopReason::EndOfStack)
@@ -41,24 +49,107 @@ void Profile::add(const perf::RawStack& raw, std::string_view comm,
   ++e.samples;
   e.period += raw.period;
   if (keep_timeline_) timeline_.emplace_back(raw.time, &e);
+  return added ? &e : nullptr;
 }
 
-void Profile::add_recording(perf::RecordStream& records, perf::SampleUnwinder& unwinder,
-                            const std::function<void(const perf::SampleStack&)>& other,
-                            const std::function<void()>& progress) {
+void Profile::read_records(perf::RecordStream& records, perf::SampleUnwinder& unwinder,
+                           const std::function<void()>& progress,
+                           const std::function<void(Entry&)>& added,
+                           const std::function<void(const perf::Record&)>& rest) {
   perf::RawStack raw;
-  perf::SampleStack stack;
   uint64_t count = 0;
   while (const perf::Record* r = records.next()) {
     if ((++count & 1023) == 0 && progress) progress();
     if (const auto* s = std::get_if<perf::SampleRecord>(&r->body);
         s && s->regs_abi != 0 && !s->stack.empty()) {
       unwinder.feed_raw(*r, raw);
-      add(raw, unwinder.comm_of(raw.pid, raw.tid), unwinder);
+      if (Entry* e = add_sample(raw, unwinder.comm_of(raw.pid, raw.tid), unwinder)) added(*e);
       continue;
     }
-    if (unwinder.feed(*r, stack)) other(stack);
+    rest(*r);
   }
+}
+
+void Profile::add_recording(perf::RecordStream& records, perf::SampleUnwinder& unwinder,
+                            const std::function<void(const perf::SampleStack&)>& other,
+                            const std::function<void()>& progress) {
+  perf::SampleStack stack;
+  read_records(
+      records, unwinder, progress, [](Entry&) {},
+      [&](const perf::Record& r) {
+        if (unwinder.feed(r, stack)) other(stack);
+      });
+}
+
+// In the recording's order: a new distinct stack to name and summarize, or a sample without a
+// stack copy to name and hand over. Slots are reused batch after batch (BatchQueue).
+struct Profile::SummaryBatch {
+  struct Item {
+    Entry* entry = nullptr; // the new stack, or null for `other`
+    perf::PreparedStack other;
+  };
+  std::vector<Item> items;
+  size_t count = 0;
+};
+
+void Profile::add_recording_summarized(perf::RecordStream& records, perf::SampleUnwinder& unwinder,
+                                       const Summarize& summarize,
+                                       const std::function<void(const perf::SampleStack&)>& other,
+                                       const std::function<void()>& progress) {
+  // The two threads share the unwinder as ehelf perf's pipeline does (for_each_stack): this one
+  // only feeds, unwinds and resolves (the processes' state), the other only names (the naming
+  // state). An entry's stack and command name are written before it is handed over, and only
+  // its summary after; the map's nodes stay where they are as it grows.
+  BatchQueue<SummaryBatch> queue(perf::kMaxQueuedBatches);
+  std::thread namer([&] {
+    perf::SampleStack stack;
+    while (std::unique_ptr<SummaryBatch> b = queue.pop()) {
+      for (size_t i = 0; i < b->count; ++i) {
+        SummaryBatch::Item& item = b->items[i];
+        if (item.entry) {
+          unwinder.name_stack(item.entry->stack, item.entry->comm, stack);
+          item.entry->summary = summarize(stack);
+        } else {
+          unwinder.name_prepared(item.other, stack);
+          other(stack);
+        }
+      }
+      queue.give_back(std::move(b));
+    }
+  });
+  std::unique_ptr<SummaryBatch> batch = queue.take_spare();
+  auto slot = [&]() -> SummaryBatch::Item& {
+    if (batch->count == batch->items.size()) batch->items.emplace_back();
+    return batch->items[batch->count];
+  };
+  auto hand_over = [&] {
+    if (++batch->count < perf::kStackBatch) return;
+    queue.push(std::move(batch));
+    batch = queue.take_spare();
+  };
+  read_records(
+      records, unwinder, progress,
+      [&](Entry& e) {
+        slot().entry = &e;
+        hand_over();
+      },
+      [&](const perf::Record& r) {
+        SummaryBatch::Item& item = slot();
+        if (unwinder.prepare(r, item.other)) {
+          item.entry = nullptr;
+          hand_over();
+        }
+      });
+  if (batch->count) queue.push(std::move(batch));
+  queue.close();
+  namer.join();
+}
+
+void Profile::for_each_summary(
+    const std::function<void(const std::string& summary, uint64_t samples, uint64_t period)>& use)
+    const {
+  for (const auto& [key, e] : stacks_)
+    use(e.summary, e.samples, e.period);
 }
 
 std::vector<perf::SampleStack> Profile::timeline(perf::SampleUnwinder& unwinder) const {

@@ -32,6 +32,19 @@ public:
   void add_recording(perf::RecordStream& records, perf::SampleUnwinder& unwinder,
                      const std::function<void(const perf::SampleStack&)>& other,
                      const std::function<void()>& progress = {});
+  // What the second thread of add_recording_summarized keeps of a distinct stack, named.
+  using Summarize = std::function<std::string(const perf::SampleStack&)>;
+  // As add_recording, on two threads: a distinct stack is named when first seen, on a second
+  // thread, which keeps what `summarize` makes of it (ehelf perf -f folded: its folded line) while
+  // this thread goes on reading and unwinding; the samples without a stack copy are named on the
+  // second thread too, and handed to `other` there. for_each_summary() then gives each distinct
+  // stack's summary with its counts: the stacks add_recording then for_each_named give.
+  void add_recording_summarized(perf::RecordStream& records, perf::SampleUnwinder& unwinder,
+                                const Summarize& summarize,
+                                const std::function<void(const perf::SampleStack&)>& other,
+                                const std::function<void()>& progress = {});
+  void for_each_summary(const std::function<void(const std::string& summary, uint64_t samples,
+                                                 uint64_t period)>& use) const;
   // Samples the kernel dropped (PERF_RECORD_LOST: the ring was full).
   void add_lost(uint64_t n) { lost_ += n; }
   void add_corrupt_bytes(uint64_t n) { corrupt_bytes_ += n; }
@@ -61,7 +74,17 @@ private:
     perf::ResolvedStack stack; // the first sample of the stack
     std::string comm;
     uint64_t samples = 0, period = 0;
+    std::string summary; // add_recording_summarized's, written by its second thread only
   };
+  struct SummaryBatch; // what add_recording_summarized's threads hand over
+  // The loop of both add_recordings: samples with a stack copy unwound and counted here (`added`
+  // sees an entry when its stack is new), the other records handed to `rest`.
+  void read_records(perf::RecordStream& records, perf::SampleUnwinder& unwinder,
+                    const std::function<void()>& progress, const std::function<void(Entry&)>& added,
+                    const std::function<void(const perf::Record&)>& rest);
+  // add(), and the entry if the stack is new (else null).
+  Entry* add_sample(const perf::RawStack& raw, std::string_view comm,
+                    perf::SampleUnwinder& unwinder);
   std::unordered_map<std::string, Entry> stacks_; // by key(): the stack's identity as bytes
   std::unordered_map<uint32_t, bool> tids_;
   std::map<std::string, uint64_t> stopped_early_;

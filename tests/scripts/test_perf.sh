@@ -206,8 +206,11 @@ for f in perf pipe; do
   "$EHELF" perf -f json -j1 $f.data > ours-j1.txt 2> /dev/null
   "$EHELF" perf -f json -j2 $f.data > ours-j2.txt 2> /dev/null
   cmp -s ours-j1.txt ours-j2.txt || fail "$f.data: -f json -j1 and -j2 differ"
+  "$EHELF" perf -f folded -j1 $f.data > ours-j1.txt 2> /dev/null
+  "$EHELF" perf -f folded -j2 $f.data > ours-j2.txt 2> /dev/null
+  [ -s ours-j1.txt ] && cmp -s ours-j1.txt ours-j2.txt || fail "$f.data: -f folded -j1 and -j2 differ"
 done
-echo "threads: -j1 and -j2 give the same stacks (script and json layouts)"
+echo "threads: -j1 and -j2 give the same stacks (script, json and folded)"
 # Read from a pipe, as `perf record -o - ... | ehelf perf` (no file named, or "-").
 "$EHELF" perf -v < <(cat pipe.data) > ours-stdin.txt 2> /dev/null || fail "ehelf perf from a pipe"
 cat pipe.data | "$EHELF" perf - -v > ours-dash.txt 2> /dev/null || fail "ehelf perf - from a pipe"

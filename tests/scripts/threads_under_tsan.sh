@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # ehelf perf's two threads (-j 2: the records read and the stacks unwound on one, named and
-# printed on the other) under ThreadSanitizer, on recordings made here: xz -9 and python3 with
-# DWARF call graphs, the whole system while they run (many processes sharing modules), a pipe
-# recording read from standard input, a -g recording and one without call graph. Each run must
-# end without a ThreadSanitizer report and give what -j 1 gives.
+# printed on the other; for -f folded, each distinct stack named there) under ThreadSanitizer,
+# on recordings made here: xz -9 and python3 with DWARF call graphs, the whole system while they
+# run (many processes sharing modules), a pipe recording read from standard input, a -g recording
+# and one without call graph. Each run must end without a ThreadSanitizer report and give what
+# -j 1 gives.
 # Usage: threads_under_tsan.sh EHELF   (build-tsan/bin/ehelf: scripts/build.sh tsan). Run by
 # scripts/test.sh after ctest, not by ctest (whose script tests, tests/scripts/test_*.sh, get the
 # ASan build).
@@ -66,6 +67,7 @@ check() { # name, then ehelf perf's arguments (-j added)
 for f in "${files[@]}"; do
   check "$f.data" -v "$f.data"
   check "$f.data json" -f json --offsets "$f.data"
+  check "$f.data folded" -f folded "$f.data"
 done
 "$EHELF" perf -j2 - < pipe.data > two.out 2> two.err
 rc=$?

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <random>
 #include <span>
 #include <sstream>
@@ -33,6 +34,7 @@
 #include "perf/record_stream.hpp"
 #include "perf/sample_unwinder.hpp"
 #include "perf/stack_pipeline.hpp"
+#include "record/profile.hpp"
 
 namespace ehelf::perf {
 namespace {
@@ -706,6 +708,16 @@ Outcome survive(std::span<const uint8_t> input, bool compressed = false) {
   for_each_stack(
       stream, two, [&](const SampleStack&) { ++named; }, threads);
   EXPECT_EQ(named, o.samples);
+  // And as ehelf perf -f folded -j 2 takes them: distinct stacks named on another thread.
+  SampleUnwinder folding(*data, options);
+  RecordStream again(*data);
+  ehelf::record::Profile profile;
+  uint64_t counted = 0;
+  profile.add_recording_summarized(
+      again, folding, [](const SampleStack& s) { return s.comm; },
+      [&](const SampleStack&) { ++counted; });
+  profile.for_each_summary([&](const std::string&, uint64_t n, uint64_t) { counted += n; });
+  EXPECT_EQ(counted, o.samples);
   return o;
 }
 
@@ -1456,11 +1468,11 @@ std::vector<std::string> stacks_of(const Built& b, unsigned threads) {
   return lines;
 }
 
-// Unwinding on the calling thread and naming on a second gives the stacks one thread gives, in
-// the same order: kernel and user samples, a kernel thread's, and thousands of samples across
-// many batches.
-TEST(StackPipeline, TwoThreadsGiveWhatOneGives) {
-  const TestAttr a = dwarf_attr();
+// A recording's records and 3,000 samples of two threads in rounds of 100, kernel and user,
+// their stack copies one of `stack_kinds` patterns; with `some_without_stack`, every 10th has
+// none (named from its call chain).
+std::vector<std::vector<uint8_t>> many_samples(const TestAttr& a, unsigned stack_kinds,
+                                               bool some_without_stack) {
   std::vector<std::vector<uint8_t>> records = recording_records(a);
   for (uint64_t i = 0; i < 3000; ++i) {
     TestSample smp;
@@ -1470,17 +1482,76 @@ TEST(StackPipeline, TwoThreadsGiveWhatOneGives) {
     smp.time = 5000 + i;
     smp.callchain = {kContextKernel, kKernelIp + i % 5, kContextUser, kLibStart + 0x100 + i % 11};
     smp.regs = {1, 2, kUserSp, kUserIp + i % 7, 5};
-    smp.stack = pattern(64, static_cast<uint8_t>(i));
+    smp.stack = pattern(64, static_cast<uint8_t>(i % stack_kinds));
     smp.dyn_size = 64;
+    if (some_without_stack && i % 10 == 0) {
+      smp.regs_abi = 0;
+      smp.stack.clear();
+    }
     records.push_back(sample_record(a, i % 2 ? kMiscKernel : kMiscUser, smp));
     if (i % 100 == 99) records.push_back(finished_round());
   }
+  return records;
+}
+
+// Unwinding on the calling thread and naming on a second gives the stacks one thread gives, in
+// the same order: kernel and user samples, a kernel thread's, and thousands of samples across
+// many batches.
+TEST(StackPipeline, TwoThreadsGiveWhatOneGives) {
+  const TestAttr a = dwarf_attr();
+  const std::vector<std::vector<uint8_t>> records = many_samples(a, 256, false);
   for (const Built& b : {recording(false), recording(true), pipe_layout({a}, records, {})}) {
     const std::vector<std::string> one = stacks_of(b, 1), two = stacks_of(b, 2);
     ASSERT_FALSE(one.empty());
     EXPECT_EQ(one, two);
   }
   EXPECT_EQ(stacks_of(pipe_layout({a}, records, {}), 2).size(), 3003u);
+}
+
+// ehelf perf -f folded -j 2: each distinct stack named on a second thread as it is first seen
+// (Profile::add_recording_summarized) gives the stacks and counts that one thread gives
+// (add_recording, then for_each_named), samples without a stack copy included (handed to `other`
+// on the second thread).
+TEST(Profile, SummarizedOnTwoThreadsGivesWhatOneGives) {
+  const TestAttr a = dwarf_attr();
+  const std::vector<std::vector<uint8_t>> records = many_samples(a, 13, true);
+  auto line = [](const SampleStack& s) {
+    std::string l = fmt::format("{} {}/{} [{}] {}:", s.comm, s.pid, s.tid, s.stop, s.frames.size());
+    for (const StackFrame& f : s.frames)
+      l += fmt::format(" {:#x} {} {}+{:#x}", f.pc, f.module, f.symbol, f.symbol_offset);
+    return l;
+  };
+  // Stack line -> samples, by add_recording (one thread) or add_recording_summarized (two).
+  auto fold = [&](const Built& b, bool two_threads) {
+    std::map<std::string, uint64_t> out;
+    auto d = PerfData::from_bytes(b.bytes, kName);
+    EXPECT_TRUE(d);
+    if (!d) return out;
+    SampleUnwinderOptions options;
+    options.symbols = false;
+    SampleUnwinder unwinder(*d, options);
+    RecordStream stream(*d);
+    ehelf::record::Profile profile;
+    auto other = [&](const SampleStack& s) { ++out[line(s)]; };
+    if (two_threads) {
+      profile.add_recording_summarized(stream, unwinder, line, other);
+      profile.for_each_summary(
+          [&](const std::string& l, uint64_t samples, uint64_t) { out[l] += samples; });
+    } else {
+      profile.add_recording(stream, unwinder, other);
+      profile.for_each_named(unwinder,
+                             [&](const CountedStack& c) { out[line(c.stack)] += c.samples; });
+    }
+    return out;
+  };
+  for (const Built& b : {recording(false), pipe_layout({a}, records, {})}) {
+    const std::map<std::string, uint64_t> one = fold(b, false), two = fold(b, true);
+    ASSERT_FALSE(one.empty());
+    EXPECT_EQ(one, two);
+    if (b.bytes.size() > 100000) {
+      EXPECT_GT(one.size(), 20u); // the 3,000 samples' many stacks
+    }
+  }
 }
 
 // A malformed record ends the stream as damage: the records before it come out (ordered).
