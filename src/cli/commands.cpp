@@ -8,6 +8,12 @@ int g_exit_code = 0;
 int exit_code() {
   return g_exit_code;
 }
+void keep_until_exit(std::shared_ptr<const void> object) {
+  // Never destroyed: the list and what it holds are the exit's to return.
+  static auto* kept = new std::vector<std::shared_ptr<const void>>;
+  kept->push_back(std::move(object));
+}
+
 void set_exit_code(int code) {
   if (code > g_exit_code) g_exit_code = code;
 }

@@ -44,12 +44,15 @@ int run_perf(const Options& o) {
   struct stat in {};
   const bool from_stdin =
       o.input == "-" || (o.input.empty() && ::fstat(0, &in) == 0 && S_ISFIFO(in.st_mode));
-  auto data = from_stdin ? perf::PerfData::read_stream(0, "<stdin>")
-                         : perf::PerfData::open(o.input.empty() ? "perf.data" : o.input);
-  if (!data) {
-    fmt::print(stderr, "ehelf: {}\n", data.error().to_string());
+  auto opened = from_stdin ? perf::PerfData::read_stream(0, "<stdin>")
+                           : perf::PerfData::open(o.input.empty() ? "perf.data" : o.input);
+  if (!opened) {
+    fmt::print(stderr, "ehelf: {}\n", opened.error().to_string());
     return 1;
   }
+  // The recording, the unwinder (its modules and symbols) and the profile are left to the exit.
+  const perf::PerfData* data =
+      &kept_until_exit(std::make_unique<perf::PerfData>(std::move(*opened)));
   std::ofstream file;
   if (!o.output.empty()) {
     file.open(o.output, std::ios::binary);
@@ -66,13 +69,14 @@ int run_perf(const Options& o) {
   uo.kernel = !o.no_kernel;
   uo.demangle = !o.raw;
   uo.debug_dirs = o.debug_dirs;
-  perf::SampleUnwinder unwinder(*data, uo);
+  perf::SampleUnwinder& unwinder =
+      kept_until_exit(std::make_unique<perf::SampleUnwinder>(*data, uo));
   perf::FoldOptions fo;
   fo.include_pid = o.with_pid;
   fo.include_tid = o.with_tid;
   fo.weight_by_period = o.period;
   fo.addresses = o.offsets;
-  perf::FoldedStacks folded;
+  perf::FoldedStacks& folded = kept_until_exit(std::make_unique<perf::FoldedStacks>());
   perf::ScriptOptions so;
   so.offsets = o.offsets;
   so.stop = o.verbose;
@@ -88,7 +92,7 @@ int run_perf(const Options& o) {
   // second thread as it is first seen; naming every sample there instead was slower on four
   // recordings of five.
   const bool aggregate = o.format == "folded" || o.format == "svg";
-  record::Profile profile;
+  record::Profile& profile = kept_until_exit(std::make_unique<record::Profile>());
   const uint64_t size_mib = data->data_end() >> 20;
   auto update_progress = [&] { progress.update(records.position() >> 20, size_mib); };
   auto use = [&](const perf::SampleStack& stack) {
