@@ -109,11 +109,14 @@ int run_record(const Options& o) {
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
   const auto wall_start = std::chrono::system_clock::now();
-  auto rec = record::record(ro, &g_stop);
-  if (!rec) {
-    fmt::print(stderr, "ehelf: {}\n", message_of(rec.error()));
+  auto recorded = record::record(ro, &g_stop);
+  if (!recorded) {
+    fmt::print(stderr, "ehelf: {}\n", message_of(recorded.error()));
     return 2;
   }
+  // The profile and the unwinder (its modules and symbols) are left to the exit.
+  record::Recording* rec =
+      &kept_until_exit(std::make_unique<record::Recording>(std::move(*recorded)));
   if (!rec->note.empty()) fmt::print(stderr, "ehelf: {}\n", rec->note);
   const std::vector<perf::CountedStack> stacks = rec->profile.named(*rec->unwinder);
   record::OutputOptions out;
