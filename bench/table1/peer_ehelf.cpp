@@ -1,5 +1,5 @@
 // ehelf over a sample's stack copy (a LocalMemory range with a delta, as ehelf perf reads it):
-// the fast walk (Unwinder::backtrace_direct, ehelf perf's) and the general walk
+// the fast walk (Unwinder::backtrace_sample, ehelf perf's) and the general walk
 // (Unwinder::backtrace) with each backend. One ModuleMap and Unwinder per process version, as
 // ehelf perf keeps one per process; module data loaded once per file.
 #include <map>
@@ -50,14 +50,14 @@ public:
   size_t unwind(const Sample& s, uint64_t* pcs, size_t max, Stop& stop) override {
     Unwinder& unwinder = *contexts_[s.maps->index]->unwinder;
     // Every recorded register, as ehelf perf gives them (the first frame's rule may read any).
-    LocalMemory memory;
-    memory.add(AddressRange{s.sp(), s.sp() + s.stack.size()},
-               static_cast<int64_t>(reinterpret_cast<uint64_t>(s.stack.data()) - s.sp()));
     StopReason why = StopReason::None;
     size_t n;
     if (fast_) {
-      n = unwinder.backtrace_direct(s.regs, memory, pcs, max, &why, true);
+      n = unwinder.backtrace_sample(s.regs, s.stack, pcs, max, &why, true);
     } else {
+      LocalMemory memory;
+      memory.add(AddressRange{s.sp(), s.sp() + s.stack.size()},
+                 static_cast<int64_t>(reinterpret_cast<uint64_t>(s.stack.data()) - s.sp()));
       if (frames_.size() < max) frames_.resize(max);
       n = unwinder.backtrace(s.regs, memory, frames_.data(), max, &why, true);
       for (size_t i = 0; i < n; ++i)

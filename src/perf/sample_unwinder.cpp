@@ -422,24 +422,15 @@ StopReason SampleUnwinder::walk_user(Process& p, const SampleRecord& s,
       }
   }
   if (!regs.has(x86_64::RIP) || !regs.has(x86_64::RSP)) return StopReason::None;
-  const uint64_t sp = regs.get(x86_64::RSP);
   ++stats_.user_samples;
   refresh(p);
-  // The stack copy, read where perf stored it: addresses [sp, sp + size) map into the file.
-  // Only below the top half of the address space (user stacks are far below it): the fast
-  // walk bounds a CFA (rsp + up to 32 KiB) by the range's end only, which a range ending near
-  // 2^64 would let wrap around to an address outside the copy.
-  std::span<const uint8_t> stack = s.stack_data();
-  LocalMemory memory;
-  constexpr uint64_t kTop = uint64_t(1) << 63;
-  if (!stack.empty() && sp < kTop && stack.size() <= kTop - sp)
-    memory.add(AddressRange{sp, sp + stack.size()},
-               static_cast<int64_t>(reinterpret_cast<uint64_t>(stack.data()) - sp));
+  // The stack copy, read where perf stored it: addresses [sp, sp + size) map into the file
+  // (FastWalk::sample: a copy at or above 2^63 is not read, see sample_range_ok).
   // Walked into a buffer kept between samples (sizing `pcs` to the depth each time would zero
   // kilobytes per sample).
   walk_buffer_.resize(options_.max_depth ? options_.max_depth : 1);
   StopReason why = StopReason::None;
-  const size_t n = p.unwinder->backtrace_direct(regs, memory, walk_buffer_.data(),
+  const size_t n = p.unwinder->backtrace_sample(regs, s.stack_data(), walk_buffer_.data(),
                                                 walk_buffer_.size(), &why, true);
   pcs.assign(walk_buffer_.begin(), walk_buffer_.begin() + static_cast<ptrdiff_t>(n));
   if (why != StopReason::EndOfStack) ++stats_.stopped_early;

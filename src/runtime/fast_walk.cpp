@@ -17,6 +17,14 @@ constexpr uint64_t kFastWalkEnd = ~uint64_t(0) - (uint64_t(1) << 16);
 
 using Bounds = FastWalk::Bounds;
 
+// Whether a sample's stack copy of `size` bytes at rsp `sp` is a range to read: not empty, and
+// below the top half of the address space (user stacks are far below it; a hostile sample's
+// range near 2^64 would let the fast walk's end-only bound wrap around).
+bool sample_range_ok(uint64_t sp, uint64_t size) {
+  constexpr uint64_t kTop = uint64_t(1) << 63;
+  return size != 0 && sp < kTop && size <= kTop - sp;
+}
+
 Bounds bounds_for(std::span<const DirectRange> ranges, uint64_t sp) {
   for (const DirectRange& d : ranges)
     if (sp - d.begin < d.end - d.begin && d.end + static_cast<uint64_t>(d.delta) <= kFastWalkEnd)
@@ -137,23 +145,27 @@ FastExit fast_walk(RuleCache& cache, uint64_t hhi, uint64_t delta, FastState& st
 
 } // namespace
 
-size_t FastWalk::quick(const FastStart& q, uint64_t* pcs, size_t limit, StopReason* why,
-                       bool exact_first, Resume& resume) {
-  if (limit < 2 || !cache_) return 0;
+template <typename Fallback>
+__attribute__((always_inline)) inline size_t
+FastWalk::fast_path(const FastStart& q, uint64_t* pcs, size_t limit, StopReason* why,
+                    bool exact_first, Fallback&& fallback) {
+  if (limit < 2 || !cache_) [[unlikely]]
+    return fallback(Resume{});
   pcs[0] = q.pc;
   const uint64_t key = RuleCache::key(q.pc, exact_first);
   RuleCache& cache = *cache_;
   HotRule* first = cache.find(key);
   if (!first) [[unlikely]]
     first = fill_first(exact_first ? q.pc : q.pc - 1, key);
-  if (!first || first->op == HotRule::kEmpty) return 0;
+  if (!first || first->op == HotRule::kEmpty) [[unlikely]]
+    return fallback(Resume{});
   FastState st{first, q.hsp, q.bp, pcs + 1};
   GeneralStep& general = general_;
   const FastExit exit = fast_walk(cache, q.hhi, q.delta, st, pcs + limit,
                                   [&general, &cache](uint64_t l, uint64_t k, HotRule& h) {
                                     return general.fill_hot(cache, l, k, h);
                                   });
-  if (exit == FastExit::End || exit == FastExit::Full) { // End: the usual end
+  if (exit == FastExit::End || exit == FastExit::Full) [[likely]] { // End: the usual end
     if (why) *why = exit == FastExit::End ? StopReason::EndOfStack : StopReason::DepthLimit;
     return static_cast<size_t>(st.out - pcs);
   }
@@ -161,8 +173,15 @@ size_t FastWalk::quick(const FastStart& q, uint64_t* pcs, size_t limit, StopReas
     if (why) *why = StopReason::EndOfStack;
     return static_cast<size_t>(st.out - 1 - pcs);
   }
-  resume = Resume{static_cast<size_t>(st.out - pcs), st.hsp - q.delta, st.bp};
-  return 0;
+  return fallback(Resume{static_cast<size_t>(st.out - pcs), st.hsp - q.delta, st.bp});
+}
+
+size_t FastWalk::quick(const FastStart& q, uint64_t* pcs, size_t limit, StopReason* why,
+                       bool exact_first, Resume& resume) {
+  return fast_path(q, pcs, limit, why, exact_first, [&resume](const Resume& r) {
+    resume = r;
+    return size_t(0);
+  });
 }
 
 size_t FastWalk::direct(const RegisterState& start, const LocalMemory& memory, uint64_t* pcs,
@@ -182,6 +201,34 @@ size_t FastWalk::direct(const RegisterState& start, const LocalMemory& memory, u
     }
   }
   return direct_walk(start, memory, pcs, limit, why, exact_first, Resume{});
+}
+
+size_t FastWalk::sample(const RegisterState& regs, std::span<const uint8_t> stack, uint64_t* pcs,
+                        size_t limit, StopReason* why, bool exact_first) {
+  // What direct() does over the one range [rsp, rsp + size) at stack.data(), in one function:
+  // the walk's fallback is the only call left, out of line, and needs no range list.
+  constexpr uint32_t kQuick = 1u << x86_64::RIP | 1u << x86_64::RSP | 1u << x86_64::RBP;
+  const uint64_t sp = regs.value[x86_64::RSP];
+  const uint64_t lo = reinterpret_cast<uint64_t>(stack.data()), hhi = lo + stack.size();
+  auto fallback = [this, &regs, stack, pcs, limit, why, exact_first](const Resume& resume) {
+    return sample_walk(regs, stack, pcs, limit, why, exact_first, resume);
+  };
+  if ((regs.valid & kQuick) != kQuick || !sample_range_ok(sp, stack.size()) || hhi > kFastWalkEnd)
+      [[unlikely]]
+    return fallback(Resume{});
+  return fast_path(FastStart{regs.value[x86_64::RIP], lo, regs.value[x86_64::RBP], hhi, lo - sp},
+                   pcs, limit, why, exact_first, fallback);
+}
+
+size_t FastWalk::sample_walk(const RegisterState& regs, std::span<const uint8_t> stack,
+                             uint64_t* pcs, size_t limit, StopReason* why, bool exact_first,
+                             const Resume& resume) {
+  const uint64_t sp = regs.value[x86_64::RSP];
+  LocalMemory memory;
+  if (sample_range_ok(sp, stack.size()))
+    memory.add(AddressRange{sp, sp + stack.size()},
+               static_cast<int64_t>(reinterpret_cast<uint64_t>(stack.data()) - sp));
+  return direct_walk(regs, memory, pcs, limit, why, exact_first, resume);
 }
 
 size_t FastWalk::direct_walk(const RegisterState& start, const LocalMemory& memory, uint64_t* pcs,

@@ -54,6 +54,13 @@ public:
       return FastWalk(general_, cache).direct(regs, memory, pcs, limit(max), why, exact_first);
     return fast_.direct(regs, memory, pcs, limit(max), why, exact_first);
   }
+  // A perf sample's walk (FastWalk::sample): its registers and the copy of its stack's first
+  // bytes, [rsp, rsp + stack.size()) read at stack.data(); the same pcs as backtrace_direct over
+  // that one range.
+  size_t backtrace_sample(const RegisterState& regs, std::span<const uint8_t> stack, uint64_t* pcs,
+                          size_t max, StopReason* why = nullptr, bool exact_first = true) {
+    return fast_.sample(regs, stack, pcs, limit(max), why, exact_first);
+  }
   size_t backtrace_local(const RegisterState& regs, AddressRange stack, uint64_t* pcs, size_t max,
                          StopReason* why = nullptr, bool exact_first = false) {
     LocalMemory memory(stack);

@@ -217,8 +217,9 @@ TEST(FastWalk, GarbageMadeOfRealReturnAddressesStaysInside) {
   }
 }
 
-// On garbage stacks made of real return addresses, the fast walk gives the general walk's frames,
-// pc for pc, and its reason to stop, with a depth limit below and above what the stack can hold
+// On garbage stacks made of real return addresses, the fast walk (backtrace_direct over the
+// range, backtrace_sample over the copy from rsp up) gives the general walk's frames, pc for pc,
+// and its reason to stop, with a depth limit below and above what the stack can hold
 // (the depth counted or not). A walk taken up after the quick path stopped mid-stack is checked
 // by the signal-frame tests (SignalUnwind.*: the trampoline's rule is not cacheable).
 TEST(FastWalk, GarbageWalksEqualTheGeneralWalk) {
@@ -261,6 +262,23 @@ TEST(FastWalk, GarbageWalksEqualTheGeneralWalk) {
       ASSERT_EQ(stop_reason_name(fast_why), stop_reason_name(general_why)) << "round " << round;
       ++compared;
       deep += n >= 4;
+      // A perf sample's walk (backtrace_sample) over the copy from rsp up: the general walk's
+      // over that range.
+      const uint64_t sp = regs.get(x86_64::RSP);
+      LocalMemory from_sp;
+      from_sp.add(AddressRange{sp, hi},
+                  static_cast<int64_t>(reinterpret_cast<uint64_t>(buffer.data()) - lo));
+      const size_t g = general.backtrace(regs, from_sp, frames.data(), limit, &general_why, exact);
+      pcs.assign(limit, 0);
+      const std::span<const uint8_t> copy(
+          reinterpret_cast<const uint8_t*>(buffer.data()) + (sp - lo), hi - sp);
+      const size_t k = u.backtrace_sample(regs, copy, pcs.data(), limit, &fast_why, exact);
+      expected.clear();
+      for (size_t i = 0; i < g; ++i)
+        expected.push_back(frames[i].pc);
+      pcs.resize(k);
+      ASSERT_EQ(pcs, expected) << "sample walk, round " << round << ", limit " << limit;
+      ASSERT_EQ(stop_reason_name(fast_why), stop_reason_name(general_why)) << "round " << round;
     }
   }
   // The garbage makes walks of several frames, not only 1 (~400 of 8,000 under ASan, more in a
@@ -295,6 +313,11 @@ TEST(FastWalk, StackRangeAtTheTopOfTheAddressSpace) {
       size_t n = u.backtrace_direct(regs, memory, pcs, 32, &why, false);
       ASSERT_GE(n, 1u);
       ASSERT_LE(n, 32u);
+      // As a perf sample's copy: not read at all (above 2^63), the sampled pc alone.
+      const std::span<const uint8_t> copy(
+          reinterpret_cast<const uint8_t*>(buffer.data()) + 8 * slot, 8 * (buffer.size() - slot));
+      n = u.backtrace_sample(regs, copy, pcs, 32, &why, false);
+      ASSERT_EQ(n, 1u);
     }
 }
 
