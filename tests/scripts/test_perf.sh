@@ -455,7 +455,7 @@ if sum(int(n) for _, n in folded) != len(theirs) or not any(';' in k for k, _ in
 print(f"no call graph: {len(theirs)} samples, lines identical to perf script's")
 PY
 
-# Folded stacks, flame graph, JSON.
+# Folded stacks (against the script layout folded by hand), flame graph, JSON.
 samples=$(grep -c '^perf_target' perf.txt)
 "$EHELF" perf perf.data -f folded -o folded.txt || fail "ehelf perf -f folded"
 "$EHELF" perf perf.data -f svg -o flame.svg --title "perf_target" || fail "ehelf perf -f svg"
@@ -479,6 +479,41 @@ for line in open('folded.txt'):
         chains += int(count)
 if total != samples:
     sys.exit(f"folded: counts add up to {total}, there are {samples} samples")
+# Folded stacks are the script layout's stacks (compared with perf script's above) folded: each
+# sample's frames outermost first after the comm, a frame named by its symbol, else [module's
+# basename], else 0xPC (folded.hpp's rules). Folding here the script layout printed sample by
+# sample must give exactly ehelf's folded lines, which -f folded makes once per distinct stack,
+# named on a second thread.
+import collections, os
+expected = collections.Counter()
+for block in open(sys.argv[2]).read().split('\n\n'):
+    lines = [l for l in block.split('\n') if l.strip()]
+    if not lines:
+        continue
+    names = []
+    for l in lines[1:]:
+        if not l.startswith('\t') or l.startswith('\t(walk ended'):
+            continue
+        m = re.fullmatch(r'\t\s*([0-9a-f]+) (.*) \((.*)\)', l)
+        if not m:
+            sys.exit(f"folded check: unexpected frame line {l!r}")
+        pc, sym, dso = m.groups()
+        sym = re.sub(r'\+0x[0-9a-f]+$', '', sym)
+        if sym != '[unknown]':
+            names.append(sym)
+        elif dso != 'unknown':
+            names.append(dso if dso.startswith('[') else '[' + os.path.basename(dso) + ']')
+        else:
+            names.append('0x' + pc)
+    expected[';'.join([lines[0].split()[0]] + names[::-1])] += 1
+folded = collections.Counter()
+for line in open('folded.txt'):
+    stack, count = line.rstrip('\n').rsplit(' ', 1)
+    folded[stack] += int(count)
+if folded != expected:
+    only_ours = list((folded - expected).items())[:3]
+    only_script = list((expected - folded).items())[:3]
+    sys.exit(f"folded: differs from the script layout folded: {only_ours} / {only_script}")
 if chains < samples // 4:
     sys.exit(f"folded: only {chains} samples show level -> qsort -> compare")
 svg = ET.parse('flame.svg').getroot()
