@@ -319,6 +319,30 @@ TEST(KernelSymbols, RecordedCopyInTheBuildIdCacheFirst) {
                                                 "no such release")
                   .empty());
   EXPECT_TRUE(KernelSymbols::load_for_recording("", id, "no such release").empty());
+  // The copy is mapped, not read: its names point into the mapping, which moves with the
+  // KernelSymbols (as it is handed from the thread that loads it); a last line without its
+  // newline ends at the mapping's end.
+  const std::filesystem::path unended = dir.path / "[kernel.kallsyms]" / "ee";
+  std::filesystem::create_directories(unended);
+  const std::string two = "ffffffff81000100 T first\nffffffff81000200 t last_at_the_end";
+  test::write_file(unended / "kallsyms", std::vector<uint8_t>(two.begin(), two.end()));
+  KernelSymbols loaded = KernelSymbols::load_for_recording(
+      dir.path.string(), std::vector<uint8_t>{0xee}, "no such release");
+  const KernelSymbols moved = std::move(loaded);
+  ASSERT_TRUE(moved.name(0xffffffff81000210, name, offset));
+  EXPECT_EQ(name, "last_at_the_end");
+  EXPECT_EQ(offset, 0x10u);
+  // A copy of random bytes names nothing (and the running kernel is not the recorded one).
+  const std::filesystem::path noise = dir.path / "[kernel.kallsyms]" / "ef";
+  std::filesystem::create_directories(noise);
+  std::vector<uint8_t> random(1 << 16);
+  std::mt19937 rng(7);
+  for (uint8_t& b : random)
+    b = static_cast<uint8_t>(rng());
+  test::write_file(noise / "kallsyms", random);
+  EXPECT_TRUE(KernelSymbols::load_for_recording(dir.path.string(), std::vector<uint8_t>{0xef},
+                                                "no such release")
+                  .empty());
   // A FIFO where the copy should be is not opened for reading (it would block): skipped.
   const std::filesystem::path fifo_dir = dir.path / "[kernel.kallsyms]" / "cd";
   std::filesystem::create_directories(fifo_dir);
