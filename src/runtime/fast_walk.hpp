@@ -76,7 +76,7 @@ private:
   template <typename Fallback>
   size_t fast_path(const FastStart& start, uint64_t* pcs, size_t limit, StopReason* why,
                    bool exact_first, Fallback&& fallback);
-  // direct() when quick() did not end the walk.
+  // direct() (and sample(), through sample_walk) when the quick path did not end the walk.
   __attribute__((noinline)) size_t direct_walk(const RegisterState& regs, const LocalMemory& memory,
                                                uint64_t* pcs, size_t limit, StopReason* why,
                                                bool exact_first, const Resume& resume);
