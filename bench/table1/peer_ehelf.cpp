@@ -12,10 +12,10 @@ namespace {
 
 using namespace ehelf;
 
-class EhelfPeer final : public Peer {
+// What both kinds of ehelf peer share: the module data, one ModuleMap and Unwinder per process.
+class EhelfPeer : public Peer {
 public:
-  EhelfPeer(const char* name, BackendKind backend, bool fast)
-      : name_(name), backend_(backend), fast_(fast) {
+  EhelfPeer(const char* name, BackendKind backend) : name_(name), backend_(backend) {
     policy_.compiled = backend == BackendKind::Compiled;
   }
   const char* name() const override { return name_; }
@@ -45,27 +45,8 @@ public:
     o.max_depth = 1 << 20; // the caller's max
     o.allow_loading = false;
     ctx->unwinder = std::make_unique<Unwinder>(ctx->map, o);
-  }
-
-  size_t unwind(const Sample& s, uint64_t* pcs, size_t max, Stop& stop) override {
-    Unwinder& unwinder = *contexts_[s.maps->index]->unwinder;
-    // Every recorded register, as ehelf perf gives them (the first frame's rule may read any).
-    StopReason why = StopReason::None;
-    size_t n;
-    if (fast_) {
-      n = unwinder.backtrace_sample(s.regs, s.stack, pcs, max, &why, true);
-    } else {
-      LocalMemory memory;
-      memory.add(AddressRange{s.sp(), s.sp() + s.stack.size()},
-                 static_cast<int64_t>(reinterpret_cast<uint64_t>(s.stack.data()) - s.sp()));
-      if (frames_.size() < max) frames_.resize(max);
-      n = unwinder.backtrace(s.regs, memory, frames_.data(), max, &why, true);
-      for (size_t i = 0; i < n; ++i)
-        pcs[i] = frames_[i].pc;
-    }
-    stop.end_of_stack = why == StopReason::EndOfStack;
-    stop.why = why;
-    return n;
+    unwinders_.resize(contexts_.size());
+    unwinders_[maps.index] = ctx->unwinder.get();
   }
 
   std::string note() const override {
@@ -75,6 +56,9 @@ public:
     return s;
   }
 
+protected:
+  Unwinder& unwinder_of(const Sample& s) { return *unwinders_[s.maps->index]; }
+
 private:
   struct Context {
     ModuleMap map;
@@ -82,23 +66,57 @@ private:
   };
   const char* name_;
   BackendKind backend_;
-  bool fast_;
   LoadPolicy policy_;
   std::vector<std::unique_ptr<Context>> contexts_; // by Maps::index (a ModuleMap must not move)
+  std::vector<Unwinder*> unwinders_;               // contexts_' unwinders, one load away
   std::map<const ModuleFile*, std::shared_ptr<const ModuleData>> data_;
   std::map<std::string, bool> without_eh_elf_;
+};
+
+// The fast walk, as ehelf perf calls it: every recorded register and the stack copy as is.
+class FastWalkPeer final : public EhelfPeer {
+public:
+  FastWalkPeer() : EhelfPeer("ehelf fast walk", BackendKind::Auto) {}
+  size_t unwind(const Sample& s, uint64_t* pcs, size_t max, Stop& stop) override {
+    StopReason why = StopReason::None;
+    const size_t n = unwinder_of(s).backtrace_sample(s.regs, s.stack, pcs, max, &why, true);
+    stop.end_of_stack = why == StopReason::EndOfStack;
+    stop.why = why;
+    return n;
+  }
+};
+
+// The general walk (every register, one frame at a time) with one backend.
+class GeneralWalkPeer final : public EhelfPeer {
+public:
+  using EhelfPeer::EhelfPeer;
+  size_t unwind(const Sample& s, uint64_t* pcs, size_t max, Stop& stop) override {
+    LocalMemory memory;
+    memory.add(AddressRange{s.sp(), s.sp() + s.stack.size()},
+               static_cast<int64_t>(reinterpret_cast<uint64_t>(s.stack.data()) - s.sp()));
+    if (frames_.size() < max) frames_.resize(max);
+    StopReason why = StopReason::None;
+    const size_t n = unwinder_of(s).backtrace(s.regs, memory, frames_.data(), max, &why, true);
+    for (size_t i = 0; i < n; ++i)
+      pcs[i] = frames_[i].pc;
+    stop.end_of_stack = why == StopReason::EndOfStack;
+    stop.why = why;
+    return n;
+  }
+
+private:
   std::vector<FrameInfo> frames_;
 };
 
 } // namespace
 
 void add_ehelf_peers(std::vector<std::unique_ptr<Peer>>& peers) {
-  peers.push_back(std::make_unique<EhelfPeer>("ehelf fast walk", BackendKind::Auto, true));
+  peers.push_back(std::make_unique<FastWalkPeer>());
   peers.push_back(
-      std::make_unique<EhelfPeer>("ehelf general, compiled", BackendKind::Compiled, false));
-  peers.push_back(std::make_unique<EhelfPeer>("ehelf general, table", BackendKind::Table, false));
+      std::make_unique<GeneralWalkPeer>("ehelf general, compiled", BackendKind::Compiled));
+  peers.push_back(std::make_unique<GeneralWalkPeer>("ehelf general, table", BackendKind::Table));
   peers.push_back(
-      std::make_unique<EhelfPeer>("ehelf general, interp", BackendKind::Interpreter, false));
+      std::make_unique<GeneralWalkPeer>("ehelf general, interp", BackendKind::Interpreter));
 }
 
 } // namespace table1

@@ -11,9 +11,10 @@ namespace {
 
 // The fast walk bounds an rsp-based CFA (rsp + at most 32 KiB: hot_form) by the end of the bytes
 // it reads alone, which is sound only if that sum cannot wrap around: ranges whose bytes end
-// above this are left to the general step (no memory is there in practice; a caller's made-up
-// range may be).
-constexpr uint64_t kFastWalkEnd = ~uint64_t(0) - (uint64_t(1) << 16);
+// above this are left to the general step (no memory is there in practice: user space ends
+// below 2^47; a caller's made-up range may be). The top half of the address space: one sign
+// test checks it.
+constexpr uint64_t kFastWalkEnd = uint64_t(1) << 63;
 
 using Bounds = FastWalk::Bounds;
 
@@ -23,6 +24,15 @@ using Bounds = FastWalk::Bounds;
 bool sample_range_ok(uint64_t sp, uint64_t size) {
   constexpr uint64_t kTop = uint64_t(1) << 63;
   return size != 0 && sp < kTop && size <= kTop - sp;
+}
+
+// Whether the fast path may walk a sample: sample_range_ok(sp, size) but for size 0, and the
+// copy's bytes, [lo, lo + size) in this process, below kFastWalkEnd; in one sign test (size, a
+// span's, is below 2^63: no sum wraps around). An empty copy may pass: the fast path then takes
+// no frame past the first (every CFA it accepts is above rsp and at most the end of the bytes)
+// and the general walk, without memory as sample_range_ok says, decides as it would have.
+bool sample_fast_ok(uint64_t sp, uint64_t size, uint64_t lo) {
+  return int64_t(sp | (sp + size - 1) | (lo + size)) >= 0;
 }
 
 Bounds bounds_for(std::span<const DirectRange> ranges, uint64_t sp) {
@@ -64,8 +74,9 @@ enum class FastExit {
 // rsp + 16 or more), and the CFA stays below `hhi`.
 // `fill(lookup, key, slot)` fills a slot on a cache miss (false: the pc has no cacheable rule).
 template <bool kCounted, typename Fill>
-FastExit fast_walk_loop(RuleCache& cache, uint64_t hhi, uint64_t delta, FastState& st,
-                        uint64_t* end, Fill&& fill) {
+__attribute__((always_inline)) inline FastExit fast_walk_loop(RuleCache& cache, uint64_t hhi,
+                                                              uint64_t delta, FastState& st,
+                                                              uint64_t* end, Fill&& fill) {
   // Entries by byte offset from the cache's start, as links hold them: the loop reads the next
   // entry through its link without forming its address first.
   char* const base = reinterpret_cast<char*>(&cache.at(0));
@@ -136,8 +147,9 @@ FastExit fast_walk_loop(RuleCache& cache, uint64_t hhi, uint64_t delta, FastStat
 }
 
 template <typename Fill>
-FastExit fast_walk(RuleCache& cache, uint64_t hhi, uint64_t delta, FastState& st, uint64_t* end,
-                   Fill&& fill) {
+__attribute__((always_inline)) inline FastExit fast_walk(RuleCache& cache, uint64_t hhi,
+                                                         uint64_t delta, FastState& st,
+                                                         uint64_t* end, Fill&& fill) {
   if ((hhi - st.hsp) / 8 <= static_cast<uint64_t>(end - st.out)) [[likely]]
     return fast_walk_loop<false>(cache, hhi, delta, st, end, fill);
   return fast_walk_loop<true>(cache, hhi, delta, st, end, fill);
@@ -145,12 +157,11 @@ FastExit fast_walk(RuleCache& cache, uint64_t hhi, uint64_t delta, FastState& st
 
 } // namespace
 
-template <typename Fallback>
-__attribute__((always_inline)) inline size_t
-FastWalk::fast_path(const FastStart& q, uint64_t* pcs, size_t limit, StopReason* why,
-                    bool exact_first, Fallback&& fallback) {
+__attribute__((always_inline)) inline size_t FastWalk::fast_path(const FastStart& q, uint64_t* pcs,
+                                                                 size_t limit, StopReason* why,
+                                                                 bool exact_first, Resume& resume) {
   if (limit < 2 || !cache_) [[unlikely]]
-    return fallback(Resume{});
+    return 0;
   pcs[0] = q.pc;
   const uint64_t key = RuleCache::key(q.pc, exact_first);
   RuleCache& cache = *cache_;
@@ -158,13 +169,16 @@ FastWalk::fast_path(const FastStart& q, uint64_t* pcs, size_t limit, StopReason*
   if (!first) [[unlikely]]
     first = fill_first(exact_first ? q.pc : q.pc - 1, key);
   if (!first || first->op == HotRule::kEmpty) [[unlikely]]
-    return fallback(Resume{});
+    return 0;
   FastState st{first, q.hsp, q.bp, pcs + 1};
   GeneralStep& general = general_;
-  const FastExit exit = fast_walk(cache, q.hhi, q.delta, st, pcs + limit,
-                                  [&general, &cache](uint64_t l, uint64_t k, HotRule& h) {
-                                    return general.fill_hot(cache, l, k, h);
-                                  });
+  auto fill = [&general, &cache](uint64_t l, uint64_t k, HotRule& h) {
+    return general.fill_hot(cache, l, k, h);
+  };
+  // fast_walk's choice, from the walk's start: the pcs after the first have limit - 1 slots.
+  const FastExit exit = (q.hhi - q.hsp) / 8 < limit
+                            ? fast_walk_loop<false>(cache, q.hhi, q.delta, st, pcs + limit, fill)
+                            : fast_walk_loop<true>(cache, q.hhi, q.delta, st, pcs + limit, fill);
   if (exit == FastExit::End || exit == FastExit::Full) [[likely]] { // End: the usual end
     if (why) *why = exit == FastExit::End ? StopReason::EndOfStack : StopReason::DepthLimit;
     return static_cast<size_t>(st.out - pcs);
@@ -173,15 +187,13 @@ FastWalk::fast_path(const FastStart& q, uint64_t* pcs, size_t limit, StopReason*
     if (why) *why = StopReason::EndOfStack;
     return static_cast<size_t>(st.out - 1 - pcs);
   }
-  return fallback(Resume{static_cast<size_t>(st.out - pcs), st.hsp - q.delta, st.bp});
+  resume = Resume{static_cast<size_t>(st.out - pcs), st.hsp - q.delta, st.bp};
+  return 0;
 }
 
 size_t FastWalk::quick(const FastStart& q, uint64_t* pcs, size_t limit, StopReason* why,
                        bool exact_first, Resume& resume) {
-  return fast_path(q, pcs, limit, why, exact_first, [&resume](const Resume& r) {
-    resume = r;
-    return size_t(0);
-  });
+  return fast_path(q, pcs, limit, why, exact_first, resume);
 }
 
 size_t FastWalk::direct(const RegisterState& start, const LocalMemory& memory, uint64_t* pcs,
@@ -210,14 +222,13 @@ size_t FastWalk::sample(const RegisterState& regs, std::span<const uint8_t> stac
   constexpr uint32_t kQuick = 1u << x86_64::RIP | 1u << x86_64::RSP | 1u << x86_64::RBP;
   const uint64_t sp = regs.value[x86_64::RSP];
   const uint64_t lo = reinterpret_cast<uint64_t>(stack.data()), hhi = lo + stack.size();
-  auto fallback = [this, &regs, stack, pcs, limit, why, exact_first](const Resume& resume) {
-    return sample_walk(regs, stack, pcs, limit, why, exact_first, resume);
-  };
-  if ((regs.valid & kQuick) != kQuick || !sample_range_ok(sp, stack.size()) || hhi > kFastWalkEnd)
-      [[unlikely]]
-    return fallback(Resume{});
-  return fast_path(FastStart{regs.value[x86_64::RIP], lo, regs.value[x86_64::RBP], hhi, lo - sp},
-                   pcs, limit, why, exact_first, fallback);
+  Resume resume;
+  if ((regs.valid & kQuick) == kQuick && sample_fast_ok(sp, stack.size(), lo)) [[likely]]
+    if (size_t n =
+            fast_path(FastStart{regs.value[x86_64::RIP], lo, regs.value[x86_64::RBP], hhi, lo - sp},
+                      pcs, limit, why, exact_first, resume))
+      return n;
+  return sample_walk(regs, stack, pcs, limit, why, exact_first, resume);
 }
 
 size_t FastWalk::sample_walk(const RegisterState& regs, std::span<const uint8_t> stack,

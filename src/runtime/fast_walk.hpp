@@ -71,11 +71,9 @@ private:
   // caller takes up `resume` with walk()).
   size_t quick(const FastStart& start, uint64_t* pcs, size_t limit, StopReason* why,
                bool exact_first, Resume& resume);
-  // quick()'s walk, inlined where it is used: `fallback(resume)` gives the result when it does
-  // not end the walk (sample() calls the general walk from there; quick() returns 0).
-  template <typename Fallback>
+  // quick()'s walk, inlined where it is used (quick(), sample()).
   size_t fast_path(const FastStart& start, uint64_t* pcs, size_t limit, StopReason* why,
-                   bool exact_first, Fallback&& fallback);
+                   bool exact_first, Resume& resume);
   // direct() (and sample(), through sample_walk) when the quick path did not end the walk.
   __attribute__((noinline)) size_t direct_walk(const RegisterState& regs, const LocalMemory& memory,
                                                uint64_t* pcs, size_t limit, StopReason* why,

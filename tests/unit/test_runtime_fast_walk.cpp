@@ -220,8 +220,9 @@ TEST(FastWalk, GarbageMadeOfRealReturnAddressesStaysInside) {
 // On garbage stacks made of real return addresses, the fast walk (backtrace_direct over the
 // range, backtrace_sample over the copy from rsp up) gives the general walk's frames, pc for pc,
 // and its reason to stop, with a depth limit below and above what the stack can hold
-// (the depth counted or not). A walk taken up after the quick path stopped mid-stack is checked
-// by the signal-frame tests (SignalUnwind.*: the trampoline's rule is not cacheable).
+// (the depth counted or not), and over copies cut to a few bytes or none. A walk taken up after the
+// quick path stopped mid-stack is checked by the signal-frame tests (SignalUnwind.*: the
+// trampoline's rule is not cacheable).
 TEST(FastWalk, GarbageWalksEqualTheGeneralWalk) {
   Walks real = walk_chain({1, 1, 0, 1});
   ASSERT_GE(real.reference.size(), 6u);
@@ -278,6 +279,24 @@ TEST(FastWalk, GarbageWalksEqualTheGeneralWalk) {
         expected.push_back(frames[i].pc);
       pcs.resize(k);
       ASSERT_EQ(pcs, expected) << "sample walk, round " << round << ", limit " << limit;
+      ASSERT_EQ(stop_reason_name(fast_why), stop_reason_name(general_why)) << "round " << round;
+      // The same copy cut short, down to empty (a sample whose stack copy holds a few bytes
+      // or none): the general walk's over what is left, or over nothing.
+      const size_t cut = rng() % 24;
+      LocalMemory cut_memory;
+      if (cut != 0)
+        cut_memory.add(AddressRange{sp, sp + cut},
+                       static_cast<int64_t>(reinterpret_cast<uint64_t>(buffer.data()) - lo));
+      const size_t c =
+          general.backtrace(regs, cut_memory, frames.data(), limit, &general_why, exact);
+      pcs.assign(limit, 0);
+      const size_t d =
+          u.backtrace_sample(regs, copy.first(cut), pcs.data(), limit, &fast_why, exact);
+      expected.clear();
+      for (size_t i = 0; i < c; ++i)
+        expected.push_back(frames[i].pc);
+      pcs.resize(d);
+      ASSERT_EQ(pcs, expected) << "cut sample walk, round " << round << ", " << cut << " bytes";
       ASSERT_EQ(stop_reason_name(fast_why), stop_reason_name(general_why)) << "round " << round;
     }
   }
