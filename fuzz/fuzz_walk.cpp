@@ -1,7 +1,7 @@
-// libFuzzer target: the fast walk (Unwinder::backtrace_direct, backtrace_local) over a stack made
-// of the input, with this process's real unwind tables and one rule cache kept across inputs (so
-// links learnt on one input are wrong on the next). Every read must stay inside the input's copy
-// (AddressSanitizer's redzones around it catch any other) and every walk must end.
+// libFuzzer target: the fast walk (Unwinder::backtrace_direct, backtrace_local, backtrace_sample)
+// over a stack made of the input, with this process's real unwind tables and one rule cache kept
+// across inputs (so links learnt on one input are wrong on the next). Every read must stay inside
+// the input's copy (AddressSanitizer's redzones around it catch any other) and every walk must end.
 //
 // Input: 8 header bytes (start pc choice, sp offset, rbp choice, flags), then the stack. Stack
 // words whose top 16 bits are 0xeeee become real code addresses (a table's range starts, +1 as a
@@ -129,6 +129,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     ehelf::StopReason why_general;
     const size_t m = general_walk(w, regs, memory, (flags & 8) != 0, other, 256, why_general);
     same_or_abort(pcs, n, why, other, m, why_general);
+    // A perf sample's walk (backtrace_sample): the copy from rsp up, in a heap block of its own
+    // (AddressSanitizer's redzones on both sides), against the general walk over that range.
+    const std::vector<uint8_t> copy(stack.begin() + static_cast<ptrdiff_t>(sp_off), stack.end());
+    const size_t k =
+        w.unwinder->backtrace_sample(regs, copy, pcs, 1 + header[6], &why, (flags & 8) != 0);
+    ehelf::LocalMemory from_sp;
+    if (!copy.empty())
+      from_sp.add(ehelf::AddressRange{base + sp_off, base + stack.size()},
+                  static_cast<int64_t>(reinterpret_cast<uint64_t>(copy.data()) - base - sp_off));
+    const size_t g =
+        general_walk(w, regs, from_sp, (flags & 8) != 0, other, 1 + header[6], why_general);
+    same_or_abort(pcs, k, why, other, g, why_general);
   }
   if (flags == 0xff) w.unwinder->clear_cache();
   return 0;

@@ -11,6 +11,7 @@
  *
  *   FRAME getcontext #N ip=MODULE+OFF sig=0|1/0|1 name=ok|none rbx=LOC rbp=LOC ... rip=LOC
  *   ASYNC ucontext frames=N chain=spin_outer,main,_start   (from spin_outer on)
+ *   ENTRY ucontext ...   (the same, interrupted at a function's first instruction: see g_at_entry)
  *
  * A save location LOC is "-" (UNW_SLT_NONE), "ctx+N" (inside the context the walk started
  * from), "sigctx+N" (inside the signal context the kernel saved), "sp+N"/"sp-N" (relative to
@@ -26,6 +27,7 @@
 
 #include <dlfcn.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,13 +133,26 @@ __attribute__((noinline)) static void raise_level1(void) {
 /* ---- a signal interrupting a busy loop, anywhere in it ---- */
 
 static volatile sig_atomic_t g_samples;
+/* Set once spin_outer runs: a timer signal may land before it (in main, in setitimer), where
+ * the two builds' runs need not take alike samples; those are not kept. */
+static volatile sig_atomic_t g_spinning;
 static char g_chains[8][512];
 static int g_frames[8];
+/* Whether the signal landed on a function's first instruction. unw_init_local takes the
+ * context's pc for a call site and looks up pc - 1 (libunwind's documented rule; a handler's
+ * ucontext needs unw_init_local2 with UNW_INIT_SIGNAL_FRAME), which at an entry is the previous
+ * function's last byte: libunwind names spin_inner's entry frame_dummy (no FDE there) and stops
+ * after 1 frame, where ehelf walks on. Such samples are printed apart (ENTRY), not compared. */
+static int g_at_entry[8];
+static void spin_inner(void);
+static void spin_outer(void);
 
 static void on_timer(int sig, siginfo_t* info, void* uc) {
   (void)sig;
   (void)info;
-  if (g_samples >= 8) return;
+  if (g_samples >= 8 || !g_spinning) return;
+  const uintptr_t pc = (uintptr_t)((ucontext_t*)uc)->uc_mcontext.gregs[REG_RIP];
+  g_at_entry[g_samples] = pc == (uintptr_t)&spin_inner || pc == (uintptr_t)&spin_outer;
   unw_cursor_t cursor;
   if (unw_init_local(&cursor, (unw_context_t*)uc) != 0) return;
   char* chain = g_chains[g_samples];
@@ -169,6 +184,7 @@ __attribute__((noinline)) static void spin_inner(void) {
 }
 
 __attribute__((noinline)) static void spin_outer(void) {
+  g_spinning = 1;
   while (g_samples < 8) spin_inner();
 }
 
@@ -192,6 +208,7 @@ int main(void) {
   /* The walks from spin_outer on: the same whichever instruction of the loop was interrupted
    * (test_capi.sh compares the distinct lines). */
   for (int i = 0; i < 8; ++i)
-    printf("ASYNC ucontext frames=%d chain=%s\n", g_frames[i], g_chains[i]);
+    printf("%s ucontext frames=%d chain=%s\n", g_at_entry[i] ? "ENTRY" : "ASYNC", g_frames[i],
+           g_chains[i]);
   return 0;
 }
