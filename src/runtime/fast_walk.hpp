@@ -71,7 +71,9 @@ private:
   // caller takes up `resume` with walk()).
   size_t quick(const FastStart& start, uint64_t* pcs, size_t limit, StopReason* why,
                bool exact_first, Resume& resume);
-  // quick()'s walk, inlined where it is used (quick(), sample()).
+  // quick()'s walk, inlined where it is used (quick(), sample()). `resume` is left as it was
+  // when the walk did not start (no room, no cache, no cacheable rule for the first frame):
+  // callers pass a Resume{}.
   size_t fast_path(const FastStart& start, uint64_t* pcs, size_t limit, StopReason* why,
                    bool exact_first, Resume& resume);
   // direct() (and sample(), through sample_walk) when the quick path did not end the walk.
