@@ -31,8 +31,13 @@ def main():
     ap.add_argument('--command', required=True)
     ap.add_argument('--json', required=True)
     ap.add_argument('--md', required=True)
-    ap.add_argument('runs', nargs='+')
+    # Without runs: the tables written again from --json as an earlier merge left it.
+    ap.add_argument('runs', nargs='*')
     a = ap.parse_args()
+    if not a.runs:
+        result = json.load(open(a.json))
+        write_md(result, a.md)
+        return
     try:
         commit = subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True,
                                 text=True).stdout.strip()
@@ -56,14 +61,17 @@ def main():
                 p['instructions_per_frame'] = c['instructions'] / c['frames']
         result['workloads'].append(run)
     json.dump(result, open(a.json, 'w'), indent=2)
+    write_md(result, a.md)
 
+
+def write_md(result, md_path):
     out = []
     w = out.append
     w('# The paper\'s Table 1 on the same samples (`bench/run_table1.sh`)\n')
-    w(f'- Date: {result["date"]} (repository at {commit})')
+    w(f'- Date: {result["date"]} (repository at {result["commit"]})')
     w(f'- Machine: {result["machine"]}; load average {", ".join(f"{x:.1f}" for x in result["load_average"])} '
       'at the end (the machine is shared: times are noisy, instruction counts are not)')
-    w(f'- Rerun: `{a.command}` (writes this file and `bench/results/table1.json`)\n')
+    w(f'- Rerun: `{result["command"]}` (writes this file and `bench/results/table1.json`)\n')
     w('Each recording is `perf record -e cpu-clock -F 4000 --call-graph dwarf` (8 KiB stack '
       'copies) of the workload; every peer walks every user sample from the same registers and '
       'stack bytes (bench/table1). *time* is one pass over all samples after a first one that '
@@ -98,6 +106,31 @@ def main():
         w(f'| {run["workload"]} | {run["samples"]:,} | {fast["frames"] if fast else 0:,} | ' +
           ' | '.join(cells) + f' | {f"{ratio:.0f}x" if ratio else "-"} | '
           f'{100.0 * same / max(run["samples"], 1):.2f} % |')
+    # Every recording together: each peer's instructions and time per frame weighted by the
+    # recordings' frames (what walking all their samples would cost per frame).
+    total = {}
+    for n in names:
+        frames = instr = ns = 0.0
+        for run in result['workloads']:
+            p = next((q for q in run['peers'] if q['peer'] == n), None)
+            if not p or not p.get('instructions_per_frame'):
+                break
+            frames += p['frames']
+            instr += p['instructions_per_frame'] * p['frames']
+            ns += p['ns_per_frame'] * p['frames']
+        else:
+            if frames:
+                total[n] = (instr / frames, ns / frames)
+    if len(result['workloads']) > 1 and 'ehelf fast walk' in total and REFERENCE in total:
+        samples = sum(run['samples'] for run in result['workloads'])
+        frames = sum(next(q['frames'] for q in run['peers'] if q['peer'] == 'ehelf fast walk')
+                     for run in result['workloads'])
+        same = sum(next((q['vs_fast_walk']['same'] for q in run['peers'] if q['peer'] == REFERENCE), 0)
+                   for run in result['workloads'])
+        cells = [f'{total[n][0]:,.0f} ({total[n][1]:,.0f})' if n in total else '-' for n in names]
+        w(f'| all, frames-weighted | {samples:,} | {frames:,} | ' + ' | '.join(cells) +
+          f' | {total[REFERENCE][0] / total["ehelf fast walk"][0]:.0f}x | '
+          f'{100.0 * same / max(samples, 1):.2f} % |')
     w('')
     for run in result['workloads']:
         peers = run['peers']
@@ -140,7 +173,7 @@ def main():
               f'{lo:,}{(": " + reasons(v["peer_longer"])) if lo else ""} | '
               f'{v["differ"]:,}{(": " + reasons(v["differ_kinds"])) if v["differ"] else ""} |')
         w('')
-    open(a.md, 'w').write('\n'.join(out) + '\n')
+    open(md_path, 'w').write('\n'.join(out) + '\n')
 
 
 if __name__ == '__main__':
