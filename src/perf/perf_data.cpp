@@ -10,6 +10,7 @@
 #include <zstd.h>
 
 #include "support/byte_cursor.hpp"
+#include "support/read_fully.hpp"
 
 namespace ehelf::perf {
 
@@ -93,12 +94,6 @@ TrailerLayout trailer_layout(const EventAttr& a) {
   if (st & sample::kCpu) ++t.words;
   if (st & sample::kIdentifier) ++t.words;
   return t;
-}
-
-// read(2), again when a signal interrupts it: the bytes read, 0 at the end, -1 on an error.
-ssize_t read_retrying(int fd, void* into, size_t size) {
-  for (;;)
-    if (const ssize_t n = ::read(fd, into, size); n >= 0 || errno != EINTR) return n;
 }
 
 uint64_t load_u64(const uint8_t* p) {

@@ -1,8 +1,8 @@
 // SampleUnwinder: turns the records of a perf.data file into call stacks. It follows the
 // recorded processes (mmap, comm, fork, exit, in time order) to know each process's modules
 // and thread names, and unwinds each sample's user stack from its register set and stack copy
-// with the runtime's fast walk over the copy (Unwinder::backtrace_direct through a LocalMemory
-// delta), kernel frames coming from the sample's callchain.
+// with the runtime's sample walk over the copy where perf stored it (Unwinder::backtrace_sample),
+// kernel frames coming from the sample's callchain.
 //
 // Module files are the ones on this machine at the recorded paths, used only when their build id
 // matches the one perf recorded (else perf's build-id cache, ~/.debug/.build-id, is tried); the

@@ -18,6 +18,11 @@ Status read_fully(int fd, std::span<uint8_t> out) {
   return Ok{};
 }
 
+ssize_t read_retrying(int fd, void* into, size_t size) {
+  for (;;)
+    if (const ssize_t n = ::read(fd, into, size); n >= 0 || errno != EINTR) return n;
+}
+
 bool write_fully(int fd, std::string_view data) {
   while (!data.empty()) {
     const ssize_t n = ::write(fd, data.data(), data.size());

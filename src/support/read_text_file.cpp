@@ -6,6 +6,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "support/read_fully.hpp"
+
 namespace ehelf {
 
 std::optional<std::string> read_text_file(const std::string& path, size_t max, int open_flags,
@@ -30,8 +32,7 @@ std::optional<std::string> read_text_file(const std::string& path, size_t max, i
         }
         text->resize(std::min(max + 1, text->size() * 2));
       }
-      const ssize_t n = ::read(fd, text->data() + used, text->size() - used);
-      if (n < 0 && errno == EINTR) continue;
+      const ssize_t n = read_retrying(fd, text->data() + used, text->size() - used);
       if (n < 0) {
         text.reset();
         break;
