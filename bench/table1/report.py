@@ -107,20 +107,19 @@ def write_md(result, md_path):
           ' | '.join(cells) + f' | {f"{ratio:.0f}x" if ratio else "-"} | '
           f'{100.0 * same / max(run["samples"], 1):.2f} % |')
     # Every recording together: each peer's instructions and time per frame weighted by the
-    # recordings' frames (what walking all their samples would cost per frame).
-    total = {}
-    for n in names:
-        frames = instr = ns = 0.0
-        for run in result['workloads']:
-            p = next((q for q in run['peers'] if q['peer'] == n), None)
-            if not p or not p.get('instructions_per_frame'):
-                break
-            frames += p['frames']
-            instr += p['instructions_per_frame'] * p['frames']
-            ns += p['ns_per_frame'] * p['frames']
-        else:
-            if frames:
-                total[n] = (instr / frames, ns / frames)
+    # recordings' frames (what walking all their samples would cost per frame); None when a
+    # recording has no callgrind count for the peer.
+    def weighted(name):
+        rows = [next((q for q in run['peers'] if q['peer'] == name), None)
+                for run in result['workloads']]
+        if not all(r and r.get('instructions_per_frame') for r in rows):
+            return None
+        frames = sum(r['frames'] for r in rows)
+        if not frames:
+            return None
+        return (sum(r['instructions_per_frame'] * r['frames'] for r in rows) / frames,
+                sum(r['ns_per_frame'] * r['frames'] for r in rows) / frames)
+    total = {n: t for n in names if (t := weighted(n))}
     if len(result['workloads']) > 1 and 'ehelf fast walk' in total and REFERENCE in total:
         samples = sum(run['samples'] for run in result['workloads'])
         frames = sum(next(q['frames'] for q in run['peers'] if q['peer'] == 'ehelf fast walk')
