@@ -68,6 +68,13 @@ void register_check(CLI::App& app) {
   for (CLI::Option* run_option :
        {command, record, from, from_entry, only, max_steps, single_step, randomize, follow_fork})
     replay->excludes(run_option);
+  cmd->footer("Exit status: 0 when the tables agree with the execution, 1 on an inconsistency, 2 "
+              "on a usage, tracing or trace-reading error.\n\n"
+              "Examples:\n"
+              "  ehelf check -- ./prog args              # from main, every module\n"
+              "  ehelf check --only prog --max-steps 1000000 -- ./prog\n"
+              "  ehelf check --record run.trace -- ./prog && "
+              "ehelf check --replay run.trace --tables prog=prog.synth");
   cmd->callback([opt] {
     check::CheckOptions& o = opt->check;
     if (opt->replay.trace.empty() && o.argv.empty()) throw CLI::RequiredError("command");
