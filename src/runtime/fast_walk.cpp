@@ -31,6 +31,7 @@ bool sample_range_ok(uint64_t sp, uint64_t size) {
 // span's, is below 2^63: no sum wraps around). An empty copy may pass: the fast path then takes
 // no frame past the first (every CFA it accepts is above rsp and at most the end of the bytes)
 // and the general walk, without memory as sample_range_ok says, decides as it would have.
+static_assert(kFastWalkEnd == uint64_t(1) << 63, "sample_fast_ok tests the sign bit");
 bool sample_fast_ok(uint64_t sp, uint64_t size, uint64_t lo) {
   return int64_t(sp | (sp + size - 1) | (lo + size)) >= 0;
 }
@@ -173,13 +174,10 @@ __attribute__((always_inline)) inline size_t FastWalk::fast_path(const FastStart
     return 0;
   FastState st{first, q.hsp, q.bp, pcs + 1};
   GeneralStep& general = general_;
-  auto fill = [&general, &cache](uint64_t l, uint64_t k, HotRule& h) {
-    return general.fill_hot(cache, l, k, h);
-  };
-  // fast_walk's choice, from the walk's start: the pcs after the first have limit - 1 slots.
-  const FastExit exit = (q.hhi - q.hsp) / 8 < limit
-                            ? fast_walk_loop<false>(cache, q.hhi, q.delta, st, pcs + limit, fill)
-                            : fast_walk_loop<true>(cache, q.hhi, q.delta, st, pcs + limit, fill);
+  const FastExit exit = fast_walk(cache, q.hhi, q.delta, st, pcs + limit,
+                                  [&general, &cache](uint64_t l, uint64_t k, HotRule& h) {
+                                    return general.fill_hot(cache, l, k, h);
+                                  });
   if (exit == FastExit::End || exit == FastExit::Full) [[likely]] { // End: the usual end
     if (why) *why = exit == FastExit::End ? StopReason::EndOfStack : StopReason::DepthLimit;
     return static_cast<size_t>(st.out - pcs);
