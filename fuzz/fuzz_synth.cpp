@@ -1,8 +1,9 @@
 // libFuzzer target: arbitrary bytes as an ELF file to synthesize unwind tables for (function
-// discovery, PLT relocations, jump tables, .gcc_except_table's LSDAs, the per-function analysis),
-// then encode them as .eh_frame, alone and patched into a copy of the file (--patch), and as
-// .debug_frame with the file's build id; then again with the file's own table, if it reads, for
-// its function starts and the LSDAs its FDEs name (as `ehelf synth --compare` does).
+// discovery, main from the entry point's call, PLT relocations, jump tables, .gcc_except_table's
+// LSDAs, the per-function analysis), then encode them as .eh_frame, alone and patched into a copy
+// of the file (--patch), and as .debug_frame with the file's build id; then again with the file's
+// own table, if it reads, for its function starts and the LSDAs its FDEs name (as `ehelf synth
+// --compare` does).
 #include <cstddef>
 #include <cstdint>
 #include <span>

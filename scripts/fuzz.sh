@@ -109,6 +109,7 @@ run_target() { # NAME
   if [ "$name" = fuzz_elf ] || [ "$name" = fuzz_synth ]; then
     # ELF seeds are built from the fixtures here rather than committed as binaries.
     cc -O2 tests/fixtures/recursion.c -o "$work/recursion" && strip "$work/recursion"
+    cc -O2 -no-pie tests/fixtures/recursion.c -o "$work/fixed" && strip "$work/fixed" # mov $main
     cc -nostartfiles -static -nostdlib tests/fixtures/cfi_variety.S -o "$work/cfi_variety"
     cc -O2 -g -fno-asynchronous-unwind-tables -c tests/fixtures/recursion.c -o "$work/rec.o"
     # C++: split functions, LSDAs (one with an exception specification), FDEs only (no symbols).

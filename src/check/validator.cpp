@@ -27,6 +27,7 @@
 #include "runtime/ptrace_process.hpp"
 #include "runtime/symbolize.hpp"
 #include "x86/decoder.hpp"
+#include "x86/program_main.hpp"
 
 namespace ehelf::check {
 namespace {
@@ -629,18 +630,29 @@ Status Checker::start() {
     if (m.path != exe) continue;
     const ModuleData& data = p.map->load(m, policy_, &*p.memory);
     if (!data.elf) break;
+    std::optional<uint64_t> start;
     for (const Symbol& s : data.elf->symbols())
       if (s.name == symbol) {
-        if (Status st = program_->run_to(s.value + m.bias); !st.ok()) return st;
-        user_regs_struct regs;
-        if (::ptrace(PTRACE_GETREGS, pid_, nullptr, &regs) != 0)
-          return Error::plain(fmt::format("PTRACE_GETREGS: {}", std::strerror(errno)));
-        uint64_t ret = 0;
-        p.memory->read(regs.rsp, &ret, 8);
-        t.stack.push_call(to_register_state(regs), ret);
-        return Ok{};
+        start = s.value;
+        break;
       }
-    return Error::plain(fmt::format("{}: no symbol {} (try --from-entry)", exe, symbol));
+    // A stripped program (most of a distribution's) has no symbol for main: _start names it.
+    if (!start && options_.start == CheckOptions::Start::main)
+      start = x86::main_from_entry(*data.elf);
+    if (!start)
+      return Error::plain(fmt::format("{}: no symbol {}{} (try --from-entry)", exe, symbol,
+                                      options_.start == CheckOptions::Start::main
+                                          ? ", and the entry point's call to __libc_start_main "
+                                            "was not found"
+                                          : ""));
+    if (Status st = program_->run_to(*start + m.bias); !st.ok()) return st;
+    user_regs_struct regs;
+    if (::ptrace(PTRACE_GETREGS, pid_, nullptr, &regs) != 0)
+      return Error::plain(fmt::format("PTRACE_GETREGS: {}", std::strerror(errno)));
+    uint64_t ret = 0;
+    p.memory->read(regs.rsp, &ret, 8);
+    t.stack.push_call(to_register_state(regs), ret);
+    return Ok{};
   }
   return Error::plain(fmt::format("{}: the program's module was not found in its maps", exe));
 }

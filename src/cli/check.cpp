@@ -29,7 +29,8 @@ void register_check(CLI::App& app) {
                "the execution");
   auto* from = cmd->add_option("--from", opt->from,
                                "Start checking at this symbol of the program "
-                               "(default: main)");
+                               "(default: main; in a stripped program, the address _start "
+                               "passes to __libc_start_main)");
   auto* from_entry =
       cmd->add_flag("--from-entry", opt->from_entry,
                     "Start at the first instruction (the dynamic loader's entry point)")

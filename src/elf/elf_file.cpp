@@ -69,7 +69,7 @@ Status ElfFile::parse_headers(HeaderFaults faults) {
   if (machine != EM_X86_64)
     return Error::plain(fmt::format("ELF machine {} is not x86_64", machine));
   c.u32(); // e_version
-  c.u64(); // e_entry
+  e_entry_ = c.u64();
   uint64_t phoff = c.u64();
   uint64_t shoff = c.u64();
   c.u32(); // e_flags

@@ -89,7 +89,8 @@ public:
   // Ok, or the one-line error naming the file if it was truncated while mapped (reads past the
   // new end gave zeros; see MappedFile).
   Status check_intact() const { return mapping_ ? mapping_->check_intact() : Status(Ok{}); }
-  uint16_t type() const { return e_type_; } // ET_EXEC, ET_DYN, ...
+  uint16_t type() const { return e_type_; }   // ET_EXEC, ET_DYN, ...
+  uint64_t entry() const { return e_entry_; } // e_entry: the entry point's SVMA (0: none)
   const std::vector<Section>& sections() const { return sections_; }
   // Why headers were not read (opened with HeaderFaults::Tolerate), if some were not.
   const std::optional<Error>& header_error() const { return header_error_; }
@@ -147,6 +148,7 @@ private:
   std::span<const uint8_t> bytes_;
   std::string name_;
   uint16_t e_type_ = 0;
+  uint64_t e_entry_ = 0;
   std::vector<Section> sections_;
   std::optional<Error> header_error_;
   std::vector<Segment> segments_;

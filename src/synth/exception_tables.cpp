@@ -8,7 +8,7 @@
 #include <unordered_map>
 
 #include "support/byte_cursor.hpp"
-#include "synth/dynamic_relocations.hpp"
+#include "elf/dynamic_relocations.hpp"
 #include "x86/decoder.hpp"
 #include "x86/elf_code.hpp"
 

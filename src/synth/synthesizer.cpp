@@ -10,11 +10,12 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "elf/dynamic_relocations.hpp"
 #include "model/registers.hpp"
-#include "synth/dynamic_relocations.hpp"
 #include "synth/exception_tables.hpp"
 #include "x86/decoder.hpp"
 #include "x86/jump_table.hpp"
+#include "x86/program_main.hpp"
 
 namespace ehelf::synth {
 
@@ -178,6 +179,7 @@ struct Synthesizer {
       if (sym.size) known_ends[sym.value] = std::max(known_ends[sym.value], sym.value + sym.size);
     }
     discover_plt_noreturn();
+    if (auto main = x86::main_from_entry(elf)) add_start(*main, "main"); // stripped programs
     for (const Section& s : elf.sections())
       if (s.type == SHT_INIT_ARRAY || s.type == SHT_FINI_ARRAY || s.type == SHT_PREINIT_ARRAY)
         if (auto data = elf.section_data(s))
@@ -199,14 +201,10 @@ struct Synthesizer {
             add_start(shipped->function(i).pc_begin, "");
             weak.insert(shipped->function(i).pc_begin);
           }
-    if (elf.bytes().size() >= sizeof(Elf64_Ehdr)) {
-      Elf64_Ehdr eh;
-      std::memcpy(&eh, elf.bytes().data(), sizeof eh);
-      add_start(eh.e_entry, "_start");
-      executable_not_pie = eh.e_type == ET_EXEC;
-      weak.erase(eh.e_entry);
-      entry = eh.e_entry;
-    }
+    add_start(elf.entry(), "_start");
+    executable_not_pie = elf.type() == ET_EXEC;
+    weak.erase(elf.entry());
+    entry = elf.entry();
     // A fixed-address executable stores code addresses in its data as they are, without
     // relocations: the aligned words there that fall in the code are labels computed jumps
     // may go to (never starts by themselves: any constant could look like one).

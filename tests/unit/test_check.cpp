@@ -5,8 +5,10 @@
 // each identified independently with objdump.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <sstream>
 #include <sys/wait.h>
@@ -15,7 +17,9 @@
 #include "check/replay.hpp"
 #include "check/validator.hpp"
 #include "elf/elf_file.hpp"
+#include "synth/synthesizer.hpp"
 #include "test_support.hpp"
+#include "x86/program_main.hpp"
 
 using namespace ehelf;
 using namespace ehelf::check;
@@ -229,6 +233,50 @@ TEST(Check, StepLimitAndErrors) {
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->inconsistencies.size(), 1u);
   EXPECT_EQ(p->summary.calls, 0u);
+}
+
+// A stripped program (no .symtab, main not exported, as a distribution ships them) is checked
+// from main too: found from _start's call to __libc_start_main at the address nm gives for the
+// unstripped file, PIE or not, and the check from there is the same run as from the symbol.
+// Start-up code that calls something else leaves main unknown.
+TEST(Check, StrippedProgramStartsAtMain) {
+  test::TempDir dir;
+  const std::string program = (dir.path / "prog").string();
+  const std::string stripped = (dir.path / "prog.stripped").string();
+  for (const char* compiler : {"gcc -O2", "gcc -O2 -no-pie"}) {
+    SCOPED_TRACE(compiler);
+    ASSERT_TRUE(compile_fixture(compiler, "check_correct.S", program));
+    test::run_command("strip -s -o " + stripped + " " + program);
+    uint64_t nm_main = 0;
+    std::istringstream nm(test::run_command("nm " + program));
+    for (std::string line; std::getline(nm, line);)
+      if (line.ends_with(" T main")) nm_main = std::stoull(line.substr(0, 16), nullptr, 16);
+    ASSERT_NE(nm_main, 0u);
+    auto elf = ElfFile::open(stripped);
+    ASSERT_TRUE(elf.ok());
+    for (const Symbol& s : (*elf)->symbols())
+      ASSERT_NE(s.name, "main") << "strip left main's symbol";
+    EXPECT_EQ(x86::main_from_entry(**elf), std::optional<uint64_t>(nm_main));
+    auto synthesized = synth::synthesize(**elf); // names it in its reports
+    ASSERT_TRUE(synthesized.ok());
+    EXPECT_TRUE(std::any_of(
+        synthesized->functions.begin(), synthesized->functions.end(),
+        [&](const synth::SynthFunction& f) { return f.name == "main" && f.begin == nm_main; }));
+
+    CheckResult from_symbol = run({program}), from_entry_call = run({stripped});
+    EXPECT_EQ(from_entry_call.summary.checked, from_symbol.summary.checked);
+    EXPECT_EQ(from_entry_call.summary.calls, from_symbol.summary.calls);
+    EXPECT_GT(from_entry_call.summary.checked, 500u);
+    EXPECT_TRUE(from_entry_call.inconsistencies.empty()) << describe(from_entry_call);
+  }
+
+  const std::string other = (dir.path / "other.S").string();
+  std::ofstream(other) << ".globl _start\n_start: lea main(%rip), %rdi\n call setup\n hlt\n"
+                       << "setup: ret\nmain: ret\n";
+  ASSERT_EQ(std::system(("gcc -nostdlib -static " + other + " -o " + program).c_str()), 0);
+  auto elf = ElfFile::open(program);
+  ASSERT_TRUE(elf.ok());
+  EXPECT_EQ(x86::main_from_entry(**elf), std::nullopt);
 }
 
 // From the very first instruction: the dynamic loader's start-up runs before main, its own

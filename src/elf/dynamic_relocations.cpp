@@ -1,10 +1,10 @@
-#include "synth/dynamic_relocations.hpp"
+#include "elf/dynamic_relocations.hpp"
 
 #include <elf.h>
 
 #include <cstring>
 
-namespace ehelf::synth {
+namespace ehelf {
 
 namespace {
 
@@ -60,4 +60,4 @@ std::vector<uint64_t> relative_relocation_addends(const ElfFile& elf) {
   return out;
 }
 
-} // namespace ehelf::synth
+} // namespace ehelf

@@ -9,7 +9,7 @@
 
 #include "elf/elf_file.hpp"
 
-namespace ehelf::synth {
+namespace ehelf {
 
 struct NamedRelocation {
   uint64_t offset = 0; // the slot's SVMA
@@ -25,4 +25,4 @@ std::vector<NamedRelocation> dynamic_relocations(const ElfFile& elf);
 // vtables, callback tables and .init_array; IFUNC resolvers), as link-time addresses.
 std::vector<uint64_t> relative_relocation_addends(const ElfFile& elf);
 
-} // namespace ehelf::synth
+} // namespace ehelf

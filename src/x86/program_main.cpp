@@ -1,0 +1,63 @@
+#include "x86/program_main.hpp"
+
+#include <cstring>
+
+#include "elf/dynamic_relocations.hpp"
+#include "x86/decoder.hpp"
+#include "x86/elf_code.hpp"
+
+namespace ehelf::x86 {
+
+namespace {
+
+constexpr std::string_view kStartMain = "__libc_start_main";
+// glibc's _start reaches its call in 12 instructions; a longer walk is other start-up code.
+constexpr int kMaxInstructions = 32;
+
+// Whether `call` (with its bytes at `code`) calls __libc_start_main.
+bool calls_start_main(const ElfFile& elf, const Instruction& call, std::span<const uint8_t> code) {
+  if (call.flow == Flow::call) {
+    if (const Symbol* s = elf.symbol_for(call.target); s && s->value == call.target)
+      if (s->name == kStartMain) return true;
+    const Symbol* plt = elf.plt_symbol_for(call.target);
+    return plt && plt->name.substr(0, plt->name.find('@')) == kStartMain;
+  }
+  // `call *disp32(%rip)` (ff /2, modrm 0x15) ends with its displacement: the GOT slot.
+  const size_t n = call.length;
+  if (n < 6 || code[n - 6] != 0xff || code[n - 5] != 0x15) return false;
+  int32_t disp;
+  std::memcpy(&disp, code.data() + n - 4, 4);
+  const uint64_t slot = call.address + n + static_cast<int64_t>(disp);
+  for (const NamedRelocation& r : dynamic_relocations(elf))
+    if (r.offset == slot && r.name == kStartMain) return true;
+  return false;
+}
+
+} // namespace
+
+std::optional<uint64_t> main_from_entry(const ElfFile& elf) {
+  if (elf.entry() == 0) return std::nullopt;
+  const Decoder decoder;
+  std::optional<uint64_t> rdi; // an address rdi holds, when known
+  uint64_t pc = elf.entry();
+  for (int i = 0; i < kMaxInstructions; ++i) {
+    const std::span<const uint8_t> code = code_from(elf, pc);
+    if (code.empty()) return std::nullopt;
+    auto insn = decoder.decode(code, pc);
+    if (!insn) return std::nullopt;
+    if (insn->flow == Flow::call || insn->flow == Flow::call_indirect) {
+      if (!rdi || code_from(elf, *rdi).empty() || !calls_start_main(elf, *insn, code))
+        return std::nullopt;
+      return rdi;
+    }
+    if (insn->flow != Flow::next) return std::nullopt;
+    if (insn->writes_reg(Reg::rdi)) {
+      rdi.reset();
+      if (insn->value_register == Reg::rdi && insn->address_value != 0) rdi = insn->address_value;
+    }
+    pc += insn->length;
+  }
+  return std::nullopt;
+}
+
+} // namespace ehelf::x86
