@@ -1,18 +1,22 @@
-// libFuzzer target: arbitrary bytes as an ELF file. Parses headers, sections (decompressing and
-// relocating), symbols and notes, loads the CFI sections, builds the unwind table and renders the
-// readelf text and JSON.
+// libFuzzer target: arbitrary bytes as an ELF file, or as an ar archive of them (`ehelf dump
+// lib.a`). Parses headers, sections (decompressing and relocating), symbols and notes, loads the
+// CFI sections, builds the unwind table and renders the readelf text and JSON.
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "dwarf/module_cfi.hpp"
+#include "elf/archive.hpp"
 #include "report/readelf_frames.hpp"
 #include "report/table_json.hpp"
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  auto elf = ehelf::ElfFile::parse(std::span<const uint8_t>(data, size), "fuzz");
-  if (!elf) return 0;
+namespace {
+
+void fuzz_elf(std::span<const uint8_t> bytes) {
+  auto elf = ehelf::ElfFile::parse(bytes, "fuzz");
+  if (!elf) return;
   (void)(*elf)->build_id_hex();
   (void)(*elf)->debug_link();
   for (const auto& s : (*elf)->symbols())
@@ -20,7 +24,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ehelf::LoadOptions options;
   options.separate_debug_file = false;
   auto m = ehelf::load_module_cfi(std::move(*elf), options);
-  if (!m) return 0;
+  if (!m) return;
   auto table = ehelf::build_unwind_table(*m);
   if (table)
     for (const auto& r : table->ranges())
@@ -28,5 +32,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string text;
   (void)ehelf::render_readelf_frames(*m->elf, nullptr, "fuzz", text);
   (void)ehelf::cfi_to_json(*m);
+}
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::span<const uint8_t> bytes(data, size);
+  if (!ehelf::is_archive(bytes)) {
+    fuzz_elf(bytes);
+    return 0;
+  }
+  // Each member on its own heap block, so that a read past its end is caught.
+  for (const ehelf::ArchiveMember& member : ehelf::read_archive(bytes).members)
+    fuzz_elf(std::vector<uint8_t>(member.bytes.begin(), member.bytes.end()));
   return 0;
 }

@@ -112,6 +112,8 @@ run_target() { # NAME
     cc -O2 -no-pie tests/fixtures/recursion.c -o "$work/fixed" && strip "$work/fixed" # mov $main
     cc -nostartfiles -static -nostdlib tests/fixtures/cfi_variety.S -o "$work/cfi_variety"
     cc -O2 -g -fno-asynchronous-unwind-tables -c tests/fixtures/recursion.c -o "$work/rec.o"
+    cp "$work/rec.o" "$work/member_name_longer_than_15.o"
+    (cd "$work" && ar rc lib.a rec.o member_name_longer_than_15.o && rm member_name_longer_than_15.o)
     # C++: split functions, LSDAs (one with an exception specification), FDEs only (no symbols).
     g++ -std=c++14 -O2 -w tests/fixtures/synth_cold.cpp -o "$work/cold" && strip -s "$work/cold"
   fi

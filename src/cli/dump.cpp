@@ -4,6 +4,8 @@
 #include <iostream>
 
 #include "cli/commands.hpp"
+#include "elf/archive.hpp"
+#include "elf/mapped_file.hpp"
 #include "report/readelf_frames.hpp"
 #include "report/table_json.hpp"
 
@@ -45,6 +47,69 @@ void dump_json(const std::string& file) {
   std::cout << j->dump(1) << "\n";
 }
 
+// One ELF file's tables as readelf -wF prints them, after `header` (readelf's "File:" line).
+// `say_none`: say on stderr when it has no tables (not for an archive's members: data-only
+// objects are common there).
+void dump_text(const ElfFile& elf, const std::string& name, std::string header,
+               bool say_none = true) {
+  // Like readelf, also show the separate debug file's sections. readelf looks for it only
+  // through these sections (not through a PT_NOTE when the section headers are lost).
+  std::unique_ptr<ElfFile> separate;
+  bool has_links = elf.find_section(".note.gnu.build-id") || elf.find_section(".gnu_debuglink");
+  if (std::string dbg = has_links ? elf.find_debug_file() : ""; !dbg.empty())
+    if (auto s = ElfFile::open(dbg)) separate = std::move(*s);
+  std::string text = std::move(header);
+  auto outcome = render_readelf_frames(elf, separate.get(), name, text, stdout);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+  const bool bad_headers = elf.header_error().has_value();
+  if (bad_headers)
+    fmt::print(stderr, "ehelf: warning: {}\n", elf.header_error()->to_string());
+  else if (outcome.frame_sections == 0 && say_none)
+    fmt::print(stderr, "ehelf: {}: no .eh_frame or .debug_frame section\n", name);
+  // A file truncated meanwhile was read as zeros past its new end: that, not what the zeros
+  // made of the tables, is the error.
+  if (auto intact = elf.check_intact(); !intact) {
+    fmt::print(stderr, "ehelf: {}\n", intact.error().to_string());
+    set_exit_code(1);
+    return;
+  }
+  // A malformed table still prints as readelf prints it, its complaints on stderr as ours
+  // (file, section, offset); but hostile input is an error for ehelf, so any complaint makes
+  // the exit status 1 where readelf's is 0.
+  report_warnings(outcome.warnings);
+  if (outcome.failed || outcome.warnings.count > 0 || bad_headers) set_exit_code(1);
+}
+
+// A static library: each member under "File: ARCHIVE(MEMBER)", as readelf prints it even for
+// one archive; a member that is not an ELF file is said on stderr after its "File:" line, as
+// readelf does. Damage to the archive itself ends it there, with one line (readelf's own
+// complaints about broken archives are not re-enacted).
+void dump_archive(const MappedFile& archive) {
+  const ArchiveListing listing = read_archive(archive.bytes());
+  for (const ArchiveMember& m : listing.members) {
+    const std::string name = fmt::format("{}({})", archive.path(), m.name);
+    auto elf = ElfFile::parse(m.bytes, name, ElfFile::HeaderFaults::Tolerate);
+    if (!elf) {
+      std::fflush(stdout);
+      fmt::print(stdout, "\nFile: {}\n", name);
+      std::fflush(stdout);
+      fmt::print(stderr, "ehelf: {}\n", elf.error().to_string());
+      set_exit_code(1);
+      continue;
+    }
+    dump_text(**elf, name, fmt::format("\nFile: {}\n", name), false);
+  }
+  if (listing.damage) {
+    fmt::print(stderr, "ehelf: {}\n", Error(*listing.damage).in_file(archive.path()).to_string());
+    set_exit_code(1);
+  }
+  if (auto intact = archive.check_intact(); !intact) {
+    fmt::print(stderr, "ehelf: {}\n", intact.error().to_string());
+    set_exit_code(1);
+  }
+}
+
 } // namespace
 
 void register_dump(CLI::App& app) {
@@ -53,55 +118,49 @@ void register_dump(CLI::App& app) {
     bool json = false;
   };
   auto opt = std::make_shared<Options>();
-  auto* cmd = app.add_subcommand("dump", "Print the interpreted call-frame tables of ELF files");
+  auto* cmd = app.add_subcommand(
+      "dump", "Print the interpreted call-frame tables of ELF files and static libraries");
   cmd->footer(
       "Examples:\n  ehelf dump /usr/lib/x86_64-linux-gnu/libc.so.6     # as readelf -wF prints it\n"
-      "  ehelf dump --json ./prog | jq '.fdes | length'");
-  cmd->add_option("files", opt->files, "ELF files")->required()->check(CLI::ExistingFile);
+      "  ehelf dump --json ./prog | jq '.fdes | length'\n"
+      "  ehelf dump /usr/lib/x86_64-linux-gnu/libc_nonshared.a   # each member, as readelf");
+  cmd->add_option("files", opt->files, "ELF files or ar archives of them")
+      ->required()
+      ->check(CLI::ExistingFile);
   cmd->add_flag("--json", opt->json, "Print JSON instead of readelf -wF text");
   cmd->callback([opt] {
     for (const auto& file : opt->files) {
-      if (opt->json) {
+      auto mapped = MappedFile::open(file);
+      if (!mapped) {
+        fmt::print(stderr, "ehelf: {}\n", mapped.error().to_string());
+        set_exit_code(1);
+        continue;
+      }
+      if (opt->json && (is_archive((*mapped)->bytes()) || is_thin_archive((*mapped)->bytes()))) {
+        fmt::print(stderr,
+                   "ehelf: {}: an archive: --json reads ELF files (its members: ar x {} first)\n",
+                   file, file);
+        set_exit_code(1);
+      } else if (opt->json) {
         dump_json(file);
-        continue;
-      }
-      // Header tables readelf cannot read leave it without sections or segments, not failing.
-      auto elf = ElfFile::open(file, ElfFile::HeaderFaults::Tolerate);
-      if (!elf) {
-        fmt::print(stderr, "ehelf: {}\n", elf.error().to_string());
+      } else if (is_thin_archive((*mapped)->bytes())) {
+        fmt::print(stderr,
+                   "ehelf: {}: a thin archive: its members are files of their own (dump those)\n",
+                   file);
         set_exit_code(1);
-        continue;
+      } else if (is_archive((*mapped)->bytes())) {
+        dump_archive(**mapped);
+      } else {
+        // Header tables readelf cannot read leave it without sections or segments, not failing.
+        auto elf = ElfFile::open(file, ElfFile::HeaderFaults::Tolerate);
+        if (!elf) {
+          fmt::print(stderr, "ehelf: {}\n", elf.error().to_string());
+          set_exit_code(1);
+          continue;
+        }
+        // readelf names each file it reads when given several.
+        dump_text(**elf, file, opt->files.size() > 1 ? fmt::format("\nFile: {}\n", file) : "");
       }
-      // Like readelf, also show the separate debug file's sections. readelf looks for it only
-      // through these sections (not through a PT_NOTE when the section headers are lost).
-      std::unique_ptr<ElfFile> separate;
-      bool has_links =
-          (*elf)->find_section(".note.gnu.build-id") || (*elf)->find_section(".gnu_debuglink");
-      if (std::string dbg = has_links ? (*elf)->find_debug_file() : ""; !dbg.empty())
-        if (auto s = ElfFile::open(dbg)) separate = std::move(*s);
-      std::string text;
-      // readelf names each file it reads when given several.
-      if (opt->files.size() > 1) text = fmt::format("\nFile: {}\n", file);
-      auto outcome = render_readelf_frames(**elf, separate.get(), file, text, stdout);
-      std::fwrite(text.data(), 1, text.size(), stdout);
-      std::fflush(stdout);
-      const bool bad_headers = (*elf)->header_error().has_value();
-      if (bad_headers)
-        fmt::print(stderr, "ehelf: warning: {}\n", (*elf)->header_error()->to_string());
-      else if (outcome.frame_sections == 0)
-        fmt::print(stderr, "ehelf: {}: no .eh_frame or .debug_frame section\n", file);
-      // A file truncated meanwhile was read as zeros past its new end: that, not what the zeros
-      // made of the tables, is the error.
-      if (auto intact = (*elf)->check_intact(); !intact) {
-        fmt::print(stderr, "ehelf: {}\n", intact.error().to_string());
-        set_exit_code(1);
-        continue;
-      }
-      // A malformed table still prints as readelf prints it, its complaints on stderr as ours
-      // (file, section, offset); but hostile input is an error for ehelf, so any complaint makes
-      // the exit status 1 where readelf's is 0.
-      report_warnings(outcome.warnings);
-      if (outcome.failed || outcome.warnings.count > 0 || bad_headers) set_exit_code(1);
     }
   });
 }

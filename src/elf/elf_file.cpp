@@ -46,12 +46,12 @@ Result<std::unique_ptr<ElfFile>> ElfFile::open(const std::string& path, HeaderFa
   return f;
 }
 
-Result<std::unique_ptr<ElfFile>> ElfFile::parse(std::span<const uint8_t> bytes, std::string name) {
+Result<std::unique_ptr<ElfFile>> ElfFile::parse(std::span<const uint8_t> bytes, std::string name,
+                                                HeaderFaults faults) {
   std::unique_ptr<ElfFile> f(new ElfFile);
   f->bytes_ = bytes;
   f->name_ = std::move(name);
-  if (auto st = f->parse_headers(HeaderFaults::Refuse); !st)
-    return std::move(st).error().in_file(f->name_);
+  if (auto st = f->parse_headers(faults); !st) return std::move(st).error().in_file(f->name_);
   return f;
 }
 

@@ -82,7 +82,8 @@ public:
   static Result<std::unique_ptr<ElfFile>> open(const std::string& path,
                                                HeaderFaults faults = HeaderFaults::Refuse);
   // Parses bytes the caller keeps alive (fuzzing, in-memory images).
-  static Result<std::unique_ptr<ElfFile>> parse(std::span<const uint8_t> bytes, std::string name);
+  static Result<std::unique_ptr<ElfFile>> parse(std::span<const uint8_t> bytes, std::string name,
+                                                HeaderFaults faults = HeaderFaults::Refuse);
 
   const std::string& name() const { return name_; }
   std::span<const uint8_t> bytes() const { return bytes_; }

@@ -53,3 +53,49 @@ for p in sys.stdin.read().split():
         print(p)' > "$work/elfs"
 echo "comparing $(wc -l < "$work/elfs") files"
 bash "$src/scripts/compare-readelf.sh" --ehelf "$ehelf" --list "$work/elfs"
+
+# Static libraries: each member under "File: ARCHIVE(MEMBER)" as readelf prints it, byte for byte
+# (long member names, a member that is not ELF: said on stderr and exit 1, as readelf's), an
+# archive among other files; the machine's libc_nonshared.a and libstdc++.a; a thin archive
+# (members that are files elsewhere) is refused in one line.
+cd "$work"
+cp rec.o a_member_name_longer_than_fifteen_bytes.o
+printf 'not an object\n' > notes.txt
+ar rc objects.a rec.o exceptions.o cfi_variety.o a_member_name_longer_than_fifteen_bytes.o
+ar rc mixed.a rec.o notes.txt rec_debug_frame.o
+ar rcT thin.a rec.o
+libstdcxx=$("$cc" -print-file-name=libstdc++.a)
+failed=0
+for args in objects.a mixed.a "objects.a rec.o" /usr/lib/x86_64-linux-gnu/libc_nonshared.a "$libstdcxx"; do
+  [ -e "${args%% *}" ] || continue
+  set +e
+  # shellcheck disable=SC2086
+  "$ehelf" dump $args > ours 2> ours.err; ours_rc=$?
+  # shellcheck disable=SC2086
+  readelf -wF $args > theirs 2> /dev/null; theirs_rc=$?
+  set -e
+  members=$(grep -c '^File: .*(' theirs || true)
+  if cmp -s ours theirs && [ $((ours_rc != 0)) -eq $((theirs_rc != 0)) ] && [ "$members" -ge 2 ]; then
+    echo "ok   archive $args: $members members as readelf prints them (exit $ours_rc)"
+  else
+    echo "FAIL archive $args: exit $ours_rc (readelf $theirs_rc)"; diff ours theirs | head; cat ours.err
+    failed=1
+  fi
+done
+grep -q "mixed.a(notes.txt): not an ELF file" <("$ehelf" dump mixed.a 2>&1 >/dev/null) || {
+  echo "FAIL mixed.a: the non-ELF member is not named"; failed=1; }
+# A truncated archive: the members before the cut, then one line saying where and why, exit 1.
+head -c $(($(stat -c %s objects.a) - 100)) objects.a > cut.a
+if "$ehelf" dump cut.a > cut.out 2> cut.err || [ "$(grep -c '^File: cut.a(' cut.out)" -ne 3 ] ||
+    ! grep -q "^ehelf: cut.a: offset 0x[0-9a-f]*: member of [0-9]* bytes runs past the end of the archive" cut.err; then
+  echo "FAIL truncated archive: $(cat cut.err)"; failed=1
+else
+  echo "ok   truncated archive: 3 members, then $(cat cut.err)"
+fi
+if "$ehelf" dump thin.a > /dev/null 2> thin.err || ! grep -q "thin.a: a thin archive" thin.err ||
+    [ "$(wc -l < thin.err)" -ne 1 ]; then
+  echo "FAIL thin archive: $(cat thin.err)"; failed=1
+else
+  echo "ok   thin archive refused: $(cat thin.err)"
+fi
+exit $failed
