@@ -76,8 +76,9 @@ ArchiveListing read(const std::string& text) {
 TEST(Archive, DamageIsSaidAtItsOffsetAndEarlierMembersKept) {
   const std::string good = "!<arch>\n" + header("a.o/", "3") + "abc\n"; // padded to even
   ASSERT_EQ(good.size(), 8u + 60 + 4);
-  ArchiveListing ok = read(good + header("//", "8") + "long.o/\n" + header("/0", "0") +
-                           header("#1/5", "7") + "bsd.oXY");
+  const std::string named =
+      good + header("//", "8") + "long.o/\n" + header("/0", "0") + header("#1/5", "7") + "bsd.oXY";
+  ArchiveListing ok = read(named); // members point into `named`
   ASSERT_FALSE(ok.damage) << ok.damage->to_string();
   ASSERT_EQ(ok.members.size(), 3u);
   EXPECT_EQ(ok.members[0].name, "a.o");
@@ -105,7 +106,8 @@ TEST(Archive, DamageIsSaidAtItsOffsetAndEarlierMembersKept) {
            Case{header("#1/9", "4") + "abcd", "'#1/9' runs past its member's 4 bytes"},
        }) {
     SCOPED_TRACE(c.message);
-    ArchiveListing r = read(good + c.tail);
+    const std::string text = good + c.tail;
+    ArchiveListing r = read(text);
     ASSERT_TRUE(r.damage);
     EXPECT_EQ(r.damage->offset, at);
     EXPECT_NE(r.damage->message.find(c.message), std::string::npos) << r.damage->to_string();
