@@ -8,6 +8,7 @@
 #include "elf/mapped_file.hpp"
 #include "report/readelf_frames.hpp"
 #include "report/table_json.hpp"
+#include "support/safe_text.hpp"
 
 namespace ehelf::cli {
 
@@ -89,7 +90,8 @@ void dump_archive(const MappedFile& archive) {
   const ArchiveListing listing = read_archive(archive.bytes());
   for (const ArchiveMember& m : listing.members) {
     const std::string name = fmt::format("{}({})", archive.path(), m.name);
-    auto elf = ElfFile::parse(m.bytes, name, ElfFile::HeaderFaults::Tolerate);
+    // Errors quote the member's name, which the file chose: kept to one line.
+    auto elf = ElfFile::parse(m.bytes, message_safe(name), ElfFile::HeaderFaults::Tolerate);
     if (!elf) {
       std::fflush(stdout);
       fmt::print(stdout, "\nFile: {}\n", name);

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <string_view>
 
+#include "support/safe_text.hpp"
+
 namespace ehelf {
 
 namespace {
@@ -61,7 +63,7 @@ ArchiveListing read_archive(std::span<const uint8_t> bytes) {
     }
     const std::optional<uint64_t> size = decimal(field(h, 48, 10));
     if (!size) {
-      damage(fmt::format("member size '{}' is not a number", field(h, 48, 10)));
+      damage(fmt::format("member size '{}' is not a number", message_safe(field(h, 48, 10))));
       break;
     }
     const uint64_t data = off + kHeaderSize;
@@ -73,7 +75,6 @@ ArchiveListing read_archive(std::span<const uint8_t> bytes) {
     std::span<const uint8_t> body = bytes.subspan(data, *size);
     const std::string_view raw = field(h, 0, 16);
     std::string name;
-    uint64_t name_in_body = 0;
     if (raw == "/" || raw == "/SYM64/") {
       // the symbol index
     } else if (raw == "//") {
@@ -81,8 +82,8 @@ ArchiveListing read_archive(std::span<const uint8_t> bytes) {
     } else if (raw.size() > 1 && raw[0] == '/') {
       const std::optional<uint64_t> at = decimal(raw.substr(1));
       if (!at || *at >= long_names.size()) {
-        damage(fmt::format("member name '{}' points outside the long-name table ({} bytes)", raw,
-                           long_names.size()));
+        damage(fmt::format("member name '{}' points outside the long-name table ({} bytes)",
+                           message_safe(raw), long_names.size()));
         break;
       }
       std::string_view rest(reinterpret_cast<const char*>(long_names.data()) + *at,
@@ -90,21 +91,11 @@ ArchiveListing read_archive(std::span<const uint8_t> bytes) {
       rest = rest.substr(0, rest.find('\n'));
       if (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
       name = rest;
-    } else if (raw.starts_with("#1/")) {
-      const std::optional<uint64_t> len = decimal(raw.substr(3));
-      if (!len || *len > body.size()) {
-        damage(
-            fmt::format("BSD member name '{}' runs past its member's {} bytes", raw, body.size()));
-        break;
-      }
-      name.assign(reinterpret_cast<const char*>(body.data()), *len);
-      name = name.substr(0, name.find('\0'));
-      name_in_body = *len;
     } else {
-      name = raw.ends_with('/') ? raw.substr(0, raw.size() - 1) : raw;
+      name = raw.substr(0, raw.find('/')); // as readelf reads it (a BSD "#1/LEN" too: "#1")
     }
     if (raw != "/" && raw != "/SYM64/" && raw != "//")
-      out.members.push_back({std::move(name), data + name_in_body, body.subspan(name_in_body)});
+      out.members.push_back({std::move(name), data, body});
     off = data + *size + (*size & 1);
   }
   return out;

@@ -5,7 +5,8 @@
 // date[12], uid[6], gid[6], mode[8], size[10] in decimal, "`\n") and `size` bytes of data,
 // padded to an even offset. GNU names end with '/'; "/" and "/SYM64/" hold the symbol index and
 // "//" the names longer than 15 bytes, which members give as "/OFFSET" into it (each ending in
-// "/\n"); BSD's "#1/LEN" puts the name in the data's first LEN bytes. A thin archive
+// "/\n"). BSD's "#1/LEN" names (the name in the data's first LEN bytes) are read as readelf
+// reads them: a member "#1" whose data starts with the name. A thin archive
 // ("!<thin>\n") holds only the names of files elsewhere: it is refused (dump those files).
 #pragma once
 
@@ -36,8 +37,7 @@ struct ArchiveListing {
 bool is_archive(std::span<const uint8_t> bytes);
 bool is_thin_archive(std::span<const uint8_t> bytes);
 
-// The members of an archive (is_archive(bytes)). Names are checked for bounds only; a member
-// whose name cannot be read is damage.
+// The members of an archive (is_archive(bytes)). A long name outside its table is damage.
 ArchiveListing read_archive(std::span<const uint8_t> bytes);
 
 } // namespace ehelf

@@ -20,4 +20,16 @@ std::string comment_safe(std::string_view text) {
   return out;
 }
 
+std::string message_safe(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    const auto ch = static_cast<unsigned char>(c);
+    if (ch < 0x20 || ch == 0x7f)
+      out += fmt::format("\\x{:02x}", ch);
+    else
+      out += c;
+  }
+  return out;
+}
+
 } // namespace ehelf

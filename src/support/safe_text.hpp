@@ -13,4 +13,9 @@ namespace ehelf {
 // outside changes the structure of generated code.
 std::string comment_safe(std::string_view text);
 
+// `text` made safe for a one-line message on a terminal: control bytes (below 0x20, and 0x7f:
+// newlines, escape sequences) become \xNN, everything else is kept (names in UTF-8 stay
+// readable). For names read from files (archive members) that error lines quote.
+std::string message_safe(std::string_view text);
+
 } // namespace ehelf
