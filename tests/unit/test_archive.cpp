@@ -3,9 +3,7 @@
 // at its offset, the members before it kept.
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <iterator>
-#include <sstream>
+#include <algorithm>
 
 #include "elf/archive.hpp"
 #include "support/safe_text.hpp"
@@ -14,27 +12,14 @@
 namespace ehelf {
 namespace {
 
-std::vector<uint8_t> read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-
-std::vector<std::string> lines(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string l; std::getline(in, l);)
-    out.push_back(l);
-  return out;
-}
-
 // Every member of `archive` against ar's listing and bytes.
 void expect_as_ar_reads(const std::string& archive) {
   SCOPED_TRACE(archive);
-  const std::vector<uint8_t> bytes = read_bytes(archive);
+  const std::vector<uint8_t> bytes = test::read_file(archive);
   ASSERT_TRUE(is_archive(bytes));
   const ArchiveListing listing = read_archive(bytes);
   EXPECT_FALSE(listing.damage) << listing.damage->to_string();
-  const std::vector<std::string> names = lines(test::run_command("ar t " + archive));
+  const std::vector<std::string> names = test::lines_of(test::run_command("ar t " + archive));
   ASSERT_EQ(listing.members.size(), names.size());
   for (size_t i = 0; i < names.size(); ++i) {
     EXPECT_EQ(listing.members[i].name, names[i]);
@@ -57,10 +42,10 @@ TEST(Archive, MembersAsArReadsThem) {
   expect_as_ar_reads(d + "/lib.a");
   const std::string libstdcxx = test::run_command("gcc -print-file-name=libstdc++.a");
   expect_as_ar_reads(libstdcxx.substr(0, libstdcxx.find('\n')));
-  EXPECT_FALSE(is_archive(read_bytes(test::libc_path())));
+  EXPECT_FALSE(is_archive(test::read_file(test::libc_path())));
   test::run_command("cd " + d + " && ar rcT thin.a a.o");
-  EXPECT_TRUE(is_thin_archive(read_bytes(d + "/thin.a")));
-  EXPECT_FALSE(is_archive(read_bytes(d + "/thin.a")));
+  EXPECT_TRUE(is_thin_archive(test::read_file(d + "/thin.a")));
+  EXPECT_FALSE(is_archive(test::read_file(d + "/thin.a")));
 }
 
 // A member header (60 bytes) for `name` with `size` bytes of data.

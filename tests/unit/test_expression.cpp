@@ -24,6 +24,7 @@
 #include "model/expression.hpp"
 #include "report/expression_text.hpp"
 #include "support/byte_cursor.hpp"
+#include "test_support.hpp"
 
 namespace ehelf {
 namespace {
@@ -112,14 +113,6 @@ std::string run(const std::string& cmd) {
 
 bool have_tool(const char* name) {
   return !run(fmt::format("command -v {} 2>/dev/null", name)).empty();
-}
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);)
-    lines.push_back(line);
-  return lines;
 }
 
 // The PLT entry rule GCC/ld emit: CFA = rsp + 8 + ((rip & 15) >= 11 ? 8 : 0).
@@ -759,7 +752,7 @@ TEST(ExpressionToString, MatchesReadelfOnEveryOp) {
 
   const std::string prefix = "DW_CFA_def_cfa_expression (";
   std::vector<std::string> got;
-  for (const std::string& line : lines_of(text)) {
+  for (const std::string& line : test::lines_of(text)) {
     auto at = line.find(prefix);
     if (at == std::string::npos) continue;
     std::string rest = line.substr(at + prefix.size());
@@ -943,7 +936,7 @@ TEST(ExpressionToString, MatchesReadelfOnSystemLibraries) {
         "readelf --debug-dump=no-follow-links --debug-dump=frames '{}' 2>/dev/null", path));
     std::vector<std::string> lines;
     bool in_eh_frame = false;
-    for (const std::string& line : lines_of(text)) {
+    for (const std::string& line : test::lines_of(text)) {
       if (line.rfind("Contents of the ", 0) == 0)
         in_eh_frame = line.rfind("Contents of the .eh_frame section", 0) == 0;
       else if (in_eh_frame && (line.find("DW_CFA_def_cfa_expression (") != std::string::npos ||
