@@ -259,6 +259,19 @@ void address_value(const ZydisDecodedInstruction& d, const ZydisDecodedOperand* 
   }
 }
 
+// The GOT-style slot an indirect call or jump reads its target from, when the instruction
+// names it by address (`call *disp(%rip)`, a PLT stub's `jmp *disp(%rip)`).
+void indirect_slot(const ZydisDecodedInstruction& d, const ZydisDecodedOperand* ops,
+                   Instruction& insn) {
+  if (insn.flow != Flow::call_indirect && insn.flow != Flow::jump_indirect) return;
+  if (d.operand_count_visible < 1 || ops[0].type != ZYDIS_OPERAND_TYPE_MEMORY ||
+      ops[0].mem.base != ZYDIS_REGISTER_RIP || ops[0].mem.index != ZYDIS_REGISTER_NONE)
+    return;
+  ZyanU64 slot = 0;
+  if (ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&d, &ops[0], insn.address, &slot)))
+    insn.indirect_slot = slot;
+}
+
 std::string status_text(ZyanStatus s) {
   switch (s) {
   case ZYDIS_STATUS_NO_MORE_DATA:
@@ -353,6 +366,7 @@ Result<Instruction> Decoder::decode(std::span<const uint8_t> code, uint64_t addr
   if (insn.flow == Flow::syscall) insn.writes |= uint16_t(1u << unsigned(Reg::rax));
   stack_ops(d, ops, insn);
   address_value(d, ops, insn);
+  indirect_slot(d, ops, insn);
   return insn;
 }
 

@@ -82,6 +82,9 @@ struct Instruction {
   uint64_t address_value = 0;
   bool address_value_immediate = false; // from `mov $imm` (no position-independent code does it)
   Reg value_register = Reg::none;       // the register address_value (or `mov $0`'s 0) goes to
+  // For call_indirect and jump_indirect through memory named by address (`call *disp(%rip)`
+  // to a GOT slot, a PLT stub's `jmp *disp(%rip)`): the slot's address; else 0.
+  uint64_t indirect_slot = 0;
   // Alignment padding compilers put between and inside functions: nop in any of its forms
   // (`data16 cs nopw 0x0(%rax,%rax,1)`...) and int3.
   bool padding = false;

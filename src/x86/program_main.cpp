@@ -1,7 +1,5 @@
 #include "x86/program_main.hpp"
 
-#include <cstring>
-
 #include "elf/dynamic_relocations.hpp"
 #include "x86/decoder.hpp"
 #include "x86/elf_code.hpp"
@@ -14,22 +12,18 @@ constexpr std::string_view kStartMain = "__libc_start_main";
 // glibc's _start reaches its call in 12 instructions; a longer walk is other start-up code.
 constexpr int kMaxInstructions = 32;
 
-// Whether `call` (with its bytes at `code`) calls __libc_start_main.
-bool calls_start_main(const ElfFile& elf, const Instruction& call, std::span<const uint8_t> code) {
+// Whether `call` calls __libc_start_main: directly (a symbol of that name, or its PLT entry) or
+// through a GOT slot the dynamic relocations bind to it.
+bool calls_start_main(const ElfFile& elf, const Instruction& call) {
   if (call.flow == Flow::call) {
-    if (const Symbol* s = elf.symbol_for(call.target); s && s->value == call.target)
-      if (s->name == kStartMain) return true;
+    for (const Symbol& s : elf.symbols()) // any alias there (a static glibc has several)
+      if (s.value == call.target && s.name == kStartMain) return true;
     const Symbol* plt = elf.plt_symbol_for(call.target);
     return plt && plt->name.substr(0, plt->name.find('@')) == kStartMain;
   }
-  // `call *disp32(%rip)` (ff /2, modrm 0x15) ends with its displacement: the GOT slot.
-  const size_t n = call.length;
-  if (n < 6 || code[n - 6] != 0xff || code[n - 5] != 0x15) return false;
-  int32_t disp;
-  std::memcpy(&disp, code.data() + n - 4, 4);
-  const uint64_t slot = call.address + n + static_cast<int64_t>(disp);
+  if (call.indirect_slot == 0) return false;
   for (const NamedRelocation& r : dynamic_relocations(elf))
-    if (r.offset == slot && r.name == kStartMain) return true;
+    if (r.offset == call.indirect_slot && r.name == kStartMain) return true;
   return false;
 }
 
@@ -46,7 +40,7 @@ std::optional<uint64_t> main_from_entry(const ElfFile& elf) {
     auto insn = decoder.decode(code, pc);
     if (!insn) return std::nullopt;
     if (insn->flow == Flow::call || insn->flow == Flow::call_indirect) {
-      if (!rdi || code_from(elf, *rdi).empty() || !calls_start_main(elf, *insn, code))
+      if (!rdi || code_from(elf, *rdi).empty() || !calls_start_main(elf, *insn))
         return std::nullopt;
       return rdi;
     }

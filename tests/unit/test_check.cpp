@@ -270,6 +270,17 @@ TEST(Check, StrippedProgramStartsAtMain) {
     EXPECT_TRUE(from_entry_call.inconsistencies.empty()) << describe(from_entry_call);
   }
 
+  // A static program calls __libc_start_main directly: the symbol names the call (glibc's
+  // aliases at that address), so main is found while the symbols are there.
+  ASSERT_TRUE(compile_fixture("gcc -O2 -static", "check_correct.S", program));
+  uint64_t static_main = 0;
+  for (const std::string& line : test::lines_of(test::run_command("nm " + program)))
+    if (line.ends_with(" T main")) static_main = std::stoull(line.substr(0, 16), nullptr, 16);
+  auto static_elf = ElfFile::open(program);
+  ASSERT_TRUE(static_elf.ok());
+  ASSERT_NE(static_main, 0u);
+  EXPECT_EQ(x86::main_from_entry(**static_elf), std::optional<uint64_t>(static_main));
+
   const std::string other = (dir.path / "other.S").string();
   std::ofstream(other) << ".globl _start\n_start: lea main(%rip), %rdi\n call setup\n hlt\n"
                        << "setup: ret\nmain: ret\n";

@@ -25,18 +25,19 @@ using K = StackOp::Kind;
   X(pop_rbx)                                                                                       \
   X(pop_rbp)                                                                                       \
   X(push_imm)                                                                                      \
-  X(pushw_imm) X(push_rsp_mem) X(push_drap) X(push_indexed) X(push_rip) X(push_rsp) X(pop_rsp)     \
-      X(pop_mem) X(pushf) X(popf) X(sub_rsp) X(add_rsp) X(add_rsp_big) X(sub_rsp_reg)              \
-          X(lea_rsp_rsp) X(and_rsp) X(and_rsp_odd) X(lea_drap) X(lea_rsp_drap) X(lea_rbp_rsp)      \
-              X(lea_rsp_rbp) X(lea_indexed_rsp) X(mov_rsp_rbp) X(mov_rbp_rsp) X(mov_rsp_rdi)       \
-                  X(leave) X(enter) X(enter_nested) X(store_rbp_slot) X(store_rsp_slot)            \
-                      X(load_rbp_slot) X(load_rsp_slot) X(store_32bit) X(store_other_base)         \
-                          X(xor_ebp) X(mov_rsp_mem) X(xchg_rsp) X(mov_rax_rbx) X(lea_rip)          \
-                              X(call_direct) X(call_reg) X(call_mem) X(call_far) X(jmp_direct)     \
-                                  X(jmp_reg) X(jmp_notrack) X(jmp_far) X(je) X(jrcxz) X(loop)      \
-                                      X(xbegin) X(ret) X(ret_imm) X(repz_ret) X(lret) X(iretq)     \
-                                          X(syscall) X(int80) X(int_other) X(sysret) X(hlt) X(ud2) \
-                                              X(int3) X(nop) X(endbr64) X(cpuid) X(avx512)
+  X(pushw_imm)                                                                                     \
+  X(push_rsp_mem) X(push_drap) X(push_indexed) X(push_rip) X(push_rsp) X(pop_rsp) X(pop_mem)       \
+      X(pushf) X(popf) X(sub_rsp) X(add_rsp) X(add_rsp_big) X(sub_rsp_reg) X(lea_rsp_rsp)          \
+          X(and_rsp) X(and_rsp_odd) X(lea_drap) X(lea_rsp_drap) X(lea_rbp_rsp) X(lea_rsp_rbp)      \
+              X(lea_indexed_rsp) X(mov_rsp_rbp) X(mov_rbp_rsp) X(mov_rsp_rdi) X(leave) X(enter)    \
+                  X(enter_nested) X(store_rbp_slot) X(store_rsp_slot) X(load_rbp_slot)             \
+                      X(load_rsp_slot) X(store_32bit) X(store_other_base) X(xor_ebp)               \
+                          X(mov_rsp_mem) X(xchg_rsp) X(mov_rax_rbx) X(lea_rip) X(call_direct)      \
+                              X(call_reg) X(call_mem) X(call_far) X(jmp_direct) X(jmp_reg)         \
+                                  X(jmp_notrack) X(jmp_far) X(je) X(jrcxz) X(loop) X(xbegin)       \
+                                      X(ret) X(ret_imm) X(repz_ret) X(lret) X(iretq) X(syscall)    \
+                                          X(int80) X(int_other) X(sysret) X(hlt) X(ud2) X(int3)    \
+                                              X(nop) X(endbr64) X(cpuid) X(avx512)
 
 #define DECLARE_CASE(name) extern "C" const uint8_t x86_##name[], x86_##name##_end[];
 X86_CASES(DECLARE_CASE)
@@ -228,6 +229,25 @@ TEST(X86Decode, AddressValues) {
   EXPECT_TRUE(zero->address_value_immediate && zero->address_value == 0);
   EXPECT_EQ(zero->value_register, Reg::rdi);
   EXPECT_EQ(decoder.decode(std::vector<uint8_t>{0x48, 0x89, 0xc3}, 0)->value_register, Reg::none);
+}
+
+// The slot an indirect call or jump reads its target from, when named by address: `call
+// *disp(%rip)` (with or without the notrack prefix), a PLT stub's `bnd jmp *disp(%rip)`;
+// nothing for a register, a register-based slot, or a rip-relative lea (not a control transfer).
+TEST(X86Decode, IndirectSlots) {
+  Decoder decoder;
+  auto slot = [&](std::vector<uint8_t> bytes) {
+    return decoder.decode(bytes, 0x401000)->indirect_slot;
+  };
+  EXPECT_EQ(slot({0xff, 0x15, 0x10, 0x00, 0x00, 0x00}), 0x401016u);       // call *0x10(%rip)
+  EXPECT_EQ(slot({0x3e, 0xff, 0x15, 0xf0, 0xff, 0xff, 0xff}), 0x400ff7u); // notrack call *-0x10
+  EXPECT_EQ(slot({0xf2, 0xff, 0x25, 0x10, 0x00, 0x00, 0x00}), 0x401017u); // bnd jmp *0x10(%rip)
+  EXPECT_EQ(slot({0xff, 0xd0}), 0u);                                      // call *%rax
+  EXPECT_EQ(slot({0xff, 0x50, 0x08}), 0u);                                // call *8(%rax)
+  EXPECT_EQ(slot({0x48, 0x8d, 0x3d, 0x10, 0x00, 0x00, 0x00}), 0u);        // lea 0x10(%rip),%rdi
+  auto all = cases();
+  const Bytes& call_mem = all.at("call_mem");
+  EXPECT_EQ(decoder.decode(call_mem.span(), call_mem.address())->indirect_slot, 0u);
 }
 
 // Padding: every nop form gas and gcc use, and int3; not an ordinary instruction.
