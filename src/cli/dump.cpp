@@ -93,9 +93,8 @@ void dump_archive(const MappedFile& archive) {
     // Errors quote the member's name, which the file chose: kept to one line.
     auto elf = ElfFile::parse(m.bytes, message_safe(name), ElfFile::HeaderFaults::Tolerate);
     if (!elf) {
-      std::fflush(stdout);
       fmt::print(stdout, "\nFile: {}\n", name);
-      std::fflush(stdout);
+      std::fflush(stdout); // before the error line, as readelf's order
       fmt::print(stderr, "ehelf: {}\n", elf.error().to_string());
       set_exit_code(1);
       continue;
