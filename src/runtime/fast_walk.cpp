@@ -292,7 +292,6 @@ size_t FastWalk::walk(const WalkStart& start, const bool bp_known, const bool bx
   *out++ = regs.pc;
   RuleCache* const cache = cache_;
   Bounds b = bounds_for(ranges, regs.sp);
-  bool bx_dropped = false;
   // Every register of the frame being walked when it is an interrupted one (the first, or one
   // under a signal frame): the general step may need any of them. Copied only after a signal
   // frame; the first frame's are the caller's.
@@ -305,10 +304,19 @@ size_t FastWalk::walk(const WalkStart& start, const bool bp_known, const bool bx
     out = pcs + resume.frames;
     regs = WalkRegs{out[-1], resume.sp, resume.bp, 0, true, false, false};
     interrupted = nullptr;
-    bx_dropped = true;
     b = bounds_for(ranges, regs.sp);
     try_fast = false;
   }
+  // The walk tracks rip, rsp, rbp and rbx from frame to frame (rbx only through general steps),
+  // so a frame's rule may need a register the walk no longer knows though a walk tracking every
+  // register would (ld.so's lazy-binding trampoline's CFA is rbx-based). The walk then takes the
+  // frames again with every register from the last frame whose registers it knew all of
+  // (`restart`, frame `restart_at`: the first until a re-walk moves it) through that frame, and
+  // goes on from there as before: each frame is taken again at most once.
+  RegisterState restart;
+  size_t restart_at = 0;
+  bool restart_exact = exact_first;
+  LocalMemory restart_memory;
 
   // Invariant at the top: regs.pc is written; regs are this frame's.
   for (;;) {
@@ -337,9 +345,8 @@ size_t FastWalk::walk(const WalkStart& start, const bool bp_known, const bool bx
         regs.exact = false;
         interrupted = nullptr;
         // rbx is not tracked by the fast walk (no cached rule needs it), so the general step
-        // does not know it from here on; should it need it, the walk is redone without it.
+        // does not know it from here on; should it need it, the frames are taken again (above).
         regs.bx_ok = false;
-        bx_dropped = true;
       }
       if (st.bp != bp_in) { // reloaded by a frame that saved it
         regs.bp = st.bp;
@@ -359,6 +366,44 @@ size_t FastWalk::walk(const WalkStart& start, const bool bp_known, const bool bx
     // fast walk declined, and the precise reason when the walk must stop.
     try_fast = true;
     r = general_step(regs, ranges, interrupted, after_signal);
+    if (r == StopReason::MissingRegister) {
+      const size_t missing_at = static_cast<size_t>(out - pcs) - 1; // this frame
+      if (missing_at == restart_at) break; // every register it could know, it knew
+      if (restart_at == 0) {
+        if (first) restart = *first;
+        restart.set(x86_64::RIP, start.pc);
+        restart.set(x86_64::RSP, start.sp);
+        if (bp_known) restart.set(x86_64::RBP, start.bp);
+        if (bx_known) restart.set(x86_64::RBX, start.bx);
+        for (const DirectRange& d : ranges)
+          restart_memory.add(AddressRange{d.begin, d.end}, d.delta);
+      }
+      // Frames restart_at + 1 .. missing_at + 1 again, with every register.
+      const size_t n =
+          restart_at + general_frames(restart, restart_memory, restart_exact, pcs + restart_at,
+                                      missing_at + 2 - restart_at, limit - restart_at, r);
+      if (r != StopReason::None) {
+        if (why) *why = r;
+        return n;
+      }
+      restart_at = n - 1;
+      out = pcs + n;
+      regs = WalkRegs{restart.get(x86_64::RIP),
+                      restart.get(x86_64::RSP),
+                      restart.get(x86_64::RBP),
+                      restart.get(x86_64::RBX),
+                      restart.has(x86_64::RBP),
+                      restart.has(x86_64::RBX),
+                      restart_exact};
+      if (restart_exact) {
+        after_signal = restart;
+        interrupted = &after_signal;
+      } else {
+        interrupted = nullptr;
+      }
+      b = bounds_for(ranges, regs.sp);
+      continue;
+    }
     if (r != StopReason::None) break;
     if (out == end) {
       r = StopReason::DepthLimit;
@@ -366,15 +411,6 @@ size_t FastWalk::walk(const WalkStart& start, const bool bp_known, const bool bx
     }
     *out++ = regs.pc;
     b = bounds_for(ranges, regs.sp); // a signal frame may leave an alternate signal stack
-  }
-  if (r == StopReason::MissingRegister && bx_dropped) {
-    RegisterState all;
-    if (first) all = *first;
-    all.set(x86_64::RIP, start.pc);
-    all.set(x86_64::RSP, start.sp);
-    if (bp_known) all.set(x86_64::RBP, start.bp);
-    if (bx_known) all.set(x86_64::RBX, start.bx);
-    return walk_general(all, ranges, pcs, limit, why, exact_first);
   }
   if (why) *why = r;
   return static_cast<size_t>(out - pcs);
@@ -413,26 +449,22 @@ StopReason FastWalk::general_step(WalkRegs& w, std::span<const DirectRange> rang
   return StopReason::None;
 }
 
-size_t FastWalk::walk_general(RegisterState regs, std::span<const DirectRange> ranges,
-                              uint64_t* pcs, size_t limit, StopReason* why, bool exact) {
-  LocalMemory mem;
-  for (const DirectRange& d : ranges)
-    mem.add(AddressRange{d.begin, d.end}, d.delta);
+size_t FastWalk::general_frames(RegisterState& regs, LocalMemory& memory, bool& exact,
+                                uint64_t* pcs, size_t frames, size_t limit, StopReason& why) {
   size_t n = 0;
-  StopReason r = StopReason::None;
+  why = StopReason::None;
   pcs[n++] = regs.get(x86_64::RIP);
-  for (;;) {
+  while (n < frames) {
     FrameInfo info;
-    r = general_.step(regs, mem, exact, info, nullptr);
-    if (r != StopReason::None) break;
+    why = general_.step(regs, memory, exact, info, nullptr);
+    if (why != StopReason::None) break;
     if (n == limit) {
-      r = StopReason::DepthLimit;
+      why = StopReason::DepthLimit;
       break;
     }
     pcs[n++] = regs.get(x86_64::RIP);
     exact = info.signal_frame;
   }
-  if (why) *why = r;
   return n;
 }
 

@@ -108,9 +108,12 @@ private:
                                                     std::span<const DirectRange> ranges,
                                                     const RegisterState*& interrupted,
                                                     RegisterState& after_signal);
-  // The same walk with GeneralStep::step alone (every register tracked, no cache).
-  size_t walk_general(RegisterState regs, std::span<const DirectRange> ranges, uint64_t* pcs,
-                      size_t limit, StopReason* why, bool exact);
+  // GeneralStep::step alone (every register tracked, no cache) from `regs`, frame pcs[0]'s
+  // (`exact`: an interrupted pc), until `frames` pcs are written (pcs[0] too), `limit` are
+  // (DepthLimit) or a step fails (its reason in `why`, else None). Returns the pcs written;
+  // `regs` and `exact` end as the last one's frame.
+  size_t general_frames(RegisterState& regs, LocalMemory& memory, bool& exact, uint64_t* pcs,
+                        size_t frames, size_t limit, StopReason& why);
 
   GeneralStep& general_;
   RuleCache* cache_;

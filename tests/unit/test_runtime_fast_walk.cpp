@@ -181,6 +181,37 @@ TEST(FastWalk, HandsAWalkThatNeedsRbxToTheGeneralWalk) {
   }
 }
 
+__attribute__((noinline)) void deeper_rbx_frame() {
+  // As walk_from_callback, with a second frame that needs rbx above: the walk takes frames again
+  // with every register twice, each time from where the last re-walk left it.
+  asm volatile("xor %%ebx, %%ebx" ::: "rbx");
+  ehelf_test_rbx_cfa_frame(walk_from_callback);
+  asm volatile("" ::: "memory");
+}
+
+TEST(FastWalk, TakesFramesAgainPastEachFrameThatNeedsRbx) {
+  for (int pass = 0; pass < 2; ++pass) {
+    Walks w;
+    g_walks = &w;
+    ehelf_test_rbx_cfa_frame(deeper_rbx_frame);
+    g_walks = nullptr;
+    expect_same(w, "pass " + std::to_string(pass));
+    // Both rbx frames are in the walk, and it went on past the outer one.
+    const auto rbx_frame = reinterpret_cast<uint64_t>(&ehelf_test_rbx_cfa_frame);
+    size_t in_rbx_frame = 0, past = 0;
+    for (size_t i = 1; i < w.reference.size(); ++i) {
+      const uint64_t pc = w.reference[i];
+      if (pc > rbx_frame && pc - rbx_frame < 32) {
+        ++in_rbx_frame;
+        past = w.reference.size() - 1 - i;
+      }
+    }
+    EXPECT_EQ(in_rbx_frame, 2u);
+    EXPECT_GE(past, 3u);
+    EXPECT_NE(w.reference_why, StopReason::MissingRegister);
+  }
+}
+
 TEST(FastWalk, GarbageMadeOfRealReturnAddressesStaysInside) {
   // Learn real return addresses (and train the cache and its links) from a real chain.
   Walks real = walk_chain({0, 1, 0, 1});
