@@ -116,6 +116,7 @@ run_target() { # NAME
     (cd "$work" && ar rc lib.a rec.o member_name_longer_than_15.o && rm member_name_longer_than_15.o)
     # C++: split functions, LSDAs (one with an exception specification), FDEs only (no symbols).
     g++ -std=c++14 -O2 -w tests/fixtures/synth_cold.cpp -o "$work/cold" && strip -s "$work/cold"
+    cc -O2 tests/fixtures/synth_plt_got.c -o "$work/plt_got" # noreturn calls through .plt.got
   fi
   if [ "$name" = fuzz_eh_elf_check ]; then
     # eh_elfs as ehelf compiles them (the release build's CLI, if built; else the fuzz build has

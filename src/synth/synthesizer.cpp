@@ -220,9 +220,10 @@ struct Synthesizer {
     }
   }
 
-  // PLT stubs of noreturn functions: each 16-byte entry of .plt/.plt.sec/.plt.got jumps through
-  // a GOT slot (`jmp *disp(%rip)`, maybe after endbr64 and a bnd prefix), and the dynamic
-  // relocations name the symbol each slot is bound to.
+  // PLT stubs of noreturn functions: each entry of .plt/.plt.sec/.plt.got (16 bytes, or the
+  // section's entry size: .plt.got's are 8 without IBT) jumps through a GOT slot (`jmp
+  // *disp(%rip)`, maybe after endbr64 and with a bnd prefix), and the dynamic relocations name
+  // the symbol each slot is bound to.
   void discover_plt_noreturn() {
     std::unordered_map<uint64_t, std::string_view> slot_names;
     for (const NamedRelocation& r : dynamic_relocations(elf))
@@ -235,23 +236,33 @@ struct Synthesizer {
         continue;
       auto data = elf.section_data(s);
       if (!data) continue;
-      for (size_t entry = 0; entry + 16 <= data->size(); entry += 16)
-        for (size_t i = entry; i + 6 <= entry + 16; ++i)
-          if ((*data)[i] == 0xff && (*data)[i + 1] == 0x25) {
-            int32_t disp;
-            std::memcpy(&disp, data->data() + i + 2, 4);
-            const uint64_t slot = s.addr + i + 6 + static_cast<int64_t>(disp);
-            if (auto n = slot_names.find(slot); n != slot_names.end()) {
-              if (known_noreturn(n->second)) noreturn.insert(s.addr + entry);
-              if (exits_unless_status_zero(n->second)) exit_if_status.insert(s.addr + entry);
-              if (auto d = defined.find(n->second); d != defined.end()) {
-                plt_to_local[d->second].push_back(s.addr + entry);
-                plt_local_entries.insert(s.addr + entry);
-              }
-            }
-            break;
-          }
+      const size_t entry_size = s.entsize == 8 ? 8 : 16;
+      for (size_t entry = 0; entry + entry_size <= data->size(); entry += entry_size) {
+        const uint64_t stub = s.addr + entry;
+        const uint64_t slot = plt_entry_slot(data->subspan(entry, entry_size), stub);
+        auto n = slot_names.find(slot);
+        if (!slot || n == slot_names.end()) continue;
+        if (known_noreturn(n->second)) noreturn.insert(stub);
+        if (exits_unless_status_zero(n->second)) exit_if_status.insert(stub);
+        if (auto d = defined.find(n->second); d != defined.end()) {
+          plt_to_local[d->second].push_back(stub);
+          plt_local_entries.insert(stub);
+        }
+      }
     }
+  }
+
+  // The GOT slot a PLT entry's first indirect jump goes through (0: none before the entry's
+  // end, or another first jump: the PLT's header pushes and jumps elsewhere).
+  uint64_t plt_entry_slot(std::span<const uint8_t> entry, uint64_t address) const {
+    for (size_t at = 0; at < entry.size();) {
+      auto in = decoder.decode(entry.subspan(at), address + at);
+      if (!in) return 0;
+      if (in->flow == x86::Flow::jump_indirect) return in->indirect_slot;
+      if (in->flow != x86::Flow::next) return 0;
+      at += in->length;
+    }
+    return 0;
   }
 
   // Whether the call at `call` to `target` is one of those with a status other than 0 in edi,

@@ -40,6 +40,40 @@ for cc in gcc clang; do
     { bad "$cc -O2 -no-pie synth_switch"; head -20 "$out.txt"; }
 done
 
+# Noreturn calls through .plt.got (8-byte entries): every path ends at its call. No synthesized
+# FDE may begin right after one (the padding or the next function's bytes taken as the caller's
+# fall-through: the scan of 16-byte entries found only every other .plt.got entry), and the
+# tables agree with the compiler's.
+for cc in gcc clang; do
+  out="$work/synth_plt_got-$cc"
+  "$cc" -O2 -o "$out" "$fx/synth_plt_got.c" 2>/dev/null || { bad "$cc synth_plt_got: does not build"; continue; }
+  "$ehelf" synth --compare "$out" > "$out.txt" && "$ehelf" synth "$out" -o "$out.eh" > /dev/null ||
+    { bad "$cc synth_plt_got: synth failed or tables disagree"; head -20 "$out.txt"; continue; }
+  python3 - "$out" "$out.eh" <<'PY' && ok "$cc -O2 synth_plt_got: $(grep '^agreeing' "$out.txt")" || bad "$cc -O2 synth_plt_got"
+import re, subprocess, sys
+prog, synth = sys.argv[1], sys.argv[2]
+sec = re.search(r"\.plt\.got\s+PROGBITS\s+([0-9a-f]+) [0-9a-f]+ ([0-9a-f]+) ([0-9a-f]+)",
+                subprocess.run(["readelf", "-SW", prog], capture_output=True, text=True).stdout)
+assert sec, "no .plt.got"
+lo, size, entsize = (int(x, 16) for x in sec.groups())
+assert entsize == 8 and size >= 5 * 8, (size, entsize)
+after = set()  # the addresses right after calls into .plt.got
+lines = subprocess.run(["objdump", "-d", "--no-show-raw-insn", prog], capture_output=True,
+                       text=True).stdout.splitlines()
+for i, line in enumerate(lines):
+    m = re.match(r"\s*([0-9a-f]+):\s+call\s+([0-9a-f]+) <(\w+)@plt>", line)
+    if m and lo <= int(m.group(2), 16) < lo + size and m.group(3) in ("exit", "_exit", "quick_exit", "abort"):
+        n = re.match(r"\s*([0-9a-f]+):", lines[i + 1]) if i + 1 < len(lines) else None
+        if n: after.add(int(n.group(1), 16))
+assert len(after) >= 4, "calls through .plt.got: %d" % len(after)
+starts = {int(a, 16) for a in re.findall(r"FDE cie=\w+ pc=(\w+)\.\.",
+          subprocess.run(["readelf", "-wF", synth], capture_output=True, text=True).stdout)}
+assert starts, "no FDE in the output"
+wrong = sorted(hex(a) for a in starts & after)
+assert not wrong, "FDEs begin after noreturn calls: %s" % wrong
+PY
+done
+
 # Stack realignment: `and $-32,%rsp` under a frame pointer (gcc, clang) and gcc's DRAP (CFA in
 # r10, then an expression reading r10's slot; saves relative to rbp). Every instruction agrees but
 # for gcc's DRAP epilogue, where gcc keeps the rbp-relative save rules past the pops that restored
