@@ -1,6 +1,8 @@
 // libFuzzer target: arbitrary bytes as an ELF file, or as an ar archive of them (`ehelf dump
-// lib.a`). Parses headers, sections (decompressing and relocating), symbols and notes, loads the
-// CFI sections, builds the unwind table and renders the readelf text and JSON.
+// lib.a`). Parses headers, sections (decompressing and relocating), symbols, PLT entries' names
+// and notes, loads the CFI sections, builds the unwind table and renders the readelf text and
+// JSON.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -21,6 +23,10 @@ void fuzz_elf(std::span<const uint8_t> bytes) {
   (void)(*elf)->debug_link();
   for (const auto& s : (*elf)->symbols())
     (void)(*elf)->symbol_for(s.value);
+  for (const auto& s : (*elf)->sections())
+    if (s.name.starts_with(".plt"))
+      for (uint64_t at = s.addr; at - s.addr < std::min<uint64_t>(s.size, 4096); at += 8)
+        (void)(*elf)->plt_symbol_for(at);
   ehelf::LoadOptions options;
   options.separate_debug_file = false;
   auto m = ehelf::load_module_cfi(std::move(*elf), options);

@@ -58,6 +58,10 @@ by = collections.Counter()
 example = {}
 def category(o, t, dso):
     if t == '[unknown]': return 'perf has no name'
+    if t.endswith('@plt') and o.endswith('@plt'):
+        # perf 6.1 names PLT entries in .rela.plt's order, which libc's is not in (its IRELATIVE
+        # relocations come last); ehelf, as objdump, by the GOT slot the entry jumps through.
+        return "PLT entry: perf's name in .rela.plt order, ehelf's (objdump's) by its GOT slot"
     if o == '[unknown]': return 'ehelf has no name' + (' (plt)' if t.endswith('@plt') else '')
     if '(' in t or '<' in t: return 'C++ spelling'
     if 'clone' in t or 'clone' in o: return 'clone suffix'

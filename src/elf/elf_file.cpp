@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstring>
 #include <elf.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -483,6 +484,25 @@ const Symbol* ElfFile::symbol_for(uint64_t addr, AliasChoice choice) const {
   return best;
 }
 
+namespace {
+
+// The GOT slot a PLT entry jumps through, in the psABI's forms: `jmp *disp32(%rip)` (lazy .plt's
+// entries, .plt.got's), after an endbr64 and with a bnd prefix in .plt.sec's (IBT); 0 for
+// others (the lazy .plt's of an IBT file: endbr64, push, jmp to the first entry).
+uint64_t plt_entry_slot(std::span<const uint8_t> entry, uint64_t address) {
+  size_t at = 0;
+  if (entry.size() >= 4 && entry[0] == 0xf3 && entry[1] == 0x0f && entry[2] == 0x1e &&
+      entry[3] == 0xfa)
+    at = 4;                                         // endbr64
+  if (at < entry.size() && entry[at] == 0xf2) ++at; // bnd
+  if (at + 6 > entry.size() || entry[at] != 0xff || entry[at + 1] != 0x25) return 0;
+  int32_t disp;
+  std::memcpy(&disp, entry.data() + at + 2, 4);
+  return address + at + 6 + static_cast<int64_t>(disp);
+}
+
+} // namespace
+
 const Symbol* ElfFile::plt_symbol_for(uint64_t addr) const {
   if (!plt_loaded_) {
     plt_loaded_ = true;
@@ -494,6 +514,10 @@ const Symbol* ElfFile::plt_symbol_for(uint64_t addr) const {
     }
     constexpr uint64_t kEntry = 16; // x86_64 PLT entries (lazy and IBT alike)
     const Section* entries = plt_sec ? plt_sec : plt;
+    // The name of each slot .rela.plt binds: its symbol's, or "*ABS*+0xADDEND" for an IFUNC
+    // the file resolves itself (R_X86_64_IRELATIVE, no symbol: libc's own), as objdump names
+    // them. The entries are not in .rela.plt's order (libc lists its IRELATIVE ones last).
+    std::vector<std::pair<uint64_t, std::string>> slots;
     if (rela && entries && rela->link < sections_.size()) {
       const Section& dynsym = sections_[rela->link];
       auto relocs = section_data(*rela);
@@ -501,26 +525,36 @@ const Symbol* ElfFile::plt_symbol_for(uint64_t addr) const {
       std::span<const uint8_t> strs;
       if (dynsym.link < sections_.size())
         if (auto d = section_data(sections_[dynsym.link])) strs = *d;
-      // .plt starts with the resolver's entry; .plt.sec has only the functions'.
-      const uint64_t first = entries->addr + (plt_sec ? 0 : kEntry);
-      if (relocs && syms && !strs.empty()) {
+      if (relocs && syms) {
         ByteCursor c(*relocs);
-        for (uint64_t i = 0; c.remaining() >= sizeof(Elf64_Rela); ++i) {
-          c.u64(); // r_offset
+        while (c.remaining() >= sizeof(Elf64_Rela)) {
+          const uint64_t offset = c.u64();
           const uint64_t info = c.u64();
-          c.u64(); // r_addend
-          const uint64_t at = first + i * kEntry;
-          if (at + kEntry > entries->addr + entries->size) break;
+          const uint64_t addend = c.u64();
+          if (ELF64_R_TYPE(info) == R_X86_64_IRELATIVE) {
+            slots.emplace_back(offset, fmt::format("*ABS*+{:#x}", addend));
+            continue;
+          }
           ByteCursor sym(*syms);
           sym.seek(ELF64_R_SYM(info) * sizeof(Elf64_Sym));
           const uint32_t name = sym.u32();
           ByteCursor n(strs);
           n.seek(name);
           const std::string_view nm = n.cstring();
-          if (!sym.ok() || !n.ok() || nm.empty()) continue;
-          const std::string& owned = plt_names_.emplace_back(std::string(nm) + "@plt");
-          plt_symbols_.push_back(Symbol{owned, at, kEntry, STT_FUNC, STB_LOCAL});
+          if (ELF64_R_SYM(info) == 0 || !sym.ok() || !n.ok() || nm.empty()) continue;
+          slots.emplace_back(offset, std::string(nm));
         }
+      }
+      std::sort(slots.begin(), slots.end());
+      auto code = section_data(*entries);
+      // .plt starts with the resolver's entry; .plt.sec has only the functions'.
+      for (uint64_t at = plt_sec ? 0 : kEntry; code && at + kEntry <= code->size(); at += kEntry) {
+        const uint64_t slot = plt_entry_slot(code->subspan(at, kEntry), entries->addr + at);
+        auto found = std::lower_bound(slots.begin(), slots.end(), slot,
+                                      [](const auto& s, uint64_t v) { return s.first < v; });
+        if (!slot || found == slots.end() || found->first != slot) continue;
+        const std::string& owned = plt_names_.emplace_back(found->second + "@plt");
+        plt_symbols_.push_back(Symbol{owned, entries->addr + at, kEntry, STT_FUNC, STB_LOCAL});
       }
     }
   }

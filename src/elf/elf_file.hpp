@@ -122,9 +122,10 @@ public:
   // one `choice` prefers.
   const Symbol* symbol_for(uint64_t addr, AliasChoice choice = AliasChoice::Libdwfl) const;
 
-  // The PLT entry holding addr, named as perf synthesizes it ("memmove@plt": the entry's
-  // relocation's symbol), or null. Entries come from .rela.plt, in .plt.sec when the file has
-  // one (IBT), else in .plt after its first entry.
+  // The PLT entry holding addr, named as objdump and perf name it ("memmove@plt": the symbol of
+  // the relocation that binds the GOT slot the entry jumps through; "*ABS*+0x9f550@plt" for an
+  // IFUNC the file resolves itself, as libc's own), or null. Entries are those of .plt.sec when
+  // the file has one (IBT), else those of .plt after its first entry.
   const Symbol* plt_symbol_for(uint64_t addr) const;
 
   // Separate debug file: DIR/.build-id/xx/rest.debug for each of `debug_dirs` in order, then

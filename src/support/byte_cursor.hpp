@@ -90,6 +90,10 @@ public:
   // A NUL-terminated string; fails if no NUL before the end.
   std::string_view cstring() {
     if (failed_) return {};
+    if (pos_ >= data_.size()) { // not even the NUL (and no memchr over no bytes: data may be null)
+      fail();
+      return {};
+    }
     const void* nul = std::memchr(data_.data() + pos_, 0, data_.size() - pos_);
     if (!nul) {
       fail();

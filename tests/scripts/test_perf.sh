@@ -546,4 +546,32 @@ for i, line in enumerate(lines):
 print(f"folded: {total} samples, {chains} through level -> qsort -> compare; svg: {len(titles)} "
       f"titles; json: {len(lines)} samples")
 PY
+# libc's own PLT entries (its IFUNCs: R_X86_64_IRELATIVE, listed after the others in .rela.plt,
+# not in the PLT's order) are named by the GOT slot each jumps through, as objdump names them
+# ("*ABS*+0x9f1c0@plt"); perf 6.1 names them in .rela.plt's order ("@plt", or the name of
+# another entry), not held as the oracle here.
+cc -O2 -o libc_plt_loop "$SRC/tests/fixtures/libc_plt_loop.c" || fail "libc_plt_loop: does not build"
+libc=$(ldd ./libc_plt_loop | awk '/libc\.so\.6/ {print $3}')
+perf_record -q -e cpu-clock -F 4000 --call-graph dwarf -o plt.data ./libc_plt_loop > /dev/null 2> record.log ||
+  { cat record.log; fail "perf record libc_plt_loop"; }
+"$EHELF" perf plt.data > plt.txt 2> /dev/null || fail "ehelf perf of libc_plt_loop"
+objdump -d -j .plt "$libc" > libc-plt.txt
+python3 - plt.txt libc-plt.txt "$(readlink -f "$libc")" << 'PY' || fail "libc's PLT names"
+import re, sys
+labels = {int(a, 16): n for a, n in re.findall(r'^([0-9a-f]+) <(.*@plt)>:$', open(sys.argv[2]).read(), re.M)}
+lo, hi = min(labels), max(labels) + 16
+frames = checked = 0
+for addr, name, dso in re.findall(r'^\t\s*([0-9a-f]+) (.*) \((.*)\)$', open(sys.argv[1]).read(), re.M):
+    a = int(addr, 16)
+    if dso.endswith('libc.so.6') and lo <= a < hi:
+        frames += 1
+        want = labels.get(a & ~15)
+        if want is None or name != want:
+            sys.exit(f"libc+{addr}: ehelf {name!r}, objdump {want!r}")
+        checked += name.startswith('*ABS*')
+if checked < 3:
+    sys.exit(f"only {checked} frames in libc's IFUNC PLT entries ({frames} in its PLT)")
+print(f"libc's PLT: {frames} frames named as objdump names the entries ({checked} IFUNC entries)")
+PY
+
 echo "PASS"
