@@ -1,7 +1,7 @@
 # ehelf_test_rbx_cfa_frame(void (*callback)(void)): calls `callback` from a frame whose CFA is
 # computed from rbx (as a stack-realigning function's can be), a rule the rule cache cannot hold
 # and whose walk needs the caller-saved value of rbx: the fast walk, which does not track rbx,
-# must hand such a walk to the general one. Used by test_runtime_fast_walk.cpp.
+# must take such frames again with every register. Used by test_runtime_fast_walk.cpp.
         .text
         .globl  ehelf_test_rbx_cfa_frame
         .type   ehelf_test_rbx_cfa_frame, @function
