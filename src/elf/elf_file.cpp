@@ -9,6 +9,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include "elf/plt_entries.hpp"
 #include "support/byte_cursor.hpp"
 
 namespace ehelf {
@@ -484,41 +485,18 @@ const Symbol* ElfFile::symbol_for(uint64_t addr, AliasChoice choice) const {
   return best;
 }
 
-namespace {
-
-// The GOT slot a PLT entry jumps through, in the psABI's forms: `jmp *disp32(%rip)` (lazy .plt's
-// entries, .plt.got's), after an endbr64 and with a bnd prefix in .plt.sec's (IBT); 0 for
-// others (the lazy .plt's of an IBT file: endbr64, push, jmp to the first entry).
-uint64_t plt_entry_slot(std::span<const uint8_t> entry, uint64_t address) {
-  size_t at = 0;
-  if (entry.size() >= 4 && entry[0] == 0xf3 && entry[1] == 0x0f && entry[2] == 0x1e &&
-      entry[3] == 0xfa)
-    at = 4;                                         // endbr64
-  if (at < entry.size() && entry[at] == 0xf2) ++at; // bnd
-  if (at + 6 > entry.size() || entry[at] != 0xff || entry[at + 1] != 0x25) return 0;
-  int32_t disp;
-  std::memcpy(&disp, entry.data() + at + 2, 4);
-  return address + at + 6 + static_cast<int64_t>(disp);
-}
-
-} // namespace
-
 const Symbol* ElfFile::plt_symbol_for(uint64_t addr) const {
   if (!plt_loaded_) {
     plt_loaded_ = true;
-    const Section *rela = nullptr, *plt = nullptr, *plt_sec = nullptr;
-    for (const Section& sec : sections_) {
+    const Section* rela = nullptr;
+    for (const Section& sec : sections_)
       if (sec.name == ".rela.plt" && sec.type == SHT_RELA) rela = &sec;
-      if (sec.name == ".plt" && sec.type == SHT_PROGBITS) plt = &sec;
-      if (sec.name == ".plt.sec" && sec.type == SHT_PROGBITS) plt_sec = &sec;
-    }
-    constexpr uint64_t kEntry = 16; // x86_64 PLT entries (lazy and IBT alike)
-    const Section* entries = plt_sec ? plt_sec : plt;
     // The name of each slot .rela.plt binds: its symbol's, or "*ABS*+0xADDEND" for an IFUNC
     // the file resolves itself (R_X86_64_IRELATIVE, no symbol: libc's own), as objdump names
-    // them. The entries are not in .rela.plt's order (libc lists its IRELATIVE ones last).
+    // them. The entries are not in .rela.plt's order (libc lists its IRELATIVE ones last), and
+    // .plt.got's slots are bound elsewhere (.rela.dyn): only entries of .plt and .plt.sec match.
     std::vector<std::pair<uint64_t, std::string>> slots;
-    if (rela && entries && rela->link < sections_.size()) {
+    if (rela && rela->link < sections_.size()) {
       const Section& dynsym = sections_[rela->link];
       auto relocs = section_data(*rela);
       auto syms = section_data(dynsym);
@@ -546,16 +524,13 @@ const Symbol* ElfFile::plt_symbol_for(uint64_t addr) const {
         }
       }
       std::sort(slots.begin(), slots.end());
-      auto code = section_data(*entries);
-      // .plt starts with the resolver's entry; .plt.sec has only the functions'.
-      for (uint64_t at = plt_sec ? 0 : kEntry; code && at + kEntry <= code->size(); at += kEntry) {
-        const uint64_t slot = plt_entry_slot(code->subspan(at, kEntry), entries->addr + at);
-        auto found = std::lower_bound(slots.begin(), slots.end(), slot,
-                                      [](const auto& s, uint64_t v) { return s.first < v; });
-        if (!slot || found == slots.end() || found->first != slot) continue;
-        const std::string& owned = plt_names_.emplace_back(found->second + "@plt");
-        plt_symbols_.push_back(Symbol{owned, entries->addr + at, kEntry, STT_FUNC, STB_LOCAL});
-      }
+    }
+    for (const PltEntry& e : plt_entries(*this)) {
+      auto found = std::lower_bound(slots.begin(), slots.end(), e.slot,
+                                    [](const auto& s, uint64_t v) { return s.first < v; });
+      if (found == slots.end() || found->first != e.slot) continue;
+      const std::string& owned = plt_names_.emplace_back(found->second + "@plt");
+      plt_symbols_.push_back(Symbol{owned, e.address, e.size, STT_FUNC, STB_LOCAL});
     }
   }
   auto it = std::upper_bound(plt_symbols_.begin(), plt_symbols_.end(), addr,

@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "elf/dynamic_relocations.hpp"
+#include "elf/plt_entries.hpp"
 #include "model/registers.hpp"
 #include "synth/exception_tables.hpp"
 #include "x86/decoder.hpp"
@@ -220,10 +221,8 @@ struct Synthesizer {
     }
   }
 
-  // PLT stubs of noreturn functions: each entry of .plt/.plt.sec/.plt.got (16 bytes, or the
-  // section's entry size: .plt.got's are 8 without IBT) jumps through a GOT slot (`jmp
-  // *disp(%rip)`, maybe after endbr64 and with a bnd prefix), and the dynamic relocations name
-  // the symbol each slot is bound to.
+  // PLT stubs of noreturn functions: each PLT entry (elf/plt_entries) jumps through a GOT slot,
+  // and the dynamic relocations name the symbol each slot is bound to.
   void discover_plt_noreturn() {
     std::unordered_map<uint64_t, std::string_view> slot_names;
     for (const NamedRelocation& r : dynamic_relocations(elf))
@@ -231,38 +230,16 @@ struct Synthesizer {
     std::unordered_map<std::string_view, uint64_t> defined; // functions this file defines
     for (const Symbol& sym : elf.symbols())
       if (sym.type == STT_FUNC && section_of(sym.value)) defined.emplace(sym.name, sym.value);
-    for (const Section& s : elf.sections()) {
-      if (!s.name.starts_with(".plt") || !(s.flags & SHF_EXECINSTR) || s.type == SHT_NOBITS)
-        continue;
-      auto data = elf.section_data(s);
-      if (!data) continue;
-      const size_t entry_size = s.entsize == 8 ? 8 : 16;
-      for (size_t entry = 0; entry + entry_size <= data->size(); entry += entry_size) {
-        const uint64_t stub = s.addr + entry;
-        const uint64_t slot = plt_entry_slot(data->subspan(entry, entry_size), stub);
-        auto n = slot_names.find(slot);
-        if (!slot || n == slot_names.end()) continue;
-        if (known_noreturn(n->second)) noreturn.insert(stub);
-        if (exits_unless_status_zero(n->second)) exit_if_status.insert(stub);
-        if (auto d = defined.find(n->second); d != defined.end()) {
-          plt_to_local[d->second].push_back(stub);
-          plt_local_entries.insert(stub);
-        }
+    for (const PltEntry& e : plt_entries(elf)) {
+      auto n = slot_names.find(e.slot);
+      if (n == slot_names.end()) continue;
+      if (known_noreturn(n->second)) noreturn.insert(e.address);
+      if (exits_unless_status_zero(n->second)) exit_if_status.insert(e.address);
+      if (auto d = defined.find(n->second); d != defined.end()) {
+        plt_to_local[d->second].push_back(e.address);
+        plt_local_entries.insert(e.address);
       }
     }
-  }
-
-  // The GOT slot a PLT entry's first indirect jump goes through (0: none before the entry's
-  // end, or another first jump: the PLT's header pushes and jumps elsewhere).
-  uint64_t plt_entry_slot(std::span<const uint8_t> entry, uint64_t address) const {
-    for (size_t at = 0; at < entry.size();) {
-      auto in = decoder.decode(entry.subspan(at), address + at);
-      if (!in) return 0;
-      if (in->flow == x86::Flow::jump_indirect) return in->indirect_slot;
-      if (in->flow != x86::Flow::next) return 0;
-      at += in->length;
-    }
-    return 0;
   }
 
   // Whether the call at `call` to `target` is one of those with a status other than 0 in edi,
