@@ -369,7 +369,7 @@ size_t FastWalk::walk(const WalkStart& start, const bool bp_known, const bool bx
     if (r == StopReason::MissingRegister) {
       const size_t missing_at = static_cast<size_t>(out - pcs) - 1; // this frame
       if (missing_at == restart_at) break; // every register it could know, it knew
-      if (restart_at == 0) {
+      if (restart_at == 0) {               // the first re-walk: from the walk's start
         if (first) restart = *first;
         restart.set(x86_64::RIP, start.pc);
         restart.set(x86_64::RSP, start.sp);
@@ -388,13 +388,7 @@ size_t FastWalk::walk(const WalkStart& start, const bool bp_known, const bool bx
       }
       restart_at = n - 1;
       out = pcs + n;
-      regs = WalkRegs{restart.get(x86_64::RIP),
-                      restart.get(x86_64::RSP),
-                      restart.get(x86_64::RBP),
-                      restart.get(x86_64::RBX),
-                      restart.has(x86_64::RBP),
-                      restart.has(x86_64::RBX),
-                      restart_exact};
+      regs = WalkRegs::of(restart, restart_exact);
       if (restart_exact) {
         after_signal = restart;
         interrupted = &after_signal;
@@ -443,9 +437,7 @@ StopReason FastWalk::general_step(WalkRegs& w, std::span<const DirectRange> rang
   } else {
     interrupted = nullptr;
   }
-  w = WalkRegs{regs.get(x86_64::RIP), regs.get(x86_64::RSP), regs.get(x86_64::RBP),
-               regs.get(x86_64::RBX), regs.has(x86_64::RBP), regs.has(x86_64::RBX),
-               info.signal_frame};
+  w = WalkRegs::of(regs, info.signal_frame);
   return StopReason::None;
 }
 

@@ -96,6 +96,17 @@ private:
     uint64_t pc, sp, bp, bx;
     bool bp_ok, bx_ok;
     bool exact; // pc is an interrupted instruction, looked up as is
+
+    // The four a walk tracks, of a frame whose registers a general step gave.
+    static WalkRegs of(const RegisterState& r, bool exact) {
+      return WalkRegs{r.get(x86_64::RIP),
+                      r.get(x86_64::RSP),
+                      r.get(x86_64::RBP),
+                      r.get(x86_64::RBX),
+                      r.has(x86_64::RBP),
+                      r.has(x86_64::RBX),
+                      exact};
+    }
   };
   // One GeneralStep::step of a walk, out of line: the fast walk's function stays small.
   // `interrupted`: every register of an interrupted frame (the first, or one under a signal
