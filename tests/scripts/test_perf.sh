@@ -7,7 +7,8 @@
 # --no-inline), with each backend; with -g (no stack copies) the recorded chains are printed
 # as perf does. Then the other outputs: folded stacks (counts add up to the
 # samples, the recursion's chain is there), the flame graph (well-formed XML, one frame per
-# function), JSON lines (one per sample, same frames as the script output).
+# function), JSON lines (one per sample, same frames as the script output); frames in libc's PLT
+# named as objdump names its entries.
 # Usage: test_perf.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 BUILD=$(cd "${1:?build dir}" && pwd)
@@ -548,15 +549,15 @@ print(f"folded: {total} samples, {chains} through level -> qsort -> compare; svg
 PY
 # libc's own PLT entries (its IFUNCs: R_X86_64_IRELATIVE, listed after the others in .rela.plt,
 # not in the PLT's order) are named by the GOT slot each jumps through, as objdump names them
-# ("*ABS*+0x9f1c0@plt"); perf 6.1 names them in .rela.plt's order ("@plt", or the name of
-# another entry), not held as the oracle here.
+# ("*ABS*+0x9f1c0@plt"; gdb's `info symbol` agrees); perf 6.1 names them in .rela.plt's order
+# ("@plt", or the name of another entry), not held as the oracle here.
 cc -O2 -o libc_plt_loop "$SRC/tests/fixtures/libc_plt_loop.c" || fail "libc_plt_loop: does not build"
 libc=$(ldd ./libc_plt_loop | awk '/libc\.so\.6/ {print $3}')
 perf_record -q -e cpu-clock -F 4000 --call-graph dwarf -o plt.data ./libc_plt_loop > /dev/null 2> record.log ||
   { cat record.log; fail "perf record libc_plt_loop"; }
 "$EHELF" perf plt.data > plt.txt 2> /dev/null || fail "ehelf perf of libc_plt_loop"
 objdump -d -j .plt "$libc" > libc-plt.txt
-python3 - plt.txt libc-plt.txt "$(readlink -f "$libc")" << 'PY' || fail "libc's PLT names"
+python3 - plt.txt libc-plt.txt << 'PY' || fail "libc's PLT names"
 import re, sys
 labels = {int(a, 16): n for a, n in re.findall(r'^([0-9a-f]+) <(.*@plt)>:$', open(sys.argv[2]).read(), re.M)}
 lo, hi = min(labels), max(labels) + 16
