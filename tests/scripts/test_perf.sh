@@ -570,7 +570,9 @@ for addr, name, dso in re.findall(r'^\t\s*([0-9a-f]+) (.*) \((.*)\)$', open(sys.
         if want is None or name != want:
             sys.exit(f"libc+{addr}: ehelf {name!r}, objdump {want!r}")
         checked += name.startswith('*ABS*')
-if checked < 3:
+# explicit_bzero's loop puts about a quarter of its samples in the memset entry (533 of 2,003
+# in a local run); 20 leaves room for a loaded machine without a chance failure.
+if checked < 20:
     sys.exit(f"only {checked} frames in libc's IFUNC PLT entries ({frames} in its PLT)")
 print(f"libc's PLT: {frames} frames named as objdump names the entries ({checked} IFUNC entries)")
 PY
