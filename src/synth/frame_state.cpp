@@ -126,8 +126,10 @@ void apply(FrameState& s, const x86::Instruction& in) {
       if (!w.known) break;
       if (op.reg != Reg::none && op.reg == s.drap && w.aligned && s.drap_depth == 0)
         s.drap_slot = op.disp - w.depth; // push %r10: the slot now holds the CFA
+      // A save slot lies in this frame, below the return address (an aligned slot is below it
+      // by construction): a store at or above the return address's slot is no save.
       if (op.reg != Reg::none && callee_saved(op.reg) && !(s.clobbered & bit) &&
-          !s.saved[unsigned(op.reg)]) {
+          !s.saved[unsigned(op.reg)] && (w.aligned || op.disp - w.depth <= -16)) {
         s.saved[unsigned(op.reg)] = op.disp - w.depth;
         if (w.aligned) s.saved_aligned |= bit;
       }

@@ -63,6 +63,9 @@ struct Synthesizer {
   // parent's frame in place: such a part, never called, is analysed from the states of the jumps
   // that reach it, each target with the first state found for it.
   std::set<uint64_t> weak;
+  // The instruction starts of a linear sweep of such a start's code (up to its FDE's end), for
+  // split_off_part, made once per start.
+  std::unordered_map<uint64_t, std::vector<uint64_t>> part_sweeps;
   std::map<uint64_t, std::vector<std::pair<uint64_t, FrameState>>> jumped_in;
   std::map<uint64_t, size_t> entries_used; // weak start -> jumped_in entries its analysis used
   // Weak starts a call or a tail call enters at their start: functions, whose own cold parts
@@ -145,6 +148,52 @@ struct Synthesizer {
       if (const TableRange* r = shipped->find(a))
         if (const uint64_t begin = shipped->function(r->function).pc_begin; begin < a) return begin;
     return 0;
+  }
+
+  // Whether a switch's target `a` outside its function lies in a part split off a function (its
+  // cold cases): a .cold part, or in a stripped file code whose start is known only from an FDE,
+  // that nothing calls and that opens no frame at its start (a part begins mid-flow), `a` on an
+  // instruction boundary from that start. A table whose bound the recogniser misread (entries
+  // past the real table) reaches into the functions after it: those are called or open frames,
+  // and its targets fall anywhere in an instruction. (Whether the part's address is taken says
+  // nothing: a non-PIE file's tables of absolute addresses make every case a code pointer.)
+  bool split_off_part(uint64_t a) {
+    if (cold_part_of(a)) return true;
+    const uint64_t holder = names.count(a) ? a : known_function_holding(a);
+    if (!holder || !weak.count(holder) || called.count(holder)) return false;
+    const CodeSection* c = section_of(holder);
+    if (!c || a >= c->end || starts_with_prologue(*c, holder, c->end)) return false;
+    auto [sweep, fresh] = part_sweeps.try_emplace(holder);
+    if (fresh) { // once per part (a hostile file's tables may ask for each of 65,536 entries)
+      constexpr int kMaxInstructions = 4096;
+      const uint64_t end = std::min(c->end, stated_end(holder));
+      for (uint64_t at = holder; at < end && sweep->second.size() < kMaxInstructions;) {
+        auto in = decoder.decode(c->bytes.subspan(at - c->begin), at);
+        if (!in) break;
+        sweep->second.push_back(at);
+        at += in->length;
+      }
+    }
+    return std::binary_search(sweep->second.begin(), sweep->second.end(), a);
+  }
+
+  // Whether the instruction at `a` (after an endbr64, before `end`) opens a frame: a push of
+  // rbx, rbp or r12-r15, or a `sub $imm,%rsp`.
+  bool starts_with_prologue(const CodeSection& c, uint64_t a, uint64_t end) const {
+    auto bytes = c.bytes.subspan(a - c.begin);
+    if (bytes.size() >= 4 && bytes[0] == 0xf3 && bytes[1] == 0x0f && bytes[2] == 0x1e &&
+        bytes[3] == 0xfa) { // endbr64
+      a += 4, bytes = bytes.subspan(4);
+      if (a >= end) return false;
+    }
+    auto in = decoder.decode(bytes, a);
+    if (!in || in->op_count == 0) return false;
+    const x86::StackOp& op = in->ops[0];
+    if (op.kind == x86::StackOp::Kind::rsp_add && op.disp < 0 && in->op_count == 1) return true;
+    if (in->op_count != 2 || op.kind != x86::StackOp::Kind::rsp_add || op.disp != -8) return false;
+    const x86::Reg r = in->ops[1].reg;
+    return in->ops[1].kind == x86::StackOp::Kind::store &&
+           (r == x86::Reg::rbx || r == x86::Reg::rbp || r >= x86::Reg::r12);
   }
 
   // The start of the .cold part holding `a` (landing pads jump into their middle), or 0.
@@ -265,7 +314,9 @@ struct Synthesizer {
 
   // The targets of the switch dispatch at `jump` (x86/jump_table.hpp), read from the file; none
   // when the jump is no recognised dispatch, its table is not in the file or one of its first
-  // `entries` targets lies outside the function.
+  // `entries` targets lies outside the function and its parts (a split-off part known from the
+  // file's FDEs counts as one: a switch's cold cases). A target right at the end of the
+  // function's code is an empty, unreachable case: not followed.
   template <typename Inside>
   std::vector<uint64_t>
   jump_table_targets(uint64_t jump, const std::unordered_map<uint64_t, uint64_t>& predecessor,
@@ -299,7 +350,11 @@ struct Synthesizer {
         to = table->base + uint64_t(int64_t(v));
       } else
         std::memcpy(&to, e, 8);
-      if (!inside(to)) return {};
+      if (!inside(to)) {
+        // A case clang left empty (unreachable: its label is where the function's code ends).
+        if (to > 0 && inside(to - 1)) continue;
+        if (!split_off_part(to)) return {};
+      }
       if (std::find(targets.begin(), targets.end(), to) == targets.end()) targets.push_back(to);
     }
     result.jump_tables += first_visit;
@@ -343,14 +398,21 @@ struct Synthesizer {
     std::vector<Step> work = {{start, initial, 0}};
     start_skipped.erase(start);
     if (auto j = jumped_in.find(start); j != jumped_in.end() && weak.count(start)) {
-      if (!called.count(start)) {
+      // A function called at its start, or whose start opens a frame and is reached by no jump
+      // with a frame in place (one called only through pointers: a part split off begins
+      // mid-flow, maybe with a `sub` for a call's arguments), is entered there as any function;
+      // jumps into its middle (from its own cold part) bring their states.
+      const CodeSection* c = section_of(start);
+      const bool jumped_to_start = std::any_of(j->second.begin(), j->second.end(),
+                                               [&](const auto& e) { return e.first == start; });
+      const bool function =
+          called.count(start) || (!jumped_to_start && c && starts_with_prologue(*c, start, c->end));
+      if (!function) {
         work.clear();
         start_skipped.insert(start);
       }
-      // A function called at its start is entered there as any function; jumps into its middle
-      // (from its own cold part) bring their states.
       for (const auto& [to, state] : j->second)
-        if (to != start || !called.count(start)) work.push_back({to, state, 0});
+        if (to != start || !function) work.push_back({to, state, 0});
       entries_used[start] = j->second.size();
     }
     std::unordered_map<uint64_t, uint64_t> predecessor; // on the first path that reached it
@@ -460,7 +522,8 @@ struct Synthesizer {
       apply(out, *in);
       const uint64_t next = a + in->length;
       const uint64_t here = a; // clang 14 (the fuzz build) cannot capture a structured binding
-      auto go = [&](uint64_t to) {
+      // `table`: `to` is a target of this instruction's jump table (a jump as a direct one).
+      auto go = [&](uint64_t to, bool table = false) {
         if (inside(to)) {
           work.push_back({to, out, here});
           return;
@@ -470,7 +533,7 @@ struct Synthesizer {
           work.push_back({to, out, here});
           return;
         }
-        const bool jump = in->has_target() && to == in->target;
+        const bool jump = table || (in->has_target() && to == in->target);
         if (noreturn.count(to)) {
           ends.tail_calls.push_back(to);
         } else if (const uint64_t holder = names.count(to) ? to : known_function_holding(to)) {
@@ -556,7 +619,7 @@ struct Synthesizer {
           if (has_frame(out)) computed_jumps.emplace_back(a, out);
         }
         for (uint64_t to : targets)
-          work.push_back({to, out, a});
+          go(to, true);
         break;
       }
       case x86::Flow::ret:
@@ -729,15 +792,6 @@ struct Synthesizer {
     auto decode = [&](const CodeSection& c, uint64_t a) {
       return decoder.decode(c.bytes.subspan(a - c.begin), a);
     };
-    auto opens_frame = [](const x86::Instruction& in) {
-      if (in.op_count == 0) return false;
-      const x86::StackOp& op = in.ops[0];
-      if (op.kind == x86::StackOp::Kind::rsp_add && op.disp < 0 && in.op_count == 1) return true;
-      if (in.op_count != 2 || op.kind != x86::StackOp::Kind::rsp_add || op.disp != -8) return false;
-      const x86::Reg r = in.ops[1].reg;
-      return in.ops[1].kind == x86::StackOp::Kind::store &&
-             (r == x86::Reg::rbx || r == x86::Reg::rbp || r >= x86::Reg::r12);
-    };
     auto consider = [&](const CodeSection& c, uint64_t from, uint64_t to, bool after_end) {
       uint64_t a = from;
       for (; a < to;) { // past the padding
@@ -748,18 +802,7 @@ struct Synthesizer {
       }
       if (a >= to || names.count(a) || known_function_holding(a)) return;
       if (!(a > from ? a % 16 == 0 : after_end)) return;
-      auto first = decode(c, a);
-      if (!first) return;
-      uint64_t b = a;
-      if (auto bytes = c.bytes.subspan(a - c.begin); bytes.size() >= 4 && bytes[0] == 0xf3 &&
-                                                     bytes[1] == 0x0f && bytes[2] == 0x1e &&
-                                                     bytes[3] == 0xfa) { // endbr64
-        b += 4;
-        if (b >= to) return;
-        first = decode(c, b);
-        if (!first) return;
-      }
-      if (!opens_frame(*first)) return;
+      if (!starts_with_prologue(c, a, to)) return;
       add_start(a, "");
       added = true;
     };
