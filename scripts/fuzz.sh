@@ -117,6 +117,9 @@ run_target() { # NAME
     # C++: split functions, LSDAs (one with an exception specification), FDEs only (no symbols).
     g++ -std=c++14 -O2 -w tests/fixtures/synth_cold.cpp -o "$work/cold" && strip -s "$work/cold"
     cc -O2 tests/fixtures/synth_plt_got.c -o "$work/plt_got" # noreturn calls through .plt.got
+    # A switch's cases in a .cold part known only from its FDE; a table entry at its function's end.
+    cc -O2 -w tests/fixtures/synth_cold_switch.c -o "$work/cold_switch" && strip -s "$work/cold_switch"
+    cc tests/fixtures/synth_switch_end.S -o "$work/switch_end" && strip -s "$work/switch_end"
   fi
   if [ "$name" = fuzz_eh_elf_check ]; then
     # eh_elfs as ehelf compiles them (the release build's CLI, if built; else the fuzz build has

@@ -145,13 +145,11 @@ uint64_t instructions_in(const ElfFile& elf, const x86::Decoder& decoder, uint64
     auto code =
         data->subspan(begin - s.addr, std::min(end - begin, data->size() - (begin - s.addr)));
     uint64_t n = 0;
-    for (uint64_t off = 0; off < code.size();) {
-      auto in = decoder.decode(code.subspan(off), begin + off);
-      if (!in) return n + 1; // what follows is not code the decoder knows: count it once
-      n += !in->padding;
-      off += in->length;
-    }
-    return n;
+    const uint64_t swept = decoder.sweep(code, begin, [&n](const x86::Instruction& in, uint64_t) {
+      n += !in.padding;
+      return true;
+    });
+    return swept < code.size() ? n + 1 : n; // what follows is not code the decoder knows: once
   }
   return 0;
 }

@@ -7,8 +7,8 @@
 #include <optional>
 #include <unordered_map>
 
-#include "support/byte_cursor.hpp"
 #include "elf/dynamic_relocations.hpp"
+#include "support/byte_cursor.hpp"
 #include "x86/decoder.hpp"
 #include "x86/elf_code.hpp"
 
@@ -217,16 +217,13 @@ bool ExceptionTables::fits(const SynthResult& r, const Lsda& l, uint32_t fn,
 // `limit`, into `sw`'s instruction starts and call ends; returns the offset it stopped at.
 uint64_t ExceptionTables::linear_sweep(std::span<const uint8_t> code, uint64_t address,
                                        uint64_t limit, Sweep& sw) const {
-  uint64_t off = 0;
-  while (off < code.size() && off <= limit) {
-    auto in = decoder_.decode(code.subspan(off), address + off);
-    if (!in) break;
+  return decoder_.sweep(code, address, [&](const x86::Instruction& in, uint64_t off) {
+    if (off > limit) return false;
     sw.starts.push_back(uint32_t(off));
-    off += in->length;
-    if (in->flow == x86::Flow::call || in->flow == x86::Flow::call_indirect)
-      sw.call_ends.push_back(uint32_t(off));
-  }
-  return off;
+    if (in.flow == x86::Flow::call || in.flow == x86::Flow::call_indirect)
+      sw.call_ends.push_back(uint32_t(off + in.length));
+    return true;
+  });
 }
 
 const ExceptionTables::Sweep& ExceptionTables::sweep(const SynthFunction::Part& p) {

@@ -165,14 +165,15 @@ struct Synthesizer {
     if (!c || a >= c->end || starts_with_prologue(*c, holder, c->end)) return false;
     auto [sweep, fresh] = part_sweeps.try_emplace(holder);
     if (fresh) { // once per part (a hostile file's tables may ask for each of 65,536 entries)
-      constexpr int kMaxInstructions = 4096;
+      constexpr size_t kMaxInstructions = 4096;
       const uint64_t end = std::min(c->end, stated_end(holder));
-      for (uint64_t at = holder; at < end && sweep->second.size() < kMaxInstructions;) {
-        auto in = decoder.decode(c->bytes.subspan(at - c->begin), at);
-        if (!in) break;
-        sweep->second.push_back(at);
-        at += in->length;
-      }
+      std::vector<uint64_t>& starts = sweep->second;
+      decoder.sweep(c->bytes.subspan(holder - c->begin, end - holder), holder,
+                    [&](const x86::Instruction&, uint64_t off) {
+                      if (starts.size() == kMaxInstructions) return false;
+                      starts.push_back(holder + off);
+                      return true;
+                    });
     }
     return std::binary_search(sweep->second.begin(), sweep->second.end(), a);
   }
@@ -789,17 +790,12 @@ struct Synthesizer {
   bool add_prologue_starts() {
     if (shipped) return false;
     bool added = false;
-    auto decode = [&](const CodeSection& c, uint64_t a) {
-      return decoder.decode(c.bytes.subspan(a - c.begin), a);
-    };
     auto consider = [&](const CodeSection& c, uint64_t from, uint64_t to, bool after_end) {
-      uint64_t a = from;
-      for (; a < to;) { // past the padding
-        auto in = decode(c, a);
-        if (!in) return;
-        if (!in->padding) break;
-        a += in->length;
-      }
+      // Past the padding (an undecodable byte stops there: no prologue decodes at it).
+      const uint64_t a = from + decoder.sweep(c.bytes.subspan(from - c.begin), from,
+                                              [&](const x86::Instruction& in, uint64_t off) {
+                                                return from + off < to && in.padding;
+                                              });
       if (a >= to || names.count(a) || known_function_holding(a)) return;
       if (!(a > from ? a % 16 == 0 : after_end)) return;
       if (!starts_with_prologue(c, a, to)) return;
@@ -815,7 +811,7 @@ struct Synthesizer {
       // Whether no path goes on past `last` (decoded only where a gap follows it).
       auto after_end = [&] {
         if (!last) return true;
-        auto in = decode(c, last);
+        auto in = decoder.decode(c.bytes.subspan(last - c.begin), last);
         return in && (in->flow == x86::Flow::ret || in->flow == x86::Flow::jump ||
                       in->flow == x86::Flow::jump_indirect || in->flow == x86::Flow::trap ||
                       (in->flow == x86::Flow::call && noreturn.count(in->target)));

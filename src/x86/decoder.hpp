@@ -24,6 +24,21 @@ public:
   // truncated instruction is an error whose offset is `address`.
   Result<Instruction> decode(std::span<const uint8_t> code, uint64_t address) const;
 
+  // Decodes code[0...] (at `address`) one instruction after the other, calling
+  // visit(instruction, offset) for each: true takes it and goes on, false stops there. Returns
+  // the offset it stopped at: code.size(), the instruction `visit` refused, or the first that
+  // does not decode. (Linear sweeps: compilers put no data between a function's instructions.)
+  template <typename Visit>
+  uint64_t sweep(std::span<const uint8_t> code, uint64_t address, Visit&& visit) const {
+    uint64_t off = 0;
+    while (off < code.size()) {
+      auto in = decode(code.subspan(off), address + off);
+      if (!in || !visit(*in, off)) break;
+      off += in->length;
+    }
+    return off;
+  }
+
   // The instruction at code[0] in AT&T syntax with absolute targets, e.g. "push %rbx",
   // "call 0x401020", "mov %rsp, %rbp" (Zydis's spelling); "(bad)" if it does not decode.
   std::string format(std::span<const uint8_t> code, uint64_t address) const;

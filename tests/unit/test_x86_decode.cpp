@@ -26,18 +26,18 @@ using K = StackOp::Kind;
   X(pop_rbp)                                                                                       \
   X(push_imm)                                                                                      \
   X(pushw_imm)                                                                                     \
-  X(push_rsp_mem) X(push_drap) X(push_indexed) X(push_rip) X(push_rsp) X(pop_rsp) X(pop_mem)       \
-      X(pushf) X(popf) X(sub_rsp) X(add_rsp) X(add_rsp_big) X(sub_rsp_reg) X(lea_rsp_rsp)          \
-          X(and_rsp) X(and_rsp_odd) X(lea_drap) X(lea_rsp_drap) X(lea_rbp_rsp) X(lea_rsp_rbp)      \
-              X(lea_indexed_rsp) X(mov_rsp_rbp) X(mov_rbp_rsp) X(mov_rsp_rdi) X(leave) X(enter)    \
-                  X(enter_nested) X(store_rbp_slot) X(store_rsp_slot) X(load_rbp_slot)             \
-                      X(load_rsp_slot) X(store_32bit) X(store_other_base) X(xor_ebp)               \
-                          X(mov_rsp_mem) X(xchg_rsp) X(mov_rax_rbx) X(lea_rip) X(call_direct)      \
-                              X(call_reg) X(call_mem) X(call_far) X(jmp_direct) X(jmp_reg)         \
-                                  X(jmp_notrack) X(jmp_far) X(je) X(jrcxz) X(loop) X(xbegin)       \
-                                      X(ret) X(ret_imm) X(repz_ret) X(lret) X(iretq) X(syscall)    \
-                                          X(int80) X(int_other) X(sysret) X(hlt) X(ud2) X(int3)    \
-                                              X(nop) X(endbr64) X(cpuid) X(avx512)
+  X(push_rsp_mem)                                                                                  \
+  X(push_drap) X(push_indexed) X(push_rip) X(push_rsp) X(pop_rsp) X(pop_mem) X(pushf) X(popf)      \
+      X(sub_rsp) X(add_rsp) X(add_rsp_big) X(sub_rsp_reg) X(lea_rsp_rsp) X(and_rsp) X(and_rsp_odd) \
+          X(lea_drap) X(lea_rsp_drap) X(lea_rbp_rsp) X(lea_rsp_rbp) X(lea_indexed_rsp)             \
+              X(mov_rsp_rbp) X(mov_rbp_rsp) X(mov_rsp_rdi) X(leave) X(enter) X(enter_nested)       \
+                  X(store_rbp_slot) X(store_rsp_slot) X(load_rbp_slot) X(load_rsp_slot)            \
+                      X(store_32bit) X(store_other_base) X(xor_ebp) X(mov_rsp_mem) X(xchg_rsp)     \
+                          X(mov_rax_rbx) X(lea_rip) X(call_direct) X(call_reg) X(call_mem)         \
+                              X(call_far) X(jmp_direct) X(jmp_reg) X(jmp_notrack) X(jmp_far) X(je) \
+                                  X(jrcxz) X(loop) X(xbegin) X(ret) X(ret_imm) X(repz_ret) X(lret) \
+                                      X(iretq) X(syscall) X(int80) X(int_other) X(sysret) X(hlt)   \
+                                          X(ud2) X(int3) X(nop) X(endbr64) X(cpuid) X(avx512)
 
 #define DECLARE_CASE(name) extern "C" const uint8_t x86_##name[], x86_##name##_end[];
 X86_CASES(DECLARE_CASE)
@@ -261,6 +261,31 @@ TEST(X86Decode, Padding) {
   EXPECT_TRUE(padding({0xcc}));                                                       // int3
   EXPECT_FALSE(padding({0x48, 0x89, 0xc3}));       // mov %rax,%rbx
   EXPECT_FALSE(padding({0xf3, 0x0f, 0x1e, 0xfa})); // endbr64
+}
+
+// The linear sweep: each instruction's offset in order, stopping where the visitor refuses one,
+// at an undecodable byte, or at the end (offsets as objdump -d lists these bytes).
+TEST(X86Decode, SweepVisitsInstructionsInOrder) {
+  Decoder decoder;
+  const std::vector<uint8_t> code = {0x53,             // push %rbx
+                                     0x48, 0x89, 0xfb, // mov %rdi,%rbx
+                                     0x66, 0x90,       // xchg %ax,%ax
+                                     0xc3,             // ret
+                                     0x06};            // (bad): no such instruction in 64-bit mode
+  std::vector<uint64_t> offsets;
+  auto all = [&](const Instruction&, uint64_t off) {
+    offsets.push_back(off);
+    return true;
+  };
+  EXPECT_EQ(decoder.sweep(code, 0x1000, all), 7u); // stops at the undecodable byte
+  EXPECT_EQ(offsets, (std::vector<uint64_t>{0, 1, 4, 6}));
+  offsets.clear();
+  EXPECT_EQ(decoder.sweep(std::span(code).first(7), 0x1000, all), 7u); // the end
+  EXPECT_EQ(offsets.size(), 4u);
+  // Refused: the sweep stops at that instruction, not after it.
+  EXPECT_EQ(
+      decoder.sweep(code, 0x1000, [](const Instruction& in, uint64_t) { return !in.padding; }), 4u);
+  EXPECT_EQ(decoder.sweep(std::span<const uint8_t>(), 0x1000, all), 0u);
 }
 
 TEST(X86Decode, RegisterWritesAndRspDelta) {
