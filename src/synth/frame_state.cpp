@@ -31,6 +31,12 @@ bool has_frame(const FrameState& s) {
          std::any_of(std::begin(s.saved), std::end(s.saved), [](int32_t v) { return v != 0; });
 }
 
+bool saves_below_return_address(const FrameState& s) {
+  for (int i = 0; i < 16; ++i)
+    if (s.saved[i] > -16 && s.saved[i] != 0 && !(s.saved_aligned >> i & 1)) return false;
+  return true;
+}
+
 bool same_frame(const FrameState& a, const FrameState& b) {
   if (a.cfa_on_rbp != b.cfa_on_rbp) return false;
   if (a.cfa_on_rbp) {
@@ -126,10 +132,8 @@ void apply(FrameState& s, const x86::Instruction& in) {
       if (!w.known) break;
       if (op.reg != Reg::none && op.reg == s.drap && w.aligned && s.drap_depth == 0)
         s.drap_slot = op.disp - w.depth; // push %r10: the slot now holds the CFA
-      // A save slot lies in this frame, below the return address (an aligned slot is below it
-      // by construction): a store at or above the return address's slot is no save.
       if (op.reg != Reg::none && callee_saved(op.reg) && !(s.clobbered & bit) &&
-          !s.saved[unsigned(op.reg)] && (w.aligned || op.disp - w.depth <= -16)) {
+          !s.saved[unsigned(op.reg)]) {
         s.saved[unsigned(op.reg)] = op.disp - w.depth;
         if (w.aligned) s.saved_aligned |= bit;
       }

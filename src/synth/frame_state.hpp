@@ -66,6 +66,11 @@ inline constexpr x86::Reg kCalleeSaved[] = {x86::Reg::rbx, x86::Reg::rbp, x86::R
 // A frame in place (saved registers, the CFA on a frame pointer, rsp moved or unknown): a jump
 // in this state is no tail call.
 bool has_frame(const FrameState& s);
+// Whether every save slot lies below the return address, as in any real frame. A store over the
+// return address or above it (`mov %rbp,(%rsp)` at CFA=rsp+8: a stack argument) is taken for a
+// save only when the analysis entered the code in a wrong state (a cold part taken from a
+// function entry's state): such a state says nothing about the code it jumps to.
+bool saves_below_return_address(const FrameState& s);
 // The key the paths meeting at an instruction must agree on: the CFA and the save slots.
 bool same_frame(const FrameState& a, const FrameState& b);
 // `into` joined with `other` where same_frame holds: what either path may have lost is lost.

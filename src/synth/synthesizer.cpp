@@ -547,6 +547,7 @@ struct Synthesizer {
             ends.tail_calls.push_back(to);
             if (jump) called.insert(to);
           } else if (jump && has_frame(out) && weak.count(holder) &&
+                     saves_below_return_address(out) &&
                      (!out.rsp_known || out.rsp_aligned || out.height >= 8)) {
             auto& entries = jumped_in[holder];
             if (std::none_of(entries.begin(), entries.end(),
