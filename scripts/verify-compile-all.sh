@@ -221,7 +221,7 @@ for set in "${sets[@]}"; do
     [ -t 2 ] && printf '\r[%s] %d/%d files' "$set" "$n" "$total" >&2
     before=$(wc -l <"$work/results.$set")
     run_chunk "$chunk" "$set" "$(basename "$chunk").$set"
-    if tail -n +$((before + 1)) "$work/results.$set" | grep -q '^CRASH'; then
+    if tail -n +$((before + 1)) "$work/results.$set" | grep '^CRASH' >/dev/null; then # (grep -q: SIGPIPE under pipefail)
       # Redo the chunk file by file.
       head -n "$before" "$work/results.$set" >"$work/results.tmp" && mv "$work/results.tmp" "$work/results.$set"
       while IFS= read -r f; do
