@@ -68,10 +68,11 @@ rounds="${UNWIND_HOT_ROUNDS:-21}"
 echo "timings"
 "$bin/unwind_bench" --cold-samples "$samples" --hot-rounds "$rounds" --json "$work/time.json" "$@"
 "$bin/unwind_bench_llvm" --cold-samples "$samples" --hot-rounds "$rounds" --json "$work/time_llvm.json" "$@"
+"$bin/unwind_bench_capi" --cold-samples "$samples" --hot-rounds "$rounds" --json "$work/time_capi.json" "$@"
 
-run_each() { # run_each KIND: every peer of both binaries, one process each
+run_each() { # run_each KIND: every peer of the three binaries, one process each
   local kind="$1" i=0 b peer
-  for b in unwind_bench unwind_bench_llvm; do
+  for b in unwind_bench unwind_bench_llvm unwind_bench_capi; do
     while IFS= read -r peer; do
       i=$((i + 1))
       echo "$kind: $peer"

@@ -502,6 +502,9 @@ int Bench::run() {
 #ifdef BENCH_LLVM
   add_llvm_peers(peers_);
 #endif
+#ifdef BENCH_EHELF_CAPI
+  add_capi_peers(peers_);
+#endif
   if (o_.list) {
     for (auto& p : peers_) std::printf("%s\n", p.name.c_str());
     return 0;

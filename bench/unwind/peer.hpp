@@ -45,6 +45,9 @@ void add_dwfl_peers(std::vector<Peer>& peers);
 #ifdef BENCH_LLVM
 void add_llvm_peers(std::vector<Peer>& peers);
 #endif
+#ifdef BENCH_EHELF_CAPI
+void add_capi_peers(std::vector<Peer>& peers);
+#endif
 
 // The peer named "libgcc _Unwind_Backtrace" (looked up in libgcc_s.so.1 itself: libunwind.so and
 // LLVM's libunwind.a define the same symbol) is also the reference every peer is checked against.

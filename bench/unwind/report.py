@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Merges the unwinding benchmark's runs (bench/run_unwind.sh) into one JSON and a markdown table.
 
-Inputs in --work: time.json and time_llvm.json (timings), cg.N.json + cg.N.out.* (callgrind:
+Inputs in --work: time.json, time_llvm.json and time_capi.json (timings), cg.N.json + cg.N.out.* (callgrind:
 frames per block and the dumps named by their trigger "hot-D"/"cold-D"), st.N.json + st.N.trace
 (strace: system calls between the "begin LABEL" and "end" marker writes).
 """
@@ -104,7 +104,7 @@ def main():
     rows = {}  # (peer, regime, target) -> dict
     peers, cold_means, skipped = [], {}, []
     timing_meta = {}
-    for name in ["time.json", "time_llvm.json"]:
+    for name in ["time.json", "time_llvm.json", "time_capi.json"]:
         path = os.path.join(a.work, name)
         if not os.path.exists(path):
             continue

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "capi/backtrace.hpp"
+#include "capi/thread_caches.hpp"
+#include "capi/walk_stack.hpp"
 #include "model/dw_op.hpp"
 #include "runtime/proc_files.hpp"
 #include "runtime/process_probe.hpp"
@@ -52,7 +54,8 @@ LocalSpace* build_local_space(LocalSpace* previous) {
     ModuleMap map = ModuleMap::for_self();
     if (previous) reuse_data(previous->map, map);
     map.load_in_memory(g_whole_tables);
-    create_rules_key();
+    create_thread_caches_key();
+    create_walk_stack_key();
     // The DW_OP table is built on first use (it holds names): now, not in a handler's walk.
     (void)dw_op_name(0);
     auto* fresh = new LocalSpace(std::move(map));
@@ -112,7 +115,8 @@ bool known_pc(const ModuleMap& map, uint64_t pc) {
 
 // The ranges local unwinding reads directly: the thread's stack and the alternate signal stack.
 void local_ranges(LocalMemory& mem) {
-  mem.add(current_thread_stack());
+  mem.add(thread_stack_at(walk_caller_sp()));
+  mem.add(walk_stack_range());
   stack_t ss{};
   if (::sigaltstack(nullptr, &ss) == 0 && !(ss.ss_flags & SS_DISABLE) && ss.ss_sp) {
     uint64_t lo = reinterpret_cast<uint64_t>(ss.ss_sp);

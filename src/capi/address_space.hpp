@@ -18,9 +18,17 @@
 //     /proc/self/maps read with plain system calls);
 //   * a pc in a library loaded after the space was built is found when a walk first meets it
 //     (LateModules: the loader's _r_debug list read with process_vm_readv, no lock, a fixed
-//     number of slots made ahead); a pc in no module (JIT code, not code at all, or a library
-//     met while the loader's list is changing) ends the walk like the outermost frame:
-//     unw_step returns 0;
+//     number of slots made ahead); a pc in no module is JIT code when following rbp from it
+//     leads on (a frame, unwound by rbp: unw_step returns 1), else (not code at all, or a
+//     library met while the loader's list is changing) it ends the walk like the outermost
+//     frame: unw_step returns 0; such a library dlclosed and replaced at its address is noticed
+//     by its image's fingerprint (LateModules::check_slot_at: before a cursor steps in it, after
+//     unw_backtrace walked through it, which then walks again) and found anew;
+//   * unw_init_local(2), unw_step and unw_backtrace run on the calling thread's walk stack
+//     (walk_stack.hpp, mapped on the thread's first walk): a few hundred bytes of the caller's
+//     stack, so that a handler on an 8 KiB alternate signal stack can unwind;
+//   * unw_resume installs a local cursor's registers (resume.hpp): no allocation, at most the
+//     rt_sigreturn system call, so a signal handler may resume the frame it interrupted;
 //   * unw_flush_cache(unw_local_addr_space, 0, 0) rebuilds the space when libraries were loaded
 //     or unloaded (dl_iterate_phdr: not for signal handlers);
 //   * ehelf_unw_preload() rebuilds it with whole and compact tables made from each module's
@@ -82,8 +90,8 @@ extern unw_addr_space g_local_space_object;
 // that); null when it cannot be built. The already-built space is read without any lock.
 LocalSpace* local_space();
 
-// Whether a caller's pc is in a known module; a pc in none (not code, or code loaded since the
-// map was made) ends the walk there.
+// Whether a caller's pc is in a known module; a pc in none (JIT code, not code, or code loaded
+// since the map was made) is a frame only when following rbp from it leads on.
 bool known_pc(const ModuleMap& map, uint64_t pc);
 
 // The ranges local unwinding reads directly: the thread's stack and the alternate signal stack.

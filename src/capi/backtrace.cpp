@@ -1,92 +1,14 @@
 #include "capi/backtrace.hpp"
 
-#include <atomic>
-#include <csignal>
 #include <cstdint>
-#include <new>
-#include <pthread.h>
-#include <sys/mman.h>
 
 #include "capi/address_space.hpp"
+#include "capi/thread_caches.hpp"
+#include "capi/walk_stack.hpp"
 
 namespace ehelf::capi {
 
 namespace {
-
-// ---- unw_backtrace's rule caches -----------------------------------------------------------
-
-// A thread's rule cache for unw_backtrace's fast walk. It lives in pages of its own (mmap, which
-// is async-signal-safe: a thread's first unw_backtrace may be in a signal handler, where malloc
-// is not allowed) and is unmapped when the thread exits (g_rules_key's destructor).
-struct ThreadRules {
-  const LocalSpace* space = nullptr; // the space whose modules the rules describe
-  // A walk is using `rules`: a signal handler that interrupted it must not change them under it.
-  volatile sig_atomic_t busy = 0;
-  RuleCache rules;
-};
-
-// One pointer of static TLS: initial-exec, so that reading it never calls __tls_get_addr, which
-// may allocate the first time a thread touches a dlopened library's TLS.
-thread_local ThreadRules* t_rules __attribute__((tls_model("initial-exec"))) = nullptr;
-
-// glibc keeps a thread's values of keys below this (PTHREAD_KEY_2NDLEVEL_SIZE) in the thread
-// descriptor; for higher keys pthread_setspecific callocs a block on a thread's first use.
-constexpr pthread_key_t kKeysStoredInline = 32;
-
-pthread_key_t g_rules_key;
-// The key exists and pthread_setspecific stores it without allocating. Otherwise (a program that
-// made 32 keys before us) a thread's cache outlives the thread.
-bool g_rules_key_usable = false;
-
-void unmap_thread_rules(void* rules) {
-  t_rules = nullptr; // a later unw_backtrace on this thread (another key's destructor) maps anew
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  ::munmap(rules, sizeof(ThreadRules));
-}
-
-} // namespace
-
-void create_rules_key() {
-  static bool done = false;
-  if (done) return;
-  done = true;
-  g_rules_key_usable = ::pthread_key_create(&g_rules_key, unmap_thread_rules) == 0 &&
-                       g_rules_key < kKeysStoredInline;
-}
-
-namespace {
-
-// The calling thread's ThreadRules, mapped on first use; null if mmap failed.
-ThreadRules* thread_rules() {
-  if (t_rules) return t_rules;
-  void* p = ::mmap(nullptr, sizeof(ThreadRules), PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return nullptr;
-  auto* rules = new (p) ThreadRules;
-  if (g_rules_key_usable) ::pthread_setspecific(g_rules_key, rules);
-  t_rules = rules;
-  return rules;
-}
-
-// The calling thread's cache, marked busy and holding rules of `s` only (after a rebuild of the
-// space, the old rules may describe unloaded code); null when there is none or it is busy, i.e.
-// this call interrupted a walk of this thread.
-ThreadRules* claim_rules(const LocalSpace& s) {
-  ThreadRules* rules = thread_rules();
-  if (!rules || rules->busy) return nullptr;
-  rules->busy = 1;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  if (rules->space != &s) {
-    rules->rules.clear();
-    rules->space = &s;
-  }
-  return rules;
-}
-
-void release_rules(ThreadRules& rules) {
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  rules.busy = 0;
-}
 
 // ---- unw_backtrace ------------------------------------------------------------------------
 
@@ -94,8 +16,9 @@ void release_rules(ThreadRules& rules) {
 // the walk starts on it (a walk starting on the thread's stack never reaches it, and asking
 // costs a system call).
 void backtrace_ranges(uint64_t sp, LocalMemory& mem) {
-  AddressRange stack = current_thread_stack();
-  if (stack.contains(sp, 8))
+  const uint64_t own = sp_outside_walk_stack(sp); // a handler on the walk stack: its thread's
+  AddressRange stack = thread_stack_at(own);
+  if (own == sp && stack.contains(sp, 8))
     mem.add(stack);
   else
     local_ranges(mem);
@@ -116,18 +39,18 @@ static_assert(sizeof(void*) == sizeof(uint64_t), "pcs are written to the void* b
 // `unknown_end`: the walk ended at a pc in no known module (left out of the list).
 int direct_walk(LocalSpace& s, const RegisterState& regs, const LocalMemory& mem, void** buffer,
                 int size, bool& unknown_end) {
-  ThreadRules* rules = claim_rules(s);
-  if (!rules) return -1;
+  const ClaimedCaches claimed(s);
+  ThreadCaches* caches = claimed.get();
+  if (!caches) return -1;
   auto* pcs = reinterpret_cast<uint64_t*>(buffer); // the library is built -fno-strict-aliasing
   StopReason why = StopReason::None;
   size_t n = 0;
   try {
     // As deep as the caller's buffer, as libunwind's.
-    n = FastWalk(s.walker, &rules->rules).direct(regs, mem, pcs, static_cast<size_t>(size), &why);
+    n = FastWalk(s.walker, &caches->rules).direct(regs, mem, pcs, static_cast<size_t>(size), &why);
   } catch (...) { // only error paths allocate (their messages)
     why = StopReason::BadRead;
   }
-  release_rules(*rules);
   if (why == StopReason::BadRead || why == StopReason::NoTable) return -1;
   // Every pc but the last was unwound, so is in a known module; the last ends the list when it
   // is in none, as in step_walk.
@@ -143,12 +66,16 @@ int step_walk(LocalSpace& s, RegisterState regs, SelfMemory& mem, void** buffer,
   int n = 0;
   try {
     while (n < size) {
-      if (!known_pc(s.map, regs.get(x86_64::RIP))) {
+      const uint64_t pc = regs.get(x86_64::RIP);
+      buffer[n++] = reinterpret_cast<void*>(pc);
+      const StopReason r = s.walker.step(regs, mem, exact, info, nullptr);
+      if (r == StopReason::NoModule && !known_pc(s.map, pc)) {
+        // A pc in no module that rbp does not lead on from (JIT code is followed by rbp): not
+        // code the walk can vouch for, so not listed (as direct_walk's unknown_end).
+        --n;
         unknown_end = true;
-        break;
       }
-      buffer[n++] = reinterpret_cast<void*>(regs.get(x86_64::RIP));
-      if (s.walker.step(regs, mem, exact, info, nullptr) != StopReason::None) break;
+      if (r != StopReason::None) break;
       exact = info.signal_frame;
     }
   } catch (...) { // only error paths allocate (their messages)
@@ -184,7 +111,12 @@ int backtrace_from(const WalkStart& caller, void** buffer, int size) {
   LocalSpace* s = local_space();
   if (!s) return 0;
   bool unknown_end = false;
-  return backtrace_in(*s, caller, buffer, size, unknown_end);
+  int n = backtrace_in(*s, caller, buffer, size, unknown_end);
+  // A library loaded after the space was built and since replaced at its address: walked
+  // again with what is there now.
+  if (!s->late.check_slots_at(reinterpret_cast<const uint64_t*>(buffer), static_cast<size_t>(n)))
+    n = backtrace_in(*s, caller, buffer, size, unknown_end);
+  return n;
 }
 
 } // namespace ehelf::capi

@@ -10,8 +10,4 @@ namespace ehelf::capi {
 // unw_backtrace from its caller's registers (backtrace.S): the caller's pc first.
 int backtrace_from(const WalkStart& caller, void** buffer, int size);
 
-// Once, while the first LocalSpace is built (under its lock, outside signal handlers): the
-// thread-exit hook that unmaps a thread's rule cache.
-void create_rules_key();
-
 } // namespace ehelf::capi

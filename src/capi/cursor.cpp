@@ -7,6 +7,7 @@
 #include <ucontext.h>
 
 #include "capi/proc_info.hpp"
+#include "capi/thread_caches.hpp"
 
 namespace ehelf::capi {
 
@@ -30,6 +31,14 @@ static_assert(offsetof(ucontext_t, uc_mcontext.gregs) == 40, "getcontext.S assum
 static_assert(REG_R8 == 0 && REG_RDI == 8 && REG_RBX == 11 && REG_RAX == 13 && REG_RSP == 15 &&
                   REG_RIP == 16,
               "getcontext.S assumes glibc's gregs order");
+
+} // namespace
+
+int greg_of_dwarf(unsigned reg) {
+  return kGregOfDwarf[reg];
+}
+
+namespace {
 
 int error_of(StopReason r) {
   switch (r) {
@@ -55,15 +64,30 @@ int error_of(StopReason r) {
 // One step of `c` into `regs` (and `saved`, if given), without moving the cursor. Cursors step
 // with every register's rule evaluated, so that unw_get_reg gives callers' callee-saved
 // registers (r12-r15 too).
-StopReason step_copy(Cursor& c, RegisterState& regs, FrameInfo& info, SaveSlots* saved) {
+// Local steps remember the rows they find in the thread's own caches (taken when free: a signal
+// handler that interrupted a walk of its thread steps without them).
+// `exact`: regs.rip is an interrupted instruction (the cursor's own frame: c.exact).
+StopReason step_copy(Cursor& c, RegisterState& regs, bool exact, FrameInfo& info,
+                     SaveSlots* saved) {
   if (!c.remote) {
     SelfMemory mem = local_memory(c);
-    return c.local->walker.step_every_register(regs, mem, c.exact, info, saved);
+    const ClaimedCaches caches(*c.local);
+    return c.local->walker.step_every_register(regs, mem, exact, info, saved,
+                                               caches.get() ? &caches.get()->rows : nullptr);
   }
   AccessorMemory mem(c.as, c.arg);
   Where w;
   locate(c, w); // loads the module's data through the accessors if needed
-  return c.as->walker->step_every_register(regs, mem, c.exact, info, saved);
+  return c.as->walker->step_every_register(regs, mem, exact, info, saved);
+}
+
+// Whether a caller whose pc is in no known module is a frame: code outside every module (JIT
+// code) from which following rbp leads on, as the next step would. Otherwise (not code, or
+// code that cannot be unwound) the walk ends there, as at the outermost frame.
+bool frame_outside_modules(Cursor& c, const RegisterState& caller, bool exact) {
+  RegisterState next = caller;
+  FrameInfo info;
+  return step_copy(c, next, exact, info, nullptr) == StopReason::None;
 }
 
 // The registers whose save locations unw_get_save_loc gives, as libunwind does on x86_64: the
@@ -92,7 +116,12 @@ int init_local(unw_cursor_t* cursor, const unw_context_t* context, bool exact) {
   Cursor* c = new (cursor) Cursor{};
   c->as = &g_local_space_object;
   c->local = s;
-  c->exact = exact;
+  // A pc at a function's first instruction is an interrupted one (a signal handler's ucontext
+  // faulting there, a makecontext context), never the return address unw_getcontext leaves:
+  // a call that is its function's last instruction does not return. Looked up at pc - 1, as a
+  // return address is, it would take the previous function's row and skip the caller.
+  const auto pc = static_cast<uint64_t>(context->uc_mcontext.gregs[REG_RIP]);
+  c->exact = exact || is_function_entry(s->map, pc);
   // The first frame's registers are in the context, where libunwind's save locations point too
   // (the context must outlive the cursor: unw_init_local(3)).
   for (unsigned r = 0; r < x86_64::kGeneralRegs; ++r) {
@@ -130,6 +159,12 @@ int init_remote(unw_cursor_t* cursor, unw_addr_space* as, void* arg) {
   }
 }
 
+void check_late_module(const Cursor& c) {
+  if (c.magic != Cursor::kMagic || c.remote || !c.local || !c.regs.has(x86_64::RIP)) return;
+  const uint64_t pc = c.regs.get(x86_64::RIP);
+  (void)c.local->late.check_slot_at(c.exact ? pc : pc - 1);
+}
+
 int step(Cursor& c) {
   if (c.magic != Cursor::kMagic) return -UNW_EINVAL;
   if (c.done) return 0;
@@ -137,15 +172,18 @@ int step(Cursor& c) {
   SaveSlots saved = c.saved;
   FrameInfo info;
   StopReason r;
+  bool end = false;
   try {
-    r = step_copy(c, regs, info, &saved);
+    r = step_copy(c, regs, c.exact, info, &saved);
+    const ModuleMap& map = c.remote ? *c.as->map : c.local->map;
+    end = r == StopReason::EndOfStack || r == StopReason::NoModule ||
+          (r == StopReason::None && !known_pc(map, regs.get(x86_64::RIP)) &&
+           !frame_outside_modules(c, regs, info.signal_frame));
   } catch (...) { // only error paths allocate (their messages)
     return -UNW_EUNSPEC;
   }
-  const ModuleMap& map = c.remote ? *c.as->map : c.local->map;
-  if (r == StopReason::EndOfStack || r == StopReason::NoModule ||
-      (r == StopReason::None && !known_pc(map, regs.get(x86_64::RIP)))) {
-    c.done = true; // a caller in no known module is treated as the end of the stack
+  if (end) {
+    c.done = true;
     return 0;
   }
   if (r != StopReason::None) return -error_of(r);
@@ -153,6 +191,10 @@ int step(Cursor& c) {
   c.saved = saved;
   c.exact = info.signal_frame; // after a signal frame the pc is the interrupted instruction
   c.last_entry_signal = info.signal_frame;
+  c.signal_context = info.signal_frame && saved.has(x86_64::RIP)
+                         ? saved.address[x86_64::RIP] - offsetof(ucontext_t, uc_mcontext.gregs) -
+                               REG_RIP * sizeof(greg_t)
+                         : 0;
   return 1;
 }
 
@@ -168,7 +210,7 @@ int get_reg(Cursor& c, int reg, unw_word_t* value) {
     FrameInfo info;
     StopReason r;
     try {
-      r = step_copy(c, regs, info, nullptr);
+      r = step_copy(c, regs, c.exact, info, nullptr);
     } catch (...) {
       return -UNW_EUNSPEC;
     }

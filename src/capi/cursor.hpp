@@ -19,6 +19,9 @@ struct Cursor {
   // The unwind entry the cursor looked up last is a signal trampoline's: unw_is_signal_frame's
   // answer (see is_signal_frame).
   bool last_entry_signal = false;
+  // The signal context the kernel saved, from which a step read this frame's registers (the
+  // interrupted frame, after the trampoline's); 0 for other frames. unw_resume returns there.
+  uint64_t signal_context = 0;
   unw_addr_space* as = nullptr;
   void* arg = nullptr;         // remote: unw_init_remote's argument
   LocalSpace* local = nullptr; // local: the space the walk started with
@@ -30,9 +33,16 @@ struct Cursor {
 
 Cursor* cursor_of(unw_cursor_t* cursor);
 
+// The ucontext_t gregs slot of DWARF register `reg` (unw_context_t is a ucontext_t).
+int greg_of_dwarf(unsigned reg);
+
 int init_local(unw_cursor_t* cursor, const unw_context_t* context, bool exact);
 int init_remote(unw_cursor_t* cursor, unw_addr_space* as, void* arg);
 int step(Cursor& c);
+// Before a local cursor's frame is unwound: if its module is a library loaded after the space
+// was built that has since been replaced at its address, the module is forgotten, so that the
+// step finds what is there now (LateModules::check_slot_at).
+void check_late_module(const Cursor& c);
 
 int get_reg(Cursor& c, int reg, unw_word_t* value);
 int set_reg(Cursor& c, int reg, unw_word_t value);

@@ -10,6 +10,8 @@
 #include "capi/backtrace.hpp"
 #include "capi/cursor.hpp"
 #include "capi/proc_info.hpp"
+#include "capi/resume.hpp"
+#include "capi/walk_stack.hpp"
 
 #define UNW_API extern "C" __attribute__((visibility("default")))
 
@@ -52,12 +54,30 @@ UNW_API int unw_set_cache_size(unw_addr_space_t as, size_t, int) {
 
 // ---- walking ----
 
+// Walks run on the thread's walk stack (walk_stack.hpp): a few hundred bytes of the caller's.
+namespace {
+struct InitLocal {
+  unw_cursor_t* cursor;
+  const unw_context_t* context;
+  bool exact;
+};
+int init_local_on_walk_stack(unw_cursor_t* cursor, const unw_context_t* context, bool exact) {
+  InitLocal args{cursor, context, exact};
+  return capi::on_walk_stack(
+      [](void* a) {
+        const auto& i = *static_cast<InitLocal*>(a);
+        return capi::init_local(i.cursor, i.context, i.exact);
+      },
+      &args);
+}
+} // namespace
+
 UNW_API int unw_init_local(unw_cursor_t* cursor, unw_context_t* context) {
-  return capi::init_local(cursor, context, false);
+  return init_local_on_walk_stack(cursor, context, false);
 }
 
 UNW_API int unw_init_local2(unw_cursor_t* cursor, unw_context_t* context, int flags) {
-  return capi::init_local(cursor, context, (flags & UNW_INIT_SIGNAL_FRAME) != 0);
+  return init_local_on_walk_stack(cursor, context, (flags & UNW_INIT_SIGNAL_FRAME) != 0);
 }
 
 UNW_API int unw_init_remote(unw_cursor_t* cursor, unw_addr_space_t as, void* arg) {
@@ -65,16 +85,32 @@ UNW_API int unw_init_remote(unw_cursor_t* cursor, unw_addr_space_t as, void* arg
 }
 
 UNW_API int unw_step(unw_cursor_t* cursor) {
-  return capi::step(*cursor_of(cursor));
+  return capi::on_walk_stack(
+      [](void* c) {
+        capi::Cursor& cur = *cursor_of(static_cast<unw_cursor_t*>(c));
+        capi::check_late_module(cur);
+        return capi::step(cur);
+      },
+      cursor);
 }
 
-UNW_API int unw_resume(unw_cursor_t*) {
-  return -UNW_EINVAL;
+UNW_API int unw_resume(unw_cursor_t* cursor) {
+  return capi::resume(*cursor_of(cursor));
 }
 
 // unw_backtrace is in backtrace.S: it passes its caller's registers to this.
 extern "C" int ehelf_capi_backtrace(void** buffer, int size, const ehelf::WalkStart* caller) {
-  return capi::backtrace_from(*caller, buffer, size);
+  struct Backtrace {
+    void** buffer;
+    int size;
+    const ehelf::WalkStart* caller;
+  } args{buffer, size, caller};
+  return capi::on_walk_stack(
+      [](void* a) {
+        const auto& b = *static_cast<Backtrace*>(a);
+        return capi::backtrace_from(*b.caller, b.buffer, b.size);
+      },
+      &args);
 }
 
 // ---- the current frame ----

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <string_view>
 
 #include "runtime/memory.hpp"
 
@@ -34,6 +35,13 @@ bool locate_at_entry(ModuleMap& map, uint64_t pc, MemoryReader* memory, Where& w
   return true;
 }
 } // namespace
+
+bool is_function_entry(ModuleMap& map, uint64_t pc) {
+  Where w;
+  if (!locate_in(map, pc, nullptr, w)) return false;
+  const std::optional<FunctionInfo> fn = function_at(w);
+  return fn && fn->pc_begin + w.module->bias == pc;
+}
 
 bool locate(Cursor& c, Where& w) {
   if (!c.regs.has(x86_64::RIP)) return false;
@@ -94,12 +102,21 @@ Symbolizer& symbolizer_of(unw_addr_space& as) {
   return *as.names;
 }
 
+// A symbol's name without its version: a shared library's .symtab (libc's debug file) spells
+// versioned definitions "__libc_start_main@@GLIBC_2.34", while libunwind and glibc's dladdr
+// name them "__libc_start_main", and programs compare these names. Mangled C++ names never
+// hold '@'.
+std::string_view unversioned(std::string_view name) {
+  return name.substr(0, name.find('@'));
+}
+
 // Copies the name of the symbol containing w.lookup (from a separate debug file too, as
 // `ehelf stack` and eu-stack name it); `adjust` is added to the offset (1 when the lookup was
 // pc - 1, so the offset is from the pc).
 int name_at(unw_addr_space& as, const Where& w, uint64_t adjust, char* buf, size_t size,
             unw_word_t* offset) {
   SymbolName s = symbolizer_of(as).name(*w.map, *w.module, w.lookup);
+  s.name = unversioned(s.name);
   if (s.name.empty()) return -UNW_ENOINFO;
   if (offset) *offset = s.offset + adjust;
   if (!buf || size == 0) return -UNW_ENOMEM;

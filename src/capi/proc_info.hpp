@@ -22,6 +22,8 @@ struct Where {
 // The module holding `lookup` in `map`, its data loaded through `memory` if needed (null: this
 // process, where nothing is loaded after the space was built). False when none holds it.
 bool locate_in(ModuleMap& map, uint64_t lookup, MemoryReader* memory, Where& w);
+// Whether an FDE of a module of this process (loaded `map`: nothing is loaded) starts at `pc`.
+bool is_function_entry(ModuleMap& map, uint64_t pc);
 // The frame's module, looked up at pc - 1 for a return address; but at pc when no FDE covers
 // pc - 1 and one covers pc (a function "returned" to at its entry: makecontext, as
 // GeneralStep::step does), and when the FDE is a signal trampoline's ('S': its pc, e.g.

@@ -5,11 +5,13 @@
 #include <deque>
 #include <fmt/format.h>
 #include <memory>
+#include <unordered_map>
 
 #include "check/row_check.hpp"
 #include "check/trace.hpp"
 #include "model/registers.hpp"
 #include "runtime/symbolize.hpp"
+#include "support/safe_text.hpp"
 #include "x86/elf_code.hpp"
 
 namespace ehelf::check {
@@ -52,7 +54,11 @@ private:
     const ElfFile* elf = site.module->data->elf.get();
     return elf ? x86::instruction_text(*elf, site.pc - site.module->bias) : "?";
   }
-  Status add_module(const TraceModule& recorded);
+  Status add_module(const TraceModule& recorded, const std::string& trace_name);
+  // Each file and each distinct image is loaded once, however many records name it: a trace of
+  // a few bytes per record must not cost a module's tables per record.
+  std::shared_ptr<const ModuleData> load_file(const std::string& path);
+  std::shared_ptr<const ModuleData> load_image(const TraceModule& recorded);
 
   const ReplayOptions& options_;
   LoadPolicy policy_;
@@ -60,36 +66,61 @@ private:
   Symbolizer names_;
   ModuleMap map_; // empty: every module's data is loaded here, Symbolizer only asks it for that
   std::deque<ReplayModule> modules_;
-  std::vector<bool> used_; // per --tables entry
+  std::vector<bool> used_;                                                    // per --tables entry
+  std::unordered_map<std::string, std::shared_ptr<const ModuleData>> files_;  // by path
+  std::unordered_map<std::string, std::shared_ptr<const ModuleData>> images_; // by their bytes
 };
 
-Status Replay::add_module(const TraceModule& recorded) {
+std::shared_ptr<const ModuleData> Replay::load_file(const std::string& path) {
+  auto [it, added] = files_.try_emplace(path);
+  if (added) it->second = load_module(path, policy_);
+  return it->second;
+}
+
+std::shared_ptr<const ModuleData> Replay::load_image(const TraceModule& recorded) {
+  auto [it, added] = images_.try_emplace(
+      std::string(reinterpret_cast<const char*>(recorded.image.data()), recorded.image.size()));
+  if (added) it->second = load_module_image(recorded.image, recorded.path, policy_);
+  return it->second;
+}
+
+Status Replay::add_module(const TraceModule& recorded, const std::string& trace_name) {
   ReplayModule rm;
   Module& m = rm.module;
   m.path = recorded.path;
   m.bias = recorded.bias;
   m.vdso = !recorded.image.empty();
-  std::shared_ptr<const ModuleData> own =
-      m.vdso ? load_module_image(recorded.image, recorded.path, policy_)
-             : load_module(recorded.path, policy_);
+  const std::string path = message_safe(recorded.path);
+  // What is wrong with a module: a file names itself; an image is part of the trace, which is
+  // named with the record's offset.
+  auto module_error = [&](std::string message) {
+    if (!m.vdso) return Error::plain(fmt::format("{}: {}", path, message));
+    Error e = Error::plain(fmt::format("module image {}: {}", path, message));
+    e.file = trace_name;
+    e.offset = recorded.record_offset;
+    e.has_offset = true;
+    return e;
+  };
+  std::shared_ptr<const ModuleData> own = m.vdso ? load_image(recorded) : load_file(recorded.path);
   if (!own->elf)
-    return Error::plain(fmt::format("{}: module of the trace: {}", recorded.path, own->error));
+    return module_error(fmt::format("module of the trace: {}", message_safe(own->error)));
   const auto id = own->elf->build_id();
   const std::span<const uint8_t> now = id ? *id : std::span<const uint8_t>();
   if (!std::equal(now.begin(), now.end(), recorded.build_id.begin(), recorded.build_id.end()))
-    return Error::plain(fmt::format("{}: build id {} where the trace recorded {} (the file changed "
+    return module_error(fmt::format("build id {} where the trace recorded {} (the file changed "
                                     "since the recording)",
-                                    recorded.path, now.empty() ? "none" : hex(now),
+                                    now.empty() ? "none" : hex(now),
                                     recorded.build_id.empty() ? "none" : hex(recorded.build_id)));
   m.data = own;
   rm.tables = own;
   for (size_t i = 0; i < options_.tables.size(); ++i) {
     const auto& [module, file] = options_.tables[i];
     if (!names_module(module, recorded.path)) continue;
-    std::shared_ptr<const ModuleData> other = load_module(file, policy_);
+    std::shared_ptr<const ModuleData> other = load_file(file);
     if (!other->table)
-      return Error::plain(fmt::format("{}: no unwind tables ({})", file,
-                                      other->error.empty() ? "none found" : other->error));
+      return Error::plain(
+          fmt::format("{}: no unwind tables ({})", message_safe(file),
+                      other->error.empty() ? "none found" : message_safe(other->error)));
     rm.tables = std::move(other);
     used_[i] = true;
     break;
@@ -108,7 +139,8 @@ Result<CheckResult> Replay::run() {
     if (!event) return std::move(event).error();
     if (*event == TraceReader::Event::end) break;
     if (*event == TraceReader::Event::module) {
-      if (Status st = add_module(trace.modules().back()); !st.ok()) return std::move(st).error();
+      if (Status st = add_module(trace.modules().back(), trace.name()); !st.ok())
+        return std::move(st).error();
       continue;
     }
     const ReplayModule& rm = modules_[trace.module()];

@@ -1,14 +1,19 @@
 // The output of `ehelf check` as text and JSON.
 #include "check/report.hpp"
 
+#include <cstring>
 #include <fmt/format.h>
 #include <iterator>
 #include <sys/wait.h>
+
+#include "support/safe_text.hpp"
 
 namespace ehelf::check {
 namespace {
 
 std::string program_end(const CheckSummary& s) {
+  if (s.interrupted)
+    return fmt::format("interrupted by SIG{} (program killed)", sigabbrev_np(s.interrupted));
   if (s.step_limit) return "stopped at the step limit (program killed)";
   if (s.exec_detached) return "the program called exec: left to run unchecked";
   if (s.exit_status < 0) return "killed";
@@ -28,8 +33,9 @@ std::string format_text(const CheckResult& result) {
   std::string out;
   auto o = std::back_inserter(out);
   for (const Inconsistency& r : result.inconsistencies) {
-    fmt::format_to(o, "{}: {:#x}{}{}: {}\n", r.module, r.address, r.function.empty() ? "" : " ",
-                   r.function, r.instruction);
+    // Module paths and function names come from outside (files, /proc, a replayed trace).
+    fmt::format_to(o, "{}: {:#x}{}{}: {}\n", message_safe(r.module), r.address,
+                   r.function.empty() ? "" : " ", message_safe(r.function), r.instruction);
     fmt::format_to(o, "  row: {}\n", r.row);
     fmt::format_to(o, "  {}: expected {}, table says {}\n", r.column, r.expected, r.table);
   }
@@ -38,7 +44,7 @@ std::string format_text(const CheckResult& result) {
     fmt::format_to(o, "{} instructions ran in {} functions without unwind rows:", s.no_row,
                    result.uncovered.size());
     for (const std::string& u : result.uncovered)
-      fmt::format_to(o, " {};", u);
+      fmt::format_to(o, " {};", message_safe(u));
     out.back() = '\n';
   }
   fmt::format_to(o,
@@ -99,6 +105,7 @@ nlohmann::json to_json(const CheckResult& result) {
                     {"seconds", s.seconds},
                     {"instructions_per_second", rate(s)},
                     {"step_limit", s.step_limit},
+                    {"interrupted", s.interrupted},
                     {"program", program_end(s)}};
   return out;
 }

@@ -2,6 +2,7 @@
 #include "check/shadow_stack.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include "model/registers.hpp"
 
@@ -69,8 +70,10 @@ void ShadowStack::push_call(const RegisterState& regs, uint64_t return_address, 
   frames_.push_back(f);
 }
 
-// Stores of a callee-saved register's entry value to a stack slot are saves; a store of
-// another value to a save slot ends that save.
+// Stores of a callee-saved register's entry value to a stack slot are saves. Any store ends the
+// saves of the slot it overwrites with another value, whichever register (or none) it stores:
+// after a tail call the callee shares its caller's frame, and its pushes go over the slots where
+// the caller kept other registers.
 void ShadowStack::track_saves(const x86::Instruction& insn, const RegisterState& before) {
   if (frames_.empty()) return;
   ShadowFrame& f = frames_.back();
@@ -87,17 +90,21 @@ void ShadowStack::track_saves(const x86::Instruction& insn, const RegisterState&
               uint64_t(int64_t(op.disp));
       break;
     case x86::StackOp::Kind::store: {
-      if (op.reg == x86::Reg::none) break;
-      int i = callee_saved_index(dwarf_number(op.reg));
-      if (i < 0) break;
-      uint64_t base = op.base == x86::Reg::rsp ? rsp : before.get(dwarf_number(op.base));
-      uint64_t addr = base + uint64_t(int64_t(op.disp));
-      if (before.get(kCalleeSaved[i]) == f.entry[i])
+      const uint64_t base = op.base == x86::Reg::rsp ? rsp : before.get(dwarf_number(op.base));
+      const uint64_t addr = base + uint64_t(int64_t(op.disp));
+      std::optional<uint64_t> value; // unknown for an immediate, the flags, memory
+      if (op.reg != x86::Reg::none && op.reg != x86::Reg::rsp)
+        value = before.get(dwarf_number(op.reg));
+      for (unsigned i = 0; i < kCalleeSaved.size(); ++i)
+        if (!value || *value != f.entry[i]) f.drop_save(i, addr);
+      if (int i = callee_saved_index(dwarf_number(op.reg)); i >= 0 && value == f.entry[i])
         f.add_save(unsigned(i), addr);
-      else
-        f.drop_save(unsigned(i), addr);
       break;
     }
+    case x86::StackOp::Kind::push_memory: // a value from memory: whatever was saved there is gone
+      for (unsigned i = 0; i < kCalleeSaved.size(); ++i)
+        f.drop_save(i, rsp);
+      break;
     default:
       break;
     }
@@ -164,6 +171,13 @@ unsigned ShadowStack::executed_unknown(const RegisterState& after) {
   if (mode_ == Mode::altstack) return 0;
   RegisterState before = after; // no plain ret: any frame dropped is a resynchronisation
   return drop_dead_frames(before, after, false, false);
+}
+
+unsigned ShadowStack::lost_track() {
+  const auto n = unsigned(frames_.size());
+  frames_.clear();
+  mode_ = Mode::normal;
+  return n;
 }
 
 void ShadowStack::signal_entered(const RegisterState& before, const RegisterState& after,

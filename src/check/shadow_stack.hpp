@@ -54,6 +54,9 @@ public:
                     const RegisterState& after);
   // An instruction that could not be decoded was executed: only rsp is trusted.
   unsigned executed_unknown(const RegisterState& after);
+  // The thread ran unobserved to somewhere else in its stack: every frame is forgotten (checks
+  // resume with the next call). Returns how many.
+  unsigned lost_track();
   // A signal handler was entered at `after` from `before`; `restorer` is its return address.
   void signal_entered(const RegisterState& before, const RegisterState& after, uint64_t restorer);
 

@@ -50,9 +50,9 @@ unsigned frame_changes(const ShadowFrame& was, const ShadowFrame& now) {
 // ---- writing ----
 
 Result<std::unique_ptr<TraceWriter>> TraceWriter::create(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "wbe");
-  if (!f) return Error::plain(fmt::format("{}: cannot write: {}", path, std::strerror(errno)));
-  std::unique_ptr<TraceWriter> w(new TraceWriter(f, path));
+  auto out = OutputFile::create(path);
+  if (!out) return std::move(out).error();
+  std::unique_ptr<TraceWriter> w(new TraceWriter(std::move(*out)));
   w->buffer_.reserve(kFlushAt + 4096);
   for (char c : kMagic)
     w->buffer_.push_back(uint8_t(c));
@@ -61,13 +61,10 @@ Result<std::unique_ptr<TraceWriter>> TraceWriter::create(const std::string& path
   return w;
 }
 
-TraceWriter::~TraceWriter() {
-  if (file_) std::fclose(file_);
-}
-
 void TraceWriter::flush() {
-  if (!buffer_.empty() && std::fwrite(buffer_.data(), 1, buffer_.size(), file_) != buffer_.size())
-    failed_ = true;
+  // A failure is kept by the output and reported by finish().
+  if (!buffer_.empty())
+    (void)out_.write({reinterpret_cast<const char*>(buffer_.data()), buffer_.size()});
   buffer_.clear();
 }
 
@@ -159,10 +156,7 @@ Status TraceWriter::finish(const CheckSummary& s) {
   for (uint64_t c : counters)
     put_uleb(buffer_, c);
   flush();
-  if (std::fflush(file_) != 0) failed_ = true;
-  if (failed_)
-    return Error::plain(fmt::format("{}: write failed: {}", path_, std::strerror(errno)));
-  return Ok{};
+  return out_.commit();
 }
 
 // ---- reading ----
@@ -210,6 +204,7 @@ Status TraceReader::read_module() {
     return error(at, fmt::format("module index {} where {} comes next", index, modules_.size()));
   if (modules_.size() >= kMaxModules) return error(at, "more than 65536 modules");
   TraceModule m;
+  m.record_offset = at - 1; // the tag's
   uint64_t len = in_.uleb();
   if (in_.ok() && (len == 0 || len > kMaxPath))
     return error(at, fmt::format("module path of {} bytes", len));

@@ -48,6 +48,7 @@
 #include "model/memory_reader.hpp"
 #include "model/register_state.hpp"
 #include "support/byte_cursor.hpp"
+#include "support/output_file.hpp"
 #include "support/result.hpp"
 
 namespace ehelf::check {
@@ -63,10 +64,11 @@ struct MemoryWord {
 
 // One module of the trace.
 struct TraceModule {
-  std::string path; // the file, or "[vdso]"
+  std::string path; // the file, or "[vdso]"; as read (message_safe it before printing)
   std::vector<uint8_t> build_id;
   uint64_t bias = 0;
   std::vector<uint8_t> image; // the ELF image when the module was read from memory
+  uint64_t record_offset = 0; // where its record starts in the trace (for errors)
 };
 
 // What the deltas of one thread's records are taken from: its last frame, registers, SVMA and
@@ -80,8 +82,8 @@ struct TraceThreadState {
 
 class TraceWriter {
 public:
+  // The trace is an OutputFile: it appears at `path` only when finish() succeeds.
   static Result<std::unique_ptr<TraceWriter>> create(const std::string& path);
-  ~TraceWriter();
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;
 
@@ -94,16 +96,14 @@ public:
   Status finish(const CheckSummary& summary);
 
 private:
-  explicit TraceWriter(std::FILE* file, std::string path) : file_(file), path_(std::move(path)) {}
+  explicit TraceWriter(OutputFile out) : out_(std::move(out)) {}
   void flush();
 
-  std::FILE* file_;
-  std::string path_;
+  OutputFile out_;
   std::vector<uint8_t> buffer_;
   std::unordered_map<std::string, uint32_t> modules_; // "bias path" -> index
   std::unordered_map<pid_t, TraceThreadState> threads_;
   pid_t current_ = 0;
-  bool failed_ = false;
 };
 
 class TraceReader {
@@ -129,6 +129,8 @@ public:
   std::span<const MemoryWord> reads() const { return reads_; }
   // After Event::end: the live run's counts (those a replay cannot know).
   const CheckSummary& recorded() const { return recorded_; }
+  // The trace's name, as errors name it.
+  const std::string& name() const { return name_; }
 
 private:
   TraceReader(std::span<const uint8_t> bytes, std::string name) : in_(bytes), name_(name) {}

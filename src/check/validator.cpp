@@ -5,12 +5,17 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <linux/kcmp.h>
 #include <map>
+#include <sched.h>
 #include <set>
 #include <sys/ptrace.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <tuple>
 #include <unistd.h>
@@ -24,6 +29,7 @@
 #include "model/registers.hpp"
 #include "runtime/memory.hpp"
 #include "runtime/module_map.hpp"
+#include "runtime/proc_files.hpp"
 #include "runtime/ptrace_process.hpp"
 #include "runtime/symbolize.hpp"
 #include "x86/decoder.hpp"
@@ -45,6 +51,51 @@ struct PcInfo {
 // Whether a system call (its number in rax) makes a process: clone, fork, vfork, clone3.
 bool makes_process(uint64_t number) {
   return number == 56 || number == 57 || number == 58 || number == 435;
+}
+
+// Whether a system call (its number in rax) can map memory or change what may be written or run
+// where: mmap, mprotect, mremap, pkey_mprotect.
+bool changes_mappings(uint64_t number) {
+  return number == 9 || number == 10 || number == 25 || number == 329;
+}
+
+// Whether processes `a` and `b` share their memory (kcmp KCMP_VM); nullopt when the kernel cannot
+// tell (no kcmp).
+std::optional<bool> same_memory(pid_t a, pid_t b) {
+  const long r = ::syscall(SYS_kcmp, a, b, KCMP_VM, 0, 0);
+  if (r >= 0) return r == 0;
+  if (errno == ESRCH) return false; // gone
+  return std::nullopt;
+}
+
+// The clone flags of a process-making system call about to run at `regs` (clone: rdi; clone3:
+// the first field of the structure rdi points to; vfork: CLONE_VM | CLONE_VFORK; fork: none).
+uint64_t clone_flags(const user_regs_struct& regs, ProcessMemory& memory) {
+  uint64_t flags = 0;
+  switch (regs.rax) {
+  case 56:
+    return regs.rdi;
+  case 58:
+    return CLONE_VM | CLONE_VFORK;
+  case 435:
+    return memory.read(regs.rdi, &flags, 8) ? flags : 0;
+  default:
+    return 0;
+  }
+}
+
+// A signal mask of a thread from its /proc status ("SigBlk", "SigCgt", "SigIgn", "SigPnd",
+// "ShdPnd"); 0 if it cannot be read.
+uint64_t signal_mask(pid_t pid, pid_t tid, std::string_view field) {
+  std::string status;
+  if (!read_proc_file(fmt::format("/proc/{}/task/{}/status", pid, tid), status)) return 0;
+  const size_t at = status.find(fmt::format("\n{}:", field));
+  if (at == std::string::npos) return 0;
+  return std::strtoull(status.c_str() + at + field.size() + 2, nullptr, 16);
+}
+
+constexpr uint64_t signal_bit(int signal) {
+  return uint64_t(1) << (signal - 1);
 }
 
 // The thread group of a thread, from /proc (0 if it cannot be read).
@@ -74,6 +125,9 @@ private:
     std::unordered_map<uint64_t, PcInfo> pcs;
     size_t threads = 0;         // its threads followed now
     bool shares_memory = false; // a vfork child, in its parent's memory: no breakpoints
+    // Its children that are no threads of it but share its memory (clone(CLONE_VM) without
+    // CLONE_VFORK: they run while it runs): while one does, no breakpoints either.
+    std::vector<pid_t> memory_sharers;
     // The breakpoints at the ends of its threads' straight-line runs: the byte each replaced,
     // and how many runs end there. Written through /proc/PID/mem (byte by byte, whether the
     // threads are stopped or not).
@@ -86,11 +140,23 @@ private:
     ~Process() {
       if (mem >= 0) ::close(mem);
     }
-    // Threads in flight over a system call that makes a process (clone, fork, vfork, clone3):
-    // while one is, no breakpoint is set (a child would inherit it, or run it in shared memory).
+    // Threads in flight over a system call that makes a process (clone, fork, vfork, clone3) or
+    // changes mappings: while one is, no breakpoint is set (a child would inherit it, or run it
+    // in shared memory; code made writable could be written over it by another thread).
     unsigned spawning = 0;
+    // The executable mappings the program may write (pages made writable and executable, JIT
+    // buffers): code there can change under a breakpoint or after it was decoded, so no
+    // straight-line run goes through or ends there, and each step decodes it again. Read again
+    // after each system call that changes mappings.
+    std::vector<std::pair<uint64_t, uint64_t>> writable_code;
+    bool mappings_changed = true;
+    // The program handles (or ignores) SIGTRAP: a trap the kernel raises for a step or a
+    // breakpoint while one of its threads blocks SIGTRAP would reset that disposition (the
+    // kernel forces such traps through), so such a thread runs unobserved (Thread::unobserved).
+    bool traps_caught = false;
     // Stopped threads waiting to be stepped: over an instruction where a breakpoint is (until it
-    // goes), or over a system call that makes a process (until no breakpoint is left: at 0).
+    // goes), or over a system call that makes a process or changes mappings (until no breakpoint
+    // is left: at 0).
     struct Parked {
       pid_t tid;
       int signal;
@@ -106,6 +172,15 @@ private:
     bool injected = false; // the step delivers a signal
     bool running = false;  // resumed, not stopped since
     bool spawning = false; // counted in its process's `spawning`
+    // In the stop its program asked for (SIGSTOP, SIGTSTP...): left stopped until a SIGCONT.
+    bool group_stopped = false;
+    // Stepping a system call, stopped at its entry (PTRACE_SYSCALL): its exit ends the step.
+    bool syscall_entered = false;
+    // Blocking SIGTRAP in a program that handles it (in the handler, in raise): it runs from
+    // system call to system call, unchecked, until one leaves SIGTRAP unblocked; `unobserved_rsp`
+    // is where the stack was when it began.
+    bool unobserved = false;
+    uint64_t unobserved_rsp = 0;
     user_regs_struct before{};
     bool decoded = false;  // the stepped instruction (a copy: the pc cache is cleared when
     x86::Instruction insn; // libraries come and go)
@@ -131,6 +206,14 @@ private:
   std::string instruction(const Site& site) override;
   void step(pid_t tid, Thread& t, int signal);
   void after_step(pid_t tid, Thread& t);
+  void account(Thread& t, const user_regs_struct& now);
+  void spawned(Thread& t, const user_regs_struct& now);
+  bool memory_shared(Process& p);
+  static bool code_writable(Process& p, uint64_t address);
+  bool our_trap(pid_t tid) const;
+  void program_signal(pid_t tid, Thread& t, int signal);
+  void resume_continued();
+  void syscall_returned(pid_t tid, Thread& t);
   bool handler_entered(const Thread& t, const user_regs_struct& after, uint64_t& restorer);
   static void unpatched(const Process& p, uint64_t address, uint8_t* code, size_t n);
   bool plant(Process& p, uint64_t address);
@@ -156,6 +239,7 @@ private:
   CheckResult& result_ = judge_.result();
   std::unique_ptr<TraceWriter> trace_; // --record
   bool stop_ = false;
+  size_t group_stopped_ = 0; // threads with group_stopped set
   std::string error_;
 };
 
@@ -254,7 +338,7 @@ void Checker::step(pid_t tid, Thread& t, int signal) {
     return;
   }
   if (t.stepping && !t.spawning && t.decoded && t.insn.flow == x86::Flow::syscall &&
-      makes_process(t.before.rax)) {
+      (makes_process(t.before.rax) || changes_mappings(t.before.rax))) {
     if (!p.breakpoints.empty()) {
       p.parked.push_back({tid, signal, 0});
       return;
@@ -262,9 +346,22 @@ void Checker::step(pid_t tid, Thread& t, int signal) {
     t.spawning = true;
     ++p.spawning;
   }
-  if (::ptrace(PTRACE_SINGLESTEP, tid, nullptr, reinterpret_cast<void*>(long(signal))) != 0) {
+  // A system call is run to its exit stop rather than single-stepped: the kernel reports a step
+  // over a system call with a forced SIGTRAP, which resets the program's SIGTRAP handler when it
+  // has the signal blocked (glibc's raise does, around its tgkill).
+  if (signal != 0 && p.traps_caught && !t.unobserved) {
+    // The handler may block SIGTRAP: it runs unobserved (the step into it would be a trap).
+    if (signal_mask(p.pid, tid, "SigCgt") & signal_bit(signal)) ++result_.summary.signals;
+    t.unobserved = true;
+    t.unobserved_rsp = t.before.rsp;
+  }
+  const bool over_syscall =
+      t.unobserved || (t.stepping && t.decoded && t.insn.flow == x86::Flow::syscall && signal == 0);
+  if (::ptrace(over_syscall ? PTRACE_SYSCALL : PTRACE_SINGLESTEP, tid, nullptr,
+               reinterpret_cast<void*>(long(signal))) != 0) {
     if (errno == ESRCH) return; // killed meanwhile
-    error_ = fmt::format("PTRACE_SINGLESTEP: {}", std::strerror(errno));
+    error_ = fmt::format("{}: {}", over_syscall ? "PTRACE_SYSCALL" : "PTRACE_SINGLESTEP",
+                         std::strerror(errno));
     stop_ = true;
     return;
   }
@@ -296,7 +393,10 @@ bool Checker::plant(Process& p, uint64_t address) {
 void Checker::unplant(Process& p, uint64_t address) {
   auto it = p.breakpoints.find(address);
   if (it == p.breakpoints.end() || --it->second.users > 0) return;
-  (void)!::pwrite(p.mem, &it->second.original, 1, off_t(address));
+  // A program that wrote over the breakpoint keeps what it wrote.
+  uint8_t current = 0;
+  if (::pread(p.mem, &current, 1, off_t(address)) == 1 && current == 0xcc)
+    (void)!::pwrite(p.mem, &it->second.original, 1, off_t(address));
   p.breakpoints.erase(it);
   unpark(p, address);
   if (p.breakpoints.empty()) unpark(p, 0);
@@ -348,18 +448,65 @@ bool Checker::handler_entered(const Thread& t, const user_regs_struct& after, ui
 
 // The thread stopped after a step: account for the instruction, check the next, step again.
 void Checker::after_step(pid_t tid, Thread& t) {
-  if (t.spawning) { // the process-making system call returned
-    t.spawning = false;
-    --t.process->spawning;
-  }
   user_regs_struct now;
-  if (::ptrace(PTRACE_GETREGS, tid, nullptr, &now) != 0) return;
+  if (::ptrace(PTRACE_GETREGS, tid, nullptr, &now) != 0) {
+    if (t.spawning) {
+      t.spawning = false;
+      --t.process->spawning;
+    }
+    return;
+  }
+  if (t.spawning) spawned(t, now); // the system call returned
   if (t.stepping && !t.injected && now.rip == t.before.rip && now.rsp == t.before.rsp) {
     // One more iteration of a rep-prefixed instruction (a step stops after each): still the
     // same instruction, checked once, as a run to a breakpoint sees it.
     step(tid, t, 0);
     return;
   }
+  account(t, now);
+  if (t.unobserved) {
+    step(tid, t, 0); // on to the next system call
+    return;
+  }
+  at_instruction(tid, t, now);
+}
+
+// A system call the thread ran with PTRACE_SYSCALL returned: a step, unless the thread runs
+// unobserved. Whether the program handles SIGTRAP, and whether the thread blocks it, can change
+// with it.
+void Checker::syscall_returned(pid_t tid, Thread& t) {
+  Process& p = *t.process;
+  user_regs_struct now;
+  if (::ptrace(PTRACE_GETREGS, tid, nullptr, &now) != 0) return;
+  if (now.orig_rax == 13) // rt_sigaction
+    p.traps_caught = ((signal_mask(p.pid, tid, "SigCgt") | signal_mask(p.pid, tid, "SigIgn")) &
+                      signal_bit(SIGTRAP)) != 0;
+  const bool blocked =
+      p.traps_caught && (signal_mask(p.pid, tid, "SigBlk") & signal_bit(SIGTRAP)) != 0;
+  if (!t.unobserved) {
+    if (blocked) {
+      t.unobserved = true;
+      t.unobserved_rsp = now.rsp;
+    }
+    after_step(tid, t);
+    return;
+  }
+  if (blocked) {
+    if (t.spawning) spawned(t, now);
+    step(tid, t, 0);
+    return;
+  }
+  // Observed again. Back where it began (a handler returned, raise unblocked SIGTRAP), its
+  // frames are the ones it had; elsewhere they are unknown until the next call.
+  if (t.spawning) spawned(t, now);
+  t.unobserved = false;
+  if (now.rsp != t.unobserved_rsp) result_.summary.resyncs += t.stack.lost_track();
+  t.stepping = false;
+  at_instruction(tid, t, now);
+}
+
+// The stepped instruction ran, from t.before to `now`: the thread's frames follow.
+void Checker::account(Thread& t, const user_regs_struct& now) {
   if (t.stepping) {
     RegisterState before = to_register_state(t.before), after = to_register_state(now);
     uint64_t restorer = 0;
@@ -374,7 +521,100 @@ void Checker::after_step(pid_t tid, Thread& t) {
       result_.summary.resyncs += resynced;
     }
   }
-  at_instruction(tid, t, now);
+}
+
+// The thread's system call that makes a process or changes mappings returned to it at `now`. The
+// writable code is read again after the latter. A child (rax) that shares the process's memory
+// without being one of its threads runs in it from now on, alongside: the process sets no
+// breakpoint while it does (memory_shared()).
+void Checker::spawned(Thread& t, const user_regs_struct& now) {
+  t.spawning = false;
+  Process& p = *t.process;
+  --p.spawning;
+  if (changes_mappings(t.before.rax)) {
+    p.mappings_changed = true;
+    return;
+  }
+  const auto child = pid_t(now.rax);
+  if (int64_t(now.rax) <= 0 || thread_group(child) == p.pid) return;
+  const uint64_t flags = clone_flags(t.before, *p.memory);
+  // A vfork child has left the memory by the time its parent returns.
+  if (same_memory(p.pid, child).value_or((flags & CLONE_VM) && !(flags & CLONE_VFORK)))
+    p.memory_sharers.push_back(child);
+}
+
+// Whether another process runs in `p`'s memory: a vfork child's parent's, or a child of `p`
+// sharing it (those that exited or called exec since are forgotten).
+bool Checker::memory_shared(Process& p) {
+  std::erase_if(p.memory_sharers, [&](pid_t child) {
+    std::optional<bool> same = same_memory(p.pid, child);
+    if (same) return !*same;
+    const char state = proc_state(child);
+    return state == 0 || state == 'Z' || state == 'X';
+  });
+  return p.shares_memory || !p.memory_sharers.empty();
+}
+
+// Whether the program may write the code at `address` (Process::writable_code).
+bool Checker::code_writable(Process& p, uint64_t address) {
+  if (p.mappings_changed) {
+    p.writable_code.clear();
+    if (auto maps = read_proc_maps(p.pid, /*executable_only=*/true))
+      for (const ProcMapping& m : *maps)
+        if (m.writable) p.writable_code.emplace_back(m.start, m.end);
+    p.mappings_changed = false;
+  }
+  return std::any_of(p.writable_code.begin(), p.writable_code.end(), [&](const auto& range) {
+    return range.first <= address && address < range.second;
+  });
+}
+
+// Whether a SIGTRAP is the end of our single step (the kernel's trace trap, or its report of a
+// stepped system call), not one of the program's: its int3 (SI_KERNEL: a stepped thread never
+// runs one of our breakpoints), raise or kill.
+bool Checker::our_trap(pid_t tid) const {
+  siginfo_t info{};
+  if (::ptrace(PTRACE_GETSIGINFO, tid, nullptr, &info) != 0) return true;
+  return info.si_code == TRAP_TRACE || info.si_code == TRAP_BRKPT;
+}
+
+// A signal for the program stopped the thread: delivered as the kernel would have.
+void Checker::program_signal(pid_t tid, Thread& t, int signal) {
+  siginfo_t info{};
+  if (::ptrace(PTRACE_GETSIGINFO, tid, nullptr, &info) != 0 && errno == EINVAL) {
+    // No signal's delivery: the group-stop that a stop signal delivered before began. The
+    // program stays stopped, as it would natively, until it gets a SIGCONT.
+    if (!t.group_stopped) ++group_stopped_;
+    t.group_stopped = true;
+    return;
+  }
+  user_regs_struct now;
+  if (t.stepping && !t.unobserved && ::ptrace(PTRACE_GETREGS, tid, nullptr, &now) == 0 &&
+      (now.rip != t.before.rip || now.rsp != t.before.rsp)) {
+    // The stepped instruction ran and raised it (int3, a kill or raise system call): the
+    // signal comes before the next instruction.
+    if (t.spawning) spawned(t, now);
+    account(t, now);
+    step_from(tid, t, now, signal);
+    return;
+  }
+  // The stepped instruction did not run: the signal comes first, with the step, which stops at
+  // the handler's first instruction if it has one.
+  step(tid, t, signal);
+}
+
+// Resumes the group-stopped threads whose process got a SIGCONT (pending for it or for them):
+// the kernel would have woken them.
+void Checker::resume_continued() {
+  for (auto& [tid, t] : threads_) {
+    if (!t.group_stopped) continue;
+    const uint64_t pending =
+        signal_mask(t.process->pid, tid, "SigPnd") | signal_mask(t.process->pid, tid, "ShdPnd");
+    if (!(pending & signal_bit(SIGCONT))) continue;
+    t.group_stopped = false;
+    --group_stopped_;
+    step(tid, t, 0);
+  }
 }
 
 // The thread is stopped before the instruction at now.rip: check it, then run on.
@@ -386,6 +626,7 @@ void Checker::at_instruction(pid_t tid, Thread& t, const user_regs_struct& now) 
 // Checks the instruction at now.rip and single-steps it (delivering `signal`, if not 0).
 void Checker::step_from(pid_t tid, Thread& t, const user_regs_struct& now, int signal) {
   ++result_.summary.steps;
+  if (code_writable(*t.process, now.rip)) t.process->pcs.erase(now.rip); // it may have changed
   const PcInfo& info = info_for(*t.process, now.rip);
   if (t.stack.mode() == Mode::altstack) ++result_.summary.unchecked_signal_steps;
   if (t.stack.checkable() && info.checked && info.data) check(tid, t, to_register_state(now), info);
@@ -426,8 +667,10 @@ bool Checker::checks_statically(const PcInfo& info, const RegisterState& regs) c
 // before, and never where another thread could run into it (conflicts()).
 bool Checker::plan_block(pid_t tid, Thread& t, const user_regs_struct& now) {
   Process& p = *t.process;
-  if (p.shares_memory || p.spawning || t.stack.mode() == Mode::altstack ||
-      p.breakpoints.count(now.rip) ||
+  if (memory_shared(p) || p.spawning || t.stack.mode() == Mode::altstack ||
+      std::any_of(threads_.begin(), threads_.end(),
+                  [&](const auto& u) { return u.second.process == &p && u.second.unobserved; }) ||
+      p.breakpoints.count(now.rip) || code_writable(p, now.rip) ||
       std::any_of(p.parked.begin(), p.parked.end(),
                   [](const Process::Parked& w) { return w.breakpoint == 0; }))
     return false;
@@ -459,11 +702,12 @@ bool Checker::plan_block(pid_t tid, Thread& t, const user_regs_struct& now) {
     if (flow == x86::Flow::jump || flow == x86::Flow::call)
       after.set(x86_64::RIP, info.insn.target);
     if (flow == x86::Flow::call) after.set(x86_64::RSP, after.get(x86_64::RSP) - 8);
-    // Each address at most once, and never the breakpoint's: the run is one straight path.
+    // Each address at most once, and never the breakpoint's: the run is one straight path. Not
+    // into code the program may write (the run ends before it).
     const uint64_t next = after.get(x86_64::RIP);
-    if (next == pc || std::any_of(b.steps.begin(), b.steps.end(), [&](const Block::Step& st) {
-          return st.before.get(x86_64::RIP) == next;
-        }))
+    if (next == pc || code_writable(p, next) ||
+        std::any_of(b.steps.begin(), b.steps.end(),
+                    [&](const Block::Step& st) { return st.before.get(x86_64::RIP) == next; }))
       break;
     b.steps.push_back({regs, info.insn});
     regs = after;
@@ -530,7 +774,8 @@ void Checker::block_stopped(pid_t tid, Thread& t, int sig) {
     ran = 0;
   }
   commit_block(tid, t, ran);
-  step_from(tid, t, now, sig == SIGTRAP ? 0 : sig);
+  // Any signal but our breakpoint's is the program's (its int3 included: no step traps here).
+  step_from(tid, t, now, sig);
 }
 
 Checker::Process& Checker::add_process(pid_t pid) {
@@ -561,6 +806,7 @@ void Checker::forget_thread(pid_t tid) {
   threads_.erase(it);
   std::erase_if(p->parked, [&](const Process::Parked& w) { return w.tid == tid; });
   if (t.spawning) --p->spawning;
+  if (t.group_stopped) --group_stopped_;
   if (t.block.active) unplant(*p, t.block.end_pc);
   if (--p->threads == 0) processes_.erase(p->pid);
 }
@@ -575,7 +821,11 @@ void Checker::new_child(Thread& parent, int event, pid_t child) {
     return;
   }
   Process& p = add_process(child);
-  p.shares_memory = event != PTRACE_EVENT_FORK; // vfork, or a clone that is no thread
+  // vfork, a clone that is no thread, or a fork-like clone(CLONE_VM) (reported as a fork)
+  p.shares_memory =
+      event != PTRACE_EVENT_FORK ||
+      same_memory(parent.process->pid, child)
+          .value_or((clone_flags(parent.before, *parent.process->memory) & CLONE_VM) != 0);
   ++result_.summary.processes;
   Thread& t = add_thread(child, p);
   t.stack = parent.stack;
@@ -665,14 +915,25 @@ Result<CheckResult> Checker::run() {
     if (!writer) return std::move(writer).error();
     trace_ = std::move(*writer);
   }
-  if (Status st = start(); !st.ok()) return std::move(st).error();
-  after_step(pid_, threads_.at(pid_)); // checks the first instruction and steps it
+  if (Status st = start(); !st.ok()) {
+    if (!TerminationGuard::received()) return std::move(st).error();
+    stop_ = true; // interrupted before the start: the partial summary says so
+  } else {
+    after_step(pid_, threads_.at(pid_)); // checks the first instruction and steps it
+  }
   while (!stop_) {
+    // Read at every stop, not only when waitpid is interrupted: a busy program stops again
+    // before the signal can find the checker inside waitpid.
+    if (TerminationGuard::received()) break;
     int status = 0;
-    pid_t tid = ::waitpid(-1, &status, __WALL);
+    pid_t tid = ::waitpid(-1, &status, __WALL | (group_stopped_ ? WNOHANG : 0));
+    if (tid == 0) { // nothing new while the program is stopped: a SIGCONT may have come
+      resume_continued();
+      if (group_stopped_) ::usleep(10000);
+      continue;
+    }
     if (tid < 0) {
-      if (errno == EINTR && !TerminationGuard::received()) continue;
-      if (errno == EINTR) error_ = "interrupted";
+      if (errno == EINTR) continue;
       break; // ECHILD: every thread is gone
     }
     if (WIFEXITED(status) || WIFSIGNALED(status)) {
@@ -714,6 +975,16 @@ Result<CheckResult> Checker::run() {
       t.injected = false;
       continue;
     }
+    if (sig == (SIGTRAP | 0x80)) { // a system call stepped with PTRACE_SYSCALL
+      t.syscall_entered = !t.syscall_entered;
+      if (t.syscall_entered) {
+        step(tid, t, 0); // on to its exit
+        t.injected = false;
+      } else {
+        syscall_returned(tid, t);
+      }
+      continue;
+    }
     if (t.block.active) {
       block_stopped(tid, t, sig);
       continue;
@@ -725,20 +996,19 @@ Result<CheckResult> Checker::run() {
         continue;
       }
     }
-    if (sig == SIGTRAP) {
+    if (sig == SIGTRAP && our_trap(tid)) {
       after_step(tid, t);
       continue;
     }
-    // A signal for the program: the stepped instruction did not run; deliver the signal with
-    // the step, which stops at the handler's first instruction if it has one.
-    step(tid, t, sig);
+    program_signal(tid, t, sig);
   }
+  result_.summary.interrupted = TerminationGuard::received();
   // Followed children die with the program when the check stops early.
   for (const auto& [pid, process] : processes_)
     if (pid != pid_) ::kill(pid, SIGKILL);
   for (pid_t child : early_children_)
     ::kill(child, SIGKILL);
-  if (program_ && program_->pid()) program_->kill();
+  if (program_ && program_->pid()) program_->kill(); // and the children it forked, followed or not
   if (!error_.empty()) return Error::plain(error_);
   auto& s = result_.summary;
   s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -78,8 +78,9 @@ struct CheckSummary {
   uint64_t processes = 1;    // processes checked (the program, and with --follow-fork its children)
   uint64_t execs = 0;        // processes left to run unchecked at an exec
   double seconds = 0;
-  bool step_limit = false;    // stopped at max_steps
-  int exit_status = -1;       // the program's wait status (-1: killed by the checker or detached)
+  bool step_limit = false; // stopped at max_steps
+  int interrupted = 0;     // the SIGINT, SIGTERM or SIGHUP that stopped the check (program killed)
+  int exit_status = -1;    // the program's wait status (-1: killed by the checker or detached)
   bool exec_detached = false; // the program called exec: left to run unchecked from there
 };
 

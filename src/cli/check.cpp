@@ -6,11 +6,13 @@
 #include <cstdio>
 #include <fmt/format.h>
 #include <memory>
+#include <optional>
 
 #include "check/replay.hpp"
 #include "check/report.hpp"
 #include "check/validator.hpp"
 #include "cli/commands.hpp"
+#include "runtime/ptrace_process.hpp"
 
 namespace ehelf::cli {
 
@@ -91,6 +93,10 @@ void register_check(CLI::App& app) {
       o.start = check::CheckOptions::Start::symbol;
       o.from_symbol = opt->from;
     }
+    // A live run stopped by SIGINT, SIGTERM or SIGHUP prints its partial result before dying of
+    // the signal (when the guard goes).
+    std::optional<TerminationGuard> guard;
+    if (opt->replay.trace.empty()) guard.emplace();
     auto result =
         opt->replay.trace.empty() ? check::run_check(o) : check::replay_check(opt->replay);
     if (!result) {

@@ -2,7 +2,6 @@
 // ehelf from each sample's registers and stack copy, printed as perf script does, as folded
 // stacks, as a flame graph (SVG) or as JSON lines.
 #include <fmt/format.h>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -19,6 +18,7 @@
 #include "perf/script_output.hpp"
 #include "perf/stack_pipeline.hpp"
 #include "record/profile.hpp"
+#include "support/output_file.hpp"
 #include "support/progress.hpp"
 
 namespace ehelf::cli {
@@ -30,6 +30,7 @@ struct Options {
   std::string output;
   std::string backend = "auto";
   std::string title;
+  bool inverted = false;
   size_t max_frames = 512;
   bool no_kernel = false;
   bool raw = false;
@@ -53,15 +54,16 @@ int run_perf(const Options& o) {
   // The recording, the unwinder (its modules and symbols) and the profile are left to the exit.
   const perf::PerfData* data =
       &kept_until_exit(std::make_unique<perf::PerfData>(std::move(*opened)));
-  std::ofstream file;
+  std::optional<OutputFile> file;
   if (!o.output.empty()) {
-    file.open(o.output, std::ios::binary);
-    if (!file) {
-      fmt::print(stderr, "ehelf: cannot write {}\n", o.output);
+    auto created = OutputFile::create(o.output);
+    if (!created) {
+      fmt::print(stderr, "ehelf: {}\n", created.error().to_string());
       return 1;
     }
+    file.emplace(std::move(*created));
   }
-  std::ostream& out = o.output.empty() ? std::cout : file;
+  std::ostream& out = file ? file->stream() : std::cout;
 
   perf::SampleUnwinderOptions uo;
   uo.backend = backend_from_name(o.backend);
@@ -132,11 +134,16 @@ int run_perf(const Options& o) {
                                                                       : o.input)
                                : o.title;
     if (o.period) fg.count_name = "period"; // the event's unit (ns for cpu-clock)
+    fg.inverted = o.inverted;
     perf::write_flamegraph_svg(out, folded, fg);
   }
-  out.flush();
-  if (!out) {
-    fmt::print(stderr, "ehelf: writing {} failed\n", o.output.empty() ? "stdout" : o.output);
+  if (file) {
+    if (Status s = file->commit(); !s) {
+      fmt::print(stderr, "ehelf: {}\n", s.error().to_string());
+      return 1;
+    }
+  } else if (!out.flush()) {
+    fmt::print(stderr, "ehelf: writing stdout failed\n");
     return 1;
   }
   const perf::UnwindStats& st = unwinder.stats();
@@ -148,6 +155,10 @@ int run_perf(const Options& o) {
   if (o.verbose)
     if (std::string slow = slow_steps_summary(unwinder.slow_steps()); !slow.empty())
       fmt::print(stderr, "ehelf: {}\n", slow);
+  if (o.verbose)
+    if (const uint64_t jit = unwinder.frames_outside_modules())
+      fmt::print(stderr, "ehelf: {} frame{} in code outside any module (JIT) unwound by rbp\n", jit,
+                 jit == 1 ? "" : "s");
   std::optional<Error> damage = data->header_damage();
   if (!damage) damage = records.damage(); // the header says why first
   if (damage) {
@@ -183,8 +194,11 @@ void register_perf(CLI::App& app) {
   cmd->add_flag("--no-kernel", opt->no_kernel, "Leave out kernel frames");
   add_debug_dir_option(cmd, opt->debug_dirs);
   cmd->add_flag("-r,--raw", opt->raw, "Do not demangle C++ names");
-  cmd->add_flag("--pid", opt->with_pid, "folded/svg: one root per process (comm-PID)");
-  cmd->add_flag("--tid", opt->with_tid, "folded/svg: one root per thread (comm-PID/TID)");
+  // --pid-roots and --tid-roots as in ehelf record, where --pid and --tid are perf record's
+  // (which processes or threads); --pid and --tid as stackcollapse-perf.pl spells them.
+  cmd->add_flag("--pid-roots,--pid", opt->with_pid, "folded/svg: one root per process (comm-PID)");
+  cmd->add_flag("--tid-roots,--tid", opt->with_tid,
+                "folded/svg: one root per thread (comm-PID/TID)");
   cmd->add_flag("--period", opt->period, "folded/svg: weigh samples by their period");
   cmd->add_flag("--offsets", opt->offsets, "Print symbol+offset");
   cmd->add_flag("--no-progress", opt->no_progress,
@@ -196,6 +210,9 @@ void register_perf(CLI::App& app) {
                   "on another")
       ->check(CLI::Range(1u, 2u));
   cmd->add_option("--title", opt->title, "svg: the flame graph's title");
+  cmd->add_flag("--inverted,--icicle", opt->inverted,
+                "svg: an icicle graph, callers above their callees, the root at the top (deep "
+                "stacks start on the first screen)");
   cmd->add_flag("-v,--verbose", opt->verbose,
                 "Say why each walk ended (script) and print a summary on stderr");
   cmd->callback([opt] { set_exit_code(run_perf(*opt)); });

@@ -1,5 +1,6 @@
 // `ehelf record`: a sampling profiler that unwinds as it samples (src/record). Flags and
 // dispatch only.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -18,7 +19,7 @@ namespace {
 
 struct Options {
   std::vector<std::string> command;
-  std::string pids;
+  std::string pids, tids;
   bool system_wide = false;
   std::string output = "ehelf.svg";
   std::string format;
@@ -31,7 +32,8 @@ struct Options {
   size_t max_frames = 512;
   std::vector<std::string> debug_dirs;
   bool no_kernel = false, with_pid = false, with_tid = false, weight_period = false;
-  bool quiet = false;
+  bool quiet = false, inverted = false;
+  bool raw = false; // mangled names
   std::string title;
   size_t top = 10;
 };
@@ -41,9 +43,31 @@ std::string message_of(const Error& e) {
   return e.file.empty() && !e.has_offset ? "record: " + e.message : e.to_string();
 }
 
-std::atomic<bool> g_stop{false};
+// SIGINT and SIGTERM received: the first stops the recording, the next kills a command that did
+// not end on the SIGTERM it was then sent.
+std::atomic<int> g_stop_requests{0};
 extern "C" void on_stop_signal(int) {
-  g_stop.store(true);
+  g_stop_requests.fetch_add(1);
+}
+
+// A comma-separated list of ids (-p 12,34) into `ids`; false, having said why, for anything else.
+bool parse_ids(const std::string& text, std::string_view flag, std::string_view what,
+               std::vector<int>& ids) {
+  if (text.empty()) return true;
+  std::stringstream list(text);
+  std::string item;
+  while (std::getline(list, item, ',')) {
+    try {
+      size_t used = 0;
+      const int id = std::stoi(item, &used);
+      if (used != item.size() || id <= 0) throw std::invalid_argument(item);
+      ids.push_back(id);
+    } catch (const std::exception&) {
+      fmt::print(stderr, "ehelf: {}: '{}' is not {}\n", flag, item, what);
+      return false;
+    }
+  }
+  return true;
 }
 
 int run_record(const Options& o) {
@@ -64,24 +88,15 @@ int run_record(const Options& o) {
   ro.backend = backend_from_name(o.backend);
   ro.max_depth = o.max_frames ? o.max_frames : 65536;
   ro.debug_dirs = o.debug_dirs;
-  if (!o.pids.empty()) {
-    std::stringstream list(o.pids);
-    std::string item;
-    while (std::getline(list, item, ',')) {
-      try {
-        size_t used = 0;
-        const int pid = std::stoi(item, &used);
-        if (used != item.size() || pid <= 0) throw std::invalid_argument(item);
-        ro.pids.push_back(pid);
-      } catch (const std::exception&) {
-        fmt::print(stderr, "ehelf: -p: '{}' is not a process id\n", item);
-        return 2;
-      }
-    }
-  }
-  const int targets = int(!ro.command.empty()) + int(!ro.pids.empty()) + int(ro.system_wide);
+  ro.demangle = !o.raw;
+  if (!parse_ids(o.pids, "-p", "a process id", ro.pids) ||
+      !parse_ids(o.tids, "-t", "a thread id", ro.tids))
+    return 2;
+  const int targets = int(!ro.command.empty()) + int(!ro.pids.empty()) + int(!ro.tids.empty()) +
+                      int(ro.system_wide);
   if (targets != 1) {
-    fmt::print(stderr, "ehelf: record: give exactly one of a command (after --), -p PID or -a\n");
+    fmt::print(stderr,
+               "ehelf: record: give exactly one of a command (after --), -p PID, -t TID or -a\n");
     return 2;
   }
   if (o.frequency == 0 && o.period == 0) {
@@ -99,8 +114,9 @@ int run_record(const Options& o) {
     return 2;
   }
   // The output must be writable before anything runs: a recording is not repeatable.
-  if (Status s = record::check_writable(o.output); !s) {
-    fmt::print(stderr, "ehelf: {}\n", message_of(s.error()));
+  auto output = OutputFile::create(o.output);
+  if (!output) {
+    fmt::print(stderr, "ehelf: {}\n", message_of(output.error()));
     return 2;
   }
   ro.keep_timeline = *format == record::ProfileFormat::Script;
@@ -109,7 +125,8 @@ int run_record(const Options& o) {
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
   const auto wall_start = std::chrono::system_clock::now();
-  auto recorded = record::record(ro, &g_stop);
+  ro.on_note = [](const std::string& note) { fmt::print(stderr, "ehelf: {}\n", note); };
+  auto recorded = record::record(ro, &g_stop_requests);
   if (!recorded) {
     fmt::print(stderr, "ehelf: {}\n", message_of(recorded.error()));
     return 2;
@@ -117,22 +134,23 @@ int run_record(const Options& o) {
   // The profile and the unwinder (its modules and symbols) are left to the exit.
   record::Recording* rec =
       &kept_until_exit(std::make_unique<record::Recording>(std::move(*recorded)));
-  if (!rec->note.empty()) fmt::print(stderr, "ehelf: {}\n", rec->note);
   const std::vector<perf::CountedStack> stacks = rec->profile.named(*rec->unwinder);
   record::OutputOptions out;
   out.fold.include_pid = o.with_pid;
   out.fold.include_tid = o.with_tid;
   out.fold.weight_by_period = o.weight_period;
   out.event = o.event;
-  out.frequency = o.period ? 0 : o.frequency;
+  out.frequency = rec->frequency;
   out.period = o.period;
   out.start_nanos =
       std::chrono::duration_cast<std::chrono::nanoseconds>(wall_start.time_since_epoch()).count();
   std::string what = !ro.command.empty() ? ro.command.front()
                      : ro.system_wide    ? std::string("the whole system")
-                                         : "pid " + o.pids;
+                     : ro.tids.empty()   ? "pid " + o.pids
+                                         : "tid " + o.tids;
+  out.inverted = o.inverted;
   out.title = o.title.empty() ? fmt::format("ehelf record: {}", what) : o.title;
-  if (Status s = record::write_profile(*rec, stacks, *format, o.output, out); !s) {
+  if (Status s = record::write_profile(*rec, stacks, *format, *output, out); !s) {
     fmt::print(stderr, "ehelf: {}\n", message_of(s.error()));
     return 1;
   }
@@ -144,6 +162,7 @@ int run_record(const Options& o) {
     si.event = o.event;
     si.output = o.output;
     si.top = o.top;
+    si.frames_outside_modules = rec->unwinder->frames_outside_modules();
     fmt::print(stderr, "{}", record::summary_text(si));
   }
   return rec->exit_status;
@@ -161,6 +180,8 @@ void register_record(CLI::App& app) {
               "  ehelf record -p 1234 -d 10 -o app.folded             # a running process, 10 s");
   cmd->add_option("command", opt->command, "The command to run and profile (after --)");
   cmd->add_option("-p,--pid", opt->pids, "Profile these running processes (PID[,PID...])");
+  cmd->add_option("-t,--tid", opt->tids,
+                  "Profile these threads of running processes (TID[,TID...]), as perf record -t");
   cmd->add_flag("-a,--all-cpus", opt->system_wide, "Profile the whole system");
   cmd->add_option("-o,--output", opt->output,
                   "Where the profile goes (default ehelf.svg); its extension picks the format");
@@ -181,14 +202,35 @@ void register_record(CLI::App& app) {
                   "At most this many user frames per sample (default 512, 0: 65536)");
   cmd->add_flag("--no-kernel", opt->no_kernel, "Sample user space only");
   add_debug_dir_option(cmd, opt->debug_dirs);
+  cmd->add_flag("-r,--raw", opt->raw, "Do not demangle C++ names");
   cmd->add_flag("--pid-roots", opt->with_pid, "folded/svg: one root per process (comm-PID)");
   cmd->add_flag("--tid-roots", opt->with_tid, "folded/svg: one root per thread (comm-PID/TID)");
   cmd->add_flag("--period", opt->weight_period,
                 "folded/svg: weigh samples by their period (ns for cpu-clock)");
   cmd->add_option("--title", opt->title, "svg: the flame graph's title");
+  cmd->add_flag("--inverted,--icicle", opt->inverted,
+                "svg: an icicle graph, callers above their callees, the root at the top (deep "
+                "stacks start on the first screen)");
   cmd->add_option("--top", opt->top, "Functions in the summary's top lists (default 10)");
   cmd->add_flag("-q,--quiet", opt->quiet, "No summary");
-  cmd->callback([opt] { set_exit_code(run_record(*opt)); });
+  // An option ehelf does not know is most often the command's own, given without -- (ehelf
+  // record -o g.svg ls -l): said with the way to write it, rather than CLI11's bare complaint.
+  cmd->allow_extras();
+  cmd->callback([opt, cmd] {
+    // (CLI11 keeps the -- itself among them)
+    const std::vector<std::string> extra = cmd->remaining();
+    if (auto unknown = std::find_if(extra.begin(), extra.end(),
+                                    [](const std::string& arg) { return arg != "--"; });
+        unknown != extra.end()) {
+      fmt::print(stderr,
+                 "ehelf: record: unknown option '{}' (a command to profile goes after --, with its "
+                 "own options: ehelf record [OPTIONS] -- CMD ARGS...; see --help)\n",
+                 *unknown);
+      set_exit_code(2);
+      return;
+    }
+    set_exit_code(run_record(*opt));
+  });
 }
 
 } // namespace ehelf::cli

@@ -69,10 +69,12 @@ void print_thread(std::string& out, const Options& opt, ModuleMap& map, Symboliz
   }
   if (opt.verbose) {
     // Why the walk ended, and what unwound its frames (the last one was not unwound).
-    size_t by[4] = {}, by_frame_pointer = 0;
+    size_t by[4] = {}, by_frame_pointer = 0, outside_modules = 0;
     bool last_unwound = why == StopReason::None || why == StopReason::DepthLimit;
     for (size_t k = 0; k + 1 < n || (k < n && last_unwound); ++k) {
-      if (frames[k].via_frame_pointer)
+      if (frames[k].via_frame_pointer && !frames[k].module)
+        ++outside_modules;
+      else if (frames[k].via_frame_pointer)
         ++by_frame_pointer;
       else
         ++by[static_cast<int>(frames[k].backend)];
@@ -85,6 +87,9 @@ void print_thread(std::string& out, const Options& opt, ModuleMap& map, Symboliz
     if (by_frame_pointer)
       fmt::format_to(std::back_inserter(counts), "{}frame pointer {}", counts.empty() ? "" : ", ",
                      by_frame_pointer);
+    if (outside_modules)
+      fmt::format_to(std::back_inserter(counts), "{}frame pointer outside any module (JIT) {}",
+                     counts.empty() ? "" : ", ", outside_modules);
     fmt::format_to(std::back_inserter(out), "    stopped: {}{}{}{}\n", stop_reason_name(why),
                    counts.empty() ? "" : " (unwound by ", counts, counts.empty() ? "" : ")");
   }

@@ -6,36 +6,16 @@
 
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
+#include <set>
 
 #include "cli/commands.hpp"
 #include "dwarf/cfi_encoder.hpp"
 #include "dwarf/module_cfi.hpp"
+#include "support/output_file.hpp"
 #include "synth/compare.hpp"
 #include "synth/report.hpp"
 
 namespace ehelf::cli {
-
-namespace {
-
-// Writes `bytes` to `path`, with the permissions of `like` if given (a patched executable stays
-// one).
-bool write_file(const std::string& path, const std::vector<uint8_t>& bytes,
-                const std::string& like) {
-  {
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(bytes.data()),
-              static_cast<std::streamsize>(bytes.size()));
-    if (!out.flush()) return false;
-  }
-  std::error_code ec;
-  if (!like.empty())
-    std::filesystem::permissions(path, std::filesystem::status(like, ec).permissions(), ec);
-  return true;
-}
-
-} // namespace
 
 void register_synth(CLI::App& app) {
   struct Options {
@@ -67,7 +47,7 @@ void register_synth(CLI::App& app) {
                   "in a binary stripped of its tables");
   cmd->add_option("--compare-with", opt->reference,
                   "Compare with this file's tables instead (the same program before its tables "
-                  "were stripped); FILE's own tables, if any, are not used")
+                  "were stripped); the synthesis compared is the one -o and --patch write")
       ->check(CLI::ExistingFile);
   cmd->add_flag("--json", opt->json, "Print the statistics (and disagreements) as JSON");
   cmd->add_option("--max-print", opt->max_print, "Print at most this many disagreements");
@@ -85,23 +65,30 @@ void register_synth(CLI::App& app) {
       return set_exit_code(2);
     }
     if (!opt->reference.empty()) opt->compare = true;
-    // The file's own table: its function starts help discovery; --compare checks against it.
-    // With --compare-with, the reference's table is the one checked against and gives nothing to
-    // the discovery (the synthesis sees only FILE).
-    std::optional<UnwindTable> shipped;
-    {
+    // The file's own table: its function starts help discovery, whatever else is asked (what
+    // -o and --patch write is the synthesis --compare and --compare-with measure). --compare
+    // checks against it; --compare-with against the reference's instead.
+    auto load_table = [](const std::string& path) -> Result<UnwindTable> {
       LoadOptions lo;
       lo.debug_frame = false;
-      auto m = load_module_cfi(opt->reference.empty() ? opt->file : opt->reference, lo);
-      auto table = m ? build_unwind_table(*m) : Result<UnwindTable>(m.error());
-      if (table)
-        shipped = std::move(*table);
-      else if (opt->compare) {
+      auto m = load_module_cfi(path, lo);
+      return m ? build_unwind_table(*m) : Result<UnwindTable>(m.error());
+    };
+    auto own = load_table(opt->file);
+    std::optional<UnwindTable> reference;
+    if (!opt->reference.empty()) {
+      auto table = load_table(opt->reference);
+      if (!table) {
         fmt::print(stderr, "ehelf: {}\n", table.error().to_string());
         return set_exit_code(2);
       }
+      reference = std::move(*table);
+    } else if (opt->compare && !own) {
+      fmt::print(stderr, "ehelf: {}\n", own.error().to_string());
+      return set_exit_code(2);
     }
-    const UnwindTable* discovery = shipped && opt->reference.empty() ? &*shipped : nullptr;
+    const UnwindTable* discovery = own ? &*own : nullptr;
+    const UnwindTable* shipped = reference ? &*reference : discovery;
     const auto t0 = std::chrono::steady_clock::now();
     auto result = synth::synthesize(**elf, discovery);
     const double seconds =
@@ -110,25 +97,47 @@ void register_synth(CLI::App& app) {
       fmt::print(stderr, "ehelf: {}\n", result.error().to_string());
       return set_exit_code(2);
     }
+    // A function with a row DWARF cannot express (a save at an offset not a multiple of 8, in
+    // code that is no compiler's) is left out of what is written, once each, with a warning.
+    std::vector<LeftOutFde> left_out;
+    std::set<uint64_t> warned;
+    auto warn_left_out = [&] {
+      for (const LeftOutFde& l : left_out)
+        if (warned.insert(l.begin).second) {
+          const synth::SynthFunction* f = synth::function_at(*result, l.begin);
+          fmt::print(stderr, "ehelf: warning: {}: {}: {}; its rows are left out\n", opt->file,
+                     f ? f->name : fmt::format("{:#x}", l.begin), l.why.message);
+        }
+      left_out.clear();
+    };
     if (!opt->output.empty()) {
       CfiElfOptions eo;
       eo.format = opt->debug_frame ? CfiFormat::DebugFrame : CfiFormat::EhFrame;
       eo.source = elf->get();
+      eo.left_out = &left_out;
       auto image = encode_cfi_elf(result->table, eo);
       if (!image) {
         fmt::print(stderr, "ehelf: {}: {}\n", opt->file, image.error().to_string());
         return set_exit_code(2);
       }
-      if (!write_file(opt->output, *image, "")) {
-        fmt::print(stderr, "ehelf: {}: cannot write\n", opt->output);
+      warn_left_out();
+      const std::string_view bytes(reinterpret_cast<const char*>(image->data()), image->size());
+      if (Status s = write_output_file(opt->output, bytes); !s) {
+        fmt::print(stderr, "ehelf: {}\n", s.error().to_string());
         return set_exit_code(2);
       }
     }
     if (!opt->patch.empty()) {
-      auto patched = encode_cfi_patch(**elf, result->table);
-      if (!patched || !write_file(opt->patch, *patched, opt->file)) {
-        fmt::print(stderr, "ehelf: {}: {}\n", opt->patch,
-                   patched ? "cannot write" : patched.error().to_string());
+      auto patched = encode_cfi_patch(**elf, result->table, &left_out);
+      warn_left_out();
+      if (!patched) {
+        fmt::print(stderr, "ehelf: {}: {}\n", opt->patch, patched.error().to_string());
+        return set_exit_code(2);
+      }
+      // A program meant to run: executable, but never FILE's setuid or setgid bits.
+      const std::string_view bytes(reinterpret_cast<const char*>(patched->data()), patched->size());
+      if (Status s = write_output_file(opt->patch, bytes, {.mode = 0777}); !s) {
+        fmt::print(stderr, "ehelf: {}\n", s.error().to_string());
         return set_exit_code(2);
       }
     }

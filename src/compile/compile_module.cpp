@@ -61,21 +61,24 @@ Result<CompileReport> compile_module(const std::string& path, const std::string&
 
   auto t2 = Clock::now();
   phase("compiling (cc)");
-  if (auto st = build_shared_object(*source, output, options.toolchain); !st)
+  // Measured and verified as built, before it is published: `output` may be a device.
+  auto inspect = [&](const std::string& built) -> Status {
+    report.cc_ms = ms_since(t2);
+    auto out = ElfFile::open(built);
+    if (!out) return std::move(out).error();
+    report.eh_elf_text = section_size(**out, ".text");
+    report.eh_elf_rodata = section_size(**out, ".rodata");
+    report.eh_elf_file = (*out)->bytes().size();
+    if (options.verify) {
+      phase("verifying");
+      auto object = EhElfObject::load(built, cg.build_id);
+      if (!object) return std::move(object).error();
+      report.verification = check_eh_elf(*table, **object);
+    }
+    return Ok{};
+  };
+  if (auto st = build_shared_object(*source, output, options.toolchain, inspect); !st)
     return std::move(st).error().in_file(path);
-  report.cc_ms = ms_since(t2);
-
-  auto out = ElfFile::open(output);
-  if (!out) return std::move(out).error();
-  report.eh_elf_text = section_size(**out, ".text");
-  report.eh_elf_rodata = section_size(**out, ".rodata");
-  report.eh_elf_file = (*out)->bytes().size();
-  if (options.verify) {
-    phase("verifying");
-    auto object = EhElfObject::load(output, cg.build_id);
-    if (!object) return std::move(object).error();
-    report.verification = check_eh_elf(*table, **object);
-  }
   return report;
 }
 

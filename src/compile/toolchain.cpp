@@ -8,7 +8,9 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <optional>
 #include <signal.h>
+#include <string_view>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -16,7 +18,9 @@
 #include <unistd.h>
 #include <vector>
 
+#include "support/output_file.hpp"
 #include "support/read_fully.hpp"
+#include "support/read_text_file.hpp"
 
 extern char** environ;
 
@@ -28,8 +32,8 @@ namespace {
 // (a symbolic link at a temporary's name, say). Removed with everything in it on every path.
 class ScratchDir {
 public:
-  explicit ScratchDir(const std::string& output) {
-    std::string tmpl = output.substr(0, output.rfind('/') + 1) + ".ehelf-tmp-XXXXXX";
+  explicit ScratchDir(const std::string& directory) {
+    std::string tmpl = directory + ".ehelf-tmp-XXXXXX";
     if (::mkdtemp(tmpl.data())) path_ = tmpl;
   }
   ~ScratchDir() {
@@ -94,6 +98,13 @@ struct Child {
   pid_t parent;
 };
 
+// In the forked processes: says what failed in the compiler's log (write(2) only: async-signal
+// safe), which ehelf quotes, and exits.
+[[noreturn]] void fail_in_child(int log_fd, std::string_view what, int code = 126) {
+  [[maybe_unused]] ssize_t n = ::write(log_fd, what.data(), what.size());
+  ::_exit(code);
+}
+
 // Runs in the forked child: only async-signal-safe calls. The child becomes a keeper leading its
 // own process group; it dies with ehelf (PR_SET_PDEATHSIG sends it SIGTERM, on which it kills
 // its group), and runs the compiler under the limits, which the compiler's own children inherit.
@@ -112,19 +123,25 @@ struct Child {
     sa.sa_handler = SIG_DFL;
     ::sigaction(SIGTERM, &sa, nullptr);
     rlimit cpu{c.cpu_seconds, c.cpu_seconds}, mem{c.memory_bytes, c.memory_bytes};
-    if (::setrlimit(RLIMIT_CPU, &cpu) != 0 || ::setrlimit(RLIMIT_AS, &mem) != 0) ::_exit(126);
-    if (::chdir(c.cwd) != 0) ::_exit(126);
+    if (::setrlimit(RLIMIT_CPU, &cpu) != 0) fail_in_child(c.log_fd, "setrlimit(RLIMIT_CPU) failed");
+    if (::setrlimit(RLIMIT_AS, &mem) != 0) fail_in_child(c.log_fd, "setrlimit(RLIMIT_AS) failed");
+    if (::chdir(c.cwd) != 0) fail_in_child(c.log_fd, "cannot enter the scratch directory");
     ::dup2(c.null_fd, 0);
     ::dup2(c.log_fd, 1);
     ::dup2(c.log_fd, 2);
     ::execve(c.exe, c.argv, environ);
-    ::_exit(127);
+    fail_in_child(c.log_fd, "execve failed", 127);
   }
   int status = 0;
   while (cc > 0 && ::waitpid(cc, &status, 0) < 0)
-    if (errno != EINTR) ::_exit(126);
-  if (cc < 0) ::_exit(126);
+    if (errno != EINTR) fail_in_child(c.log_fd, "waitpid failed");
+  if (cc < 0) fail_in_child(c.log_fd, "fork failed");
   ::_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+}
+
+rlim_t hard_limit(int resource) {
+  rlimit now{};
+  return ::getrlimit(resource, &now) == 0 ? now.rlim_max : RLIM_INFINITY;
 }
 
 // The compiler's exit code (128 + N: killed by signal N), or an error.
@@ -144,8 +161,16 @@ Result<int> run_compiler(const std::string& exe, const std::vector<std::string>&
   for (auto& a : copy)
     argv.push_back(a.data());
   argv.push_back(nullptr);
-  Child c{exe.c_str(), argv.data(),         cwd.c_str(),          log_fd,
-          null_fd,     options.cpu_seconds, options.memory_bytes, ::getpid()};
+  // The limits, but never above the hard limits ehelf runs under: an unprivileged process cannot
+  // raise those, and the child's setrlimit would fail.
+  Child c{exe.c_str(),
+          argv.data(),
+          cwd.c_str(),
+          log_fd,
+          null_fd,
+          std::min<rlim_t>(options.cpu_seconds, hard_limit(RLIMIT_CPU)),
+          std::min<rlim_t>(options.memory_bytes, hard_limit(RLIMIT_AS)),
+          ::getpid()};
   pid_t pid = ::fork();
   if (pid == 0) run_keeper(c);
   int fork_errno = errno;
@@ -157,6 +182,18 @@ Result<int> run_compiler(const std::string& exe, const std::vector<std::string>&
   while (::waitpid(pid, &status, 0) < 0)
     if (errno != EINTR) return Error::plain(fmt::format("waitpid: {}", std::strerror(errno)));
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// $TMPDIR (when absolute), else /tmp, with a slash at the end.
+std::string temporary_directory() {
+  const char* env = ::secure_getenv("TMPDIR");
+  std::string dir = env && env[0] == '/' ? env : "/tmp";
+  return dir.back() == '/' ? dir : dir + "/";
+}
+
+// The object the compiler made, whole (at most 1 GiB: a bounded input makes far less).
+std::optional<std::string> read_whole_file(const std::string& path) {
+  return read_text_file(path, size_t(1) << 30, O_NOFOLLOW);
 }
 
 std::string first_bytes(const std::string& path, size_t n) {
@@ -174,7 +211,8 @@ std::string first_bytes(const std::string& path, size_t n) {
 } // namespace
 
 Status build_shared_object(const std::string& source, const std::string& output,
-                           const ToolchainOptions& options) {
+                           const ToolchainOptions& options,
+                           const std::function<Status(const std::string& built)>& inspect) {
   std::string compiler = options.compiler;
   if (compiler.empty()) {
     const char* env = ::secure_getenv("EHELF_CC");
@@ -187,7 +225,14 @@ Status build_shared_object(const std::string& source, const std::string& output,
     return Error::plain(fmt::format("unknown optimization flag {}", options.optimization));
   std::string exe = find_executable(compiler);
   if (exe.empty()) return Error::plain(fmt::format("cannot find the C compiler {}", compiler));
-  ScratchDir scratch(output);
+  // Refused (a link, a directory, a FIFO...) before the compiler runs. An object is a file that
+  // is loaded and run: 0755 at most, whatever the umask, since an object writable by group or
+  // others would be refused by the runtime.
+  auto out = OutputFile::create(output, {.mode = 0755});
+  if (!out) return std::move(out).error();
+  // Next to the output, unless that is a device (/dev/null): no directory is made under /dev.
+  ScratchDir scratch(out->is_device() ? temporary_directory()
+                                      : output.substr(0, output.rfind('/') + 1));
   if (!scratch.ok())
     return Error::plain(fmt::format("cannot create a temporary directory next to {}: {}", output,
                                     std::strerror(errno)));
@@ -220,17 +265,21 @@ Status build_shared_object(const std::string& source, const std::string& output,
   if (*status == 128 + SIGXCPU || *status == 128 + SIGKILL)
     return Error::plain(fmt::format("{} was stopped by its limit of {} s of CPU time", compiler,
                                     options.cpu_seconds));
-  if (*status != 0)
-    return Error::plain(fmt::format("{} failed: {}", compiler, first_bytes(log_path, 511)));
-  // Whatever the umask: an object writable by group or others would be refused by the runtime.
-  struct stat st {};
-  if (::stat(so_path.c_str(), &st) != 0 || ::chmod(so_path.c_str(), st.st_mode & 0755) != 0)
-    return Error::plain(fmt::format("{} made no {}", compiler, so_path));
-  if (options.keep_source && ::rename(c_path.c_str(), (output + ".c").c_str()) != 0)
-    return Error::plain(fmt::format("cannot create {}.c: {}", output, std::strerror(errno)));
+  if (*status != 0) {
+    const std::string said = first_bytes(log_path, 511);
+    return Error::plain(
+        fmt::format("{} failed: {}", compiler,
+                    said.empty() ? fmt::format("exit status {}, no message", *status) : said));
+  }
+  auto object = read_whole_file(so_path);
+  if (!object) return Error::plain(fmt::format("{} made no {}", compiler, so_path));
+  if (inspect)
+    if (Status s = inspect(so_path); !s) return s;
+  if (options.keep_source)
+    if (Status s = write_output_file(output + ".c", source); !s) return s;
   // Atomic: a reader sees the old object or the new one, never a partial one.
-  if (::rename(so_path.c_str(), output.c_str()) != 0)
-    return Error::plain(fmt::format("cannot create {}: {}", output, std::strerror(errno)));
+  if (Status s = out->write(*object); !s) return s;
+  return out->commit();
   return Ok{};
 }
 

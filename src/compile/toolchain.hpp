@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "support/result.hpp"
@@ -21,11 +22,16 @@ struct ToolchainOptions {
 };
 
 // Compiles `source` into the shared object `output`. The compiler runs in a private scratch
-// directory next to `output` (mkdtemp: no predictable names, removed on every path), in its own
-// process group that dies with ehelf (PR_SET_PDEATHSIG), under the limits above; the object is
-// made unwritable by group and others and renamed into place atomically, so a reader sees the old
-// object or the new one, never a partial one. Errors carry the compiler's first diagnostics.
+// directory next to `output` (mkdtemp: no predictable names, removed on every path; in $TMPDIR
+// or /tmp when `output` is a device such as /dev/null), in its own process group that dies with
+// ehelf (PR_SET_PDEATHSIG), under the limits above. `inspect`, if given, is called with the
+// object built before it is published (measured, verified); an error there publishes nothing.
+// The object is written as an OutputFile (support/output_file.hpp): unwritable by group and
+// others, renamed into place atomically, so a reader sees the old object or the new one, never a
+// partial one; a link, directory or FIFO at `output` is refused before the compiler runs. Errors
+// carry the compiler's first diagnostics.
 Status build_shared_object(const std::string& source, const std::string& output,
-                           const ToolchainOptions& options = {});
+                           const ToolchainOptions& options = {},
+                           const std::function<Status(const std::string& built)>& inspect = {});
 
 } // namespace ehelf

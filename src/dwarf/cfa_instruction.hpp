@@ -136,8 +136,13 @@ inline const char* decode_cfa_instruction(ByteCursor& c, const Cie& cie, const P
   return nullptr;
 }
 
+// decode_cfa_instruction with its problem as an Error naming the section and offset.
+Status decode_cfa_step(const CfiSection& section, ByteCursor& c, const Cie& cie,
+                       const PointerBases& bases, CfaInstruction& in);
+
 // Decodes the program of a CIE (fde == nullptr) or an FDE. Errors name the section offset of the
-// bad instruction. `bases` is needed for DW_CFA_set_loc.
+// bad instruction; a program of more than cfi_limits::kMaxInstructionsPerProgram instructions is
+// refused. `bases` is needed for DW_CFA_set_loc.
 Result<std::vector<CfaInstruction>> decode_cfa_program(const CfiSection& section, const Cie& cie,
                                                        const Fde* fde, const PointerBases& bases);
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 
+#include "dwarf/cfi_limits.hpp"
 #include "dwarf/constants.hpp"
 
 namespace ehelf {
@@ -16,8 +17,10 @@ const RegisterRule* CfaState::rule_for(unsigned column) const {
 void CfaState::set(unsigned column, const RegisterRule& rule) {
   auto it = std::lower_bound(columns.begin(), columns.end(), column,
                              [](const ColumnRule& c, unsigned col) { return c.column < col; });
-  if (it != columns.end() && it->column == column) it->rule = rule;
-  else columns.insert(it, ColumnRule{static_cast<uint16_t>(column), rule});
+  if (it != columns.end() && it->column == column)
+    it->rule = rule;
+  else
+    columns.insert(it, ColumnRule{static_cast<uint16_t>(column), rule});
 }
 
 void CfaState::erase(unsigned column) {
@@ -31,9 +34,9 @@ Result<uint32_t> CfaInterpreter::intern_expression(const CfiSection& section,
   auto e = Expression::decode(in.expression);
   if (!e) {
     Error err = std::move(e).error();
-    return Error::at(section.name, in.offset,
-                     fmt::format("bad DWARF expression in {}: {}", dw::cfa_name(in.opcode),
-                                 err.message));
+    return Error::at(
+        section.name, in.offset,
+        fmt::format("bad DWARF expression in {}: {}", dw::cfa_name(in.opcode), err.message));
   }
   uint32_t idx = table_.add_expression(std::move(*e));
   expression_cache_.emplace(in.expression.data(), idx);
@@ -44,32 +47,24 @@ Status CfaInterpreter::run(const CfiSection& section, const Cie& cie, const Fde&
                            const PointerBases& bases,
                            const std::function<void(const InterpretedRow&)>& emit) {
   if (cached_cie_ != &cie) {
-    auto prog = decode_cfa_program(section, cie, nullptr, bases);
-    if (!prog) return std::move(prog).error();
-    cie_program_ = std::move(*prog);
+    cached_cie_ = nullptr;
     state_ = CfaState{};
     stack_.clear();
     uint64_t loc = fde.pc_begin;
-    if (auto st = execute(section, cie, nullptr, cie_program_, loc, fde.pc_end(), nullptr); !st)
-      return st;
+    if (auto st = execute(section, cie, nullptr, bases, loc, fde.pc_end(), nullptr); !st) return st;
     initial_ = state_;
     cached_cie_ = &cie;
   }
-  auto prog = decode_cfa_program(section, cie, &fde, bases);
-  if (!prog) return std::move(prog).error();
-  fde_program_ = std::move(*prog);
   state_ = initial_;
   stack_.clear();
   uint64_t loc = fde.pc_begin;
-  if (auto st = execute(section, cie, &fde, fde_program_, loc, fde.pc_end(), &emit); !st)
-    return st;
+  if (auto st = execute(section, cie, &fde, bases, loc, fde.pc_end(), &emit); !st) return st;
   if (loc < fde.pc_end()) emit(InterpretedRow{loc, fde.pc_end(), &state_});
   return Ok{};
 }
 
 Status CfaInterpreter::execute(const CfiSection& section, const Cie& cie, const Fde* fde,
-                               std::span<const CfaInstruction> program, uint64_t& loc,
-                               uint64_t end,
+                               const PointerBases& bases, uint64_t& loc, uint64_t end,
                                const std::function<void(const InterpretedRow&)>* emit) {
   auto error = [&](const CfaInstruction& in, std::string msg) -> Status {
     return Error::at(section.name, in.offset,
@@ -85,8 +80,17 @@ Status CfaInterpreter::execute(const CfiSection& section, const Cie& cie, const 
     }
     loc = next;
   };
-  for (const CfaInstruction& in : program) {
-    if (in.reg > kMaxColumn) return error(in, fmt::format("register number {} is too large", in.reg));
+  ByteCursor cursor(fde ? fde->instructions : cie.instructions,
+                    fde ? fde->instructions_offset : cie.instructions_offset);
+  uint64_t instructions = 0;
+  CfaInstruction in;
+  while (!cursor.at_end()) {
+    if (auto st = decode_cfa_step(section, cursor, cie, bases, in); !st) return st;
+    if (++instructions > cfi_limits::kMaxInstructionsPerProgram)
+      return error(in, fmt::format("more than {} instructions in one program: refused",
+                                   cfi_limits::kMaxInstructionsPerProgram));
+    if (in.reg > kMaxColumn)
+      return error(in, fmt::format("register number {} is too large", in.reg));
     auto set = [&](RegisterRule::Kind kind, int64_t offset = 0, uint16_t reg = 0,
                    uint32_t expr = kNoExpression) {
       state_.set(static_cast<unsigned>(in.reg), RegisterRule{kind, reg, offset, expr});
@@ -109,25 +113,36 @@ Status CfaInterpreter::execute(const CfiSection& section, const Cie& cie, const 
     case dw::CFA_set_loc:
       if (fde) {
         if (in.address < loc)
-          return error(in, fmt::format("moves the location backwards ({:#x} < {:#x})", in.address,
-                                       loc));
+          return error(
+              in, fmt::format("moves the location backwards ({:#x} < {:#x})", in.address, loc));
         advance_to(in.address);
       }
       break;
     case dw::CFA_offset:
     case dw::CFA_offset_extended:
-    case dw::CFA_offset_extended_sf: set(RegisterRule::Kind::Offset, factored); break;
-    case dw::CFA_GNU_negative_offset_extended: set(RegisterRule::Kind::Offset, -factored); break;
+    case dw::CFA_offset_extended_sf:
+      set(RegisterRule::Kind::Offset, factored);
+      break;
+    case dw::CFA_GNU_negative_offset_extended:
+      set(RegisterRule::Kind::Offset, -factored);
+      break;
     case dw::CFA_val_offset:
-    case dw::CFA_val_offset_sf: set(RegisterRule::Kind::ValOffset, factored); break;
+    case dw::CFA_val_offset_sf:
+      set(RegisterRule::Kind::ValOffset, factored);
+      break;
     case dw::CFA_restore:
     case dw::CFA_restore_extended:
       if (const RegisterRule* r = initial_.rule_for(static_cast<unsigned>(in.reg)); r && fde)
         state_.set(static_cast<unsigned>(in.reg), *r);
-      else state_.erase(static_cast<unsigned>(in.reg));
+      else
+        state_.erase(static_cast<unsigned>(in.reg));
       break;
-    case dw::CFA_undefined: set(RegisterRule::Kind::Undefined); break;
-    case dw::CFA_same_value: set(RegisterRule::Kind::SameValue); break;
+    case dw::CFA_undefined:
+      set(RegisterRule::Kind::Undefined);
+      break;
+    case dw::CFA_same_value:
+      set(RegisterRule::Kind::SameValue);
+      break;
     case dw::CFA_register:
       if (in.reg2 > kMaxColumn)
         return error(in, fmt::format("register number {} is too large", in.reg2));
@@ -181,13 +196,18 @@ Status CfaInterpreter::execute(const CfiSection& section, const Cie& cie, const 
           0, 0, *e);
       break;
     }
-    case dw::CFA_GNU_args_size: state_.args_size = in.operand; break;
+    case dw::CFA_GNU_args_size:
+      state_.args_size = in.operand;
+      break;
     case dw::CFA_nop:
     case dw::CFA_GNU_window_save: // SPARC/AArch64 only; no x86_64 meaning
       break;
-    default: return error(in, "unhandled instruction");
+    default:
+      return error(in, "unhandled instruction");
     }
-    if (rows > kMaxRowsPerFde) return error(in, "too many rows in one FDE");
+    if (rows > cfi_limits::kMaxRowsPerFde)
+      return error(
+          in, fmt::format("more than {} rows in one FDE: refused", cfi_limits::kMaxRowsPerFde));
   }
   return Ok{};
 }

@@ -37,21 +37,18 @@ public:
   // Expressions met in the programs are decoded and interned into `table`.
   explicit CfaInterpreter(UnwindTable& table) : table_(table) {}
 
-  static constexpr unsigned kMaxColumn = 1023;     // larger register numbers are malformed
-  static constexpr unsigned kMaxStateStack = 64;   // remember_state depth
-  static constexpr uint64_t kMaxRowsPerFde = 1u << 20;
+  static constexpr unsigned kMaxColumn = 1023;   // larger register numbers are malformed
+  static constexpr unsigned kMaxStateStack = 64; // remember_state depth
 
-  // Calls `emit` for each row with a non-empty address range, in address order.
+  // Calls `emit` for each row with a non-empty address range, in address order. Programs are
+  // decoded as they run (memory does not grow with their length); one of more than
+  // cfi_limits::kMaxInstructionsPerProgram instructions or kMaxRowsPerFde rows is refused.
   Status run(const CfiSection& section, const Cie& cie, const Fde& fde, const PointerBases& bases,
              const std::function<void(const InterpretedRow&)>& emit);
 
-  // The decoded programs of the last run (for statistics).
-  const std::vector<CfaInstruction>& last_cie_program() const { return cie_program_; }
-  const std::vector<CfaInstruction>& last_fde_program() const { return fde_program_; }
-
 private:
   Status execute(const CfiSection& section, const Cie& cie, const Fde* fde,
-                 std::span<const CfaInstruction> program, uint64_t& loc, uint64_t end,
+                 const PointerBases& bases, uint64_t& loc, uint64_t end,
                  const std::function<void(const InterpretedRow&)>* emit);
   Result<uint32_t> intern_expression(const CfiSection& section, const CfaInstruction& in);
 
@@ -59,8 +56,6 @@ private:
   CfaState state_;
   CfaState initial_;
   std::vector<CfaState> stack_;
-  std::vector<CfaInstruction> cie_program_;
-  std::vector<CfaInstruction> fde_program_;
   // Decoded expressions by their bytes' address: each distinct expression is decoded once.
   std::unordered_map<const uint8_t*, uint32_t> expression_cache_;
   const Cie* cached_cie_ = nullptr;

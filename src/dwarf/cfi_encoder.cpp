@@ -305,7 +305,8 @@ struct Encoder {
 
   // .eh_frame: pointers pc-relative to `frame_addr`, and the .eh_frame_hdr at `hdr_addr`.
   // .debug_frame: absolute addresses, CIE pointers as section offsets, no header.
-  Result<EncodedCfi> encode(uint64_t frame_addr, uint64_t hdr_addr) const {
+  Result<EncodedCfi> encode(uint64_t frame_addr, uint64_t hdr_addr,
+                            std::vector<LeftOutFde>* left_out) const {
     const bool eh = format == CfiFormat::EhFrame;
     std::span<const TableRange> ranges = table.ranges();
     // Contiguous runs of one function's ranges become FDEs. A function with an LSDA keeps one
@@ -337,6 +338,8 @@ struct Encoder {
                  eh ? f.personality_slot : 0,
                  eh && !f.personality_slot ? f.personality : 0,
                  eh && f.lsda != 0};
+      const size_t cie_or_fde = out.size(); // where this run's bytes start
+      const uint64_t end_before = previous_end;
       auto [it, fresh] = cies.try_emplace(key, out.size());
       if (fresh) write_cie(out, key, frame_addr);
       const State initial = initial_state(key);
@@ -366,12 +369,20 @@ struct Encoder {
         if (key.signal_frame) uleb(out, 0); // the "zS" CIE's (empty) augmentation data
       }
       uint64_t loc = begin;
-      for (size_t r = run.first; r <= run.last; ++r) {
+      std::optional<Error> failed;
+      for (size_t r = run.first; r <= run.last && !failed; ++r) {
         advance(out, ranges[r].begin - loc);
         loc = ranges[r].begin;
-        if (auto e = transition(out, state, table.row(ranges[r].row), ranges[r].args_size, initial,
-                                ranges[r].begin))
-          return std::move(*e);
+        failed = transition(out, state, table.row(ranges[r].row), ranges[r].args_size, initial,
+                            ranges[r].begin);
+      }
+      if (failed) {
+        if (!left_out) return std::move(*failed);
+        left_out->push_back({head.function, begin, std::move(*failed)});
+        out.resize(fresh ? cie_or_fde : start); // this FDE, and its CIE if it was the first
+        if (fresh) cies.erase(it);
+        previous_end = end_before;
+        continue;
       }
       while ((out.size() - start) % 8)
         out.push_back(dw::CFA_nop);
@@ -398,8 +409,8 @@ struct Encoder {
 } // namespace
 
 Result<EncodedCfi> encode_cfi(const UnwindTable& table, CfiFormat format, uint64_t frame_addr,
-                              uint64_t hdr_addr) {
-  return Encoder{table, format}.encode(frame_addr, hdr_addr);
+                              uint64_t hdr_addr, std::vector<LeftOutFde>* left_out) {
+  return Encoder{table, format}.encode(frame_addr, hdr_addr, left_out);
 }
 
 } // namespace ehelf
@@ -456,7 +467,7 @@ Result<std::vector<uint8_t>> encode_cfi_elf(const UnwindTable& table,
                                             const CfiElfOptions& options) {
   std::vector<ImageSection> sections;
   if (options.format == CfiFormat::DebugFrame) {
-    auto cfi = encode_cfi(table, CfiFormat::DebugFrame);
+    auto cfi = encode_cfi(table, CfiFormat::DebugFrame, 0, 0, options.left_out);
     if (!cfi) return std::move(cfi).error();
     ImageSection debug_frame{".debug_frame", 0, std::move(cfi->frame), 8};
     debug_frame.kind = ImageSection::Kind::FileOnly;
@@ -479,7 +490,7 @@ Result<std::vector<uint8_t>> encode_cfi_elf(const UnwindTable& table,
     const uint64_t hdr_addr = (top + 0xfff) / 0x1000 * 0x1000;
     const uint64_t hdr_size = 12 + 8 * table.ranges().size(); // an upper bound: one FDE per range
     const uint64_t eh_frame_addr = (hdr_addr + hdr_size + 7) / 8 * 8;
-    auto cfi = encode_cfi(table, CfiFormat::EhFrame, eh_frame_addr, hdr_addr);
+    auto cfi = encode_cfi(table, CfiFormat::EhFrame, eh_frame_addr, hdr_addr, options.left_out);
     if (!cfi) return std::move(cfi).error();
     sections.push_back({".eh_frame_hdr", hdr_addr, std::move(cfi->eh_frame_hdr), 4});
     sections.push_back({".eh_frame", eh_frame_addr, std::move(cfi->frame), 8});
@@ -491,15 +502,17 @@ Result<std::vector<uint8_t>> encode_cfi_elf(const UnwindTable& table,
   return write_elf_image(sections);
 }
 
-Result<std::vector<uint8_t>> encode_cfi_patch(const ElfFile& elf, const UnwindTable& table) {
+Result<std::vector<uint8_t>> encode_cfi_patch(const ElfFile& elf, const UnwindTable& table,
+                                              std::vector<LeftOutFde>* left_out) {
   auto plan = plan_append(elf);
   if (!plan) return std::move(plan).error();
-  // The header's size depends on the FDE count only.
-  auto sized = encode_cfi(table, CfiFormat::EhFrame);
+  // The header's size depends on the FDE count only (the same FDEs are left out both times).
+  std::vector<LeftOutFde> sizing;
+  auto sized = encode_cfi(table, CfiFormat::EhFrame, 0, 0, left_out ? &sizing : nullptr);
   if (!sized) return std::move(sized).error();
   const uint64_t hdr_addr = plan->content_addr;
   const uint64_t eh_frame_addr = (hdr_addr + sized->eh_frame_hdr.size() + 7) / 8 * 8;
-  auto cfi = encode_cfi(table, CfiFormat::EhFrame, eh_frame_addr, hdr_addr);
+  auto cfi = encode_cfi(table, CfiFormat::EhFrame, eh_frame_addr, hdr_addr, left_out);
   if (!cfi) return std::move(cfi).error();
   std::vector<ImageSection> sections;
   sections.push_back({".eh_frame_hdr", hdr_addr, std::move(cfi->eh_frame_hdr), 4});

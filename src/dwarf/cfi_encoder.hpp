@@ -28,9 +28,15 @@ struct EncodedCfi {
 // section offsets, 8-byte absolute addresses; no exception-handling data): the addresses are
 // not used. Either way the rows are the same and the FDEs cover the same ranges.
 // Fails, naming the address, for a row that DWARF cannot express with this CIE (a save offset
-// that is not a multiple of 8, a CFA that becomes undefined again).
+// that is not a multiple of 8, a CFA that becomes undefined again); with `left_out`, the FDE
+// holding such a row is left out instead and listed there, and the rest is encoded.
+struct LeftOutFde {
+  uint32_t function = 0; // the table's
+  uint64_t begin = 0;    // the FDE's first address
+  Error why;             // names the row's address
+};
 Result<EncodedCfi> encode_cfi(const UnwindTable& table, CfiFormat format, uint64_t frame_addr = 0,
-                              uint64_t hdr_addr = 0);
+                              uint64_t hdr_addr = 0, std::vector<LeftOutFde>* left_out = nullptr);
 
 } // namespace ehelf
 
@@ -45,6 +51,8 @@ struct CfiElfOptions {
   // them) make the image its separate debug file, found where debug files are looked up
   // (DEBUGDIR/.build-id/xx/yyyy.debug) by ehelf, gdb and readelf.
   const ElfFile* source = nullptr;
+  // Where to list the FDEs left out because a row cannot be encoded (null: fail instead).
+  std::vector<LeftOutFde>* left_out = nullptr;
 };
 
 // encode_cfi wrapped in a minimal ELF image (elf/elf_writer.hpp) that readelf, gdb and
@@ -54,7 +62,9 @@ Result<std::vector<uint8_t>> encode_cfi_elf(const UnwindTable& table,
 
 // A runnable copy of `elf` whose unwind tables are `table`: .eh_frame_hdr and .eh_frame encoded
 // in a new loaded segment with a PT_GNU_EH_FRAME (elf/elf_patch.hpp), so that the in-process
-// unwinders (libgcc's for C++ exceptions, glibc's backtrace) find them.
-Result<std::vector<uint8_t>> encode_cfi_patch(const ElfFile& elf, const UnwindTable& table);
+// unwinders (libgcc's for C++ exceptions, glibc's backtrace) find them. `left_out` as for
+// encode_cfi.
+Result<std::vector<uint8_t>> encode_cfi_patch(const ElfFile& elf, const UnwindTable& table,
+                                              std::vector<LeftOutFde>* left_out = nullptr);
 
 } // namespace ehelf

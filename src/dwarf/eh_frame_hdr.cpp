@@ -1,9 +1,12 @@
 #include "dwarf/eh_frame_hdr.hpp"
 
+#include <algorithm>
+#include <cstdint>
 #include <fmt/format.h>
 #include <unordered_map>
 
 #include "dwarf/constants.hpp"
+#include "support/byte_writer.hpp"
 
 namespace ehelf {
 
@@ -29,11 +32,11 @@ Result<EhFrameHdr> parse_eh_frame_hdr(std::span<const uint8_t> data, uint64_t ad
     return Error::at(name, at, "bad fde_count");
   unsigned entry_size = 2 * encoded_pointer_size(h.table_encoding);
   if (entry_size == 0)
-    return Error::at(name, 3, fmt::format("table encoding {:#x} is not fixed-size",
-                                          h.table_encoding));
+    return Error::at(name, 3,
+                     fmt::format("table encoding {:#x} is not fixed-size", h.table_encoding));
   if (h.fde_count > c.remaining() / entry_size)
-    return Error::at(name, at, fmt::format("fde_count {} needs more bytes than the section has",
-                                           h.fde_count));
+    return Error::at(
+        name, at, fmt::format("fde_count {} needs more bytes than the section has", h.fde_count));
   h.table.reserve(h.fde_count);
   for (uint64_t i = 0; i < h.fde_count; ++i) {
     EhFrameHdr::Entry e;
@@ -46,13 +49,37 @@ Result<EhFrameHdr> parse_eh_frame_hdr(std::span<const uint8_t> data, uint64_t ad
   return h;
 }
 
+std::optional<std::vector<uint8_t>> encode_eh_frame_hdr(std::vector<EhFrameHdr::Entry> entries,
+                                                        uint64_t frame_addr, uint64_t hdr_addr) {
+  // Each field is the 32-bit difference from the header (its eh_frame_ptr field for pcrel).
+  const auto fits = [hdr_addr](uint64_t addr) {
+    const auto d = static_cast<int64_t>(addr - hdr_addr);
+    return d >= INT32_MIN && d <= INT32_MAX;
+  };
+  std::vector<uint8_t> hdr = {1, dw::EH_PE_pcrel | dw::EH_PE_sdata4, dw::EH_PE_udata4,
+                              dw::EH_PE_datarel | dw::EH_PE_sdata4};
+  if (!fits(frame_addr - 4) || entries.size() > UINT32_MAX) return std::nullopt;
+  put_u32(hdr, static_cast<uint32_t>(frame_addr - (hdr_addr + 4)));
+  put_u32(hdr, static_cast<uint32_t>(entries.size()));
+  std::sort(entries.begin(), entries.end(),
+            [](const auto& a, const auto& b) { return a.initial_location < b.initial_location; });
+  hdr.reserve(hdr.size() + 8 * entries.size());
+  for (const EhFrameHdr::Entry& e : entries) {
+    if (!fits(e.initial_location) || !fits(e.fde_address)) return std::nullopt;
+    put_u32(hdr, static_cast<uint32_t>(e.initial_location - hdr_addr));
+    put_u32(hdr, static_cast<uint32_t>(e.fde_address - hdr_addr));
+  }
+  return hdr;
+}
+
 std::vector<std::string> verify_eh_frame_hdr(const EhFrameHdr& hdr, const CfiSection& eh_frame) {
   std::vector<std::string> problems;
   if (hdr.eh_frame_ptr != eh_frame.address)
     problems.push_back(fmt::format("eh_frame_ptr {:#x} is not the .eh_frame address {:#x}",
                                    hdr.eh_frame_ptr, eh_frame.address));
   std::unordered_map<uint64_t, const Fde*> fde_at; // by SVMA
-  for (const Fde& f : eh_frame.fdes) fde_at.emplace(eh_frame.address + f.offset, &f);
+  for (const Fde& f : eh_frame.fdes)
+    fde_at.emplace(eh_frame.address + f.offset, &f);
   for (size_t i = 0; i < hdr.table.size(); ++i) {
     const auto& e = hdr.table[i];
     if (i > 0 && e.initial_location < hdr.table[i - 1].initial_location)
@@ -69,7 +96,8 @@ std::vector<std::string> verify_eh_frame_hdr(const EhFrameHdr& hdr, const CfiSec
   if (problems.empty() && !hdr.table.empty() && hdr.table.size() != eh_frame.fdes.size()) {
     // Linkers omit FDEs for discarded code; every FDE that covers code should be listed.
     size_t nonempty = 0;
-    for (const Fde& f : eh_frame.fdes) nonempty += f.pc_range != 0 && f.pc_begin != 0;
+    for (const Fde& f : eh_frame.fdes)
+      nonempty += f.pc_range != 0 && f.pc_begin != 0;
     if (hdr.table.size() < nonempty)
       problems.push_back(fmt::format("search table lists {} FDEs but .eh_frame has {}",
                                      hdr.table.size(), nonempty));

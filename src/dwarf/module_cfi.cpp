@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "dwarf/cfa_interpreter.hpp"
+#include "dwarf/cfi_limits.hpp"
 
 namespace ehelf {
 namespace {
@@ -30,6 +31,30 @@ PointerBases bases_for(const ElfFile& elf, const Section& s) {
   b.read_indirect = [&elf](uint64_t addr, uint64_t& out) { return read_file_u64(elf, addr, out); };
   return b;
 }
+
+} // namespace
+
+Result<MadeSearchTable> make_search_table(const ElfFile& elf) {
+  const Section* eh = elf.find_section(".eh_frame");
+  if (!eh || eh->type == SHT_NOBITS)
+    return Error::plain("no .eh_frame to make a search table of").in_file(elf.name());
+  auto data = elf.section_data(*eh);
+  if (!data) return std::move(data).error().in_file(elf.name());
+  const CfiSection section =
+      parse_cfi_section(*data, CfiFormat::EhFrame, ".eh_frame", bases_for(elf, *eh));
+  std::vector<EhFrameHdr::Entry> entries;
+  entries.reserve(section.fdes.size());
+  for (const Fde& f : section.fdes)
+    if (f.pc_range) entries.push_back({f.pc_begin, eh->addr + f.offset});
+  if (entries.empty()) return Error::plain(".eh_frame has no FDE").in_file(elf.name());
+  auto hdr = encode_eh_frame_hdr(std::move(entries), eh->addr, eh->addr);
+  if (!hdr)
+    return Error::plain(".eh_frame's FDEs are too far apart for a search table")
+        .in_file(elf.name());
+  return MadeSearchTable{std::move(*hdr), eh->addr, *data, eh->addr};
+}
+
+namespace {
 
 Status build_from(const CfiSection& section, const PointerBases& bases, bool relocatable,
                   UnwindTable& table, TableBuildStats& stats) {
@@ -67,6 +92,15 @@ Status build_from(const CfiSection& section, const PointerBases& bases, bool rel
       table.add_range(TableRange{r.begin, r.end, row, function, r.state->args_size});
     });
     if (!st) return st;
+    // Checked per FDE: one FDE adds at most cfi_limits::kMaxRowsPerFde beyond the limits.
+    if (stats.rows > cfi_limits::kMaxRowsPerModule)
+      return Error::at(section.name, fde.offset,
+                       fmt::format("more than {} rows in the module's tables: refused",
+                                   cfi_limits::kMaxRowsPerModule));
+    if (table.row_count() > cfi_limits::kMaxDistinctRowsPerModule)
+      return Error::at(section.name, fde.offset,
+                       fmt::format("more than {} distinct rows in the module's tables: refused",
+                                   cfi_limits::kMaxDistinctRowsPerModule));
   }
   return Ok{};
 }

@@ -52,6 +52,20 @@ struct ModuleCfi {
 Result<ModuleCfi> load_module_cfi(const std::string& path, const LoadOptions& options = {});
 Result<ModuleCfi> load_module_cfi(std::unique_ptr<ElfFile> elf, const LoadOptions& options = {});
 
+// The search table a module without a usable .eh_frame_hdr lacks (linked with
+// --no-eh-frame-hdr, or its header lists no FDE): an .eh_frame_hdr made from the FDEs of `elf`'s
+// .eh_frame, placed (hdr_addr) at the section's own address. `eh_frame` points into `elf`.
+struct MadeSearchTable {
+  std::vector<uint8_t> hdr;
+  uint64_t hdr_addr = 0;
+  std::span<const uint8_t> eh_frame;
+  uint64_t eh_frame_addr = 0;
+};
+// Fails, naming the file, without an .eh_frame holding an FDE, or when its addresses do not fit
+// the table's 32-bit entries. FDEs after a malformed entry are left out (lookups in their
+// ranges find none).
+Result<MadeSearchTable> make_search_table(const ElfFile& elf);
+
 // Counters gathered while building (for reports and tests).
 struct TableBuildStats {
   uint64_t fdes = 0;

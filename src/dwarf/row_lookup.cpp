@@ -173,6 +173,9 @@ private:
       stopped_ = true;
       return RowStatus::Found;
     }
+    // As the table's interpreter counts rows: one per move within the FDE's range.
+    if (next > loc_ && loc_ < end_ && ++rows_ > cfi_limits::kMaxRowsPerFde)
+      return RowStatus::TooComplex;
     loc_ = next;
     return RowStatus::Found;
   }
@@ -308,6 +311,7 @@ private:
   unsigned depth_ = 0;
   uint64_t loc_ = 0, end_ = 0, stop_end_ = 0;
   uint64_t steps_ = 0;
+  uint64_t rows_ = 0; // rows of the FDE passed before the target's
   bool stopped_ = false;
 };
 
@@ -338,23 +342,40 @@ std::optional<uint64_t> RowLookup::eh_frame_address(std::span<const uint8_t> hdr
   return ptr;
 }
 
-bool RowLookup::init(const CfiImage& image) {
-  image_ = image;
-  count_ = 0;
-  if (!image.ready(image.hdr.data(), std::min<size_t>(image.hdr.size(), 32))) return false;
-  ByteCursor c(image.hdr);
+namespace {
+// The header's search table: its offset in the header, its entry count, and the .eh_frame
+// address the header records. False when there is none binary search can use.
+bool read_search_table(std::span<const uint8_t> hdr_start, uint64_t hdr_addr, uint64_t hdr_size,
+                       uint64_t& eh_frame_ptr, uint64_t& table_offset, uint64_t& count) {
+  ByteCursor c(hdr_start);
   PointerBases bases;
   uint8_t count_enc = 0, table_enc = 0;
-  uint64_t eh_frame_ptr = 0, count = 0;
-  if (!read_hdr_start(c, image.hdr_addr, bases, count_enc, table_enc, eh_frame_ptr) ||
-      eh_frame_ptr != image.eh_frame_addr)
-    return false;
+  if (!read_hdr_start(c, hdr_addr, bases, count_enc, table_enc, eh_frame_ptr)) return false;
   if (count_enc == dw::EH_PE_omit || (count_enc & 0x70) != 0 ||
       !read_encoded_pointer(c, count_enc, bases, count))
     return false;
   if (table_enc != (dw::EH_PE_datarel | dw::EH_PE_sdata4)) return false;
-  if (count == 0 || count > c.remaining() / 8) return false;
-  table_offset_ = c.pos();
+  table_offset = c.pos();
+  return count != 0 && hdr_size >= table_offset && count <= (hdr_size - table_offset) / 8;
+}
+} // namespace
+
+bool RowLookup::has_search_table(std::span<const uint8_t> hdr_start, uint64_t hdr_addr,
+                                 uint64_t hdr_size) {
+  uint64_t eh_frame_ptr = 0, table_offset = 0, count = 0;
+  return read_search_table(hdr_start, hdr_addr, hdr_size, eh_frame_ptr, table_offset, count);
+}
+
+bool RowLookup::init(const CfiImage& image) {
+  image_ = image;
+  count_ = 0;
+  if (!image.ready(image.hdr.data(), std::min<size_t>(image.hdr.size(), 32))) return false;
+  uint64_t eh_frame_ptr = 0, table_offset = 0, count = 0;
+  if (!read_search_table(image.hdr, image.hdr_addr, image.hdr.size(), eh_frame_ptr, table_offset,
+                         count) ||
+      eh_frame_ptr != image.eh_frame_addr)
+    return false;
+  table_offset_ = table_offset;
   count_ = count;
   return true;
 }
@@ -501,8 +522,9 @@ RowStatus RowLookup::find(uint64_t svma, FoundRow& out) const {
   return RowStatus::Found;
 }
 
-UnwindTable RowLookup::whole_table() const {
+std::optional<UnwindTable> RowLookup::whole_table() const {
   UnwindTable table;
+  uint64_t rows = 0;
   const uint8_t* entries = image_.hdr.data() + table_offset_;
   for (uint64_t i = 0; i < count_; ++i) {
     int32_t rel = 0;
@@ -534,6 +556,9 @@ UnwindTable RowLookup::whole_table() const {
       if (!ok) break; // a malformed expression: the table path refuses the FDE there too
       const uint32_t r = table.intern_row(cfa, {columns, row.count});
       table.add_range(TableRange{row.begin, row.end, r, function, 0});
+      if (++rows > cfi_limits::kMaxRowsPerModule ||
+          table.row_count() > cfi_limits::kMaxDistinctRowsPerModule)
+        return std::nullopt;
       if (row.end >= row.function.pc_end) break;
       pc = row.end;
     }

@@ -14,6 +14,7 @@
 #include <optional>
 #include <span>
 
+#include "dwarf/cfi_limits.hpp"
 #include "model/registers.hpp"
 #include "model/unwind_table.hpp"
 
@@ -66,9 +67,11 @@ enum class RowStatus : uint8_t {
 class RowLookup {
 public:
   // remember_state depth, and instructions run per lookup: what fixed state can hold, and a
-  // bound on the time a hostile program can take (real FDEs run tens of instructions).
+  // bound on the time a hostile program can take (real FDEs run tens of instructions, at most
+  // about a thousand). An FDE of more rows than a table may hold is refused (TooComplex) too,
+  // as the table's interpreter refuses it: cfi_limits.hpp.
   static constexpr unsigned kMaxRemembered = 4;
-  static constexpr unsigned kMaxInstructions = 100000;
+  static constexpr uint64_t kMaxInstructions = cfi_limits::kMaxInstructionsPerProgram;
 
   RowLookup() = default;
   // Checks the header; false when it has no search table this can use (binary search needs
@@ -77,6 +80,11 @@ public:
   // The SVMA of .eh_frame as the header at `hdr_addr` records it (a loaded image's way to find
   // the section); none if the header is malformed.
   static std::optional<uint64_t> eh_frame_address(std::span<const uint8_t> hdr, uint64_t hdr_addr);
+  // Whether a header of `hdr_size` bytes at `hdr_addr` that starts with `hdr_start` (its first
+  // 32 bytes, or all of it) has a search table init() can use: what a loaded image can tell
+  // without copying the table.
+  static bool has_search_table(std::span<const uint8_t> hdr_start, uint64_t hdr_addr,
+                               uint64_t hdr_size);
   bool usable() const { return count_ != 0; }
   size_t fde_count() const { return count_; }
   const CfiImage& image() const { return image_; }
@@ -89,8 +97,9 @@ public:
   // Every row of every FDE the search table lists, as a whole UnwindTable (what the eh_frame
   // path builds from the section): for accelerators built outside signal handlers from a loaded
   // image, where there is no section to parse. Allocates. Entries that cannot be read or
-  // interpreted are left out, as find() would answer them.
-  UnwindTable whole_table() const;
+  // interpreted are left out, as find() would answer them. None past the limits on a module's
+  // rows (cfi_limits.hpp): find() still answers each address.
+  std::optional<UnwindTable> whole_table() const;
 
 private:
   struct LocatedFde;

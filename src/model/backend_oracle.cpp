@@ -26,8 +26,12 @@ bool SyntheticStack::read(uint64_t addr, void* out, size_t size) {
 }
 
 bool SyntheticMemory::read(uint64_t addr, void* out, size_t size) {
-  const uint64_t v = synthetic_word(addr);
-  std::memcpy(out, &v, size < 8 ? size : 8);
+  // A read of several words answers, word by word, what a read of each alone would.
+  auto* bytes = static_cast<uint8_t*>(out);
+  for (size_t done = 0; done < size; done += 8) {
+    const uint64_t v = synthetic_word(addr + done);
+    std::memcpy(bytes + done, &v, size - done < 8 ? size - done : 8);
+  }
   return true;
 }
 

@@ -22,6 +22,7 @@ constexpr double kFontWidth = 0.59; // average character width, relative to the 
 constexpr double kSidePad = 10;
 constexpr double kTopPad = kFontSize * 3;         // the title
 constexpr double kBottomPad = kFontSize * 2 + 10; // flamegraph.pl's status line, kept for the look
+constexpr unsigned kBandLevels = 16;              // levels per path: 256 px at 16 px a level
 
 // One frame of the merged tree. Names are views into the FoldedStacks keys.
 struct FrameNode {
@@ -183,102 +184,145 @@ void append_label(fmt::memory_buffer& out, std::string_view name, double width_p
   out.append(std::string_view(".."));
 }
 
-// The graph's behaviour, for viewers that run scripts (browsers). First it builds the interactive
-// frames from the static picture (see flamegraph.hpp): each path's subpaths are its name's frames
-// in sample and level units; the picture and its labels are then hidden. Hover says what a frame
-// is on the status line; a click zooms so that the frame spans the width (its ancestors stay, full
-// width, half transparent; everything else hides), "Reset Zoom", a click on the root or Escape
-// undoes it; "Search", Ctrl-F or the URL's ?s=REGEX highlights matching frames and shows the share
-// of samples under them (nested matches counted once); Escape or a second click on "Search" clears
-// it. Built frames carry their first sample (data-s), their samples (data-n) and their depth
-// (data-d).
+// The graph's behaviour, for viewers that run scripts (browsers). The picture stays what it is
+// (see flamegraph.hpp): the script reads the frames back from its paths and the names table
+// (exact integers: first sample, samples, row and name) into arrays, one row's frames sorted by
+// first sample, and never makes an element per frame, so that a graph of many thousand frames opens
+// and zooms at once. Hover says on the status line what frame is under the pointer (found from the
+// pointer's sample and row by a binary search in that row); a click zooms so that the frame spans
+// the width: the frames' viewBox narrows to its samples, which leaves its ancestors full width (a
+// half-white veil over their rows) and cuts away everything else; labels are made again for the
+// frames then wide enough. "Reset Zoom", a click on the root or Escape undoes it; "Search", Ctrl-F
+// or the URL's ?s=REGEX tests each name once and draws the matching frames over the picture in
+// magenta (one path, id "matches", in the picture's units) and shows the share of samples under
+// them (nested matches counted once); Escape or a second click on "Search" clears it.
 constexpr std::string_view kScript = R"JS(
 (function () {
   var svg = document.documentElement, NS = 'http://www.w3.org/2000/svg';
   var PAD = 10, CHAR = 0.59 * 12;
   var WIDTH = +svg.getAttribute('width'), DRAW = WIDTH - 2 * PAD;
-  var area = document.getElementById('frames'), frames = [];
-  function commas(n) { return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ','); }
-  if (area) {
-    var box = area.viewBox.baseVal, levels = box.height, all = box.width;
-    var inverted = area.getAttribute('data-inverted') === '1', unit = area.getAttribute('data-unit');
-    var top = +area.getAttribute('y'), fh = +area.getAttribute('height') / levels;
-    var gap = fh > 1 ? 1 : 0, layer = document.createElementNS(NS, 'g');
-    svg.insertBefore(layer, area);
-    Array.prototype.forEach.call(area.querySelectorAll('path'), function (path) {
-      var name = path.querySelector('title').textContent, fill = path.getAttribute('stroke');
-      var re = /M(\d+) (\d+)h(\d+)/g, m;
-      while ((m = re.exec(path.getAttribute('d')))) {
-        var s = +m[1], row = +m[2], n = +m[3], d = inverted ? row : levels - 1 - row;
-        var y = top + row * fh + (inverted ? 0 : gap);
-        var g = document.createElementNS(NS, 'g'), title = document.createElementNS(NS, 'title');
-        var rect = document.createElementNS(NS, 'rect'), text = document.createElementNS(NS, 'text');
-        g.setAttribute('class', 'func_g');
-        g.setAttribute('data-s', s); g.setAttribute('data-n', n); g.setAttribute('data-d', d);
-        title.textContent = name + ' (' + commas(n) + ' ' + unit + ', ' +
-            (d === 0 ? '100%' : (100 * n / all).toFixed(2) + '%') + ')';
-        rect.setAttribute('y', y.toFixed(1));
-        rect.setAttribute('height', (fh - gap).toFixed(1));
-        rect.setAttribute('fill', fill);
-        rect.setAttribute('rx', '2'); rect.setAttribute('ry', '2');
-        text.setAttribute('y', (3 + y + (fh - gap) / 2).toFixed(2));
-        g.appendChild(title); g.appendChild(rect); g.appendChild(text);
-        layer.appendChild(g);
-        frames.push(g);
-      }
-    });
-    area.style.display = 'none';
-    document.getElementById('labels').style.display = 'none';
-  }
+  var area = document.getElementById('frames'), labels = document.getElementById('labels');
   var details = document.getElementById('details');
   var unzoom = document.getElementById('unzoom');
   var searchButton = document.getElementById('search');
   var matched = document.getElementById('matched');
-  var total = 0, searching = false;
-  function info(g) {
-    return { s: +g.getAttribute('data-s'), n: +g.getAttribute('data-n'), d: +g.getAttribute('data-d') };
-  }
-  function title(g) { return g.querySelector('title').textContent; }
-  function name(g) {
-    var t = title(g), i = t.lastIndexOf(' (');
-    return i < 0 ? t : t.substring(0, i);
-  }
-  function label(g, width) {
-    var text = g.querySelector('text'), n = name(g), room = Math.floor(width / CHAR);
-    text.textContent = room < 3 ? '' : n.length <= room ? n : n.substring(0, room - 2) + '..';
-  }
-  frames.forEach(function (g) {
-    var f = info(g);
-    if (f.d === 0) total = f.n;
-    g.addEventListener('mouseover', function () { details.textContent = 'Function: ' + title(g); });
-    g.addEventListener('mouseout', function () { details.textContent = ' '; });
-    g.addEventListener('click', function () { zoom(f.s, f.n, f.d); });
-  });
-  function zoom(start, count, depth) {
-    var scale = DRAW / count;
-    frames.forEach(function (g) {
-      var f = info(g), rect = g.querySelector('rect'), text = g.querySelector('text'), x, w;
-      if (f.d < depth && f.s <= start && f.s + f.n >= start + count) {
-        x = PAD; w = DRAW; g.style.opacity = depth > 0 ? '0.5' : '';
-      } else if (f.d >= depth && f.s >= start && f.s + f.n <= start + count) {
-        x = PAD + (f.s - start) * scale; w = f.n * scale; g.style.opacity = '';
-      } else {
-        g.style.display = 'none';
-        return;
+  var S = [], N = [], ROW = [], NAME = [], names = [], rows = [];
+  var total = 0, levels = 0, inverted = false, unit = '', top = 0, fh = 0, gap = 0;
+  var marks = null, veil = null, searching = false;
+  var view = { s: 0, n: 0, d: 0 };
+  function commas(n) { return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ','); }
+  if (area) {
+    var box = area.viewBox.baseVal;
+    total = box.width; levels = box.height;
+    inverted = area.getAttribute('data-inverted') === '1';
+    unit = area.getAttribute('data-unit');
+    top = +area.getAttribute('y'); fh = +area.getAttribute('height') / levels;
+    gap = fh > 1 ? 1 : 0;
+    for (var r = 0; r < levels; ++r) rows.push([]);
+    Array.prototype.forEach.call(document.getElementById('names').children, function (t) {
+      names.push(t.textContent);
+    });
+    Array.prototype.forEach.call(area.querySelectorAll('path'), function (path) {
+      var re = /M(\d+) (\d+)h(\d+)/g, d = path.getAttribute('d'), m, k = 0;
+      var named = path.getAttribute('data-names').split(' ');
+      while ((m = re.exec(d))) {
+        rows[+m[2]].push(S.length);
+        S.push(+m[1]); ROW.push(+m[2]); N.push(+m[3]); NAME.push(+named[k++]);
       }
-      g.style.display = '';
-      rect.setAttribute('x', x.toFixed(1));
-      rect.setAttribute('width', w.toFixed(1));
-      text.setAttribute('x', (x + 3).toFixed(2));
-      label(g, w);
     });
-    unzoom.style.display = depth > 0 ? '' : 'none';
+    rows.forEach(function (row) { row.sort(function (a, b) { return S[a] - S[b]; }); });
+    marks = document.createElementNS(NS, 'path');
+    marks.setAttribute('id', 'matches');
+    marks.setAttribute('stroke', 'rgb(230,0,230)');
+    area.querySelector('g').appendChild(marks);
+    veil = document.createElementNS(NS, 'rect');
+    veil.setAttribute('x', PAD); veil.setAttribute('width', DRAW);
+    veil.setAttribute('fill', '#ffffff'); veil.setAttribute('fill-opacity', '0.5');
+    veil.style.display = 'none';
+    veil.style.pointerEvents = 'none';
+    svg.insertBefore(veil, labels);
   }
+  view.n = total;
+  function depth(i) { return inverted ? ROW[i] : levels - 1 - ROW[i]; }
+  function describe(i) {
+    return names[NAME[i]] + ' (' + commas(N[i]) + ' ' + unit + ', ' +
+        (depth(i) === 0 ? '100%' : (100 * N[i] / total).toFixed(2) + '%') + ')';
+  }
+  // The first frame of `row` (sorted, disjoint) that ends after `sample`.
+  function firstAfter(row, sample) {
+    var lo = 0, hi = row.length;
+    while (lo < hi) {
+      var mid = (lo + hi) >> 1, i = row[mid];
+      if (S[i] + N[i] <= sample) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+  }
+  // The frame under the pointer, or -1.
+  function frameAt(e) {
+    if (!area) return -1;
+    var p = svg.createSVGPoint();
+    p.x = e.clientX; p.y = e.clientY;
+    p = p.matrixTransform(svg.getScreenCTM().inverse());
+    var r = Math.floor((p.y - top) / fh);
+    if (r < 0 || r >= levels || p.x < PAD || p.x >= PAD + DRAW) return -1;
+    var sample = view.s + (p.x - PAD) / DRAW * view.n, row = rows[r];
+    var j = firstAfter(row, sample);
+    return j < row.length && S[row[j]] <= sample ? row[j] : -1;
+  }
+  function label(name, width) {
+    var room = Math.floor(width / CHAR);
+    return room < 3 ? '' : name.length <= room ? name : name.substring(0, room - 2) + '..';
+  }
+  // Labels for the frames wide enough in the current view, made in one fragment; the whole
+  // graph's are the file's own, hidden while zoomed.
+  var zoomedLabels = document.createElementNS(NS, 'g');
+  if (labels) labels.parentNode.insertBefore(zoomedLabels, labels);
+  function relabel() {
+    labels.style.display = view.d > 0 ? 'none' : '';
+    zoomedLabels.textContent = '';
+    if (view.d === 0) return;
+    var scale = DRAW / view.n, end = view.s + view.n, made = document.createDocumentFragment();
+    for (var r = 0; r < levels; ++r) {
+      var row = rows[r];
+      for (var j = firstAfter(row, view.s); j < row.length && S[row[j]] < end; ++j) {
+        var i = row[j], a = Math.max(S[i], view.s), w = (Math.min(S[i] + N[i], end) - a) * scale;
+        if (w < 3 * CHAR) continue;
+        var text = document.createElementNS(NS, 'text'), x = PAD + (a - view.s) * scale;
+        text.setAttribute('x', (x + 3).toFixed(2));
+        text.setAttribute('y', (3 + top + r * fh + (inverted ? 0 : gap) + (fh - gap) / 2).toFixed(2));
+        text.textContent = label(names[NAME[i]], w);
+        made.appendChild(text);
+      }
+    }
+    zoomedLabels.appendChild(made);
+  }
+  function zoom(start, count, d) {
+    if (!area) return;
+    view = { s: start, n: count, d: d };
+    area.setAttribute('viewBox', start + ' 0 ' + count + ' ' + levels);
+    if (d > 0) { // the ancestors' rows: below the frame in a flame graph, above it when inverted
+      veil.setAttribute('y', (top + (inverted ? 0 : (levels - d) * fh)).toFixed(1));
+      veil.setAttribute('height', (d * fh).toFixed(1));
+    }
+    veil.style.display = d > 0 ? '' : 'none';
+    relabel();
+    unzoom.style.display = d > 0 ? '' : 'none';
+  }
+  function reset() { if (view.d > 0) zoom(0, total, 0); }
+  svg.addEventListener('mousemove', function (e) {
+    var i = frameAt(e);
+    details.textContent = i < 0 ? ' ' : 'Function: ' + describe(i);
+    svg.style.cursor = i < 0 ? '' : 'pointer';
+  });
+  svg.addEventListener('mouseleave', function () { details.textContent = ' '; });
+  svg.addEventListener('click', function (e) {
+    if (e.target === unzoom || e.target === searchButton) return;
+    var i = frameAt(e);
+    if (i < 0) return;
+    if (depth(i) === 0) reset(); else zoom(S[i], N[i], depth(i));
+  });
   function clearSearch() {
-    frames.forEach(function (g) {
-      var rect = g.querySelector('rect');
-      if (rect.hasAttribute('data-fill')) rect.setAttribute('fill', rect.getAttribute('data-fill'));
-    });
+    if (marks) marks.setAttribute('d', '');
     matched.textContent = ' ';
     searchButton.textContent = 'Search';
     searching = false;
@@ -287,14 +331,13 @@ constexpr std::string_view kScript = R"JS(
     var re;
     try { re = new RegExp(pattern); } catch (e) { matched.textContent = 'Bad expression'; return; }
     clearSearch();
-    var spans = [];
-    frames.forEach(function (g) {
-      if (!re.test(name(g))) return;
-      var rect = g.querySelector('rect'), f = info(g);
-      if (!rect.hasAttribute('data-fill')) rect.setAttribute('data-fill', rect.getAttribute('fill'));
-      rect.setAttribute('fill', 'rgb(230,0,230)');
-      spans.push([f.s, f.s + f.n]);
-    });
+    var hit = names.map(function (name) { return re.test(name); }), d = [], spans = [];
+    for (var i = 0; i < S.length; ++i) {
+      if (!hit[NAME[i]]) continue;
+      d.push('M' + S[i] + ' ' + ROW[i] + 'h' + N[i]);
+      spans.push([S[i], S[i] + N[i]]);
+    }
+    if (marks) marks.setAttribute('d', d.join(''));
     spans.sort(function (a, b) { return a[0] - b[0] || b[1] - a[1]; });
     var covered = 0, end = -1;
     spans.forEach(function (s) {
@@ -311,15 +354,14 @@ constexpr std::string_view kScript = R"JS(
     var pattern = window.prompt('Search for (regular expression):', '');
     if (pattern) search(pattern);
   }
-  zoom(0, total, 0);
-  unzoom.addEventListener('click', function () { zoom(0, total, 0); });
+  unzoom.addEventListener('click', reset);
   searchButton.addEventListener('click', askSearch);
   document.addEventListener('keydown', function (e) {
     if ((e.ctrlKey || e.metaKey) && (e.key === 'f' || e.key === 'F')) {
       e.preventDefault();
       askSearch();
     } else if (e.key === 'Escape') {
-      zoom(0, total, 0);
+      reset();
       clearSearch();
     }
   });
@@ -381,20 +423,43 @@ void write_flamegraph_svg(std::ostream& out, const FoldedStacks& stacks,
                    width / 2, kTopPad + frame_height / 2);
   }
 
-  // The frames: one path per name, in the order names are first placed (parents before
-  // children), its subpaths in sample and level units (see flamegraph.hpp).
+  // The frames: one path per colour and band of kBandLevels levels, in the order they are first
+  // placed (parents before children), its subpaths in sample and level units and its data-names
+  // the index of each subpath's name in the names table (see flamegraph.hpp). Bands, because a
+  // browser paints a region by going through every path whose box meets it: with one path per
+  // name, most spanning the depth of a deep graph, each region went through every frame.
   const unsigned levels = max_depth + 1;
   const auto row_of = [&](const FrameNode& node) {
     return options.inverted ? node.depth : max_depth - node.depth;
   };
   std::vector<std::string_view> names;
-  std::unordered_map<std::string_view, fmt::memory_buffer> subpaths;
+  std::unordered_map<std::string_view, size_t> name_index;
+  struct Band {
+    std::string colour;
+    fmt::memory_buffer d, names;
+  };
+  std::vector<Band> bands;
+  std::unordered_map<std::string, size_t> band_index; // "colour band" -> index in bands
+  std::unordered_map<std::string_view, std::string> colours;
   for (const PlacedFrame& frame : placed) {
     const FrameNode& node = tree[frame.node];
-    auto [it, inserted] = subpaths.try_emplace(node.name);
-    if (inserted) names.push_back(node.name);
-    fmt::format_to(std::back_inserter(it->second), "M{} {}h{}", frame.start, row_of(node),
-                   node.total);
+    auto [named, new_name] = name_index.try_emplace(node.name, names.size());
+    if (new_name) {
+      names.push_back(node.name);
+      colours.emplace(node.name, hot_color(node.name));
+    }
+    const std::string& colour = colours.at(node.name);
+    const unsigned row = row_of(node);
+    auto [banded, new_band] =
+        band_index.try_emplace(fmt::format("{} {}", colour, row / kBandLevels), bands.size());
+    if (new_band) {
+      bands.emplace_back();
+      bands.back().colour = colour;
+    }
+    Band& band = bands[banded->second];
+    fmt::format_to(std::back_inserter(band.d), "M{} {}h{}", frame.start, row, node.total);
+    fmt::format_to(std::back_inserter(band.names), "{}{}", band.names.size() ? " " : "",
+                   named->second);
   }
   if (!placed.empty()) {
     // A level is 1 unit high; its stroke is the frame (the level less the gap, which lies above
@@ -411,15 +476,22 @@ void write_flamegraph_svg(std::ostream& out, const FoldedStacks& stacks,
     fmt::format_to(text,
                    "\">\n<g fill=\"none\" stroke-width=\"{}\" transform=\"translate(0 {})\">\n",
                    thickness, centre);
-    for (std::string_view name : names) {
-      const fmt::memory_buffer& d = subpaths.at(name);
-      fmt::format_to(text, "<path stroke=\"{}\" d=\"", hot_color(name));
-      svg.append(d);
-      svg.append(std::string_view("\"><title>"));
-      append_xml(svg, name);
-      svg.append(std::string_view("</title></path>\n"));
+    for (const Band& band : bands) {
+      fmt::format_to(text, "<path stroke=\"{}\" data-names=\"", band.colour);
+      svg.append(band.names);
+      svg.append(std::string_view("\" d=\""));
+      svg.append(band.d);
+      svg.append(std::string_view("\"/>\n"));
     }
     svg.append(std::string_view("</g>\n</svg>\n"));
+    // The names, one <tspan> each, never shown.
+    svg.append(std::string_view("<text id=\"names\" style=\"display:none\">"));
+    for (std::string_view name : names) {
+      svg.append(std::string_view("<tspan>"));
+      append_xml(svg, name);
+      svg.append(std::string_view("</tspan>"));
+    }
+    svg.append(std::string_view("</text>\n"));
   }
   // Labels where they fit, in pixels.
   svg.append(std::string_view("<g id=\"labels\">\n"));

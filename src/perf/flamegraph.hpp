@@ -11,16 +11,18 @@
 // too: its sorted input has "a 5" before "a;b 3". Frames narrower than min_width_px are left out,
 // with everything above them; their samples still count in their parent.
 //
-// The file is the data and a static picture at once, about 10 bytes per frame (a deep, varied
+// The file is the data and a static picture at once, about 15 bytes per frame (a deep, varied
 // profile such as python3's has thousands of frames; one element per frame cost ~240 bytes each):
 // frames are drawn in a nested <svg id="frames"> whose user units are samples across and stack
-// levels down (viewBox "0 0 TOTAL LEVELS", stretched to the drawing area), one <path> per name
-// holding one subpath "M{first sample} {row}h{samples}" per frame of that name, stroked in the
-// name's colour with a stroke as thick as a level (less the 1 px gap between levels), so each
-// subpath is the frame's rectangle; the path's <title> is the name. Labels that fit are plain
-// <text> in pixels. A viewer without scripts shows that picture; in a browser the script reads
-// the frames back from the paths (exact integers) and builds the interactive graph of
-// flamegraph.pl: per frame <g class="func_g"><title>NAME (N samples, P%)</title><rect/><text/></g>,
+// levels down (viewBox "0 0 TOTAL LEVELS", stretched to the drawing area), one <path> per colour
+// and band of 16 levels holding one subpath "M{first sample} {row}h{samples}" per frame, stroked
+// with a stroke as thick as a level (less the 1 px gap between levels), so each subpath is the
+// frame's rectangle; the path's data-names lists each subpath's name as an index into
+// <text id="names">, one <tspan> per name, never shown. (One path per name spanning the depth of
+// the graph made a browser go through every frame to paint any part of it.) Labels that fit are
+// plain <text> in pixels. A viewer without scripts shows that picture; in a browser it stays the
+// graph: the script reads the frames back (exact integers) into arrays, never an element per
+// frame, and zooms by narrowing the frames' viewBox; the status line says "NAME (N samples, P%)",
 // N with thousands separators.
 //
 // Labels are cut to the width with "..", assuming characters 0.59 times the 12 px font size

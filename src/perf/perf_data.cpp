@@ -663,6 +663,7 @@ Status PerfData::decode_records(const Window& w, size_t& pos, const size_t end, 
     std::span<const uint8_t> body = all.subspan(pos + kRecordHeaderSize, size - kRecordHeaderSize);
     uint64_t extra = 0;
     bool keep = true;
+    bool decompressed = false;
     if (r.type < record::kHeaderAttr) {
       // The kernel's records: samples find their attribute by id, the others by the id in their
       // sample_id trailer (with sample_id_all).
@@ -701,8 +702,9 @@ Status PerfData::decode_records(const Window& w, size_t& pos, const size_t end, 
         break;
       case record::kCompressed:
         if (!zstd) return fail(pos, "a compressed record inside compressed data");
-        if (Status st = decompress(*zstd, body, w.base + pos, out); !st) return st;
+        if (Status st = decompress(*zstd, body, w.base + pos); !st) return st;
         keep = false;
+        decompressed = true;
         break;
       default:
         break;
@@ -718,6 +720,9 @@ Status PerfData::decode_records(const Window& w, size_t& pos, const size_t end, 
       out.push_back(std::move(r));
     }
     pos += size + extra;
+    // Its records come next, a batch at a time (Reader::next_batch): one compressed record can
+    // hold millions of them.
+    if (decompressed) return Ok{};
   }
   return Ok{};
 }
@@ -729,11 +734,16 @@ struct PerfData::ZstdStream {
   std::vector<uint8_t> pending; // decompressed bytes not yet making a whole record
   uint64_t decoded = 0;         // decompressed bytes before pending[0]
   uint64_t total = 0;           // decompressed bytes in all
+  // The whole records of the last compressed record, decoded from `chunk_pos` on as they are
+  // asked for; the records given point into the chunk and keep it.
+  std::shared_ptr<const std::vector<uint8_t>> chunk;
+  size_t chunk_pos = 0;
+  uint64_t chunk_at = 0; // the compressed record's offset
+  bool has_records() const { return chunk && chunk_pos < chunk->size(); }
   ~ZstdStream() { ZSTD_freeDStream(stream); }
 };
 
-Status PerfData::decompress(ZstdStream& z, std::span<const uint8_t> payload, uint64_t at,
-                            std::vector<Record>& out) const {
+Status PerfData::decompress(ZstdStream& z, std::span<const uint8_t> payload, uint64_t at) const {
   // zstd expands at most ~32768:1; perf's chunks are one ring-buffer read (a few MB at most).
   constexpr size_t kMaxChunk = 64u << 20;
   constexpr uint64_t kMaxTotal = uint64_t(2) << 30;
@@ -767,16 +777,16 @@ Status PerfData::decompress(ZstdStream& z, std::span<const uint8_t> payload, uin
     if (size > z.pending.size() - whole) break;
     whole += size;
   }
+  z.chunk.reset();
+  z.chunk_pos = 0;
   if (!whole) return Ok{};
   // The records point into the chunk and keep it: it goes with the last of them.
-  auto chunk = std::make_shared<const std::vector<uint8_t>>(
+  z.chunk = std::make_shared<const std::vector<uint8_t>>(
       z.pending.begin(), z.pending.begin() + static_cast<long>(whole));
+  z.chunk_at = at;
   z.pending.erase(z.pending.begin(), z.pending.begin() + static_cast<long>(whole));
   z.decoded += whole;
-  const Window w{*chunk, 0, at, chunk, false};
-  size_t pos = 0;
-  uint64_t skip = 0;
-  return decode_records(w, pos, chunk->size(), ~size_t(0) - out.size(), out, nullptr, skip);
+  return Ok{};
 }
 
 void PerfData::release_pages() const {
@@ -797,10 +807,18 @@ Status PerfData::Reader::next_batch(std::vector<Record>& out, bool& done) {
   const size_t before = out.size();
   for (;;) {
     uint64_t skip = 0;
+    if (ZstdStream& z = *zstd_; z.has_records()) { // a compressed record's, before what follows
+      Status s = d.decode_records(Window{*z.chunk, 0, z.chunk_at, z.chunk, false}, z.chunk_pos,
+                                  z.chunk->size(), kBatch, out, nullptr, skip);
+      if (!z.has_records()) z.chunk.reset();
+      if (!s || out.size() != before) return s;
+      continue;
+    }
     Status s = d.decode_records(Window{window_, base_, kInFile, chunk_, stream}, pos_, end_, kBatch,
                                 out, zstd_.get(), skip);
     skip_ += skip;
     if (!s) return s;
+    if (zstd_->has_records() && out.size() == before) continue;
     // Decoding touches every page of the data: resident memory is bounded by releasing them.
     if (position() - released_ >= kReleaseEvery) {
       d.release_pages(); // the records decoded so far are read again from the page cache

@@ -223,8 +223,8 @@ public:
     ~Reader();
     Reader(Reader&&) noexcept;
     Reader& operator=(Reader&&) = delete;
-    // Appends the next records to `out` (about kBatch of them; a compressed record's all at
-    // once); `done` when the data has no more. A malformed record is an Error naming the file
+    // Appends the next records to `out` (at most about kBatch of them, a compressed record's
+    // too); `done` when the data has no more. A malformed record is an Error naming the file
     // and its offset, the records before it appended.
     Status next_batch(std::vector<Record>& out, bool& done);
     // How far the data has been read, in bytes from the start of the file or stream.
@@ -299,8 +299,8 @@ private:
   // compressed records decompress (null inside decompressed data).
   Status decode_records(const Window& w, size_t& pos, size_t end, size_t budget,
                         std::vector<Record>& out, ZstdStream* zstd, uint64_t& skip) const;
-  Status decompress(ZstdStream& z, std::span<const uint8_t> payload, uint64_t at,
-                    std::vector<Record>& out) const;
+  // Decompresses a compressed record's payload into z's chunk (its whole records).
+  Status decompress(ZstdStream& z, std::span<const uint8_t> payload, uint64_t at) const;
   std::span<const uint8_t> bytes() const;
 
   std::string name_;

@@ -1,17 +1,13 @@
 #include "perf/pprof.hpp"
 
-#include <fcntl.h>
 #include <map>
 #include <optional>
-#include <unistd.h>
 
-#include <cerrno>
 #include <fmt/format.h>
 #include <google/protobuf/io/coded_stream.h>
 #include <zlib.h>
 
 #include "perf/folded.hpp"
-#include "support/read_fully.hpp"
 
 namespace ehelf::perf {
 namespace {
@@ -96,7 +92,7 @@ std::optional<std::string> gzip(std::string_view data) {
 
 } // namespace
 
-Status write_pprof(const std::string& path, const std::vector<CountedStack>& stacks,
+Status write_pprof(std::ostream& out, const std::vector<CountedStack>& stacks,
                    const PprofOptions& options) {
   Strings str;
   Message profile;
@@ -109,12 +105,16 @@ Status write_pprof(const std::string& path, const std::vector<CountedStack>& sta
   profile.message(1, value_type("samples", "count"));
   profile.message(1, value_type(options.value_type, options.value_unit));
 
+  // Mappings: a user frame's is its file's mapping in the process (FileMapping); frames without
+  // one (the kernel's) share one per module name over the addresses sampled in it.
   struct MappingInfo {
-    uint64_t id, lo = ~uint64_t(0), hi = 0;
+    uint64_t id;
+    FileMapping mapping;
   };
-  std::map<std::string, MappingInfo> mappings;                       // by module path
+  std::map<std::pair<const FileMapping*, std::string>, MappingInfo> mappings;
+  std::vector<const MappingInfo*> mappings_in_order;
   std::map<std::pair<std::string, std::string>, uint64_t> functions; // (name, module) -> id
-  std::map<std::tuple<uint64_t, std::string, std::string>, uint64_t> locations;
+  std::map<std::tuple<uint64_t, std::string, std::string, const FileMapping*>, uint64_t> locations;
   Message locations_out, functions_out;
   const uint64_t pid_key = str("pid"), tid_key = str("tid"), comm_key = str("comm");
   for (const CountedStack& c : stacks) {
@@ -122,14 +122,27 @@ Status write_pprof(const std::string& path, const std::vector<CountedStack>& sta
     for (const StackFrame& f : c.stack.frames) {
       const std::string name = frame_name(f);
       auto [loc, new_location] =
-          locations.try_emplace({f.pc, name, f.module}, locations.size() + 1);
+          locations.try_emplace({f.pc, name, f.module, f.mapping}, locations.size() + 1);
       ids.push_back(loc->second);
       if (!new_location) continue;
       uint64_t mapping_id = 0;
-      if (!f.module.empty()) {
-        auto [m, added] = mappings.try_emplace(f.module, MappingInfo{mappings.size() + 1});
-        m->second.lo = std::min(m->second.lo, f.pc);
-        m->second.hi = std::max(m->second.hi, f.pc + 1);
+      if (f.mapping || !f.module.empty()) {
+        auto [m, added] = mappings.try_emplace({f.mapping, f.mapping ? "" : f.module},
+                                               MappingInfo{mappings.size() + 1, {}});
+        FileMapping& fm = m->second.mapping;
+        if (added) {
+          mappings_in_order.push_back(&m->second);
+          if (f.mapping) {
+            fm = *f.mapping;
+          } else {
+            fm.path = f.module;
+            fm.start = f.pc;
+          }
+        }
+        if (!f.mapping) {
+          fm.start = std::min(fm.start, f.pc);
+          fm.end = std::max(fm.end, f.pc + 1);
+        }
         mapping_id = m->second.id;
       }
       auto [fn, new_function] = functions.try_emplace({name, f.module}, functions.size() + 1);
@@ -167,12 +180,14 @@ Status write_pprof(const std::string& path, const std::vector<CountedStack>& sta
     sample.message(3, comm);
     profile.message(2, sample);
   }
-  for (const auto& [module, m] : mappings) {
+  for (const MappingInfo* m : mappings_in_order) {
     Message out;
-    out.varint(1, m.id);
-    out.varint(2, m.lo);
-    out.varint(3, m.hi);
-    out.varint(5, str(module));
+    out.varint(1, m->id);
+    out.varint(2, m->mapping.start);
+    out.varint(3, m->mapping.end);
+    out.varint(4, m->mapping.offset);
+    out.varint(5, str(m->mapping.path));
+    out.varint(6, str(m->mapping.build_id));
     out.boolean(7, true); // has_functions: names are resolved
     profile.message(3, out);
   }
@@ -188,12 +203,8 @@ Status write_pprof(const std::string& path, const std::vector<CountedStack>& sta
   body += strings.data() + tail.data();
 
   const std::optional<std::string> zipped = gzip(body);
-  if (!zipped) return Error::plain(fmt::format("cannot compress the profile for {}", path));
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Error::plain(fmt::format("cannot write {}", path));
-  bool ok = write_fully(fd, *zipped);
-  ok = ::close(fd) == 0 && ok;
-  if (!ok) return Error::plain(fmt::format("cannot write {}", path));
+  if (!zipped) return Error::plain("cannot compress the profile");
+  out.write(zipped->data(), static_cast<std::streamsize>(zipped->size()));
   return Ok{};
 }
 

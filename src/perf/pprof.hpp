@@ -10,8 +10,12 @@
 //                   line naming the function
 //   function        one per distinct (name, module); name as printed (demangled), system_name the
 //                   same, filename the module
-//   mapping         one per module path: its lowest and highest sampled address, the path, and
-//                   has_functions (the names are already resolved: pprof must not re-symbolize)
+//   mapping         one per mapping of a file in a process (FileMapping): its start and limit,
+//                   the file offset mapped at its start, the path, the build id (hex of the
+//                   NT_GNU_BUILD_ID note, as pprof and Parca match binaries by) and
+//                   has_functions (the names are already resolved: pprof must not re-symbolize);
+//                   frames in no mapped file (the kernel's) get one per module name, over the
+//                   addresses sampled in it
 //   period_type     VALUE/UNIT, period: the sampling period (1e9 / frequency for cpu-clock)
 // Frames without a symbol are named as folded stacks name them ("[libc.so.6]", "0x1234").
 // The message is encoded with libprotobuf-lite's varint writer and gzipped by zlib (no generated
@@ -19,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -35,8 +40,9 @@ struct PprofOptions {
   int64_t duration_nanos = 0;
 };
 
-// Writes `stacks` to `path` (gzip-compressed profile.proto).
-Status write_pprof(const std::string& path, const std::vector<CountedStack>& stacks,
+// Writes `stacks` to `out` (gzip-compressed profile.proto); the stream's own failures are the
+// caller's to check.
+Status write_pprof(std::ostream& out, const std::vector<CountedStack>& stacks,
                    const PprofOptions& options);
 
 } // namespace ehelf::perf

@@ -32,19 +32,24 @@ void RecordStream::take(Record&& r) {
     round_limit_ = max_time_;
     return;
   }
-  if (queued_.size() == kMaxQueued) {
-    damage_ = std::move(Error::at("", r.offset,
-                                  fmt::format("more than {} records between two rounds: not "
-                                              "supported",
-                                              kMaxQueued)))
-                  .in_file(data_.name());
-    ended_ = true;
-    return;
-  }
+  if (queued_.size() >= kMaxQueued || queued_bytes_ >= kMaxQueuedBytes) release_half();
   if (r.time) last_time_ = r.time;
   max_time_ = std::max(max_time_, last_time_);
+  queued_bytes_ += r.size;
   queued_time_.push_back(last_time_);
   queued_.push_back(std::move(r));
+  // Now and then (the scan costs the queue's length): what is older than any ring buffer holds.
+  if (queued_.size() >= 2 * delay_checked_ + 4096) {
+    if (max_time_ > kMaxDelay) release(max_time_ - kMaxDelay);
+    delay_checked_ = queued_.size();
+  }
+}
+
+void RecordStream::release_half() {
+  std::vector<uint64_t> times = queued_time_;
+  auto middle = times.begin() + static_cast<long>(times.size() / 2);
+  std::nth_element(times.begin(), middle, times.end());
+  release(*middle);
 }
 
 void RecordStream::release(uint64_t limit) {
@@ -66,6 +71,10 @@ void RecordStream::release(uint64_t limit) {
     }
   queued_.resize(kept);
   queued_time_.resize(kept);
+  queued_bytes_ = 0;
+  for (const Record& r : queued_)
+    queued_bytes_ += r.size;
+  delay_checked_ = std::min(delay_checked_, queued_.size());
 }
 
 } // namespace ehelf::perf

@@ -8,6 +8,16 @@
 
 namespace ehelf::perf {
 
+// An executable mapping of a file in a process, what a frame's address is in: as /proc/PID/maps
+// and perf's MMAP2 records give it, with the file's build id (what pprof's Mapping says).
+struct FileMapping {
+  std::string path;
+  uint64_t start = 0, end = 0; // the addresses mapped, [start, end)
+  uint64_t offset = 0;         // the file offset mapped at start
+  std::string build_id;        // hex of the file's NT_GNU_BUILD_ID note, or empty if unknown
+  auto operator<=>(const FileMapping&) const = default;
+};
+
 struct StackFrame {
   uint64_t pc = 0;    // actual address (the first frame's interrupted pc, then return addresses)
   std::string symbol; // "" when unknown
@@ -17,6 +27,9 @@ struct StackFrame {
   // address - 1: the call) as an offset in its mapped file, for kernel frames the pc itself.
   // symbol and symbol_offset are those of the looked-up address too.
   uint64_t dso_address = 0;
+  // The user frame's mapping (kept by the SampleUnwinder that named the frame); null for kernel
+  // frames and addresses in no mapping.
+  const FileMapping* mapping = nullptr;
 };
 
 struct SampleStack {

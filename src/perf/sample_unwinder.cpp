@@ -54,7 +54,7 @@ void carve_ranges(std::map<uint64_t, Range>& ranges, uint64_t start, uint64_t en
     }
     if (r.end > end) {
       Range right = r;
-      if constexpr (requires { right.pgoff; }) right.pgoff += end - r.start;
+      if constexpr (requires { right.offset; }) right.offset += end - r.start;
       right.start = end;
       kept.push_back(std::move(right));
     }
@@ -75,11 +75,7 @@ struct ProcessMaps {
 
   // Unique over the run: every maps object (a copy too) gets its own.
   const uint64_t id = next_id();
-  struct Mapping {
-    uint64_t start, end;
-    uint64_t pgoff;
-    std::string path;
-  };
+  using Mapping = FileMapping;
   std::map<uint64_t, Mapping> mappings; // every executable mapping, for naming frames
   std::map<uint64_t, Module> modules;   // the mappings whose files are usable here
 
@@ -115,6 +111,10 @@ struct SampleUnwinder::PcFrame {
 // One recorded process: its maps and an Unwinder over them.
 struct SampleUnwinder::Process {
   std::shared_ptr<ProcessMaps> maps = std::make_shared<ProcessMaps>();
+  // A mapping (executable or not) was recorded for it, or for the parent it forked from. perf
+  // makes a process's unwinding address space with its first mapping: before that, perf script
+  // prints no user frame for a stack copy, where a walk would give one [unknown] frame.
+  bool mapped = false;
   ModuleMap map;
   std::unique_ptr<Unwinder> unwinder;
   bool dirty = true; // modules changed since `map` was built
@@ -181,6 +181,13 @@ SlowSteps SampleUnwinder::slow_steps() const {
   return sum;
 }
 
+uint64_t SampleUnwinder::frames_outside_modules() const {
+  uint64_t sum = 0;
+  for (const auto& [pid, p] : processes_)
+    if (p && p->unwinder) sum += p->unwinder->frames_outside_modules();
+  return sum;
+}
+
 SampleUnwinder::Process& SampleUnwinder::process(uint32_t pid) {
   auto& p = processes_[pid];
   if (!p) p = std::make_unique<Process>();
@@ -224,6 +231,7 @@ void SampleUnwinder::on_fork(const TaskRecord& t) {
   if (parent == processes_.end()) return;
   Process& child = process(t.pid);
   child.maps = parent->second->maps; // shared until one of them maps something
+  child.mapped = parent->second->mapped;
   child.dirty = true;
 }
 
@@ -301,18 +309,22 @@ std::shared_ptr<const ModuleData> SampleUnwinder::data_for(const MmapRecord& m,
 }
 
 void SampleUnwinder::on_mmap(const MmapRecord& m) {
-  if (!m.executable() || m.len == 0 || m.start + m.len < m.start) return;
   if (m.pid == static_cast<uint32_t>(-1)) return; // the kernel's own mappings
+  if (m.len != 0) process(m.pid).mapped = true;
+  if (!m.executable() || m.len == 0 || m.start + m.len < m.start) return;
   Process& p = process(m.pid);
   const uint64_t end = m.start + m.len;
   ProcessMaps& maps = p.own();
   carve_ranges(maps.mappings, m.start, end);
   carve_ranges(maps.modules, m.start, end);
-  maps.mappings.emplace(m.start,
-                        ProcessMaps::Mapping{m.start, end, m.pgoff, std::string(m.filename)});
   std::string path;
   uint64_t bias = 0;
   auto data = data_for(m, path, bias);
+  // The build id the kernel read from the mapped file, else the one of the file used here.
+  std::string build_id = hex(m.build_id);
+  if (build_id.empty() && data && data->elf) build_id = data->elf->build_id_hex();
+  maps.mappings.emplace(
+      m.start, FileMapping{std::string(m.filename), m.start, end, m.pgoff, std::move(build_id)});
   if (!data) {
     ++stats_.modules_missing;
     return;
@@ -337,8 +349,8 @@ ResolvedFrame SampleUnwinder::resolve_frame(const ProcessMaps& maps, const Modul
   f.return_address = return_address;
   f.dso_address = lookup;
   if (const ProcessMaps::Mapping* m = maps.mapping_at(lookup)) {
-    f.mapping = &*mapping_paths_.insert(m->path).first;
-    f.dso_address = lookup - m->start + m->pgoff;
+    f.mapping = &*file_mappings_.insert(*m).first;
+    f.dso_address = lookup - m->start + m->offset;
   }
   if (const Module* mod = map.find(lookup))
     f.module = &interned_.try_emplace({mod->data.get(), mod->bias, mod->start, mod->path}, *mod)
@@ -352,7 +364,8 @@ const StackFrame& SampleUnwinder::named_frame(uint32_t pid, const ResolvedFrame&
   auto [it, added] = named_.try_emplace(NamedKey{r.module, lookup, r.module ? 0 : pid});
   StackFrame& named = it->second;
   if (added) {
-    named.module = r.mapping ? *r.mapping : std::string();
+    named.module = r.mapping ? r.mapping->path : std::string();
+    named.mapping = r.mapping;
     named.dso_address = r.dso_address;
     if (options_.symbols && r.module) {
       SymbolName n = symbolizer_.name(empty_map_, *r.module, lookup);
@@ -478,6 +491,7 @@ void SampleUnwinder::kernel_frame(uint64_t pc, StackFrame& f) {
   f.symbol.clear();
   f.symbol_offset = 0;
   f.module.assign("[kernel.kallsyms]");
+  f.mapping = nullptr;
   if (options_.symbols) {
     if (!kernel_symbols_loaded_) { // read once a kernel frame is printed, if not already
       kernel_symbols_ =
@@ -640,6 +654,11 @@ void SampleUnwinder::prepare_sample(const Record& r, const SampleRecord& s, Prep
                                                   : "no user stack in the sample";
     }
     stats_.frames += out.kernel.size() + out.user.size();
+    return;
+  }
+  if (!p.mapped) { // as perf script: nothing to unwind the stack copy in yet
+    out.stop = "no mapping recorded for the process yet";
+    stats_.frames += out.kernel.size();
     return;
   }
   const StopReason why = walk_user(p, s, pcs_);

@@ -69,12 +69,12 @@ struct RawStack {
 
 // One user frame of a raw stack tied to what names it, so that it can be named after the
 // process's maps have changed or it has exited: the module holding it (interned by the
-// SampleUnwinder, which keeps its data alive), the mapping's file and the address perf prints.
+// SampleUnwinder, which keeps its data alive), the mapping and the address perf prints.
 struct ResolvedFrame {
   uint64_t pc = 0;
   bool return_address = false; // named by its call (pc - 1)
   const Module* module = nullptr;
-  const std::string* mapping = nullptr; // the mapped file's path as recorded, or null
+  const FileMapping* mapping = nullptr; // the mapping as recorded, or null
   uint64_t dso_address = 0;
   // A return address from a frame-pointer call chain (perf record -g): printed at the address
   // the chain holds (dso_address + 1), as perf script prints it.
@@ -150,6 +150,8 @@ public:
   const UnwindStats& stats() const { return stats_; }
   // Steps that ran the interpreter, by why (Unwinder::slow_steps), over every process.
   SlowSteps slow_steps() const;
+  // Frames in no module (JIT code) unwound by following rbp, over every process.
+  uint64_t frames_outside_modules() const;
 
 private:
   struct Process;
@@ -211,7 +213,7 @@ private:
   UnwindStats stats_;
   // Modules and mapped paths that resolved frames point to, kept for naming (node-based: stable).
   std::map<std::tuple<const ModuleData*, uint64_t, uint64_t, std::string>, Module> interned_;
-  std::set<std::string> mapping_paths_;
+  std::set<FileMapping> file_mappings_;
   struct NamedKey {
     const Module* module;
     uint64_t lookup;

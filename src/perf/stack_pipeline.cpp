@@ -34,7 +34,7 @@ void for_each_stack(RecordStream& records, SampleUnwinder& unwinder,
     return;
   }
   BatchQueue<Batch> queue(kMaxQueuedBatches);
-  std::thread namer([&] {
+  ConsumerThread<Batch> namer(queue, [&] {
     SampleStack stack;
     while (std::unique_ptr<Batch> b = queue.pop()) {
       for (size_t i = 0; i < b->count; ++i) {
@@ -55,8 +55,7 @@ void for_each_stack(RecordStream& records, SampleUnwinder& unwinder,
     }
   }
   if (batch->count) queue.push(std::move(batch));
-  queue.close();
-  namer.join();
+  namer.finish();
 }
 
 } // namespace ehelf::perf

@@ -126,6 +126,27 @@ std::string open_error(int err, const SamplingOptions& o, const Target& t, int p
   }
 }
 
+// The kernel's limit on samples per second (it lowers it by itself when sampling interrupts take
+// too long), or 0 when it cannot be read.
+uint64_t max_sample_rate() {
+  std::ifstream in{std::string(kMaxSampleRatePath)};
+  uint64_t rate = 0;
+  return in >> rate ? rate : 0;
+}
+
+// Lowers the asked rate to the kernel's limit, as perf record does, saying so in `note`; false
+// when it is not above the limit (or the limit cannot be read).
+bool throttle_to_limit(SamplingOptions& o, std::string& note) {
+  const uint64_t limit = max_sample_rate();
+  if (o.period || limit == 0 || o.frequency <= limit) return false;
+  note += fmt::format("{}-F {} is above the kernel's limit of {} samples per second ({}; it lowers "
+                      "it when sampling takes too long): sampling at {} per second, as perf "
+                      "record does",
+                      note.empty() ? "" : "; ", o.frequency, limit, kMaxSampleRatePath, limit);
+  o.frequency = limit;
+  return true;
+}
+
 } // namespace
 
 std::string paranoid_hint() {
@@ -150,8 +171,10 @@ Result<EventSpec> parse_event(std::string_view name) {
   return Error::plain(fmt::format("unknown event '{}' (known: {})", name, known));
 }
 
-Result<EventSet> EventSet::open(const SamplingOptions& o, const Target& t) {
+Result<EventSet> EventSet::open(const SamplingOptions& asked, const Target& t) {
   EventSet set;
+  SamplingOptions o = asked; // the rate lowered to the kernel's limit
+  throttle_to_limit(o, set.note_);
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   size_t pages = o.ring_pages;
   bool kernel = o.kernel, build_id = true;
@@ -160,7 +183,7 @@ Result<EventSet> EventSet::open(const SamplingOptions& o, const Target& t) {
   std::vector<int> pids;
   if (t.kind == Target::System) {
     pids.push_back(-1);
-  } else if (t.kind == Target::Command) {
+  } else if (t.kind == Target::Command || t.kind == Target::Threads) {
     pids = t.pids;
   } else {
     for (int pid : t.pids) {
@@ -181,13 +204,16 @@ Result<EventSet> EventSet::open(const SamplingOptions& o, const Target& t) {
           break;
         }
         err = errno;
+        // The kernel lowered its limit since (EINVAL for a rate above it).
+        if (err == EINVAL && throttle_to_limit(o, set.note_)) continue;
         if (err == EINVAL && build_id) { // before Linux 5.12: mmap2 without build ids
           build_id = false;
           continue;
         }
         if ((err == EACCES || err == EPERM) && kernel) { // user frames only, as perf falls back
           kernel = false;
-          set.note_ = fmt::format("kernel frames are not sampled: {}", paranoid_hint());
+          set.note_ += fmt::format("{}kernel frames are not sampled: {}",
+                                   set.note_.empty() ? "" : "; ", paranoid_hint());
           continue;
         }
         if (err == ENODEV) break;                               // an offline CPU
@@ -221,6 +247,7 @@ Result<EventSet> EventSet::open(const SamplingOptions& o, const Target& t) {
     set.note_ += fmt::format("{}rings of {} KiB per CPU (the kernel's perf_event_mlock_kb)",
                              set.note_.empty() ? "" : "; ", pages * page / 1024);
   set.kernel_ = kernel;
+  set.frequency_ = o.period ? 0 : o.frequency;
   return set;
 }
 

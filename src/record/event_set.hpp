@@ -9,8 +9,8 @@
 //
 // Targets: a command not yet exec'd (per-CPU events on its pid, inherited by every thread and
 // child it creates, enabled by its exec), running processes (per-CPU events on each of their
-// threads, inherited likewise), or the whole system (-a). The kernel refuses to mmap an
-// inherited per-thread event, hence events per CPU.
+// threads, inherited likewise), some of their threads (likewise), or the whole system (-a). The
+// kernel refuses to mmap an inherited per-thread event, hence events per CPU.
 #pragma once
 
 #include <cstdint>
@@ -50,8 +50,10 @@ struct SamplingOptions {
 constexpr uint32_t kMaxStackSize = 65528;
 
 struct Target {
-  enum Kind { Command, Processes, System } kind = Command;
-  std::vector<int> pids; // Command: the one child; Processes: the processes (all their threads)
+  enum Kind { Command, Processes, Threads, System } kind = Command;
+  // Command: the one child; Processes: the processes (all their threads); Threads: these threads
+  // alone (and the threads they start).
+  std::vector<int> pids;
 };
 
 class EventSet {
@@ -72,8 +74,12 @@ public:
   const perf::EventAttr& attr() const { return attr_; }
   // Kernel frames are sampled (false when perf_event_paranoid refused them: user only).
   bool kernel() const { return kernel_; }
-  // Said once at the start, or empty: what was given up (kernel frames, ring size).
+  // Said once at the start, or empty: what was given up (kernel frames, ring size, a rate above
+  // the kernel's limit).
   const std::string& note() const { return note_; }
+  // Samples per second asked of the kernel: SamplingOptions::frequency, or the kernel's limit
+  // when it was above it (as perf record, which lowers it with a warning); 0 with a period.
+  uint64_t frequency() const { return frequency_; }
 
 private:
   EventSet() = default;
@@ -82,8 +88,13 @@ private:
   std::vector<RingBuffer> rings_;
   perf::EventAttr attr_;
   bool kernel_ = true;
+  uint64_t frequency_ = 0;
   std::string note_;
 };
+
+// Where the kernel's limit on samples per second is set.
+inline constexpr std::string_view kMaxSampleRatePath =
+    "/proc/sys/kernel/perf_event_max_sample_rate";
 
 // "/proc/sys/kernel/perf_event_paranoid is N" with what N allows, for permission errors.
 std::string paranoid_hint();

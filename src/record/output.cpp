@@ -1,10 +1,7 @@
 #include "record/output.hpp"
 
-#include <cerrno>
-#include <cstring>
-#include <fcntl.h>
-#include <fstream>
-#include <unistd.h>
+#include <algorithm>
+#include <cctype>
 
 #include <fmt/format.h>
 
@@ -21,23 +18,23 @@ Result<ProfileFormat> profile_format(std::string_view format, std::string_view p
   if (format == "script") return ProfileFormat::Script;
   if (!format.empty())
     return Error::plain(fmt::format("unknown format '{}' (folded, svg, pprof, script)", format));
-  if (path.ends_with(".svg")) return ProfileFormat::Svg;
-  if (path.ends_with(".pb.gz") || path.ends_with(".pprof") || path.ends_with(".pb"))
+  // The file's name, not a directory's, and in any case (x.SVG, PROF.PB.GZ).
+  std::string name(path.substr(path.rfind('/') + 1));
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (name.ends_with(".svg")) return ProfileFormat::Svg;
+  if (name.ends_with(".pb.gz") || name.ends_with(".pprof") || name.ends_with(".pb"))
     return ProfileFormat::Pprof;
-  return ProfileFormat::Folded;
-}
-
-Status check_writable(const std::string& path) {
-  const bool existed = ::access(path.c_str(), F_OK) == 0;
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
-  if (fd < 0) return Error::plain(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
-  ::close(fd);
-  if (!existed) ::unlink(path.c_str()); // made again with the profile
-  return Ok{};
+  if (name.ends_with(".folded") || name.ends_with(".txt")) return ProfileFormat::Folded;
+  // Anything else would be written in a format its name does not say (prof.json, x.html).
+  return Error::plain(fmt::format("-o {}: no format has this extension (.svg, .folded, .txt, "
+                                  ".pb.gz, .pprof, .pb); or say it with -f folded|svg|pprof|script",
+                                  path));
 }
 
 Status write_profile(Recording& recording, const std::vector<perf::CountedStack>& stacks,
-                     ProfileFormat format, const std::string& path, const OutputOptions& o) {
+                     ProfileFormat format, OutputFile& file, const OutputOptions& o) {
+  std::ostream& out = file.stream();
   if (format == ProfileFormat::Pprof) {
     perf::PprofOptions po;
     const bool time_event = o.event == "cpu-clock" || o.event == "task-clock";
@@ -48,10 +45,9 @@ Status write_profile(Recording& recording, const std::vector<perf::CountedStack>
                                                                  : 0);
     po.time_nanos = o.start_nanos;
     po.duration_nanos = static_cast<int64_t>(recording.seconds * 1e9);
-    return perf::write_pprof(path, stacks, po);
+    if (Status s = perf::write_pprof(out, stacks, po); !s) return s;
+    return file.commit();
   }
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return Error::plain(fmt::format("cannot write {}", path));
   if (format == ProfileFormat::Script) {
     for (const perf::SampleStack& s : recording.profile.timeline(*recording.unwinder))
       perf::write_script(out, s);
@@ -64,13 +60,12 @@ Status write_profile(Recording& recording, const std::vector<perf::CountedStack>
     } else {
       perf::FlameGraphOptions fg;
       fg.title = o.title;
+      fg.inverted = o.inverted;
       if (o.fold.weight_by_period) fg.count_name = o.event == "cpu-clock" ? "ns" : "events";
       perf::write_flamegraph_svg(out, folded, fg);
     }
   }
-  out.flush();
-  if (!out) return Error::plain(fmt::format("writing {} failed", path));
-  return Ok{};
+  return file.commit();
 }
 
 } // namespace ehelf::record

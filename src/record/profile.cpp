@@ -101,7 +101,7 @@ void Profile::add_recording_summarized(perf::RecordStream& records, perf::Sample
   // state). An entry's stack and command name are written before it is handed over, and only
   // its summary after; the map's nodes stay where they are as it grows.
   BatchQueue<SummaryBatch> queue(perf::kMaxQueuedBatches);
-  std::thread namer([&] {
+  ConsumerThread<SummaryBatch> namer(queue, [&] {
     perf::SampleStack stack;
     while (std::unique_ptr<SummaryBatch> b = queue.pop()) {
       for (size_t i = 0; i < b->count; ++i) {
@@ -141,8 +141,7 @@ void Profile::add_recording_summarized(perf::RecordStream& records, perf::Sample
         }
       });
   if (batch->count) queue.push(std::move(batch));
-  queue.close();
-  namer.join();
+  namer.finish();
 }
 
 void Profile::for_each_summary(
@@ -209,6 +208,9 @@ std::string summary_text(const SummaryInput& in) {
     line(
         fmt::format("{} walk{} stopped before the outermost frame: {}", n, n == 1 ? "" : "s", why));
   }
+  if (in.frames_outside_modules)
+    line(fmt::format("{} frame{} in code outside any module (JIT) unwound by rbp",
+                     in.frames_outside_modules, in.frames_outside_modules == 1 ? "" : "s"));
   // Self: the innermost frame; total: every function on the stack, once per stack.
   std::map<std::string, uint64_t> self, total;
   uint64_t all = 0;

@@ -103,6 +103,7 @@ struct SummaryInput {
   std::string event;
   std::string output; // the file written
   size_t top = 10;
+  uint64_t frames_outside_modules = 0; // JIT frames unwound by rbp (SampleUnwinder's count)
 };
 std::string summary_text(const SummaryInput& in);
 

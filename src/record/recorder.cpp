@@ -4,13 +4,16 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <fstream>
 #include <future>
+#include <poll.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -22,46 +25,147 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A command started stopped before its exec: it waits for a byte on `go` (or its closing, which
-// ends it), so that the events are open on its pid before it runs anything.
-struct Child {
-  int pid = -1;
-  int go = -1;     // write end: one byte lets it exec
-  int failed = -1; // read end: errno of a failed exec, or EOF once exec succeeded
-};
-
-Result<Child> spawn(const std::vector<std::string>& argv) {
-  int go[2], failed[2];
-  if (::pipe2(go, O_CLOEXEC) != 0) return Error::plain("pipe2 failed");
-  if (::pipe2(failed, O_CLOEXEC) != 0) {
-    ::close(go[0]);
-    ::close(go[1]);
-    return Error::plain("pipe2 failed");
-  }
-  std::vector<char*> args;
-  for (const std::string& a : argv)
-    args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  const int pid = ::fork();
-  if (pid < 0) return Error::plain(fmt::format("fork: {}", std::strerror(errno)));
-  if (pid == 0) {
-    char c;
-    if (::read(go[0], &c, 1) != 1) ::_exit(127); // the recorder gave up
-    ::execvp(args[0], args.data());
-    const int err = errno;
-    [[maybe_unused]] ssize_t n = ::write(failed[1], &err, sizeof err);
-    ::_exit(127);
-  }
-  ::close(go[0]);
-  ::close(failed[1]);
-  return Child{pid, go[1], failed[0]};
-}
-
 int exit_status(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return 0;
 }
+
+// Waits until `fd` is readable (a pidfd: its process exited), a signal arrives or `timeout_ms`
+// pass; without a pidfd (before Linux 5.3) only the last two.
+void wait_readable(int fd, int timeout_ms) {
+  pollfd p{fd, POLLIN, 0};
+  ::poll(&p, fd >= 0 ? 1 : 0, timeout_ms);
+}
+
+// The command, started stopped before its exec: it waits for a byte on the `go` pipe (or the
+// pipe's closing, which ends it), so that the events are open on its pid before it runs anything.
+// Until it is reaped it belongs to the recorder: whatever ends the recording early (an error, an
+// exception) kills and reaps it, so that no process outlives ehelf record holding the caller's
+// terminal or pipes.
+class Command {
+public:
+  static Result<Command> start(const std::vector<std::string>& argv) {
+    int go[2], failed[2];
+    if (::pipe2(go, O_CLOEXEC) != 0) return Error::plain("pipe2 failed");
+    if (::pipe2(failed, O_CLOEXEC) != 0) {
+      ::close(go[0]);
+      ::close(go[1]);
+      return Error::plain("pipe2 failed");
+    }
+    std::vector<char*> args;
+    for (const std::string& a : argv)
+      args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    const int pid = ::fork();
+    if (pid < 0) {
+      const int err = errno;
+      for (int fd : {go[0], go[1], failed[0], failed[1]})
+        ::close(fd);
+      return Error::plain(fmt::format("fork: {}", std::strerror(err)));
+    }
+    if (pid == 0) {
+      // Its own copy of the write end would keep the read below from ever seeing the pipe close.
+      ::close(go[1]);
+      ::close(failed[0]);
+      char c;
+      if (::read(go[0], &c, 1) != 1) ::_exit(127); // the recorder gave up
+      ::execvp(args[0], args.data());
+      const int err = errno;
+      [[maybe_unused]] ssize_t n = ::write(failed[1], &err, sizeof err);
+      ::_exit(127);
+    }
+    ::close(go[0]);
+    ::close(failed[1]);
+    Command c;
+    c.pid_ = pid;
+    c.go_ = go[1];
+    c.failed_ = failed[0];
+    return c;
+  }
+
+  Command() = default;
+  Command(Command&& o) noexcept
+      : pid_(std::exchange(o.pid_, -1)), go_(std::exchange(o.go_, -1)),
+        failed_(std::exchange(o.failed_, -1)), pidfd_(std::exchange(o.pidfd_, -1)) {}
+  Command& operator=(Command&& o) noexcept {
+    std::swap(pid_, o.pid_);
+    std::swap(go_, o.go_);
+    std::swap(failed_, o.failed_);
+    std::swap(pidfd_, o.pidfd_);
+    return *this;
+  }
+  ~Command() {
+    for (int fd : {go_, failed_, pidfd_})
+      if (fd >= 0) ::close(fd);
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      reap();
+    }
+  }
+
+  // Started and not yet reaped.
+  bool running() const { return pid_ > 0; }
+  int pid() const { return pid_; }
+  // Polls readable once the command has exited (-1: no pidfds before Linux 5.3).
+  int exit_fd() const { return pidfd_; }
+
+  // Lets it exec; the error when the exec failed (it is then reaped).
+  Status run(const std::string& name) {
+    // Opened before it can exit, so that the number still names this process.
+    pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
+    const char go = 1;
+    [[maybe_unused]] ssize_t n = ::write(go_, &go, 1);
+    ::close(std::exchange(go_, -1));
+    int err = 0;
+    ssize_t got;
+    while ((got = ::read(failed_, &err, sizeof err)) < 0 && errno == EINTR) {
+    }
+    ::close(std::exchange(failed_, -1));
+    if (got != sizeof err) return Ok{}; // closed by the exec
+    reap();
+    return Error::plain(fmt::format("cannot run {}: {}", name, std::strerror(err)));
+  }
+
+  // Its exit status once it has exited (it is then reaped), or -1 while it runs.
+  int exited() {
+    int status = 0;
+    const int r = ::waitpid(pid_, &status, WNOHANG);
+    if (r == pid_ || (r < 0 && errno == ECHILD)) {
+      pid_ = -1;
+      return exit_status(status);
+    }
+    return -1;
+  }
+
+  // Ends it as perf record does, with SIGTERM, and waits for it; one more stop request (Ctrl-C
+  // again) while it has not ended kills it. Its exit status.
+  int terminate(const std::atomic<int>* stop_requests) {
+    ::kill(pid_, SIGTERM);
+    const int requests = stop_requests ? stop_requests->load() : 0;
+    bool killed = false;
+    for (;;) {
+      if (const int status = exited(); status >= 0) return status;
+      if (!killed && stop_requests && stop_requests->load() > requests) {
+        ::kill(pid_, SIGKILL);
+        killed = true;
+      }
+      wait_readable(pidfd_, 100);
+    }
+  }
+
+private:
+  void reap() {
+    while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    pid_ = -1;
+  }
+
+  int pid_ = -1;
+  int go_ = -1;     // write end: one byte lets it exec
+  int failed_ = -1; // read end: errno of a failed exec, or EOF once exec succeeded
+  int pidfd_ = -1;
+};
 
 bool alive(int pid) {
   return ::kill(pid, 0) == 0 || errno == EPERM;
@@ -72,6 +176,14 @@ std::string read_line(const std::string& path) {
   std::string s;
   std::getline(in, s);
   return s;
+}
+
+// The process a thread belongs to (its thread group), or 0 when there is no such thread.
+int process_of_thread(int tid) {
+  std::ifstream in(fmt::format("/proc/{}/status", tid));
+  for (std::string line; std::getline(in, line);)
+    if (line.starts_with("Tgid:")) return std::atoi(line.c_str() + 5);
+  return 0;
 }
 
 // Records that describe processes already running when the recording started (perf's
@@ -162,9 +274,10 @@ private:
 
 } // namespace
 
-Result<Recording> record(const RecordOptions& o, const std::atomic<bool>* stop) {
+Result<Recording> record(const RecordOptions& o, const std::atomic<int>* stop_requests) {
+  const auto stopped = [&] { return stop_requests && stop_requests->load() > 0; };
   Target target;
-  Child child;
+  Command command;
   if (o.system_wide) {
     target.kind = Target::System;
   } else if (!o.pids.empty()) {
@@ -172,32 +285,34 @@ Result<Recording> record(const RecordOptions& o, const std::atomic<bool>* stop) 
     for (int pid : o.pids)
       if (pid <= 0 || !alive(pid)) return Error::plain(fmt::format("no process {}", pid));
     target.pids = o.pids;
+  } else if (!o.tids.empty()) {
+    target.kind = Target::Threads;
+    for (int tid : o.tids)
+      if (tid <= 0 || process_of_thread(tid) <= 0)
+        return Error::plain(fmt::format("no thread {}", tid));
+    target.pids = o.tids;
   } else if (!o.command.empty()) {
-    auto c = spawn(o.command);
-    if (!c) return std::move(c).error();
-    child = *c;
-    target.pids = {child.pid};
+    auto started = Command::start(o.command);
+    if (!started) return std::move(started).error();
+    command = std::move(*started);
+    target.pids = {command.pid()};
   } else {
-    return Error::plain("nothing to record: give a command, -p PID or -a");
+    return Error::plain("nothing to record: give a command, -p PID, -t TID or -a");
   }
+  // On an error the command, still waiting for its exec, is killed and reaped by ~Command.
   auto opened = EventSet::open(o.sampling, target);
-  if (!opened) {
-    if (child.pid > 0) { // it exits on the closed pipe without running anything
-      ::close(child.go);
-      ::close(child.failed);
-      ::waitpid(child.pid, nullptr, 0);
-    }
-    return std::move(opened).error();
-  }
+  if (!opened) return std::move(opened).error();
   EventSet events = std::move(*opened);
+  if (!events.note().empty() && o.on_note) o.on_note(events.note());
   Recording rec;
   rec.kernel = events.kernel();
-  rec.note = events.note();
+  rec.frequency = events.frequency();
   rec.profile.keep_timeline(o.keep_timeline);
   perf::SampleUnwinderOptions uo;
   uo.backend = o.backend;
   uo.max_depth = o.max_depth;
   uo.debug_dirs = o.debug_dirs;
+  uo.demangle = o.demangle;
   uo.kernel = events.kernel();
   rec.unwinder = std::make_unique<perf::SampleUnwinder>(perf::RecordingInfo{}, uo);
   // /proc/kallsyms (a hundred thousand lines) is read while the command runs, not after it:
@@ -206,61 +321,50 @@ Result<Recording> record(const RecordOptions& o, const std::atomic<bool>* stop) 
   if (events.kernel())
     kernel_names = std::async(std::launch::async, [] { return perf::KernelSymbols::load(""); });
   const Clock::time_point start = Clock::now();
-  if (child.pid > 0) {
-    const char go = 1;
-    [[maybe_unused]] ssize_t n = ::write(child.go, &go, 1);
-    ::close(child.go);
-    int err = 0;
-    const bool exec_failed = ::read(child.failed, &err, sizeof err) == sizeof err;
-    ::close(child.failed);
-    if (exec_failed) {
-      ::waitpid(child.pid, nullptr, 0);
-      return Error::plain(fmt::format("cannot run {}: {}", o.command[0], std::strerror(err)));
-    }
+  if (command.running()) {
+    if (Status s = command.run(o.command[0]); !s) return std::move(s).error();
   } else {
     events.enable();
-    // What already runs: the processes given, or every process for -a.
-    const std::vector<int> running =
-        target.kind == Target::System ? proc_numeric_entries("/proc").value_or(std::vector<int>{})
-                                      : target.pids;
+    // What already runs: the processes given, those of the threads given, or every process for
+    // -a.
+    std::vector<int> running = target.kind == Target::System
+                                   ? proc_numeric_entries("/proc").value_or(std::vector<int>{})
+                                   : target.pids;
+    if (target.kind == Target::Threads) {
+      std::transform(running.begin(), running.end(), running.begin(), process_of_thread);
+      std::sort(running.begin(), running.end());
+      running.erase(std::unique(running.begin(), running.end()), running.end());
+    }
     for (int pid : running)
       describe_running(pid, *rec.unwinder);
   }
   Drain drain(events, *rec.unwinder, rec.profile);
-  bool child_done = false;
-  // The command's exit wakes the loop at once (a pidfd polls readable when it exits), so that
-  // the profile is ready the moment it ends; without pidfds (before Linux 5.3) within 100 ms.
-  const int pidfd = child.pid > 0 ? static_cast<int>(::syscall(SYS_pidfd_open, child.pid, 0)) : -1;
+  // The command's exit wakes the loop at once (its pidfd polls readable), so that the profile is
+  // ready the moment it ends; without pidfds (before Linux 5.3) within 100 ms.
   for (;;) {
-    events.wait(100, pidfd);
+    events.wait(100, command.exit_fd());
     drain();
-    if (stop && stop->load()) break;
+    if (stopped()) break;
     if (o.duration > 0 && std::chrono::duration<double>(Clock::now() - start).count() >= o.duration)
       break;
-    if (child.pid > 0) {
-      int status = 0;
-      if (::waitpid(child.pid, &status, WNOHANG) == child.pid) {
-        rec.exit_status = exit_status(status);
-        child_done = true;
+    if (command.running()) {
+      if (const int status = command.exited(); status >= 0) {
+        rec.exit_status = status;
         break;
       }
     } else if (target.kind == Target::Processes &&
                std::none_of(target.pids.begin(), target.pids.end(), alive)) {
       break;
+    } else if (target.kind == Target::Threads &&
+               std::none_of(target.pids.begin(), target.pids.end(), process_of_thread)) {
+      break;
     }
   }
   rec.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  if (pidfd >= 0) ::close(pidfd);
   events.disable();
   drain();
-  if (child.pid > 0 && !child_done) { // stopped early: the command ends as under perf record
-    ::kill(child.pid, SIGTERM);
-    int status = 0;
-    // A second SIGINT (Ctrl-C again, or a group-wide kill) interrupts the wait: wait again.
-    while (::waitpid(child.pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    rec.exit_status = exit_status(status);
-  }
+  // Stopped early: the command ends as under perf record.
+  if (command.running()) rec.exit_status = command.terminate(stop_requests);
   rec.ring_records = drain.records();
   if (kernel_names.valid()) rec.unwinder->set_kernel_symbols(kernel_names.get());
   return rec;

@@ -1,18 +1,21 @@
 // record(): a sampling profiler that unwinds as it samples. It runs a command (or watches running
-// processes, or the whole system) with the perf events of EventSet, and for each sample unwinds
-// the user stack straight out of the ring buffer with the runtime's fast walk (the code ehelf perf
-// and the C library use), keeping only the stack's addresses in a Profile; the stack bytes are
-// given back to the kernel with the record. Processes are followed through the ring's own
-// mmap2/comm/fork/exit records (so threads, children and exec'd programs are named right), plus
-// /proc/PID/maps and the threads' names for processes that were already running.
+// processes or some of their threads, or the whole system) with the perf events of EventSet, and
+// for each sample unwinds the user stack straight out of the ring buffer with the runtime's fast
+// walk (the code ehelf perf and the C library use), keeping only the stack's addresses in a
+// Profile; the stack bytes are given back to the kernel with the record. Processes are followed
+// through the ring's own mmap2/comm/fork/exit records (so threads, children and exec'd programs are
+// named right), plus /proc/PID/maps and the threads' names for processes that were already running.
 //
-// It stops when the command exits (its exit status is returned), when `stop` becomes true (the
-// CLI sets it on SIGINT/SIGTERM; a command still running is then sent SIGTERM, as perf record
-// does), after `duration` seconds (likewise), or when every watched process has exited.
+// It stops when the command exits (its exit status is returned), at the first stop request
+// (`stop_requests` above 0: the CLI counts SIGINT/SIGTERM; a command still running is then sent
+// SIGTERM, as perf record does, and SIGKILL at the next request if it has not ended), after
+// `duration` seconds (likewise), or when every watched process has exited. Whatever ends it, even
+// an error, the command is not left behind: killed and reaped if it has not ended.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,24 +31,28 @@ struct RecordOptions {
   SamplingOptions sampling;
   std::vector<std::string> command; // run this (argv), or:
   std::vector<int> pids;            // watch these running processes, or:
+  std::vector<int> tids;            // these threads of running processes, or:
   bool system_wide = false;         // every process (-a)
   double duration = 0;              // seconds; 0: until the command or processes end
   BackendKind backend = BackendKind::Auto;
   size_t max_depth = 512;
   std::vector<std::string> debug_dirs; // SampleUnwinderOptions::debug_dirs
+  bool demangle = true;                // SampleUnwinderOptions::demangle (false: -r)
   bool keep_timeline = false;          // keep each sample's time (Profile::keep_timeline)
+  // Told at once what was given up to start (EventSet::note: kernel frames, ring size, the rate).
+  std::function<void(const std::string&)> on_note;
 };
 
 struct Recording {
   Profile profile;
   std::unique_ptr<perf::SampleUnwinder> unwinder; // names the profile's stacks
   double seconds = 0;                             // wall time sampled
-  int exit_status = 0; // the command's (its exit code, or 128 + the signal that ended it)
-  bool kernel = true;  // kernel frames were sampled
-  std::string note;    // what was given up at the start (EventSet::note), or empty
+  int exit_status = 0;    // the command's (its exit code, or 128 + the signal that ended it)
+  bool kernel = true;     // kernel frames were sampled
+  uint64_t frequency = 0; // samples per second asked of the kernel (0: a fixed period)
   uint64_t ring_records = 0;
 };
 
-Result<Recording> record(const RecordOptions& options, const std::atomic<bool>* stop);
+Result<Recording> record(const RecordOptions& options, const std::atomic<int>* stop_requests);
 
 } // namespace ehelf::record

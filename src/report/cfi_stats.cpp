@@ -304,17 +304,17 @@ void Gatherer::section(const CfiSection& sec, const PointerBases& bases, const s
     if (fde.cie >= sec.cies.size()) continue; // the parser never produces this
     const Cie& cie = sec.cies[fde.cie];
     rows = 0;
-    if (Status st = interp.run(sec, cie, fde, bases, emit)) {
+    Status st = interp.run(sec, cie, fde, bases, emit);
+    if (st) {
       s_.rows += rows;
       ++s_.rows_per_fde[row_bucket(rows)];
-      count_program(interp.last_fde_program(), &cies[fde.cie], nullptr);
     } else {
       ++rejected;
       if (!first) first = st.error();
-      // Still count what decodes, like readelf still lists it.
-      if (auto prog = decode_cfa_program(sec, cie, &fde, bases))
-        count_program(*prog, &cies[fde.cie], nullptr);
     }
+    // Rejected or not, count what decodes, like readelf still lists it.
+    if (auto prog = decode_cfa_program(sec, cie, &fde, bases))
+      count_program(*prog, &cies[fde.cie], nullptr);
   }
   if (rejected) {
     s_.fde_errors += rejected;

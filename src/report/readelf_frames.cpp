@@ -4,11 +4,13 @@
 #include <deque>
 #include <elf.h>
 #include <fmt/format.h>
+#include <functional>
 #include <iterator>
 #include <optional>
 #include <span>
 #include <unordered_map>
 
+#include "dwarf/cfi_limits.hpp"
 #include "dwarf/constants.hpp"
 #include "model/registers.hpp"
 #include "report/expression_text.hpp"
@@ -99,14 +101,16 @@ std::string reg_full(uint32_t r) {
 class FrameWalker {
 public:
   FrameWalker(std::span<const uint8_t> data, uint64_t address, std::string_view name,
-              unsigned& addr_size, std::string& out, ReadelfWarnings& warnings,
+              unsigned& addr_size, std::string& out, ReadelfWarnings& warnings, uint64_t& file_rows,
               std::string_view file = {})
       : bytes_(data), address_(address), name_(name), is_eh_(name == ".eh_frame"),
-        addr_size_(addr_size), out_(out), warnings_(warnings), file_(file) {}
+        addr_size_(addr_size), out_(out), warnings_(warnings), file_rows_(file_rows), file_(file) {}
 
-  // Walks every entry; `flush` is called between entries (to write out what accumulated).
-  // `origin` is " (loaded from FILE)" once readelf has found a separate debug file, else empty.
-  template <class Flush> void run(std::string_view origin, Flush&& flush) {
+  // Walks every entry; `flush` is called between entries and every few thousand rows (to write
+  // out what accumulated). `origin` is " (loaded from FILE)" once readelf has found a separate
+  // debug file, else empty.
+  void run(std::string_view origin, const std::function<void()>& flush) {
+    flush_ = &flush;
     fmt::format_to(std::back_inserter(out_), "Contents of the {} section{}:\n\n", name_, origin);
     const uint64_t end = bytes_.size();
     const unsigned saved_addr_size = addr_size_;
@@ -259,6 +263,7 @@ private:
   bool entry(uint64_t& pos, unsigned saved_addr_size) {
     const uint64_t end = bytes_.size();
     const uint64_t saved = pos;
+    entry_offset_ = saved;
     uint64_t length = bytes_.get(pos, 4, end);
     if (length == 0) {
       fmt::format_to(std::back_inserter(out_), "\n{:08x} ZERO terminator\n\n", saved);
@@ -510,10 +515,12 @@ private:
   void interpret(Chunk& fc, const Chunk& cie, uint64_t pos, uint64_t end,
                  unsigned encoded_ptr_size) {
     need_header_ = true;
+    entry_rows_ = 0;
+    rows_cut_ = false;
     size_columns(fc, cie, pos, end, encoded_ptr_size);
     bool all_nops = true;
     const uint64_t df = static_cast<uint64_t>(int64_t{fc.data_factor});
-    while (pos < end) {
+    while (pos < end && !rows_cut_) {
       const uint64_t at = pos;
       uint8_t op = bytes_.at(pos++);
       const uint8_t opa = op & 0x3f;
@@ -699,8 +706,34 @@ private:
     if (!all_nops) display_row(fc);
   }
 
+  // Counts a row to print; false past the limits on a table's rows (cfi_limits.hpp), where the
+  // rest of the entry (or of the section) is left out with a warning. readelf prints them all,
+  // but a compressed section of 20 KB can hold a hundred million rows: printing them would take
+  // hours and gigabytes for rows no table would accept; the same limits as the table readers
+  // keep the output to what a real file (well under them) prints, identical to readelf's.
+  bool row_allowed() {
+    if (rows_cut_) return false;
+    if (++file_rows_ > cfi_limits::kMaxRowsPerModule) {
+      warn(entry_offset_, fmt::format("more than {} rows in the file's frame sections: ehelf "
+                                      "stops this section here (readelf would go on)",
+                                      cfi_limits::kMaxRowsPerModule));
+      rows_cut_ = stopped_ = true;
+      return false;
+    }
+    if (++entry_rows_ > cfi_limits::kMaxRowsPerFde) {
+      warn(entry_offset_, fmt::format("more than {} rows in one entry: ehelf prints no more of "
+                                      "it (readelf would go on)",
+                                      cfi_limits::kMaxRowsPerFde));
+      rows_cut_ = true;
+      return false;
+    }
+    if (entry_rows_ % 4096 == 0 && flush_) (*flush_)();
+    return true;
+  }
+
   // frame_display_row: the header once per chunk, then the row.
   void display_row(const Chunk& fc) {
+    if (!row_allowed()) return;
     max_regs_ = fc.ncols();
     if (need_header_) {
       need_header_ = false;
@@ -809,13 +842,18 @@ private:
   unsigned& addr_size_; // readelf's eh_addr_size: a v4 CIE changes it for its entry
   std::string& out_;
   ReadelfWarnings& warnings_;
-  std::string_view file_;                                 // for the warnings
-  std::deque<Chunk> chunks_;                              // CIEs met in the walk (stable addresses)
-  std::deque<Chunk> forward_refs_;                        // CIEs read ahead for an FDE, never run
+  uint64_t& file_rows_;   // rows printed for the file so far (all its frame sections)
+  std::string_view file_; // for the warnings
+  const std::function<void()>* flush_ = nullptr;
+  uint64_t entry_offset_ = 0;      // of the entry being printed
+  uint64_t entry_rows_ = 0;        // rows printed for it
+  bool rows_cut_ = false;          // the limits were reached: the entry prints no more
+  std::deque<Chunk> chunks_;       // CIEs met in the walk (stable addresses)
+  std::deque<Chunk> forward_refs_; // CIEs read ahead for an FDE, never run
   std::unordered_map<uint64_t, const Chunk*> cie_at_;     // chunks_ by section offset
   std::unordered_map<uint64_t, const Chunk*> forward_at_; // forward_refs_ by section offset
   uint64_t kept_bytes_ = 0;
-  bool stopped_ = false; // kMaxStateBytes was reached
+  bool stopped_ = false; // kMaxStateBytes or the rows of the file reached
   // readelf keeps one remember_state stack for the whole section: a restore_state in one FDE
   // can pop what an earlier FDE pushed.
   std::vector<Saved> remembered_;
@@ -829,7 +867,8 @@ ReadelfWarnings render_readelf_frame_section(std::span<const uint8_t> data, uint
                                              std::string_view name, std::string& out) {
   ReadelfWarnings warnings;
   unsigned addr_size = 8;
-  FrameWalker(data, address, name, addr_size, out, warnings).run("", [] {});
+  uint64_t rows = 0;
+  FrameWalker(data, address, name, addr_size, out, warnings, rows).run("", [] {});
   return warnings;
 }
 
@@ -837,7 +876,8 @@ ReadelfDumpOutcome render_readelf_frames(const ElfFile& file, const ElfFile* sep
                                          const std::string& display_name, std::string& out,
                                          std::FILE* sink) {
   ReadelfDumpOutcome outcome;
-  auto flush = [&] {
+  uint64_t rows = 0;
+  const std::function<void()> flush = [&] {
     if (sink && out.size() > (1u << 16)) {
       std::fwrite(out.data(), 1, out.size(), sink);
       out.clear();
@@ -873,7 +913,7 @@ ReadelfDumpOutcome render_readelf_frames(const ElfFile& file, const ElfFile* sep
         outcome.warnings.add(std::move(data).error().in_file(elf.name()));
         continue;
       }
-      FrameWalker walker(*data, sec.addr, n, addr_size, out, outcome.warnings, elf.name());
+      FrameWalker walker(*data, sec.addr, n, addr_size, out, outcome.warnings, rows, elf.name());
       walker.run(separate ? fmt::format(" (loaded from {})", name) : std::string(), flush);
     }
   };

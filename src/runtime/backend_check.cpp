@@ -7,6 +7,7 @@
 #include "eh_elf/eh_elf_cache.hpp"
 #include "model/registers.hpp"
 #include "runtime/compact_table.hpp"
+#include "runtime/row_cache.hpp"
 #include "runtime/rule_cache.hpp"
 
 namespace ehelf {
@@ -60,6 +61,19 @@ std::vector<BackendCheck> check_runtime_backends(const UnwindTable& table,
     return answer_of(apply_rule(kFramePointerRule, regs, mem));
   };
   out.push_back(check_backend(table, frame_pointer));
+
+  // A cursor step's remembered row (RowCache): the row as kept, evaluated again.
+  BackendUnderTest remembered{"remembered row", (1u << x86_64::kGeneralRegs) - 1, false, {}};
+  remembered.step = [&table](uint64_t, const TableRange& range, RegisterState& regs,
+                             MemoryReader& mem, const SyntheticStack&, bool& signal_frame) {
+    const FunctionInfo& fn = table.function(range.function);
+    CachedRow row;
+    if (!CachedRow::from(table.row(range.row), fn, /*key=*/1, row))
+      return BackendAnswer::NotApplicable;
+    signal_frame = row.signal_frame;
+    return answer_of(apply_cached(row, regs, mem, nullptr));
+  };
+  out.push_back(check_backend(table, remembered));
 
   if (compiled)
     for (bool local : {false, true})

@@ -1,6 +1,7 @@
 // The runtime's backends held to the backend oracle (model/backend_oracle.hpp): the compact
 // table's rules, their hot forms in the rule cache, the frame-pointer step where a row says the
-// function keeps a frame pointer, and a compiled eh_elf when one is given.
+// function keeps a frame pointer, the rows cursor steps remember, and a compiled eh_elf when one
+// is given.
 #pragma once
 
 #include <string>
@@ -13,8 +14,9 @@
 
 namespace ehelf {
 
-// One BackendCheck per backend, in the order compact, hot form, frame pointer, then the eh_elf's
-// remote and local variants when `compiled` is given.
+// One BackendCheck per backend, in the order compact, hot form, frame pointer, remembered row
+// (a cursor step's RowCache entry), then the eh_elf's remote and local variants when `compiled`
+// is given.
 std::vector<BackendCheck> check_runtime_backends(const UnwindTable& table,
                                                  const EhElfObject* compiled = nullptr);
 

@@ -124,9 +124,35 @@ __attribute__((noinline)) bool GeneralStep::fill_hot_module(RuleCache& cache, ui
 }
 
 template <typename Slots>
+StopReason GeneralStep::evaluate_found(const FoundRow& row, RegisterState& regs, MemoryReader& mem,
+                                       Slots saved) {
+  const FoundRow::Expressions expressions(row);
+  const uint16_t rc = row.function.return_column;
+  auto step = [&] {
+    if constexpr (kEveryRegister<Slots>)
+      return evaluate_row(row.view(), expressions, regs, mem, rc, /*messages=*/false, saved);
+    else
+      return evaluate_row(row.view(), expressions, regs, mem, rc, /*messages=*/false);
+  }();
+  if (!step) return stop_reason_of(step.error().kind);
+  regs = step->caller;
+  return StopReason::None;
+}
+
+template <typename Slots>
 StopReason GeneralStep::step_found(const ModuleData& data, uint64_t svma, RegisterState& regs,
                                    MemoryReader& mem, bool& signal_frame, BackendKind& backend,
-                                   RuleCache* cache, uint64_t key, Slots saved) {
+                                   RuleCache* cache, uint64_t key, Slots saved,
+                                   RowCache* kept_rows) {
+  // Only a step that evaluates the row whatever it holds (the every-register step) keeps rows.
+  if (kept_rows && backend == BackendKind::Interpreter)
+    if (const CachedRow* remembered = kept_rows->find(key)) {
+      signal_frame = remembered->signal_frame;
+      if constexpr (kEveryRegister<Slots>)
+        return apply_cached(*remembered, regs, mem, saved);
+      else
+        return apply_cached(*remembered, regs, mem, nullptr);
+    }
   FoundRow row;
   const RowLookup* rows = data.row_lookup();
   if (!rows) return StopReason::NoTable;
@@ -154,18 +180,11 @@ StopReason GeneralStep::step_found(const ModuleData& data, uint64_t svma, Regist
   }
   if (backend != BackendKind::Interpreter)
     count_slow(to_unwind_rule(row.view(), row.function).interpret_reason());
+  else if (kept_rows && key)
+    if (CachedRow remembered; CachedRow::from(row.view(), row.function, key, remembered))
+      kept_rows->install(remembered);
   backend = BackendKind::Interpreter;
-  const FoundRow::Expressions expressions(row);
-  const uint16_t rc = row.function.return_column;
-  auto step = [&] {
-    if constexpr (kEveryRegister<Slots>)
-      return evaluate_row(row.view(), expressions, regs, mem, rc, /*messages=*/false, saved);
-    else
-      return evaluate_row(row.view(), expressions, regs, mem, rc, /*messages=*/false);
-  }();
-  if (!step) return stop_reason_of(step.error().kind);
-  regs = step->caller;
-  return StopReason::None;
+  return evaluate_found(row, regs, mem, saved);
 }
 
 StopReason GeneralStep::apply_hot(const HotRule& h, RegisterState& regs, MemoryReader& mem) {
@@ -246,7 +265,7 @@ StopReason GeneralStep::frame_pointer_step(RegisterState& regs, MemoryReader& me
 
 template <typename Slots>
 StopReason GeneralStep::step_with(RegisterState& regs, MemoryReader& mem, bool exact_pc,
-                                  FrameInfo& info, RuleCache* cache, Slots saved) {
+                                  FrameInfo& info, RuleCache* cache, Slots saved, RowCache* rows) {
   if (!regs.has(x86_64::RIP)) return StopReason::EndOfStack;
   if (!regs.has(x86_64::RSP)) return StopReason::MissingRegister;
   uint64_t pc = regs.get(x86_64::RIP);
@@ -274,7 +293,20 @@ retry:
   {
     const Module* mod = map_.find(lookup);
     info.module = mod;
-    if (!mod) return StopReason::NoModule;
+    if (!mod) {
+      // Code in no module: JIT code (V8, the JVM, LuaJIT keep frame pointers there), or not code
+      // at all. rbp is followed, as eu-stack and perf's frame-pointer walk do; the caller's frame
+      // must be above this one (checked below), so the chain goes up the stack and ends.
+      // Without rbp, or where following it fails, the walk ends here as at the outermost frame.
+      if (!options_.frame_pointer_fallback) return StopReason::NoModule;
+      RegisterState caller = regs;
+      if (frame_pointer_step(caller, mem, NoSlots{}) != StopReason::None ||
+          !caller.has(x86_64::RIP) || caller.get(x86_64::RIP) == 0)
+        return StopReason::NoModule;
+      info.via_frame_pointer = true;
+      r = frame_pointer_step(regs, mem, saved);
+      goto done;
+    }
     const ModuleData* data = mod->data.get();
     if (!data) {
       if (!options_.allow_loading) {
@@ -323,7 +355,7 @@ retry:
       }
     } else if (!data->has_table()) { // rows found on demand (Table or Interpreter)
       r = step_found(*data, svma, regs, mem, signal_frame, info.backend, cache,
-                     RuleCache::key(pc, exact_pc), saved);
+                     RuleCache::key(pc, exact_pc), saved, rows);
     } else if (b == BackendKind::Table) {
       const UnwindRule& rule = data->compact.lookup(svma);
       if (rule.kind == UnwindRule::NoEntry) {
@@ -385,6 +417,8 @@ done:
   const uint64_t caller_sp = regs.get(x86_64::RSP);
   if (!signal_frame && (caller_sp < sp || (caller_sp == sp && !interrupted)))
     return StopReason::CfaNotGrowing;
+  if (info.via_frame_pointer && !info.module) [[unlikely]]
+    frames_outside_modules_.fetch_add(1, std::memory_order_relaxed);
   return StopReason::None;
 }
 
@@ -406,8 +440,8 @@ size_t GeneralStep::walk(RegisterState regs, MemoryReader& mem, FrameInfo* out, 
 }
 
 template StopReason GeneralStep::step_with(RegisterState&, MemoryReader&, bool, FrameInfo&,
-                                           RuleCache*, NoSlots);
+                                           RuleCache*, NoSlots, RowCache*);
 template StopReason GeneralStep::step_with(RegisterState&, MemoryReader&, bool, FrameInfo&,
-                                           RuleCache*, SaveSlots*);
+                                           RuleCache*, SaveSlots*, RowCache*);
 
 } // namespace ehelf

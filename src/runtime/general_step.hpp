@@ -18,6 +18,7 @@
 #include "model/register_state.hpp"
 #include "runtime/memory.hpp"
 #include "runtime/module_map.hpp"
+#include "runtime/row_cache.hpp"
 #include "runtime/rule_cache.hpp"
 
 namespace ehelf {
@@ -37,8 +38,10 @@ struct FrameInfo {
   uint64_t pc = 0; // the frame's pc (a return address for frames after the first)
   uint64_t sp = 0;
   const Module* module = nullptr;
-  bool signal_frame = false;      // this frame's FDE is a signal trampoline ('S')
-  bool via_frame_pointer = false; // the step to the caller followed rbp: no table for the pc
+  bool signal_frame = false; // this frame's FDE is a signal trampoline ('S')
+  // The step to the caller followed rbp: no table for the pc (module null: the pc is in no
+  // module, e.g. JIT code).
+  bool via_frame_pointer = false;
   BackendKind backend = BackendKind::Auto; // what unwound this frame
 };
 
@@ -66,10 +69,13 @@ public:
   // The same with every register's rule evaluated (the interpreter, whatever the backend), so
   // that callers' callee-saved registers (r12-r15 too) are known, as a libunwind cursor gives
   // them; no rule cache. `saved`, if given: the frame's save slots (where its registers' values
-  // are in memory) in, the caller's out (evaluate_row says how).
+  // are in memory) in, the caller's out (evaluate_row says how). `rows`, if given: rows found
+  // on demand are remembered there and taken from there (the caller's; never shared between
+  // threads).
   StopReason step_every_register(RegisterState& regs, MemoryReader& mem, bool exact_pc,
-                                 FrameInfo& info, SaveSlots* saved = nullptr) {
-    return step_with(regs, mem, exact_pc, info, nullptr, saved);
+                                 FrameInfo& info, SaveSlots* saved = nullptr,
+                                 RowCache* rows = nullptr) {
+    return step_with(regs, mem, exact_pc, info, nullptr, saved, rows);
   }
 
   // The general walk: steps from `regs` (cache as in step()), filling up to `limit` frames (the
@@ -98,6 +104,11 @@ public:
     return out;
   }
 
+  // Frames in code outside every module (JIT code) that were unwound by following rbp.
+  uint64_t frames_outside_modules() const {
+    return frames_outside_modules_.load(std::memory_order_relaxed);
+  }
+
   ModuleMap& map() { return map_; }
   const ModuleMap& map() const { return map_; }
   const StepOptions& options() const { return options_; }
@@ -114,7 +125,7 @@ private:
   // before it is retried at the address itself (makecontext).
   template <typename Slots>
   StopReason step_with(RegisterState& regs, MemoryReader& mem, bool exact_pc, FrameInfo& info,
-                       RuleCache* cache, Slots saved);
+                       RuleCache* cache, Slots saved, RowCache* rows = nullptr);
   // fill_hot for a module not remembered: finds it in the map, loads it if allowed.
   bool fill_hot_module(RuleCache& cache, uint64_t lookup, uint64_t key, HotRule& slot);
   static bool fill_from(const ModuleData& data, uint64_t svma, uint64_t key, HotRule& slot);
@@ -122,11 +133,17 @@ private:
   static bool fill_found(const ModuleData& data, uint64_t svma, uint64_t key, HotRule& slot);
   // A step through the row found on demand for `svma`: as a compact rule where one expresses it
   // (filling `cache`, if given, under `key`), else evaluated (evaluate_row). `backend` in: the
-  // one asked for (Interpreter: always evaluate); out: the one that ran.
+  // one asked for (Interpreter: always evaluate); out: the one that ran. `kept_rows`: evaluated
+  // rows remembered under `key` (see RowCache).
   template <typename Slots>
   StopReason step_found(const ModuleData& data, uint64_t svma, RegisterState& regs,
                         MemoryReader& mem, bool& signal_frame, BackendKind& backend,
-                        RuleCache* cache, uint64_t key, Slots saved);
+                        RuleCache* cache, uint64_t key, Slots saved, RowCache* kept_rows = nullptr);
+  // evaluate_row through a row found on demand.
+  template <typename Slots>
+  static StopReason evaluate_found(const FoundRow& row, RegisterState& regs, MemoryReader& mem,
+                                   Slots saved);
+
   static void fill_into(RuleCache& cache, const ModuleData& data, uint64_t svma, uint64_t key);
   StopReason apply_hot(const HotRule& rule, RegisterState& regs, MemoryReader& mem);
   template <typename Slots>
@@ -147,6 +164,7 @@ private:
   // Steps the interpreter took, by why the row has no UnwindRule (None: the compiled code asked
   // for the interpreter). Relaxed atomics: walks on several threads may count.
   std::atomic<uint64_t> slow_steps_[kNotExpressibleCount] = {};
+  std::atomic<uint64_t> frames_outside_modules_ = 0;
 };
 
 } // namespace ehelf

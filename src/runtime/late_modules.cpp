@@ -2,6 +2,7 @@
 
 #include "runtime/memory.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <ctime>
 #include <elf.h>
@@ -57,6 +58,19 @@ bool module_holding(uint64_t base, uint64_t pc, Module& m) {
   return true;
 }
 
+// A fingerprint of the loaded image at `base`: FNV-1a of its first bytes, up to 1 KiB within
+// its first page (the ELF and program headers and, in linkers' usual layout, the notes with the
+// build id). False when they cannot be read (unmapped).
+bool fingerprint_of(uint64_t base, uint64_t& hash) {
+  uint8_t bytes[1024];
+  const uint64_t n = std::min<uint64_t>(sizeof bytes, 4096 - (base & 4095));
+  if (!read_own_memory(base, bytes, n)) return false;
+  hash = 0xcbf29ce484222325u;
+  for (uint64_t i = 0; i < n; ++i)
+    hash = (hash ^ bytes[i]) * 0x100000001b3u;
+  return true;
+}
+
 } // namespace
 
 LateModules::LateModules() : slots_(new Slot[kSlots]) {
@@ -70,13 +84,45 @@ LateModules::LateModules() : slots_(new Slot[kSlots]) {
 }
 
 const Module* LateModules::find(uint64_t pc) const {
+  const size_t i = slot_holding(pc);
+  return i < kSlots ? &slots_[i].module : discover(pc);
+}
+
+size_t LateModules::slot_holding(uint64_t pc) const {
   const size_t n = std::min(claimed_.load(std::memory_order_acquire), kSlots);
   for (size_t i = 0; i < n; ++i)
     if (published_[i].load(std::memory_order_acquire)) {
       const Module& m = slots_[i].module;
-      if (pc - m.start < m.end - m.start) return &m;
+      if (pc - m.start < m.end - m.start) return i;
     }
-  return discover(pc);
+  return kSlots;
+}
+
+bool LateModules::check_slot(size_t i) const {
+  uint64_t now = 0;
+  if (fingerprint_of(slots_[i].image, now) && now == slots_[i].fingerprint) return true;
+  published_[i].store(false, std::memory_order_release);
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+  last_discovery_ns_.store(0, std::memory_order_relaxed); // what is there now: found at once
+  return false;
+}
+
+bool LateModules::check_slot_at(uint64_t pc) const {
+  const size_t i = slot_holding(pc);
+  return i == kSlots || check_slot(i);
+}
+
+bool LateModules::check_slots_at(const uint64_t* pcs, size_t n) const {
+  if (claimed_.load(std::memory_order_acquire) == 0) return true; // none found: nothing to check
+  bool checked[kSlots] = {};
+  bool all_current = true;
+  for (size_t k = 0; k < n; ++k) {
+    const size_t i = slot_holding(pcs[k]);
+    if (i == kSlots || checked[i]) continue;
+    checked[i] = true;
+    all_current = check_slot(i) && all_current;
+  }
+  return all_current;
 }
 
 const Module* LateModules::discover(uint64_t pc) const {
@@ -95,7 +141,8 @@ const Module* LateModules::discover(uint64_t pc) const {
     if (!read_own_memory(at, &lm, sizeof lm)) return nullptr;
     at = reinterpret_cast<uint64_t>(lm.l_next);
     Module found;
-    if (!module_holding(lm.l_addr, pc, found)) continue;
+    uint64_t fingerprint = 0;
+    if (!module_holding(lm.l_addr, pc, found) || !fingerprint_of(lm.l_addr, fingerprint)) continue;
     const size_t i = claimed_.fetch_add(1, std::memory_order_relaxed);
     if (i >= kSlots) return nullptr;
     Slot& s = slots_[i];
@@ -105,6 +152,8 @@ const Module* LateModules::discover(uint64_t pc) const {
     s.module.cfi_hdr = found.cfi_hdr;
     s.module.cfi_hdr_size = found.cfi_hdr_size;
     s.module.cfi_segment_end = found.cfi_segment_end;
+    s.image = lm.l_addr;
+    s.fingerprint = fingerprint;
     char name[kMaxPath];
     size_t len = 0;
     // The name, a byte at a time up to its end (a page boundary may follow it closely).

@@ -30,17 +30,43 @@ public:
   LateModules();
   const Module* find(uint64_t pc) const override;
 
+  // A library found here may be unloaded (dlclose) and another loaded at its address; its slot
+  // would then give the old library's rows. Each slot keeps a fingerprint of its image's first
+  // bytes (ELF and program headers, notes: the build id): these check it again, with
+  // process_vm_readv, before a walk trusts the slot (or after a walk, which is then made
+  // again), and withdraw a slot whose image changed or went away: the next find() discovers
+  // what is there now, at once, in a slot of its own. A withdrawn slot is never used again (a
+  // walk may still read it, and its copied pages may hold the other library's bytes), so a
+  // process that loads more than kSlots libraries after its map was made ends walks in the
+  // later ones until the map is rebuilt (unw_flush_cache).
+  //
+  // False if the published slot holding `pc` (if any) no longer holds its library.
+  bool check_slot_at(uint64_t pc) const;
+  // False if a published slot holding one of `pcs` no longer holds its library (each slot read
+  // once).
+  bool check_slots_at(const uint64_t* pcs, size_t n) const;
+  // Changes whenever a slot is withdrawn: what was derived from slots (a thread's rule cache)
+  // is stale when it differs.
+  uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
+
 private:
   const Module* discover(uint64_t pc) const;
+  // The published slot holding `pc`, or kSlots.
+  size_t slot_holding(uint64_t pc) const;
+  // Whether slot `i` still holds its library; withdraws it if not.
+  bool check_slot(size_t i) const;
 
   struct Slot {
     Module module;
     ModuleData* data = nullptr; // module.data, writable until published
+    uint64_t image = 0;         // the ELF header's address
+    uint64_t fingerprint = 0;   // of the image's first bytes (see check_slot_at)
   };
   std::unique_ptr<Slot[]> slots_;
   mutable std::atomic<size_t> claimed_{0};
   mutable std::atomic<bool> published_[kSlots] = {};
   mutable std::atomic<uint64_t> last_discovery_ns_{0};
+  mutable std::atomic<uint64_t> generation_{0};
 };
 
 } // namespace ehelf

@@ -88,15 +88,21 @@ AddressRange mapping_holding(uint64_t sp) {
 } // namespace
 
 AddressRange current_thread_stack() {
+  return thread_stack_at(reinterpret_cast<uint64_t>(__builtin_frame_address(0)));
+}
+
+AddressRange thread_stack_at(uint64_t sp) {
   // Initial-exec: 16 bytes of static TLS, so that reading it never allocates, also in a
   // dlopened library (the general-dynamic model may allocate on a thread's first access).
   __attribute__((tls_model("initial-exec"))) thread_local AddressRange cached;
-  const auto sp = reinterpret_cast<uint64_t>(__builtin_frame_address(0));
   if (cached.end && sp >= cached.begin && sp < cached.end) return cached;
   // On an alternate signal stack the stack pointer says nothing of the thread's own stack:
-  // keep what an earlier call found (the alternate stack is the caller's to add).
+  // keep what an earlier call found (the alternate stack is the caller's to add). Checked by
+  // range, not SS_ONSTACK, which is about the stack this code runs on.
   stack_t ss{};
-  if (::sigaltstack(nullptr, &ss) == 0 && (ss.ss_flags & SS_ONSTACK) && cached.end) return cached;
+  if (cached.end && ::sigaltstack(nullptr, &ss) == 0 && !(ss.ss_flags & SS_DISABLE) &&
+      sp - reinterpret_cast<uint64_t>(ss.ss_sp) < ss.ss_size)
+    return cached;
   AddressRange r = mapping_holding(sp);
   if (r.end) cached = r;
   return r;

@@ -29,6 +29,9 @@ struct AddressRange {
 // plain system calls; cached per thread, read again when the stack pointer leaves it).
 // Async-signal-safe: a thread's first call may be in a signal handler.
 AddressRange current_thread_stack();
+// The same for code running elsewhere (a walk on a stack of its own) on behalf of code whose
+// stack pointer is `sp`.
+AddressRange thread_stack_at(uint64_t sp);
 
 // Reads this process's memory with process_vm_readv on itself: a read of memory that is not
 // mapped (a library being unmapped by another thread) fails instead of faulting.
@@ -79,8 +82,17 @@ public:
       return;
     }
     auto* dst = static_cast<uint8_t*>(out);
+    size_t i = 0;
+    // Word by word (a row's save slots read at once); the empty asm keeps the compiler from
+    // making the loop a call to memcpy, which AddressSanitizer would check.
+    for (; i + 8 <= size; i += 8) {
+      uint64_t v;
+      __builtin_memcpy(&v, reinterpret_cast<const void*>(from + i), 8);
+      asm volatile("" : "+r"(v));
+      __builtin_memcpy(dst + i, &v, 8);
+    }
     const auto* src = reinterpret_cast<const volatile uint8_t*>(from);
-    for (size_t i = 0; i < size; ++i)
+    for (; i < size; ++i)
       dst[i] = src[i];
   }
 

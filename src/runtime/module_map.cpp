@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <elf.h>
 #include <fmt/format.h>
 #include <link.h>
@@ -180,6 +181,16 @@ void load_compiled(const ElfFile& elf, ModuleData& data) {
 } // namespace
 
 namespace {
+// Rows found on demand through a search table made from the file's .eh_frame (a module linked
+// without .eh_frame_hdr, or whose header lists no FDE). False when none can be made.
+bool rows_from_made_table(const ElfFile& f, ModuleData& data) {
+  auto made = make_search_table(f);
+  if (!made) return false;
+  data.made_hdr = std::move(made->hdr);
+  return data.rows.init(
+      CfiImage{data.made_hdr, made->hdr_addr, made->eh_frame, made->eh_frame_addr});
+}
+
 // Fills `data` from a parsed ELF (or records why it could not be read).
 void load_elf(Result<std::unique_ptr<ElfFile>> elf, const LoadPolicy& policy, ModuleData& data) {
   if (!elf) {
@@ -193,6 +204,7 @@ void load_elf(Result<std::unique_ptr<ElfFile>> elf, const LoadPolicy& policy, Mo
     if (hdr && eh && hdr->type != SHT_NOBITS && eh->type != SHT_NOBITS)
       if (auto h = f.section_data(*hdr), e = f.section_data(*eh); h && e)
         data.rows.init(CfiImage{*h, hdr->addr, *e, eh->addr});
+    if (!data.rows.usable()) rows_from_made_table(f, data);
   }
   if (data.has_rows()) {
     if (policy.compiled) load_compiled(**elf, data);
@@ -266,11 +278,14 @@ const ModuleData& ModuleMap::load(const Module& m, const LoadPolicy& policy, Mem
 
 void find_rows_in_memory(const Module& m, ModuleData& data) {
   if (!m.cfi_hdr || m.cfi_segment_end <= m.cfi_hdr || m.cfi_hdr_size < 4) return;
-  uint8_t start[16] = {}; // the header up to eh_frame_ptr, read without trusting the mapping
+  uint8_t start[32] = {}; // the header up to its table, read without trusting the mapping
   const size_t n = std::min<uint64_t>(sizeof start, m.cfi_hdr_size);
   if (!read_own_memory(m.cfi_hdr, start, n)) return;
   auto eh_frame = RowLookup::eh_frame_address({start, n}, m.cfi_hdr - m.bias);
   if (!eh_frame) return;
+  // A header without a search table (GNU ld writes one when it cannot parse an input's
+  // .eh_frame): rows_from_file instead.
+  if (!RowLookup::has_search_table({start, n}, m.cfi_hdr - m.bias, m.cfi_hdr_size)) return;
   const uint64_t at = *eh_frame + m.bias; // AVMA
   // Linkers put .eh_frame after .eh_frame_hdr in one segment: anything else is not read.
   if (at < m.cfi_hdr + m.cfi_hdr_size || at >= m.cfi_segment_end) return;
@@ -360,6 +375,25 @@ void add_compact_table(ModuleData& data) {
     data.hot.push_back(hot_form(data.compact.rule(i)));
 }
 
+namespace {
+// A loaded module without a usable search table in memory: rows through one made from its
+// file's .eh_frame, if the file holds what is loaded (the section's first bytes are those in
+// memory). The file stays mapped with the data. Opens and parses: outside signal handlers.
+void rows_from_file(const Module& m, ModuleData& data) {
+  auto elf = ElfFile::open(m.path);
+  if (!elf) return;
+  const Section* eh = (*elf)->find_section(".eh_frame");
+  if (!eh || eh->type == SHT_NOBITS || !(eh->flags & SHF_ALLOC)) return;
+  auto bytes = (*elf)->section_data(*eh);
+  if (!bytes) return;
+  uint8_t loaded[256];
+  const size_t n = std::min(sizeof loaded, bytes->size());
+  if (!read_own_memory(eh->addr + m.bias, loaded, n) || std::memcmp(loaded, bytes->data(), n) != 0)
+    return;
+  if (rows_from_made_table(**elf, data)) data.elf = std::move(*elf);
+}
+} // namespace
+
 void ModuleMap::load_in_memory(bool whole_tables) {
   for (Module& m : modules_) {
     if (m.data) continue;
@@ -371,12 +405,12 @@ void ModuleMap::load_in_memory(bool whole_tables) {
     if (m.data) continue;
     auto data = std::make_shared<ModuleData>();
     find_rows_in_memory(m, *data);
-    if (!data->has_rows()) data->error = "no .eh_frame_hdr search table in memory";
+    if (!data->has_rows() && !m.vdso) rows_from_file(m, *data);
+    if (!data->has_rows())
+      data->error = "no .eh_frame_hdr search table in memory, nor .eh_frame in its file";
     if (whole_tables)
-      if (const RowLookup* rows = data->row_lookup()) {
-        data->table = rows->whole_table();
-        add_compact_table(*data);
-      }
+      if (const RowLookup* rows = data->row_lookup())
+        if ((data->table = rows->whole_table())) add_compact_table(*data);
     m.data = std::move(data);
   }
 }

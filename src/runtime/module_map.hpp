@@ -54,6 +54,9 @@ struct ModuleData {
   // and .eh_frame, each page copied (process_vm_readv) when a lookup first reads it; the copy
   // never goes away, so a library unmapped under a walk can make a lookup fail, never fault.
   RowLookup rows;
+  // The search table `rows` uses when the module has none of its own (made_search_table: linked
+  // without .eh_frame_hdr, or a header that lists no FDE).
+  std::vector<uint8_t> made_hdr;
   struct LoadedCfi {
     uint64_t hdr = 0, hdr_size = 0; // AVMAs in this process (0: none)
     uint64_t eh_frame = 0, end = 0; // .eh_frame to the end of the segment holding it
@@ -163,8 +166,10 @@ public:
   const ModuleData& load(const Module& m, const LoadPolicy& policy = {},
                          MemoryReader* memory = nullptr);
   // This process's modules: the data of each is the RowLookup over its loaded image (no file
-  // is opened, nothing is parsed ahead); modules without PT_GNU_EH_FRAME get an empty data
-  // object (frame pointers). A few small allocations per module: call outside signal handlers.
+  // is opened, nothing is parsed ahead); a module without a usable search table there (no
+  // PT_GNU_EH_FRAME, or a header listing no FDE) gets rows through a table made from its file's
+  // .eh_frame when the file holds what is loaded (8 bytes per FDE), else an empty data object
+  // (frame pointers). A few small allocations per module: call outside signal handlers.
   // `whole_tables`: also the whole table and the compact table of each, made from the found
   // rows (RowLookup::whole_table): the accelerators a rule-cache miss then fills from cheaply.
   void load_in_memory(bool whole_tables = false);

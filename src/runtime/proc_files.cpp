@@ -54,6 +54,7 @@ bool parse_proc_maps_line(std::string_view s, ProcMapping& m) {
   if (!hex_field(s, '-', m.start) || !hex_field(s, ' ', m.end)) return false;
   if (s.size() < 5 || s[4] != ' ') return false;
   m.executable = s[2] == 'x';
+  m.writable = s[1] == 'w';
   s.remove_prefix(5);
   if (!hex_field(s, ' ', m.offset)) return false;
   skip_field(s); // device
@@ -91,6 +92,32 @@ std::optional<std::vector<int>> proc_numeric_entries(const std::string& dir) {
   }
   ::closedir(d);
   return out;
+}
+
+namespace {
+
+// The fields of /proc/PID/stat after "pid (comm) ": from the state on ("" if unreadable). They
+// follow the last ')', since a comm may hold parentheses.
+std::string stat_fields(int pid) {
+  std::string stat;
+  if (!read_proc_file("/proc/" + std::to_string(pid) + "/stat", stat)) return {};
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos || close + 2 >= stat.size()) return {};
+  return stat.substr(close + 2);
+}
+
+} // namespace
+
+int proc_parent(int pid) {
+  const std::string fields = stat_fields(pid); // "S ppid ..."
+  int ppid = 0;
+  if (fields.size() > 2) std::from_chars(fields.data() + 2, fields.data() + fields.size(), ppid);
+  return ppid;
+}
+
+char proc_state(int pid) {
+  const std::string fields = stat_fields(pid);
+  return fields.empty() ? 0 : fields[0];
 }
 
 } // namespace ehelf

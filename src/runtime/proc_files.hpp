@@ -19,6 +19,7 @@ struct ProcMapping {
   uint64_t start = 0, end = 0;
   uint64_t offset = 0; // in the mapped file
   bool executable = false;
+  bool writable = false;
   std::string path; // as the kernel prints it: a file, "[vdso]", "" (anonymous), or
                     // "FILE (deleted)"
   bool deleted() const;
@@ -39,5 +40,10 @@ std::optional<std::vector<int>> proc_numeric_entries(const std::string& dir);
 inline std::optional<std::vector<int>> proc_threads(int pid) {
   return proc_numeric_entries("/proc/" + std::to_string(pid) + "/task");
 }
+// The parent of process `pid` (/proc/PID/stat), 0 if it cannot be read.
+int proc_parent(int pid);
+// The state letter of process `pid` (/proc/PID/stat: R, S, D, T, t, Z, X...), 0 if it cannot be
+// read (no such process).
+char proc_state(int pid);
 
 } // namespace ehelf

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <iterator>
 #include <sys/personality.h>
+#include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -68,7 +69,10 @@ TerminationGuard::TerminationGuard() {
 TerminationGuard::~TerminationGuard() {
   for (size_t i = 0; i < std::size(kTerminatingSignals); ++i)
     ::sigaction(kTerminatingSignals[i], &old_[i], nullptr);
-  if (g_signal) ::raise(g_signal);
+  if (g_signal) {
+    std::fflush(nullptr); // what was printed before dying of the signal is kept
+    ::raise(g_signal);
+  }
 }
 
 int TerminationGuard::received() {
@@ -212,7 +216,8 @@ Result<TracedProgram> TracedProgram::start(const std::vector<std::string>& argv,
     program.forget();
     return Error::plain(fmt::format("{} did not stop after exec (status {:#x})", argv[0], status));
   }
-  long options = PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXEC | PTRACE_O_EXITKILL;
+  long options =
+      PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXEC | PTRACE_O_EXITKILL | PTRACE_O_TRACESYSGOOD;
   if (follow_forks) options |= PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK;
   if (::ptrace(PTRACE_SETOPTIONS, pid, nullptr, reinterpret_cast<void*>(options)) != 0)
     return Error::plain(fmt::format("PTRACE_SETOPTIONS: {}", std::strerror(errno)));
@@ -225,11 +230,27 @@ TracedProgram::~TracedProgram() {
 
 void TracedProgram::kill() {
   if (pid_ <= 0) return;
+  // The program's descendants die too, traced or not: as a subreaper this process inherits each
+  // one whose parent dies, and kills it in turn, until none is left. (A process with a SIGKILL
+  // pending forks no more, so the tree only shrinks.)
+  int was_subreaper = 0;
+  ::prctl(PR_GET_CHILD_SUBREAPER, &was_subreaper);
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   ::kill(pid_, SIGKILL);
-  // Reap the whole thread group (every traced thread reports its end).
-  int status;
-  while (::waitpid(-1, &status, __WALL) > 0 || errno == EINTR) {
+  const pid_t self = ::getpid();
+  for (;;) {
+    int status;
+    pid_t r = ::waitpid(-1, &status, __WALL | WNOHANG);
+    if (r > 0 || (r < 0 && errno == EINTR)) continue;
+    if (r < 0) break; // ECHILD: all gone
+    // Children left, not dead yet: among them the orphans inherited since.
+    if (auto pids = proc_numeric_entries("/proc"))
+      for (int pid : *pids)
+        if (pid != pid_ && proc_parent(pid) == self) ::kill(pid, SIGKILL);
+    r = ::waitpid(-1, &status, __WALL);
+    if (r < 0 && errno == ECHILD) break;
   }
+  ::prctl(PR_SET_CHILD_SUBREAPER, was_subreaper);
   pid_ = 0;
 }
 
@@ -246,6 +267,7 @@ Status TracedProgram::run_to(uint64_t address) {
         fmt::format("cannot write a breakpoint at {:#x}: {}", address, std::strerror(errno)));
   int deliver = 0;
   for (;;) {
+    if (g_signal) return Error::plain("interrupted");
     if (::ptrace(PTRACE_CONT, pid_, nullptr, reinterpret_cast<void*>(static_cast<long>(deliver))) !=
         0)
       return Error::plain(fmt::format("PTRACE_CONT: {}", std::strerror(errno)));
@@ -274,7 +296,10 @@ Status TracedProgram::run_to(uint64_t address) {
     user_regs_struct regs;
     if (::ptrace(PTRACE_GETREGS, pid_, nullptr, &regs) != 0)
       return Error::plain(fmt::format("PTRACE_GETREGS: {}", std::strerror(errno)));
-    if (regs.rip != address + 1) continue; // a SIGTRAP of the program's own
+    if (regs.rip != address + 1) { // a SIGTRAP of the program's own: its to handle
+      deliver = SIGTRAP;
+      continue;
+    }
     regs.rip = address;
     if (::ptrace(PTRACE_POKETEXT, pid_, reinterpret_cast<void*>(address),
                  reinterpret_cast<void*>(word)) != 0 ||

@@ -82,9 +82,10 @@ private:
 
 // A program started under ptrace: fork, PTRACE_TRACEME, exec. start() returns once it is stopped
 // at its first instruction (the dynamic loader's entry, or the program's for a static one), with
-// PTRACE_O_TRACECLONE (its threads are traced too), PTRACE_O_TRACEEXEC and PTRACE_O_EXITKILL (it
-// dies with the tracer) set, and with `follow_forks` PTRACE_O_TRACEFORK and PTRACE_O_TRACEVFORK
-// (its children are traced too). The destructor kills it if it still runs.
+// PTRACE_O_TRACECLONE (its threads are traced too), PTRACE_O_TRACEEXEC, PTRACE_O_EXITKILL (it
+// dies with the tracer) and PTRACE_O_TRACESYSGOOD (system call stops say SIGTRAP | 0x80) set, and
+// with `follow_forks` PTRACE_O_TRACEFORK and PTRACE_O_TRACEVFORK (its children are traced too).
+// The destructor kills it and every process descended from it.
 class TracedProgram {
 public:
   // `same_addresses`: without address-space randomisation (personality ADDR_NO_RANDOMIZE, as
@@ -96,7 +97,8 @@ public:
   ~TracedProgram();
 
   pid_t pid() const { return pid_; }
-  // Kills the program and reaps every thread.
+  // Kills the program and its descendants, traced or not (this process is their subreaper
+  // meanwhile), and reaps them all.
   void kill();
   // The program exited (reaped by the caller's waitpid): nothing to kill any more.
   void forget() { pid_ = 0; }

@@ -1,5 +1,7 @@
 #include "runtime/symbolize.hpp"
 
+#include "runtime/function_name.hpp"
+
 #include <cstdlib>
 #include <cxxabi.h>
 #include <memory>
@@ -78,51 +80,6 @@ std::string format_symbol(const SymbolName& s) {
   return fmt::format("{}+{:#x}", s.name, s.offset);
 }
 
-namespace {
-
-// Where the parameter list of a demangled function name starts (npos: none): the first '(' outside
-// template arguments that is not "(anonymous namespace)" or part of an operator's name.
-size_t parameters_start(std::string_view d) {
-  int angle = 0, paren = 0;
-  for (size_t i = 0; i < d.size(); ++i) {
-    if (d.compare(i, 21, "(anonymous namespace)") == 0) {
-      i += 20;
-      continue;
-    }
-    if (d.compare(i, 8, "operator") == 0) { // operator<, operator(), operator->*, ...
-      size_t j = i + 8;
-      if (d.compare(j, 2, "()") == 0)
-        j += 2;
-      else
-        while (j < d.size() && j < i + 11 &&
-               std::string_view("<>=!+-*/%^&|~[],").find(d[j]) != std::string_view::npos)
-          ++j;
-      i = j - 1;
-      continue;
-    }
-    switch (d[i]) {
-    case '<':
-      ++angle;
-      break;
-    case '>':
-      angle -= angle > 0;
-      break;
-    case '(':
-      if (angle == 0 && paren == 0) return i;
-      ++paren;
-      break;
-    case ')':
-      paren -= paren > 0;
-      break;
-    default:
-      break;
-    }
-  }
-  return std::string_view::npos;
-}
-
-} // namespace
-
 std::string demangle(std::string_view name, bool with_parameters) {
   std::string s(name);
   if (s.size() < 2 || s[0] != '_' || s[1] != 'Z') return s;
@@ -130,14 +87,8 @@ std::string demangle(std::string_view name, bool with_parameters) {
   std::unique_ptr<char, void (*)(void*)> d(
       abi::__cxa_demangle(s.c_str(), nullptr, nullptr, &status), std::free);
   if (status != 0 || !d) return s;
-  std::string full(d.get());
-  if (with_parameters) return full;
-  const size_t params = parameters_start(full);
-  if (params == std::string::npos) return full;
-  std::string out = full.substr(0, params);
-  if (size_t clone = full.rfind(" [clone "); clone != std::string::npos && clone > params)
-    out += full.substr(clone);
-  return out;
+  if (with_parameters) return std::string(d.get());
+  return std::string(function_name_only(d.get()));
 }
 
 } // namespace ehelf

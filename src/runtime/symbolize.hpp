@@ -54,7 +54,8 @@ private:
 std::string format_symbol(const SymbolName& s);
 
 // A C++ symbol's demangled name (the name itself when it is not a mangled one). Without
-// parameters, as perf prints names: "ns::f(int) const [clone .part.0]" -> "ns::f [clone .part.0]".
+// parameters, as perf prints names (function_name_only): "ns::f(int) const [clone .part.0]" ->
+// "ns::f".
 std::string demangle(std::string_view name, bool with_parameters = true);
 
 } // namespace ehelf

@@ -74,6 +74,8 @@ public:
 
   // Steps that ran the interpreter since this Unwinder was made (GeneralStep::slow_steps).
   SlowSteps slow_steps() const { return general_.slow_steps(); }
+  // Frames in no module unwound by following rbp (GeneralStep::frames_outside_modules).
+  uint64_t frames_outside_modules() const { return general_.frames_outside_modules(); }
 
   // Drops cached rules (call when the module map changed).
   void clear_cache() { cache_.clear(); }

@@ -8,8 +8,11 @@
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
+#include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 namespace ehelf {
@@ -64,6 +67,44 @@ private:
   std::deque<std::unique_ptr<Batch>> ready_;
   std::vector<std::unique_ptr<Batch>> spare_;
   bool closed_ = false;
+};
+
+// The consuming thread of a BatchQueue, running `consume` (which pops until null). An exception
+// there must not end the process (std::terminate) nor leave the producer blocked on a full
+// queue: it is kept, the rest of the queue is drained unused, and finish() rethrows it on the
+// producer's thread, where the command's edge catches it. A producer that throws leaves through
+// the destructor, which closes the queue and joins.
+template <class Batch> class ConsumerThread {
+public:
+  ConsumerThread(BatchQueue<Batch>& queue, std::function<void()> consume)
+      : queue_(queue), thread_([this, consume = std::move(consume)] {
+          try {
+            consume();
+          } catch (...) {
+            failure_ = std::current_exception();
+            while (std::unique_ptr<Batch> b = queue_.pop())
+              queue_.give_back(std::move(b));
+          }
+        }) {}
+  ~ConsumerThread() {
+    if (!thread_.joinable()) return;
+    queue_.close();
+    thread_.join();
+  }
+  ConsumerThread(const ConsumerThread&) = delete;
+  ConsumerThread& operator=(const ConsumerThread&) = delete;
+
+  // Producer: no more batches; waits for the consumer, and rethrows what ended it.
+  void finish() {
+    queue_.close();
+    thread_.join();
+    if (failure_) std::rethrow_exception(failure_);
+  }
+
+private:
+  BatchQueue<Batch>& queue_;
+  std::exception_ptr failure_;
+  std::thread thread_; // last: started once the members above exist
 };
 
 } // namespace ehelf

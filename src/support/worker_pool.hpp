@@ -10,7 +10,9 @@ namespace ehelf {
 
 // Calls work(worker, item) for every item; `worker` is in [0, workers) and each worker's calls
 // are sequential (per-worker accumulators need no lock). When `progress` is given, the calling
-// thread only watches: it calls progress(done, count) every 100 ms and once at the end.
+// thread only watches: it calls progress(done, count) every 100 ms and once at the end. An
+// exception thrown by `work` stops the handing out of items and is rethrown here once every
+// worker has stopped (never std::terminate).
 void parallel_for(size_t count, unsigned workers,
                   const std::function<void(unsigned worker, size_t item)>& work,
                   const std::function<void(size_t done, size_t count)>& progress = {});

@@ -167,14 +167,15 @@ Comparison compare_tables(const SynthResult& synthesized, const UnwindTable& shi
       continue;
     }
     ++out.instructions;
-    std::string why = difference(in.state, shipped, shipped.row(r->row),
+    const FrameState& state = synthesized.state_of(in);
+    std::string why = difference(state, shipped, shipped.row(r->row),
                                  synthesized.functions[in.function].outermost);
     if (why.empty()) {
       ++out.agreeing;
       continue;
     }
     ++out.by_category[why];
-    out.disagreements.push_back({in.address, in.function, why, describe(in.state) + " ra@-8",
+    out.disagreements.push_back({in.address, in.function, why, describe(state) + " ra@-8",
                                  shipped_row_text(shipped, in.address)});
   }
   // The shipped ranges (sorted, disjoint) less the analysed instructions (sorted by address).

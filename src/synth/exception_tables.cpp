@@ -294,6 +294,18 @@ size_t ExceptionTables::pad_sites(const Lsda& l) {
                        [](const CallSite& cs) { return cs.landing_pad != 0; });
 }
 
+// A landing pad at a part's very start would have offset 0, which the call-site table reads as
+// "no landing pad": gcc then puts a one-byte `nop` first and the pad at offset 1. A `nop` at
+// `begin` and a pad at offset 1 mark where the LSDA's part starts, before the first address any
+// jump reaches (the pad's code is reached only through the exception tables).
+bool ExceptionTables::nop_before_first_pad(const Lsda& l, uint64_t begin) const {
+  constexpr uint8_t kNop = 0x90;
+  auto b = code_at(begin, 1);
+  return b.size() == 1 && b[0] == kNop &&
+         std::any_of(l.sites.begin(), l.sites.end(),
+                     [](const CallSite& cs) { return cs.landing_pad == 1; });
+}
+
 bool ExceptionTables::is_call(uint64_t address) const {
   auto code = x86::code_from(elf_, address);
   if (code.empty()) return false;
@@ -398,11 +410,11 @@ ExceptionTables::fitting_parts(SynthResult& result) {
             continue;
           for (uint32_t i : it->second) {
             const Lsda& l = lsdas_[i];
-            // From an earlier start, only an LSDA with several landing pads (a single call's
-            // shape fits too many places).
-            if (back && pad_sites(l) < 2) continue;
             SynthFunction::Part from = p;
             from.begin = p.begin - back;
+            // From an earlier start, only an LSDA with several landing pads (a single call's
+            // shape fits too many places), or one whose part opens with the compiler's mark.
+            if (back && pad_sites(l) < 2 && !nop_before_first_pad(l, from.begin)) continue;
             if (fits_code(l, sw, back ? &gap : nullptr, head_base) &&
                 (!pads_marked || pads_start_marked(l, from.begin)) && fits(result, l, fn, from)) {
               fitting[i].push_back({fn, &p, from.begin});

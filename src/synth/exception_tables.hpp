@@ -67,6 +67,7 @@ private:
   std::span<const uint8_t> code_at(uint64_t address, uint64_t size) const; // up to size bytes
   const Lsda* lsda_at(uint64_t address) const;
   bool is_call(uint64_t address) const;
+  bool nop_before_first_pad(const Lsda& l, uint64_t begin) const;
   bool fits(const SynthResult& r, const Lsda& l, uint32_t fn, const SynthFunction::Part& p) const;
   static std::optional<std::pair<Lsda, size_t>> parse_one(std::span<const uint8_t> data, size_t pos,
                                                           uint64_t addr);

@@ -37,6 +37,20 @@ bool saves_below_return_address(const FrameState& s) {
   return true;
 }
 
+size_t FrameStateHash::operator()(const FrameState& s) const {
+  size_t h = 0;
+  auto mix = [&h](uint64_t v) { h = (h ^ v) * 0x100000001b3ull + (h >> 29); };
+  mix(uint64_t(s.rsp_known) | uint64_t(s.rbp_known) << 1 | uint64_t(s.cfa_on_rbp) << 2 |
+      uint64_t(s.rsp_aligned) << 3 | uint64_t(s.rbp_aligned) << 4 | uint64_t(s.drap) << 8 |
+      uint64_t(s.saved_aligned) << 16 | uint64_t(s.clobbered) << 32 |
+      uint64_t(s.restored_aligned) << 48);
+  mix(uint64_t(uint32_t(s.height)) | uint64_t(uint32_t(s.rbp_depth)) << 32);
+  mix(uint64_t(uint32_t(s.drap_depth)) | uint64_t(uint32_t(s.drap_slot)) << 32);
+  for (size_t i = 0; i < 16; ++i)
+    mix(uint64_t(uint32_t(s.saved[i])) | uint64_t(uint32_t(s.restored[i])) << 32);
+  return h;
+}
+
 bool same_frame(const FrameState& a, const FrameState& b) {
   if (a.cfa_on_rbp != b.cfa_on_rbp) return false;
   if (a.cfa_on_rbp) {

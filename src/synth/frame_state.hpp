@@ -58,6 +58,10 @@ struct FrameState {
   bool operator==(const FrameState&) const = default;
 };
 std::string describe(const FrameState& s); // "CFA=rsp+16 rbx@-16"
+// For keeping each distinct state once.
+struct FrameStateHash {
+  size_t operator()(const FrameState& s) const;
+};
 
 // The registers the System V ABI has a callee preserve (rsp aside), in the order rows list them.
 inline constexpr x86::Reg kCalleeSaved[] = {x86::Reg::rbx, x86::Reg::rbp, x86::Reg::r12,

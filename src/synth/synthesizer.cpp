@@ -102,6 +102,10 @@ struct Synthesizer {
   std::set<uint64_t> exit_if_status;
 
   std::set<uint64_t> analysed;
+  // Per function start: addresses inside another instruction of that function that a path
+  // decoded as an instruction of its own (a jump into an instruction's middle, from a misread
+  // jump table or a word of data taken for a label), whose paths the analysis no longer takes.
+  std::map<uint64_t, std::set<uint64_t>> misdecoded;
   std::map<uint64_t, uint32_t> index_of; // analysed start -> its SynthResult::functions index
   std::set<uint64_t> indirect_jumps;     // each counted once in the statistics
   // The exception edges read from the LSDAs: call -> the landing pads an exception it throws
@@ -372,11 +376,59 @@ struct Synthesizer {
     return {};
   }
 
+  // What an analysis keeps of each instruction it reached: the state before it (an index into
+  // result.states) and what the conflict check needs of the instruction.
+  struct Seen {
+    uint32_t state;
+    uint8_t length;
+    x86::Flow flow;
+    uint64_t target;
+  };
+  std::unordered_map<FrameState, uint32_t, FrameStateHash> state_ids;
+  // What one file may cost: 24 bytes an analysed instruction, and while a function is analysed
+  // about 100 more for each of its instructions. Real files stay far below: libLLVM-14 (50 MB of
+  // code) has about 11 million instructions, the largest functions a few hundred thousand.
+  static constexpr size_t kMaxFunctionInstructions = size_t(1) << 21;
+  static constexpr size_t kMaxInstructions = size_t(1) << 25;
+  std::optional<Error> refused; // set when a bound is reached: no result then
+  uint32_t intern(const FrameState& s) {
+    auto [it, fresh] = state_ids.try_emplace(s, uint32_t(result.states.size()));
+    if (fresh) result.states.push_back(s);
+    return it->second;
+  }
+
+  // The instructions of one analysis that start inside another one it decoded, unless both end
+  // at the same byte in the same frame (a jump over a prefix, as glibc's `lock` skips): a path
+  // that entered an instruction's middle.
+  std::vector<uint64_t> overlapping_decodes(const std::unordered_map<uint64_t, Seen>& seen) const {
+    std::vector<uint64_t> starts;
+    starts.reserve(seen.size());
+    for (const auto& [a, si] : seen)
+      starts.push_back(a);
+    std::sort(starts.begin(), starts.end());
+    std::vector<uint64_t> inner;
+    uint64_t outer = 0, outer_end = 0;
+    for (uint64_t a : starts) {
+      const Seen& here = seen.at(a);
+      const uint64_t end = a + here.length;
+      if (a < outer_end) {
+        if (end != outer_end ||
+            !same_frame(result.states[here.state], result.states[seen.at(outer).state]))
+          inner.push_back(a);
+        continue;
+      }
+      outer = a;
+      outer_end = end;
+    }
+    return inner;
+  }
+
   // Explores one function from its entry. New call targets become function starts.
   // `replace`: the index of an earlier analysis of this function, redone (with the landing pads
   // and entry states found since).
   void analyse(uint64_t start, std::optional<uint32_t> replace = std::nullopt) {
     analysed.insert(start);
+    if (refused) return;
     const uint32_t index = replace ? *replace : static_cast<uint32_t>(result.functions.size());
     SynthFunction fn{names[start], start, extent_end(start), 0, start == entry, {}, {}};
     fn.parts.push_back({fn.begin, fn.end, 0});
@@ -387,7 +439,7 @@ struct Synthesizer {
         if (a >= p.begin && a < p.end) return true;
       return false;
     };
-    std::unordered_map<uint64_t, std::pair<FrameState, x86::Instruction>> seen;
+    std::unordered_map<uint64_t, Seen> seen;
     FrameState initial;
     index_of[start] = index;
     // Each work item: where to go, the state there, and where from (for the jump tables' paths).
@@ -431,7 +483,7 @@ struct Synthesizer {
     // data that only looks like a label.
     auto inside_seen = [&](uint64_t a) {
       for (uint64_t k = 1; k < 15 && k <= a; ++k)
-        if (auto it = seen.find(a - k); it != seen.end()) return it->second.second.length > k;
+        if (auto it = seen.find(a - k); it != seen.end()) return it->second.length > k;
       return false;
     };
     // The labels are entered in the state most of the computed jumps leave with (a dispatch
@@ -454,20 +506,23 @@ struct Synthesizer {
           if (!names.count(*l) && labels_followed.insert(*l).second && !inside_seen(*l))
             work.push_back({*l, state, jump});
     };
+    const std::set<uint64_t>& blocked = misdecoded[start];
+    const size_t conflicts_before = result.conflicts.size();
     while (!work.empty() || (!computed_jumps.empty() && (follow_labels(), !work.empty()))) {
       auto [a, s, from] = work.back();
       work.pop_back();
+      if (blocked.count(a)) continue; // a path through a misdecode: taken by no real execution
       if (auto it = seen.find(a); it != seen.end()) {
-        FrameState& old = it->second.first;
+        const FrameState old = result.states[it->second.state];
         if (!same_frame(old, s)) {
           // A call through the PLT to another file whose next instruction another path reaches
           // in another state: the callee does not return (perl's modules call libperl's
           // Perl_croak; this file's own functions are inferred from their code instead).
           const uint64_t meeting = a; // clang 14 cannot capture a structured binding
-          auto call_before = [&](uint64_t p) -> const x86::Instruction* {
+          auto call_before = [&](uint64_t p) -> const Seen* {
             auto c = seen.find(p);
             if (c == seen.end()) return nullptr;
-            const x86::Instruction& in = c->second.second;
+            const Seen& in = c->second;
             return in.flow == x86::Flow::call && p + in.length == meeting &&
                            !section_of(in.target) && !plt_local_entries.count(in.target)
                        ? &in
@@ -477,8 +532,8 @@ struct Synthesizer {
           // no code pops), seen at two calls at least.
           const auto first = predecessor.find(a);
           const uint64_t first_from = first != predecessor.end() ? first->second : 0;
-          const x86::Instruction* now = call_before(from);
-          const x86::Instruction* before = call_before(first_from);
+          const Seen* now = call_before(from);
+          const Seen* before = call_before(first_from);
           auto deeper = [](const FrameState& x, const FrameState& y) {
             return x.rsp_known && y.rsp_known && !x.cfa_on_rbp && !y.cfa_on_rbp &&
                    x.height > y.height;
@@ -492,7 +547,6 @@ struct Synthesizer {
         }
         const FrameState joined = join(old, s);
         if (joined == old) continue;
-        old = joined;
         s = joined;
       }
       const CodeSection* c = section_of(a);
@@ -505,7 +559,13 @@ struct Synthesizer {
         fail(fmt::format("undecodable instruction at {:#x}", a));
         continue;
       }
-      seen[a] = {s, *in};
+      seen[a] = {intern(s), in->length, in->flow, in->target};
+      if (seen.size() > kMaxFunctionInstructions) {
+        refused = Error::plain(fmt::format("the code from {:#x} has more than {} instructions to "
+                                           "analyse (a bound on the synthesizer's memory)",
+                                           start, kMaxFunctionInstructions));
+        return;
+      }
       predecessor.try_emplace(a, from);
       // A position-independent file's code addresses come from lea, never from an immediate
       // (there, a `mov $imm` that looks like one is a constant).
@@ -632,9 +692,33 @@ struct Synthesizer {
         break;
       }
     }
+    // Paths that decoded overlapping instructions: the one starting inside the other is a
+    // misdecode (its states reach the real instructions it runs into); the analysis is done
+    // again without it, a bounded number of times.
+    constexpr size_t kMaxMisdecodes = 64;
+    if (std::set<uint64_t>& known = misdecoded[start]; known.size() < kMaxMisdecodes) {
+      bool found = false;
+      for (uint64_t m : overlapping_decodes(seen))
+        found |= known.size() < kMaxMisdecodes && known.insert(m).second;
+      if (found) {
+        result.conflicts.resize(conflicts_before);
+        if (replace)
+          result.functions[*replace] = std::move(fn);
+        else
+          result.functions.push_back(std::move(fn));
+        analyse(start, index);
+        return;
+      }
+    }
     fn.instructions = seen.size();
+    if (result.instructions.size() + seen.size() > kMaxInstructions) {
+      refused = Error::plain(fmt::format("more than {} instructions to analyse (a bound on the "
+                                         "synthesizer's memory)",
+                                         kMaxInstructions));
+      return;
+    }
     for (auto& [a, si] : seen)
-      result.instructions.push_back({a, si.second.length, index, si.first});
+      result.instructions.push_back({a, si.length, index, si.state});
     if (exits.size() <= index) exits.resize(index + 1);
     exits[index] = std::move(ends);
     if (replace)
@@ -749,15 +833,33 @@ struct Synthesizer {
   // analysed again without that path, which may make them noreturn in turn. False when none
   // was found.
   bool infer_noreturn() {
-    // Each round finds at least one more; a chain of functions each ending in a call to the
-    // next would take one round per link: bounded (real files: fewer than 10 rounds).
-    constexpr int kMaxRounds = 64;
+    // Each round finds at least one more (a chain of functions each ending in a call to the
+    // next takes one round per link; real files: fewer than 10 rounds), so there are at most as
+    // many rounds as functions; a round costs what its candidates and re-analyses cost. The
+    // instructions the re-analyses replace are dropped, and the new ones sorted in, once at the
+    // end.
+    std::unordered_map<uint64_t, std::vector<uint32_t>> callers_of, tail_callers_of;
+    auto index_exits = [&](uint32_t i) {
+      for (uint64_t t : exits[i].calls)
+        callers_of[t].push_back(i);
+      for (uint64_t t : exits[i].tail_calls)
+        tail_callers_of[t].push_back(i);
+    };
+    std::vector<uint32_t> candidates;
+    for (uint32_t i = 0; i < result.functions.size() && i < exits.size(); ++i) {
+      index_exits(i);
+      candidates.push_back(i);
+    }
+    const size_t sorted_end = result.instructions.size();
+    std::vector<bool> replaced(result.functions.size());            // its sorted instructions go
+    std::unordered_map<uint32_t, std::pair<size_t, size_t>> latest; // its re-analysis's block
+    std::vector<std::pair<size_t, size_t>> superseded;              // blocks analysed again
     bool found_any = false;
-    for (int round = 0; round < kMaxRounds; ++round) {
+    for (size_t round = 0; round <= result.functions.size(); ++round) {
       std::set<uint64_t> found;
       for (const auto& [f, calls] : noreturn_evidence)
         if (calls.size() >= 2 && !noreturn.count(f)) found.insert(f);
-      for (uint32_t i = 0; i < result.functions.size() && i < exits.size(); ++i) {
+      for (uint32_t i : candidates) {
         const SynthFunction& f = result.functions[i];
         const Exits& e = exits[i];
         if (f.outermost || noreturn.count(f.begin) || e.returns) continue;
@@ -765,21 +867,54 @@ struct Synthesizer {
                         [&](uint64_t t) { return noreturn.count(t) != 0; }))
           found.insert(f.begin);
       }
-      if (found.empty()) return found_any;
+      if (found.empty()) break;
       for (uint64_t f : std::set<uint64_t>(found))
         if (auto p = plt_to_local.find(f); p != plt_to_local.end())
           found.insert(p->second.begin(), p->second.end());
       found_any = true;
       noreturn.insert(found.begin(), found.end());
-      std::set<uint32_t> callers;
-      for (uint32_t i = 0; i < exits.size(); ++i)
-        if (std::any_of(exits[i].calls.begin(), exits[i].calls.end(),
-                        [&](uint64_t t) { return found.count(t) != 0; }))
-          callers.insert(i);
-      reanalyse(callers);
-      sort_instructions();
+      std::set<uint32_t> callers, next;
+      for (uint64_t f : found) {
+        if (auto c = callers_of.find(f); c != callers_of.end())
+          callers.insert(c->second.begin(), c->second.end());
+        if (auto t = tail_callers_of.find(f); t != tail_callers_of.end())
+          next.insert(t->second.begin(), t->second.end());
+      }
+      std::set<std::string> names_again;
+      for (uint32_t i : callers)
+        names_again.insert(result.functions[i].name);
+      std::erase_if(result.conflicts,
+                    [&](const Conflict& c) { return names_again.count(c.function) != 0; });
+      for (uint32_t i : callers) {
+        if (auto l = latest.find(i); l != latest.end())
+          superseded.push_back(l->second);
+        else if (i < replaced.size())
+          replaced[i] = true;
+        const size_t begin = result.instructions.size();
+        analyse(result.functions[i].begin, i);
+        latest[i] = {begin, result.instructions.size()};
+        index_exits(i);
+        next.insert(i);
+      }
+      candidates.assign(next.begin(), next.end());
     }
-    return found_any;
+    if (!found_any) return false;
+    // Drop the instructions the re-analyses replaced: their functions' in the sorted part, and
+    // the blocks of re-analyses done again.
+    std::vector<bool> dead(result.instructions.size() - sorted_end);
+    for (const auto& [b, e] : superseded)
+      for (size_t k = b; k < e; ++k)
+        dead[k - sorted_end] = true;
+    size_t out = 0;
+    for (size_t k = 0; k < result.instructions.size(); ++k) {
+      const AnalysedInstruction& in = result.instructions[k];
+      const bool gone = k < sorted_end ? in.function < replaced.size() && replaced[in.function]
+                                       : bool(dead[k - sorted_end]);
+      if (!gone) result.instructions[out++] = in;
+    }
+    result.instructions.resize(out);
+    sort_instructions();
+    return true;
   }
 
   // Code nothing found refers to (a stripped file's functions called only through pointers
@@ -855,12 +990,13 @@ struct Synthesizer {
     // Rounds of discovery, each with something new (noreturn functions, address-taken or
     // prologue starts); bounded for hostile files (gdb without tables takes 9).
     constexpr int kMaxDiscoveryRounds = 64;
-    for (int round = 0; round < kMaxDiscoveryRounds; ++round) {
+    for (int round = 0; round < kMaxDiscoveryRounds && !refused; ++round) {
       analyse_new_starts();
       sort_instructions();
       analyse_landing_pads();
       if (!infer_noreturn() && !add_address_taken_starts() && !add_prologue_starts()) break;
     }
+    if (refused) return;
     refresh_extents();
     trim_jumped_parts();
     UnwindTable& t = result.table;
@@ -882,13 +1018,21 @@ struct Synthesizer {
     std::vector<ColumnRule> columns;
     CfaRule cfa;
     ExpressionPool expressions(t);
-    for (const AnalysedInstruction& in : result.instructions)
-      if (state_row(in.state, result.functions[in.function].outermost, expressions, columns, cfa)) {
+    // Each row written is its own instruction's: an instruction starting inside one written
+    // before and ending past it (two functions' analyses out of step) would have its row cover
+    // the instruction that follows (the table keeps the first range at each byte).
+    uint64_t written_end = 0;
+    for (const AnalysedInstruction& in : result.instructions) {
+      if (in.address < written_end && in.address + in.length > written_end) continue;
+      written_end = std::max(written_end, in.address + in.length);
+      if (state_row(result.state_of(in), result.functions[in.function].outermost, expressions,
+                    columns, cfa)) {
         const SynthFunction& f = result.functions[in.function];
         const auto part = static_cast<uint32_t>(&f.part_of(in.address) - f.parts.data());
         t.add_range({in.address, in.address + in.length, t.intern_row(cfa, columns),
                      first_part[in.function] + part, 0});
       }
+    }
     t.finish();
   }
 };
@@ -901,9 +1045,20 @@ const SynthFunction::Part& SynthFunction::part_of(uint64_t address) const {
   return parts.front();
 }
 
+const SynthFunction* function_at(const SynthResult& result, uint64_t address) {
+  for (const SynthFunction& f : result.functions)
+    for (const SynthFunction::Part& p : f.parts)
+      if (address >= p.begin && address < p.end) return &f;
+  return nullptr;
+}
+
 Result<SynthResult> synthesize(const ElfFile& elf, const UnwindTable* shipped) {
+  // A file stripped of its tables may still load as a table without functions: that is no
+  // table (with one, the FDEs name every function and the prologue scan is skipped).
+  if (shipped && shipped->function_count() == 0) shipped = nullptr;
   Synthesizer s{elf, shipped, {}, {}, {}, {}, {}, {}, {}, {}, {}};
   s.run();
+  if (s.refused) return std::move(*s.refused).in_file(elf.name());
   if (s.code.empty()) return Error::plain("no executable section").in_file(elf.name());
   return std::move(s.result);
 }

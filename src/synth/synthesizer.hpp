@@ -28,8 +28,11 @@ struct AnalysedInstruction {
   uint64_t address = 0;
   uint8_t length = 0;
   uint32_t function = 0; // index into SynthResult::functions
-  FrameState state;      // before the instruction
+  uint32_t state = 0;    // before the instruction: index into SynthResult::states
 };
+// Few distinct states serve many instructions: each is kept once (24 bytes an instruction, where
+// a state is 180).
+static_assert(sizeof(AnalysedInstruction) == 24);
 
 struct SynthFunction {
   std::string name; // symbol name, or "fn_<hex>"
@@ -51,9 +54,15 @@ struct SynthFunction {
   const Part& part_of(uint64_t address) const; // the part holding address (else the first)
 };
 
+struct SynthResult;
+// The function one of whose parts holds `address`, or null.
+const SynthFunction* function_at(const SynthResult& result, uint64_t address);
+
 struct SynthResult {
   std::vector<SynthFunction> functions;
   std::vector<AnalysedInstruction> instructions; // sorted by address
+  std::vector<FrameState> states;                // each distinct state once
+  const FrameState& state_of(const AnalysedInstruction& in) const { return states[in.state]; }
   std::vector<Conflict> conflicts;
   uint64_t text_bytes = 0;                // bytes of executable sections analysed
   uint64_t jump_tables = 0;               // switch dispatches whose targets were read

@@ -16,7 +16,9 @@ Every field must be equal, except the name in two cases:
     another alias: __qsort_r for qsort_r, raise for gsignal). That is accepted only if the
     module has no .symtab and ehelf's name is a symbol of the debug file (found by build-id,
     read with nm) that contains the pc, at exactly the offset ehelf printed (a symbol without a
-    size, as the signal trampoline __restore_rt, only at its own address).
+    size, as the signal trampoline __restore_rt, only at its own address), named without its
+    version as libunwind names versioned symbols (__libc_start_main, not
+    __libc_start_main@@GLIBC_2.34).
 
 Usage: compare_walks.py EXPECTED ACTUAL BINARY
 """
@@ -96,7 +98,10 @@ def debug_symbols(path):
             if len(parts) == 3:  # no size: a label such as __restore_rt, named at its address
                 parts = [parts[0], "0", parts[1], parts[2]]
             if len(parts) == 4 and parts[2] in "tTwWi":
-                table.setdefault(parts[3], []).append((int(parts[0], 16), int(parts[1], 16)))
+                # A versioned definition (__libc_start_main@@GLIBC_2.34) is named without its
+                # version, as libunwind and dladdr name it.
+                table.setdefault(parts[3].split("@")[0], []).append(
+                    (int(parts[0], 16), int(parts[1], 16)))
         _debug_symbols[path] = table
     return _debug_symbols[path]
 

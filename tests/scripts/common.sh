@@ -4,6 +4,7 @@
 set -uo pipefail
 build=$1
 ehelf="$(cd "$build" && pwd)/bin/ehelf"
+scripts_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)" # helpers: pprof_profile.py
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
 # perf's build-id cache (perf record fills it, perf script and ehelf perf read it) private to
@@ -16,3 +17,4 @@ bad() { echo "FAIL $*"; fail=1; }
 build_id() { # the GNU build-id of an ELF file, in hex
   readelf -n "$1" 2>/dev/null | sed -n 's/.*Build ID: *\([0-9a-f]*\).*/\1/p' | head -1
 }
+source "$scripts_dir/perf_record.sh" # perf_record

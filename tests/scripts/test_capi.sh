@@ -98,6 +98,26 @@ else
   echo "SKIP no-alloc check: sanitizers replace malloc"
 fi
 
+# Stack taken by a walk (tests/capi/stack_use.c, on a painted alternate signal stack): at most
+# 4 KiB on the first and later calls of unw_backtrace and of a cursor walk, and both walks work
+# in a handler on an 8 KiB alternate stack (the legacy SIGSTKSZ). Not under sanitizers, whose
+# frames are larger and which walk on the caller's stack.
+if [ $sanitized = 0 ]; then
+  cc "${CFLAGS[@]}" -Wl,-z,now -o "$TMP/stack_use" "$CAPI/stack_use.c" $OURS
+  "$TMP/stack_use" measure > "$TMP/stack_use.txt" || fail "stack_use measure exited with $?"
+  cat "$TMP/stack_use.txt"
+  [ "$(grep -c '^USE ' "$TMP/stack_use.txt")" = 2 ] || fail "stack_use measured nothing"
+  awk '/^USE / { split($3, f, "="); split($4, l, "="); if (f[2] > 4096 || l[2] > 4096) bad = 1 }
+       END { exit bad }' "$TMP/stack_use.txt" || fail "a walk takes more than 4 KiB of stack"
+  timeout 30 "$TMP/stack_use" small > "$TMP/stack_small.txt" ||
+    fail "a walk on an 8 KiB alternate signal stack crashed (exit $?)"
+  cat "$TMP/stack_small.txt"
+  [ "$(grep -cE '^SMALL (backtrace|cursor) frames=([5-9]|[1-9][0-9])$' "$TMP/stack_small.txt")" = 2 ] ||
+    fail "a walk on an 8 KiB alternate signal stack stops short"
+else
+  echo "SKIP stack use: sanitizers' frames are larger"
+fi
+
 # Issue 9's scenario: the first unwind of the process, and of each thread, inside a 10 kHz
 # SIGPROF handler that interrupts malloc/free loops (unw_backtrace, and unw_init_local2 +
 # unw_step; on the thread's stack and on an alternate signal stack). No allocator call may happen
@@ -134,6 +154,23 @@ cc "${CFLAGS[@]}" -o "$TMP/dlopen_ours" "$CAPI/dlopen_user.c" $OURS -ldl
 [ "$(grep -c '^DLOPEN BT same$' "$TMP/dlopen.txt")" = 3 ] ||
   { cat "$TMP/dlopen.txt"; fail "unw_backtrace differs from the cursor walk around a dlopen"; }
 echo "dlopen: walks go through a library loaded after initialisation"
+
+# A plugin dlclosed and replaced by another library at its address (tests/capi/reload_user.c,
+# reload_lib.c built twice), walked from a signal handler, where unw_flush_cache is not
+# allowed: every walk must reach main through what is loaded now (the old library's rows
+# truncated half of them before).
+cc -O2 -shared -fPIC -o "$TMP/libreload_a.so" "$CAPI/reload_lib.c"
+cc -O2 -shared -fPIC -DDEEP -o "$TMP/libreload_b.so" "$CAPI/reload_lib.c"
+cc "${CFLAGS[@]}" -rdynamic -o "$TMP/reload_ours" "$CAPI/reload_user.c" $OURS -ldl
+timeout 60 "$TMP/reload_ours" "$TMP/libreload_a.so" "$TMP/libreload_b.so" 20 > "$TMP/reload.txt" ||
+  { cat "$TMP/reload.txt"; fail "reload_user exited with $?"; }
+tail -1 "$TMP/reload.txt"
+if grep -q '^REACHED .* (0 at a reused address)$' "$TMP/reload.txt"; then
+  echo "SKIP reload: no library was mapped where the previous one was"
+else
+  grep -qx 'REACHED 40 of 40 walks reached main (.*)' "$TMP/reload.txt" ||
+    { cat "$TMP/reload.txt"; fail "walks through a library replaced at its address stop short"; }
+fi
 
 remote_ok=1
 for mode in upt custom bare; do
@@ -216,6 +253,113 @@ diff <(normalize "$TMP/signal_frames_real.txt") <(normalize "$TMP/signal_frames_
 echo "signal frames: as libunwind, except $stale rsp save locations libunwind gives that do not hold rsp;" \
   "$entries_real of libunwind's walks and $(grep -c '^ENTRY' "$TMP/signal_frames_ours.txt" || true)" \
   "of ours from a signal on a function's first instruction not compared"
+
+# A SIGSEGV on a function's first instruction (tests/capi/entry_fault.c), right after another
+# function's FDE ("packed") or after a padding byte ("padded"): every walk from the handler
+# (unw_init_local and unw_init_local2 on its ucontext, unw_getcontext through the signal frame)
+# gives gdb's backtrace at the fault. libunwind looks up the byte before the fault in the packed
+# layout (it skips main, or stops at once with unw_init_local), and unw_init_local's walk stops
+# in the padded one: ours must equal its walks where they are right.
+cc "${CFLAGS[@]}" -o "$TMP/entry_fault_ours" "$CAPI/entry_fault.c" $OURS -ldl
+cc "${CFLAGS[@]}" -o "$TMP/entry_fault_real" "$CAPI/entry_fault.c" -lunwind -ldl
+for layout in packed padded; do
+  "$TMP/entry_fault_ours" $layout > "$TMP/entry_fault_ours.txt" ||
+    fail "entry_fault $layout (ours) exited with $?"
+  "$TMP/entry_fault_real" $layout > "$TMP/entry_fault_real.txt" ||
+    fail "entry_fault $layout (libunwind) exited with $?"
+  cat "$TMP/entry_fault_ours.txt"
+  gdb_chain=$(timeout 60 gdb -nx -batch -ex run -ex bt --args "$TMP/entry_fault_real" $layout \
+                2>/dev/null | sed -nE 's/^#[0-9]+ +(0x[0-9a-f]+ in )?([A-Za-z_][A-Za-z0-9_]*) .*/\2/p' |
+                sed '/^main$/q' | paste -sd, - || true)
+  if [[ "$gdb_chain" == crash_* ]]; then
+    [ "$(grep -c "^WALK .* chain=$gdb_chain\$" "$TMP/entry_fault_ours.txt")" = 3 ] ||
+      fail "a walk from a fault on a function's first instruction ($layout) differs from gdb's" \
+        "backtrace $gdb_chain"
+    echo "entry fault ($layout): the 3 walks give gdb's backtrace $gdb_chain"
+  else
+    echo "SKIP entry fault ($layout) against gdb: gdb did not stop at the fault"
+  fi
+  while read -r label chain; do
+    [[ "$chain" == *,main ]] || continue # libunwind's wrong walks are not compared
+    grep -qx "WALK $label $chain" "$TMP/entry_fault_ours.txt" ||
+      fail "entry fault ($layout): libunwind's $label walk ($chain) differs from ours"
+  done < <(sed -n 's/^WALK //p' "$TMP/entry_fault_real.txt")
+  echo "entry fault ($layout), libunwind: $(sed -n 's/^WALK //p' "$TMP/entry_fault_real.txt" |
+    tr '\n' ' ')"
+done
+
+# unw_resume (tests/capi/resume_user.c): a frame two calls up resumed with rax set (its
+# callee-saved registers restored from the frames skipped), and a faulting load skipped from a
+# SIGSEGV handler by setting rip, through the signal frame (twice: the signal mask restored)
+# and from the handler's ucontext. Equal to libunwind's output where libunwind resumes; from the
+# ucontext, libunwind 1.6 faults in its setcontext: ours must give the values the handler set.
+cc "${CFLAGS[@]}" -o "$TMP/resume_ours" "$CAPI/resume_user.c" $OURS
+cc "${CFLAGS[@]}" -o "$TMP/resume_real" "$CAPI/resume_user.c" -lunwind
+for mode in up frame ucontext; do
+  timeout 30 "$TMP/resume_ours" $mode > "$TMP/resume_ours.txt" ||
+    { cat "$TMP/resume_ours.txt"; fail "unw_resume ($mode, ours) exited with $?"; }
+  cat "$TMP/resume_ours.txt"
+  if timeout 30 "$TMP/resume_real" $mode > "$TMP/resume_real.txt" 2>&1; then
+    diff "$TMP/resume_real.txt" "$TMP/resume_ours.txt" || fail "unw_resume ($mode) differs from libunwind's"
+  else
+    printf 'RESUME %s: load %d gave %d\n' $mode 0 101 $mode 1 102 > "$TMP/resume_expected.txt"
+    echo "RESUME $mode: done" >> "$TMP/resume_expected.txt"
+    diff "$TMP/resume_expected.txt" "$TMP/resume_ours.txt" ||
+      fail "unw_resume ($mode) does not give the registers the handler set"
+    echo "unw_resume ($mode): libunwind fails ($(tail -1 "$TMP/resume_real.txt"))"
+  fi
+done
+
+# A program without a usable .eh_frame_hdr search table (tests/capi/no_hdr_user.c): linked with
+# --no-eh-frame-hdr (no PT_GNU_EH_FRAME), where nongnu libunwind reads .eh_frame from the file's
+# section headers: our walks must equal its; or with the header's table removed (its count and
+# table encodings set to DW_EH_PE_omit, as GNU ld writes a header it cannot fill), where libgcc
+# searches .eh_frame: unw_backtrace must give glibc's backtrace() (libgcc's unwinder).
+omit_search_table() { # FILE
+  python3 - "$1" <<'PY'
+import re, subprocess, sys
+path = sys.argv[1]
+out = subprocess.run(["readelf", "-SW", path], capture_output=True, text=True).stdout
+offset = int(re.search(r"\.eh_frame_hdr\s+PROGBITS\s+\S+\s+([0-9a-f]+)", out).group(1), 16)
+data = bytearray(open(path, "rb").read())
+data[offset + 2] = data[offset + 3] = 0xff  # fde_count_enc, table_enc: DW_EH_PE_omit
+open(path, "wb").write(data)
+PY
+}
+expected_chain='level3,level2,level1,main'
+for variant in no-eh-frame-hdr no-search-table; do
+  ldflags=(-rdynamic)
+  [ $variant = no-eh-frame-hdr ] && ldflags+=(-Wl,--no-eh-frame-hdr)
+  cc "${CFLAGS[@]}" "${ldflags[@]}" -o "$TMP/nohdr_ours" "$CAPI/no_hdr_user.c" $OURS -ldl
+  cc "${CFLAGS[@]}" "${ldflags[@]}" -o "$TMP/nohdr_real" "$CAPI/no_hdr_user.c" -lunwind -ldl
+  if [ $variant = no-eh-frame-hdr ]; then
+    ! readelf -lW "$TMP/nohdr_ours" | grep -q GNU_EH_FRAME || fail "--no-eh-frame-hdr left a header"
+  else
+    omit_search_table "$TMP/nohdr_ours"
+    omit_search_table "$TMP/nohdr_real"
+  fi
+  "$TMP/nohdr_ours" > "$TMP/nohdr_ours.txt" || fail "no_hdr_user ($variant, ours) exited with $?"
+  "$TMP/nohdr_real" > "$TMP/nohdr_real.txt" || fail "no_hdr_user ($variant, libunwind) exited with $?"
+  cat "$TMP/nohdr_ours.txt"
+  for walk in cursor backtrace; do
+    grep -qE "^CHAIN $walk frames=[0-9]+ chain=$expected_chain\$" "$TMP/nohdr_ours.txt" ||
+      fail "$variant: the $walk walk does not reach main"
+  done
+  if [ $variant = no-eh-frame-hdr ]; then
+    diff <(grep '^CHAIN' "$TMP/nohdr_real.txt") <(grep '^CHAIN' "$TMP/nohdr_ours.txt") ||
+      fail "$variant: our walks differ from libunwind's"
+    echo "$variant: walks as libunwind's"
+  elif ldd "$TMP/nohdr_ours" | grep -q libasan; then
+    # AddressSanitizer intercepts backtrace() (its own unwinder, its interceptor's frame first):
+    # the oracle is not glibc's there.
+    echo "SKIP $variant: backtrace() is AddressSanitizer's in a sanitizer build, not libgcc's"
+  else
+    grep -qE '^GLIBC frames=([5-9]|[1-9][0-9]) same=yes$' "$TMP/nohdr_ours.txt" ||
+      fail "$variant: unw_backtrace differs from glibc's backtrace (libgcc)"
+    echo "$variant: unw_backtrace as glibc's backtrace (libgcc); libunwind:" \
+      "$(grep '^CHAIN cursor' "$TMP/nohdr_real.txt")"
+  fi
+done
 
 # Binary compatibility: compiled with libunwind's headers, linked with ours.
 cc "${CFLAGS[@]}" -c -o "$TMP/local_binary.o" "$CAPI/libunwind_user.c"

@@ -22,19 +22,8 @@ trap 'rm -rf "$TMP"' EXIT
 # then in its build-id pass, "util/build-id.c:1010" and stack smashing, beside other recordings).
 export PERF_BUILDID_DIR="$TMP/buildid-cache"
 # perf record itself sometimes dies at the end of a recording (the same assertion and stack
-# smashing in its build-id pass) while other tests record beside it, even with its own cache:
-# a recording perf record dies on (killed by a signal or aborted: exit status 128 or more) is
-# made again, three times at most. Its other failures fail the test.
-perf_record() {
-  local try status
-  for try in 1 2 3; do
-    perf record "$@" && return 0
-    status=$?
-    [ "$status" -ge 128 ] || return "$status"
-    echo "perf record died (status $status), try $try of 3" >&2
-  done
-  return "$status"
-}
+# smashing in its build-id pass) while other tests record beside it, even with its own cache.
+source "$SRC/tests/scripts/perf_record.sh" # perf_record
 # The same for a recording written to standard output (perf record -o -), into the file $1 anew
 # at each try.
 perf_record_to() {
@@ -519,9 +508,12 @@ if chains < samples // 4:
     sys.exit(f"folded: only {chains} samples show level -> qsort -> compare")
 svg = ET.parse('flame.svg').getroot()
 ns = '{http://www.w3.org/2000/svg}'
-# One path per name, its title the name, a subpath "M{first sample} {row}h{samples}" per frame.
-paths = {p.find(ns + 'title').text: re.findall(r'M(\d+) (\d+)h(\d+)', p.get('d'))
-         for p in svg.iter(ns + 'path')}
+# A subpath "M{first sample} {row}h{samples}" per frame, its name by data-names in the names table.
+names = [t.text for e in svg.iter(ns + 'text') if e.get('id') == 'names' for t in e.iter(ns + 'tspan')]
+paths = {}
+for p in svg.iter(ns + 'path'):
+    for i, frame in zip(p.get('data-names').split(), re.findall(r'M(\d+) (\d+)h(\d+)', p.get('d'))):
+        paths.setdefault(names[int(i)], []).append(frame)
 titles = list(paths)
 if 'compare' not in paths:
     sys.exit("svg: no frame for compare")

@@ -559,6 +559,33 @@ else
   fail=1
 fi
 
+# --- JIT code: three frames in anonymous executable memory, no module, frame pointers kept ---
+# Stopped in spin_in_callback, called from the third JIT function: the walk follows rbp through the
+# JIT frames (-v counts them) to run_jitted, main and _start; eu-stack's pcs are the oracle.
+if start 1 "$build/tests/fixtures/jit_frames" 60000; then
+  run_ehelf jit "$tpid" -v
+  run_eu_stack jit.eu "$tpid"
+  check_running "$tpid" "eu-stack"
+  # The callers' pcs (frame 0 moves on while the program spins between the two walks).
+  eu_first=$(awk '/^TID/ {n++} n == 1 && /^#/ && $1 != "#0" {print $2}' "$work/jit.eu" | tr '\n' ' ')
+  ours_first=$(awk '/^TID/ {n++} n == 1 && /^#/ && $1 != "#0" {print $2}' "$work/jit" | tr '\n' ' ')
+  names=$(awk '/^TID/ {n++} n == 1 && /^#/ {printf "%s ", ($3 == "" ? "?" : $3)}' "$work/jit")
+  case "$names" in
+    *"spin_in_callback ? ? ? run_jitted main "*"_start ") named=1 ;;
+    *) named=0 ;;
+  esac
+  if [ "$named" = 1 ] && [ "$ours_first" = "$eu_first" ] &&
+     grep -q "frame pointer outside any module (JIT) 3" "$work/jit"; then
+    echo "ok   JIT frames: 3 frames in no module followed by rbp to _start, the pcs of eu-stack"
+  else
+    echo "FAIL JIT frames: ehelf [$names] pcs [$ours_first] against eu-stack's [$eu_first]"
+    cat "$work/jit" "$work/jit.eu"; fail=1
+  fi
+  stop_target "$tpid"
+else
+  fail=1
+fi
+
 # --- a program whose file was deleted after it started (./prog & rm prog) ---
 # Its file is read through /proc/PID/map_files: the walks go through its frames to _start, with
 # its names, as eu-stack's do.

@@ -26,7 +26,7 @@ std::vector<std::string> modules_to_check() {
 }
 
 TEST(BackendCheck, EveryBackendAgreesWithTheModelOnSystemLibrariesAndFixtures) {
-  uint64_t compact_agreed = 0, hot_agreed = 0, fp_agreed = 0;
+  uint64_t compact_agreed = 0, hot_agreed = 0, fp_agreed = 0, remembered_agreed = 0;
   for (const std::string& path : modules_to_check()) {
     SCOPED_TRACE(path);
     auto m = load_module_cfi(path);
@@ -40,12 +40,14 @@ TEST(BackendCheck, EveryBackendAgreesWithTheModelOnSystemLibrariesAndFixtures) {
       if (c.backend == "compact table") compact_agreed += c.agreed;
       if (c.backend == "hot form") hot_agreed += c.agreed;
       if (c.backend == "frame pointer") fp_agreed += c.agreed;
+      if (c.backend == "remembered row") remembered_agreed += c.agreed;
     }
   }
   // Each backend really answered (libc alone has tens of thousands of ranges).
   EXPECT_GT(compact_agreed, 10000u);
   EXPECT_GT(hot_agreed, 10000u);
   EXPECT_GT(fp_agreed, 10u);
+  EXPECT_GT(remembered_agreed, 10000u);
 }
 
 // The oracle can fail: a compact table whose rules read the return address 8 bytes off, or

@@ -272,5 +272,58 @@ TEST(CfiEncoder, ImageWithTheBuildIdIsTheSeparateDebugFile) {
   EXPECT_FALSE(m->debug_elf);
 }
 
+// A row DWARF cannot express (a save 20 bytes below the CFA; data alignment -8) fails the
+// encoding, or with `left_out` leaves out that FDE only, with its CIE when no other FDE uses it
+// (a signal frame's here), and lists it: the other function's rows decode as they were.
+TEST(CfiEncoder, LeavesOutAnFdeWithARowItCannotEncode) {
+  UnwindTable table;
+  FunctionInfo odd{.pc_begin = 0x1000, .pc_end = 0x1010};
+  odd.signal_frame = true;
+  const uint32_t f_odd = table.add_function(odd);
+  const uint32_t f_fine = table.add_function(FunctionInfo{.pc_begin = 0x1010, .pc_end = 0x1020});
+  const CfaRule rsp8{CfaRule::Kind::RegOffset, x86_64::RSP, 8};
+  const CfaRule rsp16{CfaRule::Kind::RegOffset, x86_64::RSP, 16};
+  const ColumnRule ra{x86_64::RIP, {RegisterRule::Kind::Offset, 0, -8}};
+  const std::vector<ColumnRule> entry = {ra};
+  const std::vector<ColumnRule> odd_save = {{x86_64::RBX, {RegisterRule::Kind::Offset, 0, -20}},
+                                            ra};
+  const std::vector<ColumnRule> save = {{x86_64::RBX, {RegisterRule::Kind::Offset, 0, -16}}, ra};
+  table.add_range({0x1000, 0x1004, table.intern_row(rsp8, entry), f_odd, 0});
+  table.add_range({0x1004, 0x1010, table.intern_row(rsp16, odd_save), f_odd, 0});
+  table.add_range({0x1010, 0x1011, table.intern_row(rsp8, entry), f_fine, 0});
+  table.add_range({0x1011, 0x1020, table.intern_row(rsp16, save), f_fine, 0});
+  table.finish();
+  for (CfiFormat format : kFormats) {
+    SCOPED_TRACE(format_name(format));
+    auto refused = encode_cfi(table, format);
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().message.find("0x1004"), std::string::npos) << refused.error().message;
+    std::vector<LeftOutFde> left_out;
+    CfiElfOptions o;
+    o.format = format;
+    o.left_out = &left_out;
+    auto image = encode_cfi_elf(table, o);
+    ASSERT_TRUE(image) << image.error().message;
+    ASSERT_EQ(left_out.size(), 1u);
+    EXPECT_EQ(left_out[0].function, f_odd);
+    EXPECT_EQ(left_out[0].begin, 0x1000u);
+    EXPECT_NE(left_out[0].why.message.find("not a multiple of 8"), std::string::npos);
+    const std::string out = temp_path("cfi_encoder_left_out");
+    test::write_file(out, *image);
+    auto m = load_module_cfi(out);
+    ASSERT_TRUE(m) << m.error().message;
+    const auto& section = format == CfiFormat::EhFrame ? m->eh_frame : m->debug_frame;
+    ASSERT_TRUE(section);
+    EXPECT_EQ(section->cies.size(), 1u); // the signal frame's CIE went with its FDE
+    const UnwindTable decoded = load_table(out, format);
+    std::filesystem::remove(out);
+    for (uint64_t pc : {0x1000, 0x1004, 0x100f})
+      EXPECT_EQ(decoded.find(pc), nullptr) << std::hex << pc;
+    for (uint64_t pc : {0x1010, 0x1011, 0x101f})
+      EXPECT_EQ(row_text(table, table.find(pc)), row_text(decoded, decoded.find(pc)))
+          << std::hex << pc;
+  }
+}
+
 } // namespace
 } // namespace ehelf

@@ -3,11 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fmt/format.h>
 #include <random>
 #include <sstream>
 
 #include "dwarf/cfa_interpreter.hpp"
+#include "dwarf/cfi_limits.hpp"
 #include "dwarf/module_cfi.hpp"
 #include "report/readelf_frames.hpp"
 #include "test_support.hpp"
@@ -18,7 +22,8 @@ namespace {
 size_t count_lines_containing(const std::string& text, const std::string& needle) {
   size_t n = 0;
   std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) n += line.find(needle) != std::string::npos;
+  for (std::string line; std::getline(in, line);)
+    n += line.find(needle) != std::string::npos;
   return n;
 }
 
@@ -130,9 +135,8 @@ std::string parse_all(std::span<const uint8_t> data, CfiFormat fmt = CfiFormat::
   UnwindTable table;
   CfaInterpreter interp(table);
   for (const Fde& f : s.fdes) {
-    auto st = interp.run(s, s.cies[f.cie], f, bases, [](const InterpretedRow& r) {
-      EXPECT_LT(r.begin, r.end);
-    });
+    auto st = interp.run(s, s.cies[f.cie], f, bases,
+                         [](const InterpretedRow& r) { EXPECT_LT(r.begin, r.end); });
     if (!st) return st.error().to_string();
   }
   // The readelf renderer must survive the same input.
@@ -167,21 +171,24 @@ TEST(CfiHostile, RandomBitFlipsNeverCrash) {
   size_t errors = 0;
   for (int round = 0; round < 2000; ++round) {
     std::vector<uint8_t> copy = bytes;
-    for (int k = 0; k < 4; ++k) copy[rng() % copy.size()] ^= uint8_t(1u << (rng() % 8));
+    for (int k = 0; k < 4; ++k)
+      copy[rng() % copy.size()] ^= uint8_t(1u << (rng() % 8));
     errors += !parse_all(copy).empty();
   }
   EXPECT_GT(errors, 0u); // the flips do hit something the reader must reject
 }
 
 void put32(std::vector<uint8_t>& v, uint32_t x) {
-  for (int i = 0; i < 4; ++i) v.push_back(uint8_t(x >> (8 * i)));
+  for (int i = 0; i < 4; ++i)
+    v.push_back(uint8_t(x >> (8 * i)));
 }
 
 // Prefixes `body` with its 32-bit length.
 std::vector<uint8_t> entry(const std::vector<uint8_t>& body) {
   std::vector<uint8_t> out;
   put32(out, static_cast<uint32_t>(body.size()));
-  for (uint8_t b : body) out.push_back(b);
+  for (uint8_t b : body)
+    out.push_back(b);
   return out;
 }
 
@@ -198,13 +205,15 @@ std::vector<uint8_t> small_fde(size_t at, const std::vector<uint8_t>& program,
   put32(body, 0x100);
   put32(body, range);
   body.push_back(0); // augmentation data length
-  for (uint8_t b : program) body.push_back(b);
+  for (uint8_t b : program)
+    body.push_back(b);
   return entry(body);
 }
 
 std::vector<uint8_t> section_with(const std::vector<uint8_t>& program, uint32_t range = 0x40) {
   auto s = small_cie();
-  for (uint8_t b : small_fde(s.size(), program, range)) s.push_back(b);
+  for (uint8_t b : small_fde(s.size(), program, range))
+    s.push_back(b);
   return s;
 }
 
@@ -228,8 +237,7 @@ TEST(CfiHostile, CraftedEntriesGiveOneLineErrorsWithOffsets) {
   EXPECT_NE(parse_all(section_with({0x0b})).find("no remembered state"), std::string::npos);
   EXPECT_NE(parse_all(section_with({0x3f})).find("unknown call frame instruction"),
             std::string::npos);
-  EXPECT_NE(parse_all(section_with({0x07, 0xff, 0xff, 0x03})).find("too large"),
-            std::string::npos);
+  EXPECT_NE(parse_all(section_with({0x07, 0xff, 0xff, 0x03})).find("too large"), std::string::npos);
   // Expression with a backwards branch onto itself: decodes; evaluation is bounded elsewhere.
   EXPECT_EQ(parse_all(section_with({0x0f, 0x03, 0x2f, 0xfd, 0xff})), "");
   // A branch into the middle of an op is rejected at decode time.
@@ -258,7 +266,8 @@ namespace ehelf {
 namespace {
 
 void put(std::vector<uint8_t>& v, uint64_t x, int bytes) {
-  for (int i = 0; i < bytes; ++i) v.push_back(uint8_t(x >> (8 * i)));
+  for (int i = 0; i < bytes; ++i)
+    v.push_back(uint8_t(x >> (8 * i)));
 }
 
 // .debug_frame in the 64-bit DWARF format, CIE version 4 (address and segment sizes) and 3.
@@ -275,16 +284,18 @@ TEST(CfiReader, DebugFrame64BitDwarfAndVersions) {
     cie_body.push_back(1);    // code alignment
     cie_body.push_back(0x78); // data alignment -8
     cie_body.push_back(16);   // return address column (u8 in v1, ULEB in v3/4: same byte)
-    for (uint8_t b : {0x0c, 0x07, 0x08, 0x90, 0x01}) cie_body.push_back(b); // def_cfa rsp+8; rip@cfa-8
+    for (uint8_t b : {0x0c, 0x07, 0x08, 0x90, 0x01})
+      cie_body.push_back(b); // def_cfa rsp+8; rip@cfa-8
     std::vector<uint8_t> s;
     put(s, 0xffffffff, 4);
     put(s, cie_body.size(), 8);
     s.insert(s.end(), cie_body.begin(), cie_body.end());
     std::vector<uint8_t> fde_body;
-    put(fde_body, 0, 8);       // CIE pointer: offset 0
-    put(fde_body, 0x4000, 8);  // pc_begin
-    put(fde_body, 0x20, 8);    // pc_range
-    for (uint8_t b : {0x41, 0x0e, 0x10, 0x86, 0x02}) fde_body.push_back(b); // adv 1; cfa+16; rbp@-16
+    put(fde_body, 0, 8);      // CIE pointer: offset 0
+    put(fde_body, 0x4000, 8); // pc_begin
+    put(fde_body, 0x20, 8);   // pc_range
+    for (uint8_t b : {0x41, 0x0e, 0x10, 0x86, 0x02})
+      fde_body.push_back(b); // adv 1; cfa+16; rbp@-16
     size_t fde_at = s.size();
     put(s, 0xffffffff, 4);
     put(s, fde_body.size(), 8);
@@ -310,6 +321,58 @@ TEST(CfiReader, DebugFrame64BitDwarfAndVersions) {
     EXPECT_EQ(rows[0], std::make_pair(uint64_t(0x4000), int64_t(8)));
     EXPECT_EQ(rows[1], std::make_pair(uint64_t(0x4001), int64_t(16)));
   }
+}
+
+} // namespace
+} // namespace ehelf
+
+namespace ehelf {
+namespace {
+
+// A program longer than the limits is refused with one error naming the section and the offset
+// of the instruction where it went over, without decoding the whole program first; at the limit
+// it is read.
+TEST(CfiHostile, ProgramsPastTheLimitsAreRefused) {
+  const size_t fde_program_at = small_cie().size() + 17; // the FDE's header and empty aug data
+  const uint64_t max_insns = cfi_limits::kMaxInstructionsPerProgram;
+  EXPECT_EQ(parse_all(section_with(std::vector<uint8_t>(max_insns, 0x00))), "");
+  const std::string long_program =
+      parse_all(section_with(std::vector<uint8_t>(max_insns + 1, 0x00)));
+  EXPECT_EQ(long_program, fmt::format("<input>: .eh_frame+{:#x}: DW_CFA_nop: more than {} "
+                                      "instructions in one program: refused",
+                                      fde_program_at + max_insns, max_insns));
+  // One row per advance_loc (the FDE covers them all): the row limit comes first.
+  const uint64_t max_rows = cfi_limits::kMaxRowsPerFde;
+  const uint32_t range = static_cast<uint32_t>(max_rows + 16);
+  EXPECT_EQ(parse_all(section_with(std::vector<uint8_t>(max_rows - 1, 0x41), range)), "");
+  EXPECT_EQ(parse_all(section_with(std::vector<uint8_t>(max_rows + 1, 0x41), range)),
+            fmt::format("<input>: .eh_frame+{:#x}: DW_CFA_advance_loc: more than {} rows in one "
+                        "FDE: refused",
+                        fde_program_at + max_rows, max_rows));
+}
+
+// The largest tables on this machine are read whole, well under the limits (cfi_limits.hpp
+// records these numbers): rows of the whole module at most a quarter of the limit, distinct
+// rows at most a tenth.
+TEST(CfiLimits, LargestLibrariesAreReadWhole) {
+  size_t tried = 0;
+  for (const char* path : {"/usr/lib/x86_64-linux-gnu/libLLVM-15.so.1", "/usr/bin/python3.11",
+                           "/usr/bin/gdb", "/usr/lib/chromium/chromium", test::libc_path()}) {
+    if (!std::filesystem::exists(path)) continue;
+    SCOPED_TRACE(path);
+    ++tried;
+    auto m = load_module_cfi(path);
+    ASSERT_TRUE(m) << m.error().to_string();
+    TableBuildStats stats;
+    auto table = build_unwind_table(*m, &stats);
+    ASSERT_TRUE(table) << table.error().to_string();
+    std::printf("%s: %llu FDEs, %llu rows, %zu distinct\n", path,
+                static_cast<unsigned long long>(stats.fdes),
+                static_cast<unsigned long long>(stats.rows), table->row_count());
+    EXPECT_LE(stats.rows * 4, cfi_limits::kMaxRowsPerModule);
+    EXPECT_LE(table->row_count() * 10, cfi_limits::kMaxDistinctRowsPerModule);
+  }
+  if (tried == 0) GTEST_SKIP() << "none of the large libraries is installed";
 }
 
 } // namespace

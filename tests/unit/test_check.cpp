@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstring>
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -17,6 +19,7 @@
 #include "check/replay.hpp"
 #include "check/validator.hpp"
 #include "elf/elf_file.hpp"
+#include "runtime/proc_files.hpp"
 #include "synth/synthesizer.hpp"
 #include "test_support.hpp"
 #include "x86/program_main.hpp"
@@ -142,6 +145,31 @@ TEST(Check, WrongCfiIsFlaggedAtExactlyTheFirstWrongAddress) {
     ASSERT_EQ(r.inconsistencies.size(), 1u);
     EXPECT_FALSE(r.inconsistencies[0].instruction.empty());
     EXPECT_NE(r.inconsistencies[0].row.find("CFA="), std::string::npos);
+  }
+}
+
+// A tail call: the callee runs in its caller's frame and pushes over the slots where the caller
+// kept other registers. Its CFI, written for the other order of pushes, is flagged where a push
+// overwrites the caller's copy, stepping or running to breakpoints; assembled with the right
+// offsets (the same code), nothing is. The program exits with 3 either way, as it does natively.
+TEST(Check, SaveSlotsOverwrittenAfterATailCall) {
+  test::TempDir dir;
+  const std::string wrong = fixture("check_tail_call");
+  const std::string fixed = (dir.path / "fixed").string();
+  ASSERT_TRUE(compile_fixture("gcc -DEHELF_FIXED", "check_tail_call.S", fixed));
+  const std::set<Finding> want = expected_findings(wrong);
+  ASSERT_EQ(want.size(), 7u);
+  EXPECT_EQ(WEXITSTATUS(std::system(wrong.c_str())), 3);
+  for (bool single_step : {false, true}) {
+    SCOPED_TRACE(single_step);
+    CheckResult r = run({wrong}, 0, single_step);
+    EXPECT_EQ(findings_in(r, wrong), want) << describe(r);
+    EXPECT_EQ(r.summary.calls, 1u);
+    ASSERT_TRUE(WIFEXITED(r.summary.exit_status));
+    EXPECT_EQ(WEXITSTATUS(r.summary.exit_status), 3);
+    CheckResult right = run({fixed}, 0, single_step);
+    EXPECT_TRUE(right.inconsistencies.empty()) << describe(right);
+    EXPECT_EQ(right.summary.checked, r.summary.checked);
   }
 }
 
@@ -636,4 +664,209 @@ TEST(Check, ThreadsRunToBreakpointsTogether) {
     ASSERT_TRUE(WIFEXITED(blocks.summary.exit_status));
     EXPECT_EQ(WEXITSTATUS(blocks.summary.exit_status), 0);
   }
+}
+
+namespace {
+
+// ARGV started with its stdout and stderr in `out`; its pid.
+pid_t spawn(const std::vector<std::string>& args, const std::string& out) {
+  pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (fd < 0) ::_exit(127);
+  ::dup2(fd, 1);
+  ::dup2(fd, 2);
+  std::vector<char*> argv;
+  for (const std::string& a : args)
+    argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  ::execv(argv[0], argv.data());
+  ::_exit(127);
+}
+
+// `ehelf ARGS...` started with its stdout and stderr in `out`; its pid.
+pid_t spawn_ehelf(std::vector<std::string> args, const std::string& out) {
+  args.insert(args.begin(), std::string(EHELF_BIN_DIR) + "/ehelf");
+  return spawn(args, out);
+}
+
+// The pids of the "pid N" lines in `path`, once there are `count` of them (an empty list if
+// `waiter`, if given, ends first or a minute passes: a bound against hangs, not a speed
+// requirement).
+std::vector<pid_t> wait_for_pids(const std::string& path, size_t count, pid_t waiter) {
+  for (int tries = 0; tries < 6000; ++tries) {
+    std::vector<pid_t> pids;
+    for (const std::string& line : test::lines_of(test::run_command("cat " + path)))
+      if (line.starts_with("pid ")) pids.push_back(pid_t(std::stoi(line.substr(4))));
+    if (pids.size() >= count) return pids;
+    int status;
+    if (waiter > 0 && ::waitpid(waiter, &status, WNOHANG) == waiter) return {};
+    ::usleep(10000);
+  }
+  return {};
+}
+
+// The wait status of `pid`, or -1 if it has not ended within a minute (it is then killed).
+int wait_bounded(pid_t pid) {
+  for (int tries = 0; tries < 6000; ++tries) {
+    int status;
+    if (::waitpid(pid, &status, WNOHANG) == pid) return status;
+    ::usleep(10000);
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  return -1;
+}
+
+// Whether a process exists and is not a zombie (running, sleeping or stopped).
+bool alive(pid_t pid) {
+  const char state = proc_state(pid);
+  return state != 0 && state != 'Z' && state != 'X';
+}
+
+// Whether `pid` comes to a stop (job control or a tracer's), waiting at most a minute while it
+// lives.
+bool comes_to_a_stop(pid_t pid) {
+  for (int tries = 0; tries < 6000 && alive(pid); ++tries) {
+    const char state = proc_state(pid);
+    if (state == 'T' || state == 't') return true;
+    ::usleep(10000);
+  }
+  return false;
+}
+
+} // namespace
+
+// SIGTERM or SIGINT to `ehelf check` while it checks a busy program (its loop stops at every
+// run, rarely inside waitpid): each time the check stops, prints its partial summary, leaves
+// no process of the program's tree behind (the untraced child and grandchild included) and
+// dies of the signal. --max-steps kills the untraced children too.
+TEST(Check, TerminatingSignalsKillTheTreeAndPrintTheSummary) {
+  test::TempDir dir;
+  const std::string program = (dir.path / "busy").string();
+  ASSERT_TRUE(compile_fixture("gcc -O1", "check_busy.c", program));
+  const std::string out = (dir.path / "out").string();
+  for (int sig : {SIGTERM, SIGINT, SIGTERM, SIGINT, SIGTERM, SIGINT}) {
+    SCOPED_TRACE(sigabbrev_np(sig));
+    pid_t ehelf = spawn_ehelf({"check", "--", program}, out);
+    std::vector<pid_t> tree = wait_for_pids(out, 3, ehelf);
+    ASSERT_EQ(tree.size(), 3u) << test::run_command("cat " + out);
+    ::kill(ehelf, sig);
+    const int status = wait_bounded(ehelf);
+    const std::string text = test::run_command("cat " + out);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig) << status << "\n" << text;
+    // The summary says the check was interrupted. (Once in 24 rounds it named SIGINT where
+    // SIGTERM was sent, and ehelf died of SIGTERM: where that SIGINT came from is not known.)
+    EXPECT_NE(text.find("; interrupted by SIG"), std::string::npos) << text;
+    EXPECT_NE(text.find(" (program killed)\n"), std::string::npos) << text;
+    EXPECT_NE(text.find("0 inconsistencies; "), std::string::npos) << text;
+    for (pid_t pid : tree) {
+      EXPECT_FALSE(alive(pid)) << pid;
+      ::kill(pid, SIGKILL); // whatever the result, nothing is left behind
+    }
+  }
+  pid_t ehelf = spawn_ehelf({"check", "--max-steps", "1000000", "--", program}, out);
+  const int status = wait_bounded(ehelf);
+  const std::string text = test::run_command("cat " + out);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << "\n" << text;
+  EXPECT_NE(text.find("stopped at the step limit (program killed)"), std::string::npos) << text;
+  std::vector<pid_t> tree = wait_for_pids(out, 3, 0);
+  ASSERT_EQ(tree.size(), 3u) << text;
+  for (pid_t pid : tree) {
+    EXPECT_FALSE(alive(pid)) << pid;
+    ::kill(pid, SIGKILL);
+  }
+}
+
+// The program's own SIGTRAP (an int3, raise, kill) reaches its handler under the check as it
+// does natively: it exits with the count, 3, stepping or running to breakpoints, and the
+// handler's entries are followed as signal frames. A program that stops itself with SIGSTOP
+// stays stopped, as natively, until a SIGCONT; then it runs on to the same end.
+TEST(Check, TheProgramsOwnTrapsAndStops) {
+  test::TempDir dir;
+  const std::string program = (dir.path / "own_signals").string();
+  ASSERT_TRUE(compile_fixture("gcc -O1", "check_own_signals.c", program));
+  const int native = std::system(program.c_str());
+  ASSERT_TRUE(WIFEXITED(native));
+  ASSERT_EQ(WEXITSTATUS(native), 3);
+  for (bool single_step : {false, true}) {
+    SCOPED_TRACE(single_step);
+    CheckResult r = run({program}, 0, single_step);
+    EXPECT_TRUE(r.inconsistencies.empty()) << describe(r);
+    EXPECT_EQ(r.summary.signals, 3u);
+    ASSERT_TRUE(WIFEXITED(r.summary.exit_status));
+    EXPECT_EQ(WEXITSTATUS(r.summary.exit_status), 3);
+  }
+  const std::string out = (dir.path / "out").string();
+  for (bool under_check : {false, true}) {
+    SCOPED_TRACE(under_check);
+    pid_t runner = under_check ? spawn_ehelf({"check", "--", program, "stop"}, out)
+                               : spawn({program, "stop"}, out);
+    std::vector<pid_t> pids = wait_for_pids(out, 1, runner);
+    ASSERT_EQ(pids.size(), 1u) << test::run_command("cat " + out);
+    const bool stopped = comes_to_a_stop(pids[0]);
+    EXPECT_TRUE(stopped) << test::run_command("cat " + out);
+    EXPECT_EQ(test::run_command("cat " + out).find("continued"), std::string::npos);
+    ::kill(pids[0], SIGCONT);
+    const int status = wait_bounded(runner);
+    const std::string text = test::run_command("cat " + out);
+    ASSERT_TRUE(WIFEXITED(status)) << status << "\n" << text;
+    EXPECT_NE(text.find("continued"), std::string::npos) << text;
+    if (under_check) {
+      EXPECT_EQ(WEXITSTATUS(status), 0) << text;
+      EXPECT_NE(text.find("exited with 3"), std::string::npos) << text;
+    } else {
+      EXPECT_EQ(WEXITSTATUS(status), 3);
+    }
+  }
+}
+
+// A child made by clone(CLONE_VM) without CLONE_VFORK runs in its parent's memory while the
+// parent runs on: no breakpoint may be set in either while it lives, followed or not. The
+// program's own check of both results (exit status 0, as natively) is the oracle; nothing is
+// reported, and the runs before the child and after it still go to breakpoints.
+TEST(Check, ChildrenSharingMemoryWithoutVfork) {
+  test::TempDir dir;
+  const std::string program = (dir.path / "clone_vm").string();
+  ASSERT_TRUE(compile_fixture("gcc -O1", "check_clone_vm.c", program));
+  const int native = std::system((program + " > /dev/null").c_str());
+  ASSERT_TRUE(WIFEXITED(native));
+  ASSERT_EQ(WEXITSTATUS(native), 0);
+  for (bool follow : {false, true})
+    for (int round = 0; round < 2; ++round) {
+      SCOPED_TRACE(testing::Message() << "follow " << follow << " round " << round);
+      CheckOptions o;
+      o.argv = {program};
+      o.follow_fork = follow;
+      auto r = run_check(o);
+      ASSERT_TRUE(r.ok()) << r.error().to_string();
+      EXPECT_TRUE(r->inconsistencies.empty()) << describe(*r);
+      EXPECT_EQ(r->summary.processes, follow ? 2u : 1u);
+      EXPECT_GT(r->summary.blocks, 0u);
+      ASSERT_TRUE(WIFEXITED(r->summary.exit_status)) << r->summary.exit_status;
+      EXPECT_EQ(WEXITSTATUS(r->summary.exit_status), 0);
+    }
+}
+
+// Self-modifying code: the program makes its code writable and patches a function between two
+// calls, writing over the byte where a straight-line run's breakpoint is. Code the program may
+// write is stepped, decoded again each time: running to breakpoints checks what stepping every
+// instruction checks, and both find the patch's two wrong rows. The program ends as natively.
+TEST(Check, SelfModifyingCode) {
+  test::TempDir dir;
+  const std::string program = (dir.path / "self_modify").string();
+  ASSERT_TRUE(compile_fixture("gcc", "check_self_modify.S", program));
+  const std::set<Finding> want = expected_findings(program);
+  ASSERT_EQ(want.size(), 2u);
+  EXPECT_EQ(test::run_command(program + "; echo $?"), "patched twice\n1\n");
+  CheckResult blocks = run({program});
+  CheckResult steps = run({program}, 0, /*single_step=*/true);
+  for (const CheckResult* r : {&blocks, &steps}) {
+    EXPECT_EQ(findings_in(*r, program), want) << describe(*r);
+    ASSERT_TRUE(WIFEXITED(r->summary.exit_status));
+    EXPECT_EQ(WEXITSTATUS(r->summary.exit_status), 1);
+  }
+  EXPECT_GT(blocks.summary.blocks, 0u); // in libc's puts
+  EXPECT_EQ(blocks.summary.checked, steps.summary.checked);
+  EXPECT_EQ(blocks.summary.steps, steps.summary.steps);
 }

@@ -239,11 +239,14 @@ if area is not None:
     x0, y0, w, h = (float(area.get(k)) for k in ('x', 'y', 'width', 'height'))
     fh = h / levels
     gap = 0 if area.get('data-inverted') == '1' or fh <= 1 else 1
+    table = next(t for t in root.iter(ns + 'text') if t.get('id') == 'names')
+    names = [t.text for t in table.iter(ns + 'tspan')]
     for path in area.iter(ns + 'path'):
-        for s, row, n in re.findall(r'M(\d+) (\d+)h(\d+)', path.get('d')):
+        named = path.get('data-names').split()
+        for k, (s, row, n) in enumerate(re.findall(r'M(\d+) (\d+)h(\d+)', path.get('d'))):
             x, y, width = x0 + int(s) * w / total, y0 + int(row) * fh + gap, int(n) * w / total
             label = [l for lx, ly, l in labels if abs(lx - x - 3) < 0.01 and y < ly < y + fh]
-            print('\t'.join([path.find(ns + 'title').text, path.get('stroke'), ''.join(label), n,
+            print('\t'.join([names[int(named[k])], path.get('stroke'), ''.join(label), n,
                              repr(x), repr(y), repr(width)]))
 )";
   std::istringstream lines(test::run_command("python3 " + script_path + " " + svg_path));

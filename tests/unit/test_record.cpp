@@ -133,6 +133,17 @@ TEST(Output, FormatFromFlagOrExtension) {
   EXPECT_EQ(*profile_format("script", "x.txt"), ProfileFormat::Script);
   EXPECT_EQ(*profile_format("svg", "x.folded"), ProfileFormat::Svg);
   EXPECT_FALSE(profile_format("bogus", "x.svg"));
+  // In any case; the file's extension, not a directory's.
+  EXPECT_EQ(*profile_format("", "x.SVG"), ProfileFormat::Svg);
+  EXPECT_EQ(*profile_format("", "out/PROF.PB.GZ"), ProfileFormat::Pprof);
+  EXPECT_EQ(*profile_format("", "x.Folded"), ProfileFormat::Folded);
+  // An extension no format has is refused, naming the file, unless -f says the format.
+  for (const char* path : {"prof.json", "x.html", "x.svgz", "x", "graphs.svg/x", "x.svg.bak"}) {
+    auto format = profile_format("", path);
+    ASSERT_FALSE(format) << path;
+    EXPECT_NE(format.error().message.find(path), std::string::npos) << format.error().message;
+  }
+  EXPECT_EQ(*profile_format("folded", "prof.json"), ProfileFormat::Folded);
 }
 
 } // namespace

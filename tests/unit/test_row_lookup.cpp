@@ -19,6 +19,7 @@ struct Loaded {
   ModuleCfi cfi;
   UnwindTable table;
   RowLookup lookup;
+  std::vector<uint8_t> made_hdr; // the search table made from .eh_frame, when asked for
 };
 
 // The module's CfiImage from its section headers.
@@ -33,7 +34,9 @@ bool image_of(const ElfFile& elf, CfiImage& img) {
   return true;
 }
 
-std::unique_ptr<Loaded> load(const std::string& path) {
+// `made_table`: the lookup goes through a search table made from .eh_frame (make_search_table)
+// instead of the file's .eh_frame_hdr.
+std::unique_ptr<Loaded> load(const std::string& path, bool made_table = false) {
   auto out = std::make_unique<Loaded>();
   LoadOptions lo;
   lo.debug_frame = false;
@@ -44,7 +47,15 @@ std::unique_ptr<Loaded> load(const std::string& path) {
   if (!table) return nullptr;
   out->table = std::move(*table);
   CfiImage img;
-  if (!image_of(*out->cfi.elf, img) || !out->lookup.init(img)) return nullptr;
+  if (made_table) {
+    auto made = make_search_table(*out->cfi.elf);
+    if (!made) return nullptr;
+    out->made_hdr = std::move(made->hdr);
+    img = CfiImage{out->made_hdr, made->hdr_addr, made->eh_frame, made->eh_frame_addr};
+  } else if (!image_of(*out->cfi.elf, img)) {
+    return nullptr;
+  }
+  if (!out->lookup.init(img)) return nullptr;
   return out;
 }
 
@@ -87,9 +98,9 @@ std::span<const uint8_t> bytes_of(const UnwindTable& t, uint32_t expr) {
 
 // Every range's first and last address, and the address after each range that the next does
 // not start at (no FDE: NoEntry), looked up both ways.
-void compare_everywhere(const std::string& path, size_t at_least = 1000) {
+void compare_everywhere(const std::string& path, size_t at_least = 1000, bool made_table = false) {
   SCOPED_TRACE(path);
-  auto m = load(path);
+  auto m = load(path, made_table);
   ASSERT_TRUE(m) << "cannot load " << path;
   const UnwindTable& t = m->table;
   size_t checked = 0;
@@ -136,6 +147,39 @@ TEST(RowLookup, SameRowsAsTheTableForLdSoAndLibm) {
 TEST(RowLookup, SameRowsAsTheTableForFixtures) {
   for (const char* name : {"recursion", "exceptions", "cfi_variety_hdr", "stack_target"})
     compare_everywhere(std::string(EHELF_FIXTURE_DIR) + "/" + name, 10);
+}
+
+// A module without a usable .eh_frame_hdr (--no-eh-frame-hdr, or a header listing no FDE) is
+// searched through a table made from its .eh_frame: the linker's own table where there is one,
+// and the same rows through it.
+TEST(RowLookup, MadeSearchTableIsTheLinkers) {
+  const std::vector<std::string> paths = {test::libc_path(),
+                                          "/usr/lib/x86_64-linux-gnu/libstdc++.so.6",
+                                          std::string(EHELF_FIXTURE_DIR) + "/exceptions"};
+  for (const std::string& path : paths) {
+    SCOPED_TRACE(path);
+    auto elf = ElfFile::open(path);
+    ASSERT_TRUE(elf);
+    const Section* hdr = (*elf)->find_section(".eh_frame_hdr");
+    ASSERT_TRUE(hdr);
+    auto linkers = parse_eh_frame_hdr(*(*elf)->section_data(*hdr), hdr->addr);
+    ASSERT_TRUE(linkers);
+    auto made = make_search_table(**elf);
+    ASSERT_TRUE(made) << made.error().to_string();
+    auto ours = parse_eh_frame_hdr(made->hdr, made->hdr_addr);
+    ASSERT_TRUE(ours);
+    EXPECT_EQ(ours->eh_frame_ptr, linkers->eh_frame_ptr);
+    ASSERT_EQ(ours->table.size(), linkers->table.size());
+    for (size_t i = 0; i < ours->table.size(); ++i) {
+      EXPECT_EQ(ours->table[i].initial_location, linkers->table[i].initial_location) << i;
+      EXPECT_EQ(ours->table[i].fde_address, linkers->table[i].fde_address) << i;
+    }
+  }
+}
+TEST(RowLookup, SameRowsThroughAMadeSearchTable) {
+  compare_everywhere(test::libc_path(), 1000, true);
+  for (const char* name : {"recursion", "exceptions", "cfi_variety_hdr"})
+    compare_everywhere(std::string(EHELF_FIXTURE_DIR) + "/" + name, 10, true);
 }
 
 TEST(RowLookup, RefusesHeadersItCannotSearch) {
@@ -269,7 +313,8 @@ TEST(LoadedRows, AnImageUnmappedUnderALookupFailsWithoutFaulting) {
   ::munmap(f.base, f.size); // dlclose under the walk
   // Pages not copied yet cannot be: every lookup ends in a status, none faults.
   size_t failed = 0;
-  for (const TableRange& r : m->table.ranges()) failed += rows->find(r.begin, got) != RowStatus::Found;
+  for (const TableRange& r : m->table.ranges())
+    failed += rows->find(r.begin, got) != RowStatus::Found;
   EXPECT_GT(failed, 0u);
   // Unmapped before the first lookup: no rows at all.
   FakeImage g = map_like_loaded(*m);
@@ -292,7 +337,9 @@ TEST(RowLookup, WholeTableFromRowsEqualsTheSectionsTable) {
     SCOPED_TRACE(path);
     auto m = load(path);
     ASSERT_TRUE(m);
-    const UnwindTable from_rows = m->lookup.whole_table();
+    const std::optional<UnwindTable> whole = m->lookup.whole_table();
+    ASSERT_TRUE(whole.has_value());
+    const UnwindTable& from_rows = *whole;
     const UnwindTable& t = m->table;
     for (const TableRange& r : t.ranges())
       for (uint64_t pc : {r.begin, r.end - 1}) {

@@ -235,11 +235,13 @@ TEST(ProcFiles, MapsLinesAsTheKernelPrintsThem) {
   EXPECT_EQ(m.end, 0x7f0a1c021000u);
   EXPECT_EQ(m.offset, 0x2000u);
   EXPECT_TRUE(m.executable);
+  EXPECT_FALSE(m.writable);
   EXPECT_EQ(m.path, "/usr/lib/my lib.so (deleted)");
   EXPECT_TRUE(m.deleted());
   EXPECT_EQ(m.open_path(42), "/proc/42/map_files/7f0a1c000000-7f0a1c021000");
   ASSERT_TRUE(parse_proc_maps_line("7ffd1000-7ffd3000 rw-p 00000000 00:00 0 ", m));
   EXPECT_FALSE(m.executable);
+  EXPECT_TRUE(m.writable);
   EXPECT_EQ(m.path, "");
   EXPECT_FALSE(parse_proc_maps_line("garbage", m));
   EXPECT_FALSE(parse_proc_maps_line("7000-6000 r-xp 0 00:00 0 [bad]", m));
@@ -263,6 +265,11 @@ TEST(ProcFiles, ThisProcessHasItsCodeMappedFromItsExecutable) {
   ASSERT_TRUE(threads);
   EXPECT_NE(std::find(threads->begin(), threads->end(), ::getpid()), threads->end());
   EXPECT_FALSE(proc_threads(0x7ffffff0));
+  // This process runs (its stat says R) and has the parent getppid() names; no process is 0.
+  EXPECT_EQ(proc_state(::getpid()), 'R');
+  EXPECT_EQ(proc_parent(::getpid()), ::getppid());
+  EXPECT_EQ(proc_state(0x7ffffff0), 0);
+  EXPECT_EQ(proc_parent(0x7ffffff0), 0);
 }
 
 } // namespace

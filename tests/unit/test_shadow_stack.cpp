@@ -77,6 +77,12 @@ TEST(ShadowStack, SavesFollowPushesAndMovesOfEntryValues) {
   EXPECT_EQ(s.executed(pop, a, b), 0u);
   EXPECT_TRUE(s.frames()[0].saved_at(0, 0x6ff8));
   EXPECT_TRUE(s.checkable());
+  // Another register's value stored over a save ends it (a tail-called function pushing over
+  // its caller's slots): r12's entry value over rbx's at 0x6ff8 is r12's save only.
+  RegisterState low = regs(0x6fe8);
+  s.executed(store, low, after(store, low));
+  EXPECT_FALSE(s.frames()[0].saved_at(0, 0x6ff8));
+  EXPECT_TRUE(s.frames()[0].saved_at(2, 0x6ff8));
 }
 
 TEST(ShadowStack, CallsRetsAndResynchronisation) {
