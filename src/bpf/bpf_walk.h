@@ -1,0 +1,162 @@
+/* The in-kernel walk's rows and its step, in C shared by the BPF program (unwind.bpf.c) and its
+ * user-space twin (bpf_twin.hpp), so that the backend oracle tests the very step the kernel runs.
+ *
+ * A file's table is a sorted array of rows, one per address range of the model (each row holds
+ * from its pc to the next row's); a gap between functions is a NONE row. pc is relative to the
+ * table's base (its lowest address), so that 32 bits reach any file's code.
+ *
+ * Kinds and their formulas (CFA: the caller's rsp; "at X": the word read at address X):
+ *   NONE      no FDE covers the pc: the walk stops (no entry)
+ *   CFA_RSP   CFA = rsp + cfa_offset
+ *   CFA_RBP   CFA = rbp + cfa_offset                       (stops if rbp is unknown)
+ *   PLT       CFA = rsp + cfa_offset + ((rip & 15) >= rbp_offset ? 8 : 0)
+ *             (the expression every linker writes for .plt and .plt.sec entries; rbp unchanged)
+ *     then, for the three: rip = at CFA + rip_offset, rsp = CFA,
+ *                          rbp = at CFA + rbp_offset | unchanged | unknown (EHELF_SAVE_*)
+ *   SIGNAL    the kernel's rt_sigframe at rsp (__restore_rt): rsp = at rsp + cfa_offset,
+ *             rbp = at rsp + rbp_offset, rip = at rsp + rip_offset
+ *   END       the return address is undefined: the outermost frame
+ *   STOP      a row no kind above expresses (cfa_offset: the reason, UnwindRule's NotExpressible)
+ * A row of an FDE with the 'S' augmentation (flags & EHELF_ROW_SIGNAL_FRAME) makes the caller's
+ * pc exact: its row is looked up at the pc itself, not at pc - 1.
+ *
+ * The including file defines, before including:
+ *   EHELF_READ_U64(ctx, addr, out)  0 when the 8 bytes at addr were read into *out
+ *   EHELF_ROW_AT(ctx, index)        the row at a global index, or 0
+ */
+#ifndef EHELF_BPF_WALK_H
+#define EHELF_BPF_WALK_H
+
+#include <linux/types.h>
+
+#ifdef __cplusplus
+#define EHELF_INLINE inline __attribute__((always_inline))
+#else
+#define EHELF_INLINE static __inline __attribute__((always_inline))
+#endif
+
+enum ehelf_row_kind {
+  EHELF_ROW_NONE = 0,
+  EHELF_ROW_CFA_RSP = 1,
+  EHELF_ROW_CFA_RBP = 2,
+  EHELF_ROW_PLT = 3,
+  EHELF_ROW_SIGNAL = 4,
+  EHELF_ROW_END = 5,
+  EHELF_ROW_STOP = 6,
+};
+
+/* flags: how rbp is recovered (two bits), and the 'S' augmentation. */
+enum ehelf_row_flags {
+  EHELF_SAVE_SAME = 0,
+  EHELF_SAVE_AT_CFA = 1,
+  EHELF_SAVE_UNKNOWN = 2,
+  EHELF_SAVE_MASK = 3,
+  EHELF_ROW_SIGNAL_FRAME = 4,
+};
+
+struct ehelf_bpf_row {
+  __u32 pc;         /* the row's first address - the table's base */
+  __u8 kind;        /* enum ehelf_row_kind */
+  __u8 flags;       /* enum ehelf_row_flags */
+  __s16 rip_offset; /* see the kinds */
+  __s32 cfa_offset; /* see the kinds; STOP: the reason */
+  __s32 rbp_offset; /* see the kinds; PLT: the threshold on rip & 15 */
+};
+
+/* Why a walk in the kernel ended (counted per reason; OK while it goes on). */
+enum ehelf_walk_stop {
+  EHELF_STOP_OK = 0,
+  EHELF_STOP_END = 1,             /* the outermost frame (END row, or a return address of 0) */
+  EHELF_STOP_NO_ENTRY = 2,        /* a NONE row: no FDE covers the pc */
+  EHELF_STOP_NOT_EXPRESSIBLE = 3, /* a STOP row */
+  EHELF_STOP_BAD_READ = 4,        /* bpf_probe_read_user refused a read */
+  EHELF_STOP_MISSING_RBP = 5,     /* CFA = rbp + n with rbp unknown */
+  EHELF_STOP_CFA_NOT_GROWING = 6, /* the caller's rsp is not above the callee's */
+  EHELF_STOP_NO_PROCESS = 7,      /* the process's mappings are not loaded yet */
+  EHELF_STOP_NO_MAPPING = 8,      /* the pc is in no mapping (and rbp leads nowhere) */
+  EHELF_STOP_NO_TABLE_YET = 9,    /* the file's table is not loaded yet */
+  EHELF_STOP_DEPTH = 10,          /* the frame limit */
+  EHELF_STOP_ROW_MISSING = 11,    /* a table's row could not be read (a map changing under us) */
+  EHELF_STOP_COUNT = 12,
+};
+
+struct ehelf_bpf_regs {
+  __u64 rip, rsp, rbp;
+  __u8 rbp_known;
+  __u8 exact_pc; /* look the pc up as it is (the first frame, after a signal frame) */
+};
+
+/* One step through `row`: `r` become the caller's registers, or a stop reason and `r` unchanged. */
+EHELF_INLINE int ehelf_bpf_step(const struct ehelf_bpf_row *row, struct ehelf_bpf_regs *r,
+                                void *ctx) {
+  __u64 cfa, rip = 0, rbp = r->rbp;
+  __u8 rbp_known = r->rbp_known;
+  switch (row->kind) {
+  case EHELF_ROW_CFA_RSP:
+    cfa = r->rsp + (__u64)(__s64)row->cfa_offset;
+    break;
+  case EHELF_ROW_CFA_RBP:
+    if (!r->rbp_known) return EHELF_STOP_MISSING_RBP;
+    cfa = r->rbp + (__u64)(__s64)row->cfa_offset;
+    break;
+  case EHELF_ROW_PLT:
+    cfa = r->rsp + (__u64)(__s64)row->cfa_offset +
+          ((r->rip & 15) >= (__u64)(__s64)row->rbp_offset ? 8 : 0);
+    break;
+  case EHELF_ROW_SIGNAL: {
+    __u64 rsp = 0;
+    if (EHELF_READ_U64(ctx, r->rsp + (__u64)(__s64)row->cfa_offset, &rsp) ||
+        EHELF_READ_U64(ctx, r->rsp + (__u64)(__s64)row->rip_offset, &rip))
+      return EHELF_STOP_BAD_READ;
+    rbp_known = EHELF_READ_U64(ctx, r->rsp + (__u64)(__s64)row->rbp_offset, &rbp) == 0;
+    r->rip = rip;
+    r->rsp = rsp;
+    r->rbp = rbp;
+    r->rbp_known = rbp_known;
+    r->exact_pc = 1;
+    return EHELF_STOP_OK;
+  }
+  case EHELF_ROW_END:
+    return EHELF_STOP_END;
+  case EHELF_ROW_NONE:
+    return EHELF_STOP_NO_ENTRY;
+  default:
+    return EHELF_STOP_NOT_EXPRESSIBLE;
+  }
+  if (EHELF_READ_U64(ctx, cfa + (__u64)(__s64)row->rip_offset, &rip)) return EHELF_STOP_BAD_READ;
+  switch (row->flags & EHELF_SAVE_MASK) {
+  case EHELF_SAVE_AT_CFA:
+    rbp_known = EHELF_READ_U64(ctx, cfa + (__u64)(__s64)row->rbp_offset, &rbp) == 0;
+    break;
+  case EHELF_SAVE_UNKNOWN:
+    rbp_known = 0;
+    break;
+  default:
+    break;
+  }
+  r->rip = rip;
+  r->rsp = cfa;
+  r->rbp = rbp;
+  r->rbp_known = rbp_known;
+  r->exact_pc = (row->flags & EHELF_ROW_SIGNAL_FRAME) != 0;
+  return EHELF_STOP_OK;
+}
+
+/* The global index of the row covering `rel` (relative to the table's base) among `count` rows
+ * from `first`, or -1 (before the first row, or a row that could not be read). A binary search of
+ * at most 32 rounds: a bounded loop the verifier accepts for any table size. */
+EHELF_INLINE __s64 ehelf_bpf_find_row(void *ctx, __u64 first, __u32 count, __u32 rel) {
+  __u32 lo = 0, hi = count; /* rows before lo start at or below rel; rows from hi above it */
+  for (int round = 0; round < 32 && lo < hi; round++) {
+    __u32 mid = lo + (hi - lo) / 2;
+    const struct ehelf_bpf_row *row = EHELF_ROW_AT(ctx, first + mid);
+    if (!row) return -1;
+    if (row->pc <= rel)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo == 0 ? -1 : (__s64)(first + lo - 1);
+}
+
+#endif
