@@ -13,6 +13,7 @@ PACKAGES=(
   csmith libcsmith-dev cvise
   libprotobuf-dev python3-protobuf
   chromium chromium-driver python3-selenium
+  libbpf-dev bpftool llvm
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

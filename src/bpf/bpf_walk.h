@@ -20,9 +20,10 @@
  * A row of an FDE with the 'S' augmentation (flags & EHELF_ROW_SIGNAL_FRAME) makes the caller's
  * pc exact: its row is looked up at the pc itself, not at pc - 1.
  *
- * The including file defines, before including:
+ * The step and the search are defined where the including file has defined, before including:
  *   EHELF_READ_U64(ctx, addr, out)  0 when the 8 bytes at addr were read into *out
  *   EHELF_ROW_AT(ctx, index)        the row at a global index, or 0
+ * (the types alone elsewhere: the loader).
  */
 #ifndef EHELF_BPF_WALK_H
 #define EHELF_BPF_WALK_H
@@ -85,6 +86,11 @@ struct ehelf_bpf_regs {
   __u8 rbp_known;
   __u8 exact_pc; /* look the pc up as it is (the first frame, after a signal frame) */
 };
+
+#endif /* the types */
+
+#if defined(EHELF_READ_U64) && defined(EHELF_ROW_AT) && !defined(EHELF_BPF_WALK_STEP)
+#define EHELF_BPF_WALK_STEP
 
 /* One step through `row`: `r` become the caller's registers, or a stop reason and `r` unchanged. */
 EHELF_INLINE int ehelf_bpf_step(const struct ehelf_bpf_row *row, struct ehelf_bpf_regs *r,
@@ -159,4 +165,4 @@ EHELF_INLINE __s64 ehelf_bpf_find_row(void *ctx, __u64 first, __u32 count, __u32
   return lo == 0 ? -1 : (__s64)(first + lo - 1);
 }
 
-#endif
+#endif /* the step */

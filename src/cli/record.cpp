@@ -34,6 +34,9 @@ struct Options {
   bool no_kernel = false, with_pid = false, with_tid = false, weight_period = false;
   bool quiet = false, inverted = false;
   bool raw = false; // mangled names
+  std::string unwind = "auto";
+  uint32_t copy_every = 0;
+  double interval = 0;
   std::string title;
   size_t top = 10;
 };
@@ -89,6 +92,10 @@ int run_record(const Options& o) {
   ro.max_depth = o.max_frames ? o.max_frames : 65536;
   ro.debug_dirs = o.debug_dirs;
   ro.demangle = !o.raw;
+  ro.unwind = o.unwind == "kernel" ? record::UnwindMode::Kernel
+              : o.unwind == "user" ? record::UnwindMode::User
+                                   : record::UnwindMode::Auto;
+  ro.kernel_copy_every = o.copy_every;
   if (!parse_ids(o.pids, "-p", "a process id", ro.pids) ||
       !parse_ids(o.tids, "-t", "a thread id", ro.tids))
     return 2;
@@ -113,8 +120,13 @@ int run_record(const Options& o) {
     fmt::print(stderr, "ehelf: {}\n", message_of(format.error()));
     return 2;
   }
-  // The output must be writable before anything runs: a recording is not repeatable.
-  auto output = OutputFile::create(o.output);
+  // The output must be writable before anything runs: a recording is not repeatable. With
+  // --interval, each interval goes to a file of its own (NAME.0001.EXT, ...), the last too.
+  unsigned intervals = 0;
+  auto output_path = [&] {
+    return o.interval > 0 ? record::interval_path(o.output, intervals + 1) : o.output;
+  };
+  auto output = OutputFile::create(output_path());
   if (!output) {
     fmt::print(stderr, "ehelf: {}\n", message_of(output.error()));
     return 2;
@@ -125,6 +137,41 @@ int run_record(const Options& o) {
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
   const auto wall_start = std::chrono::system_clock::now();
+  std::string what = !ro.command.empty() ? ro.command.front()
+                     : ro.system_wide    ? std::string("the whole system")
+                     : ro.tids.empty()   ? "pid " + o.pids
+                                         : "tid " + o.tids;
+  // The profile so far (its stacks named) into `file`.
+  auto write = [&](record::Recording& rec, const std::vector<perf::CountedStack>& stacks,
+                   OutputFile& file) {
+    record::OutputOptions out;
+    out.fold.include_pid = o.with_pid;
+    out.fold.include_tid = o.with_tid;
+    out.fold.weight_by_period = o.weight_period;
+    out.event = o.event;
+    out.frequency = rec.frequency;
+    out.period = o.period;
+    out.start_nanos =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(wall_start.time_since_epoch())
+            .count();
+    out.inverted = o.inverted;
+    out.title = o.title.empty() ? fmt::format("ehelf record: {}", what) : o.title;
+    return record::write_profile(rec, stacks, *format, file, out);
+  };
+  ro.interval = o.interval;
+  ro.on_interval = [&](record::Recording& rec, unsigned index) -> Status {
+    const std::vector<perf::CountedStack> stacks = rec.profile.named(*rec.unwinder);
+    Status written = write(rec, stacks, *output);
+    if (!written) return written;
+    if (!o.quiet)
+      fmt::print(stderr, "ehelf: interval {}: {} samples written to {}\n", index,
+                 rec.profile.samples(), output->path());
+    intervals = index;
+    auto next = OutputFile::create(output_path());
+    if (!next) return std::move(next).error();
+    *output = std::move(*next);
+    return Ok{};
+  };
   ro.on_note = [](const std::string& note) { fmt::print(stderr, "ehelf: {}\n", note); };
   auto recorded = record::record(ro, &g_stop_requests);
   if (!recorded) {
@@ -135,22 +182,7 @@ int run_record(const Options& o) {
   record::Recording* rec =
       &kept_until_exit(std::make_unique<record::Recording>(std::move(*recorded)));
   const std::vector<perf::CountedStack> stacks = rec->profile.named(*rec->unwinder);
-  record::OutputOptions out;
-  out.fold.include_pid = o.with_pid;
-  out.fold.include_tid = o.with_tid;
-  out.fold.weight_by_period = o.weight_period;
-  out.event = o.event;
-  out.frequency = rec->frequency;
-  out.period = o.period;
-  out.start_nanos =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(wall_start.time_since_epoch()).count();
-  std::string what = !ro.command.empty() ? ro.command.front()
-                     : ro.system_wide    ? std::string("the whole system")
-                     : ro.tids.empty()   ? "pid " + o.pids
-                                         : "tid " + o.tids;
-  out.inverted = o.inverted;
-  out.title = o.title.empty() ? fmt::format("ehelf record: {}", what) : o.title;
-  if (Status s = record::write_profile(*rec, stacks, *format, *output, out); !s) {
+  if (Status s = write(*rec, stacks, *output); !s) {
     fmt::print(stderr, "ehelf: {}\n", message_of(s.error()));
     return 1;
   }
@@ -160,10 +192,11 @@ int run_record(const Options& o) {
     si.stacks = &stacks;
     si.seconds = rec->seconds;
     si.event = o.event;
-    si.output = o.output;
+    si.output = output->path();
     si.top = o.top;
     si.frames_outside_modules = rec->unwinder->frames_outside_modules();
     fmt::print(stderr, "{}", record::summary_text(si));
+    if (rec->in_kernel) fmt::print(stderr, "{}", record::kernel_walk_summary(*rec));
   }
   return rec->exit_status;
 }
@@ -201,6 +234,18 @@ void register_record(CLI::App& app) {
   cmd->add_option("-n,--max-frames", opt->max_frames,
                   "At most this many user frames per sample (default 512, 0: 65536)");
   cmd->add_flag("--no-kernel", opt->no_kernel, "Sample user space only");
+  cmd->add_option("--unwind", opt->unwind,
+                  "Where user stacks are walked: kernel (a BPF program: no stack bytes leave the "
+                  "kernel; root or CAP_BPF+CAP_PERFMON), user (from a copy of each sample's "
+                  "stack) or auto (default: kernel where allowed, else user, saying why)")
+      ->check(CLI::IsMember({"auto", "kernel", "user"}));
+  cmd->add_option("--interval", opt->interval,
+                  "Write the profile every this many seconds, each interval to a file of its own "
+                  "(NAME.0001.EXT, NAME.0002.EXT...), and start a new one")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--kernel-copy-every", opt->copy_every,
+                  "Kernel mode's check: also copy every Nth sample's stack, walk it in user "
+                  "space too and compare the two walks (the summary says how they agree)");
   add_debug_dir_option(cmd, opt->debug_dirs);
   cmd->add_flag("-r,--raw", opt->raw, "Do not demangle C++ names");
   cmd->add_flag("--pid-roots", opt->with_pid, "folded/svg: one root per process (comm-PID)");

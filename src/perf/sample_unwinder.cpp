@@ -556,6 +556,16 @@ bool SampleUnwinder::feed_raw(const Record& r, RawStack& out) {
   return true;
 }
 
+void SampleUnwinder::adopt_raw(RawStack& out, uint64_t samples) {
+  stats_.samples += samples;
+  stats_.user_samples += samples;
+  stats_.frames += samples * (out.kernel.size() + out.user.size());
+  if (out.user_walked && out.stop != StopReason::EndOfStack) stats_.stopped_early += samples;
+  Process& p = process(out.pid);
+  out.maps = p.maps.get();
+  out.maps_id = p.maps->id;
+}
+
 ResolvedStack SampleUnwinder::resolve(const RawStack& raw) {
   ResolvedStack out;
   out.pid = raw.pid;

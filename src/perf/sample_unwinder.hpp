@@ -135,6 +135,10 @@ public:
   bool feed_raw(const Record& r, RawStack& out);
   // Ties a stack from the last feed_raw to the modules and mappings that name its frames.
   ResolvedStack resolve(const RawStack& raw);
+  // A stack walked elsewhere (ehelf record's in-kernel walk: `out`'s pid, tid, user and kernel
+  // pcs are set) made a raw stack of process `out.pid` as it is now: its maps, counted as
+  // `samples` samples of `frames` frames each.
+  void adopt_raw(RawStack& out, uint64_t samples);
   // Names a resolved stack (the command name too) as feed() would have: the same SampleStack.
   // Names are looked up once per distinct (module, address).
   void name_stack(const ResolvedStack& stack, std::string_view comm, SampleStack& out);

@@ -74,6 +74,10 @@ perf_event_attr make_attr(const SamplingOptions& o, const Target& t, bool kernel
   a.sample_type = kSampleType;
   a.sample_regs_user = kRegsUser;
   a.sample_stack_user = o.stack_size;
+  if (o.stack_size == 0) { // the user stack is walked in the kernel: nothing of it is copied
+    a.sample_type &= ~uint64_t(PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER);
+    a.sample_regs_user = 0;
+  }
   a.exclude_callchain_user = 1; // the user stack is ours to unwind
   a.exclude_kernel = kernel ? 0 : 1;
   a.exclude_callchain_kernel = kernel ? 0 : 1;

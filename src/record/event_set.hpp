@@ -39,7 +39,7 @@ struct SamplingOptions {
   EventSpec event;
   uint64_t frequency = 999; // samples per second per thread (used when period is 0)
   uint64_t period = 0;      // -c: one sample every `period` events
-  uint32_t stack_size = 16384;
+  uint32_t stack_size = 16384; // 0: no stack copy and no user registers (the kernel walks)
   bool kernel = true; // kernel frames, where perf_event_paranoid allows them
   // Per CPU: 4 MiB hold ~250 samples of 16 KiB, a quarter second at 999 Hz, so that a recorder
   // kept off the CPU by a busy machine loses nothing; halved down to 8 pages when the kernel
@@ -70,6 +70,8 @@ public:
   void wait(int timeout_ms, int also = -1);
 
   std::vector<RingBuffer>& rings() { return rings_; }
+  // Every event opened (to attach the in-kernel walk to).
+  const std::vector<int>& fds() const { return fds_; }
   // How the records are laid out (for decode_kernel_record).
   const perf::EventAttr& attr() const { return attr_; }
   // Kernel frames are sampled (false when perf_event_paranoid refused them: user only).

@@ -32,6 +32,17 @@ Result<ProfileFormat> profile_format(std::string_view format, std::string_view p
                                   path));
 }
 
+std::string interval_path(std::string_view path, unsigned index) {
+  const size_t slash = path.rfind('/');
+  const size_t name = slash == std::string_view::npos ? 0 : slash + 1;
+  size_t ext = path.size();
+  if (path.size() - name > 6 && path.ends_with(".pb.gz"))
+    ext = path.size() - 6;
+  else if (const size_t dot = path.rfind('.'); dot != std::string_view::npos && dot > name)
+    ext = dot;
+  return fmt::format("{}.{:04}{}", path.substr(0, ext), index, path.substr(ext));
+}
+
 Status write_profile(Recording& recording, const std::vector<perf::CountedStack>& stacks,
                      ProfileFormat format, OutputFile& file, const OutputOptions& o) {
   std::ostream& out = file.stream();

@@ -32,6 +32,10 @@ struct OutputOptions {
 // Writes the profile into `file` and commits it. `stacks` are the recording's named stacks
 // (Profile::named). The file is created before the recording starts: a recording cannot be made
 // again, so a path that cannot be written is said first.
+// `path` with an interval's number before its extension: prof.pb.gz -> prof.0001.pb.gz,
+// ehelf.svg -> ehelf.0001.svg, out -> out.0001.
+std::string interval_path(std::string_view path, unsigned index);
+
 Status write_profile(Recording& recording, const std::vector<perf::CountedStack>& stacks,
                      ProfileFormat format, OutputFile& file, const OutputOptions& options);
 

@@ -30,6 +30,32 @@ Profile::Entry* Profile::add_sample(const perf::RawStack& raw, std::string_view 
   tids_[raw.tid] = true;
   if (raw.user_walked && raw.stop != StopReason::EndOfStack)
     ++stopped_early_[std::string(stop_reason_name(raw.stop))];
+  bool added = false;
+  Entry& e = entry_of(raw, comm, unwinder, added);
+  ++e.samples;
+  e.period += raw.period;
+  if (keep_timeline_) timeline_.emplace_back(raw.time, &e);
+  return added ? &e : nullptr;
+}
+
+void Profile::add_counted(const perf::RawStack& raw, std::string_view comm,
+                          perf::SampleUnwinder& unwinder, uint64_t samples, uint64_t period,
+                          std::string_view stop) {
+  samples_ += samples;
+  tids_[raw.tid] = true;
+  if (!stop.empty()) stopped_early_[std::string(stop)] += samples;
+  bool added = false;
+  Entry& e = entry_of(raw, comm, unwinder, added);
+  e.samples += samples;
+  e.period += period;
+  // Counted in the kernel, the samples have no times of their own: the drain's (raw.time).
+  if (keep_timeline_)
+    for (uint64_t i = 0; i < samples; ++i)
+      timeline_.emplace_back(raw.time, &e);
+}
+
+Profile::Entry& Profile::entry_of(const perf::RawStack& raw, std::string_view comm,
+                                  perf::SampleUnwinder& unwinder, bool& added) {
   // The identity of a stack: the maps it is named in, the thread, its name, every address.
   key_.clear();
   append(key_, raw.maps_id);
@@ -40,16 +66,14 @@ Profile::Entry* Profile::add_sample(const perf::RawStack& raw, std::string_view 
   for (uint64_t pc : raw.user)
     append(key_, pc);
   key_.append(comm);
-  auto [it, added] = stacks_.try_emplace(key_);
+  auto [it, fresh] = stacks_.try_emplace(key_);
   Entry& e = it->second;
-  if (added) {
+  added = fresh;
+  if (fresh) {
     e.stack = unwinder.resolve(raw);
     e.comm = std::string(comm);
   }
-  ++e.samples;
-  e.period += raw.period;
-  if (keep_timeline_) timeline_.emplace_back(raw.time, &e);
-  return added ? &e : nullptr;
+  return e;
 }
 
 void Profile::read_records(perf::RecordStream& records, perf::SampleUnwinder& unwinder,

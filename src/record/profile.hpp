@@ -25,6 +25,10 @@ public:
   // One sample of thread `raw.tid` (from `unwinder`'s last feed_raw), whose command name is `comm`
   // at that time.
   void add(const perf::RawStack& raw, std::string_view comm, perf::SampleUnwinder& unwinder);
+  // `samples` samples (of `period` in all) of one stack counted elsewhere (the in-kernel walk),
+  // whose walk ended for `stop` (its name; empty: the end of the stack).
+  void add_counted(const perf::RawStack& raw, std::string_view comm, perf::SampleUnwinder& unwinder,
+                   uint64_t samples, uint64_t period, std::string_view stop);
   // Every record of `records` fed to `unwinder`: the samples with a stack copy counted here (each
   // distinct stack resolved when first seen, named at the end), the others (-g chains, the
   // sampled ip only, kernel threads) named as they come and handed to `other`. `progress` is
@@ -85,6 +89,9 @@ private:
   // add(), and the entry if the stack is new (else null).
   Entry* add_sample(const perf::RawStack& raw, std::string_view comm,
                     perf::SampleUnwinder& unwinder);
+  // The entry of the stack (`added`: it is new), counted by neither.
+  Entry& entry_of(const perf::RawStack& raw, std::string_view comm, perf::SampleUnwinder& unwinder,
+                  bool& added);
   std::unordered_map<std::string, Entry> stacks_; // by key(): the stack's identity as bytes
   std::unordered_map<uint32_t, bool> tids_;
   std::map<std::string, uint64_t> stopped_early_;

@@ -13,12 +13,17 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <map>
+#include <optional>
+#include <tuple>
 #include <utility>
 
 #include <fmt/format.h>
 
+#include "bpf/bpf_walk.h"
 #include "record/ring_buffer.hpp"
 #include "runtime/proc_files.hpp"
+#include "runtime/unwind_rule.hpp"
 
 namespace ehelf::record {
 namespace {
@@ -220,19 +225,130 @@ void describe_running(int pid, perf::SampleUnwinder& unwinder) {
   }
 }
 
-// Everything the rings hold now, in time order, fed to the unwinder and the profile.
+// Kernel mode: the in-kernel walk kept in step with the processes (their mappings reloaded when
+// the side band says they mapped code or exec'd, dropped when they exit), its counted stacks
+// added to the profile, and in copy mode the samples perf also got compared with its walks.
+class KernelSide {
+public:
+  KernelSide(bpf::KernelWalk& walk, perf::SampleUnwinder& unwinder, Profile& profile,
+             CopyComparison& copies)
+      : walk_(walk), unwinder_(unwinder), profile_(profile), copies_(copies) {}
+
+  // A side-band record, before the unwinder sees it.
+  void saw(const perf::Record& r) {
+    if (const auto* m = std::get_if<perf::MmapRecord>(&r.body)) {
+      if (m->executable()) dirty_.push_back(m->pid);
+    } else if (const auto* c = std::get_if<perf::CommRecord>(&r.body)) {
+      if (c->exec) dirty_.push_back(c->pid);
+    } else if (r.type == perf::record::kExit) {
+      if (const auto* t = std::get_if<perf::TaskRecord>(&r.body); t && t->pid == t->tid)
+        gone_.push_back(t->pid);
+    }
+  }
+
+  // A sample perf got with its stack copy (copy mode), walked here: compared with the kernel's
+  // walk of it, not counted (the kernel counted it).
+  void compare(const perf::Record& r, const perf::RawStack& raw) {
+    walk_.take_copies([&](const bpf::CopiedWalk& c) { waiting_[{c.tid, c.ip, c.sp}] = c; });
+    const auto& s = std::get<perf::SampleRecord>(r.body);
+    uint64_t ip = 0, sp = 0;
+    s.reg(perf::perf_reg::kIp, ip);
+    s.reg(perf::perf_reg::kSp, sp);
+    auto it = waiting_.find({s.tid, ip, sp});
+    if (it == waiting_.end()) {
+      ++copies_.unmatched;
+      return;
+    }
+    const bpf::CopiedWalk& k = it->second;
+    ++copies_.compared;
+    if (k.user == raw.user) {
+      ++copies_.identical;
+    } else if (k.stop == EHELF_STOP_NO_PROCESS || k.stop == EHELF_STOP_NO_TABLE_YET) {
+      ++copies_.not_loaded;
+    } else if (k.stop == EHELF_STOP_NOT_EXPRESSIBLE) {
+      ++copies_.not_expressible;
+    } else {
+      ++copies_.other;
+      if (copies_.examples.size() < 8) {
+        size_t same = 0;
+        while (same < k.user.size() && same < raw.user.size() && k.user[same] == raw.user[same])
+          ++same;
+        copies_.examples.push_back(fmt::format(
+            "tid {}: kernel {} frames ({}), user {} frames ({}), first difference at frame {}",
+            s.tid, k.user.size(), bpf::walk_stop_name(k.stop), raw.user.size(),
+            stop_reason_name(raw.stop), same));
+      }
+    }
+    waiting_.erase(it);
+  }
+
+  // After a batch of records: the processes that changed reloaded, the requests answered, the
+  // counted stacks added to the profile against the maps of now.
+  void step() {
+    for (uint32_t pid : gone_)
+      walk_.forget_process(pid);
+    std::sort(dirty_.begin(), dirty_.end());
+    dirty_.erase(std::unique(dirty_.begin(), dirty_.end()), dirty_.end());
+    for (uint32_t pid : dirty_)
+      if (std::find(gone_.begin(), gone_.end(), pid) == gone_.end()) walk_.refresh_process(pid);
+    dirty_.clear();
+    gone_.clear();
+    walk_.serve_requests();
+    const uint64_t now = perf_clock_now();
+    walk_.drain([&](const bpf::KernelStack& k) {
+      raw_.pid = k.pid;
+      raw_.tid = k.tid;
+      raw_.time = now;
+      raw_.period = k.period;
+      raw_.kernel = k.kernel;
+      raw_.user = k.user;
+      raw_.user_walked = !k.user.empty();
+      raw_.stop = k.stop == EHELF_STOP_END ? StopReason::EndOfStack : StopReason::None;
+      unwinder_.adopt_raw(raw_, k.samples);
+      profile_.add_counted(raw_, k.comm, unwinder_, k.samples, k.period,
+                           k.stop == EHELF_STOP_END || k.user.empty() ? std::string_view{}
+                                                         : bpf::walk_stop_name(k.stop));
+    });
+    // Copies whose perf sample never came (lost from the ring) are not kept forever.
+    if (waiting_.size() > 65536) {
+      copies_.unmatched += waiting_.size();
+      waiting_.clear();
+    }
+  }
+
+private:
+  // CLOCK_MONOTONIC, which perf's sample times follow.
+  static uint64_t perf_clock_now() {
+    timespec ts{};
+    ::clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+  }
+  bpf::KernelWalk& walk_;
+  perf::SampleUnwinder& unwinder_;
+  Profile& profile_;
+  CopyComparison& copies_;
+  std::vector<uint32_t> dirty_, gone_;
+  std::map<std::tuple<uint32_t, uint64_t, uint64_t>, bpf::CopiedWalk> waiting_;
+  perf::RawStack raw_;
+};
+
+// Everything the rings hold now, in time order, fed to the unwinder and the profile (or, in
+// kernel mode, the side band to the kernel side too, and the samples to its comparison).
 class Drain {
 public:
-  Drain(EventSet& events, perf::SampleUnwinder& unwinder, Profile& profile)
-      : events_(events), unwinder_(unwinder), profile_(profile) {}
+  Drain(EventSet& events, perf::SampleUnwinder& unwinder, Profile& profile,
+        KernelSide* kernel_side)
+      : events_(events), unwinder_(unwinder), profile_(profile), kernel_side_(kernel_side) {}
 
   uint64_t records() const { return records_; }
+  uint64_t bytes() const { return bytes_; }
 
   void operator()() {
     batch_.clear();
     for (RingBuffer& ring : events_.rings()) {
       const uint64_t corrupt = ring.corrupt_bytes();
       for (std::span<const uint8_t> bytes : ring.pending()) {
+        bytes_ += bytes.size();
         perf::Record r;
         std::memcpy(&r.type, bytes.data(), 4);
         std::memcpy(&r.misc, bytes.data() + 4, 2);
@@ -255,21 +371,28 @@ public:
         profile_.add_lost(lost->lost);
         continue;
       }
-      if (unwinder_.feed_raw(r, raw_))
-        profile_.add(raw_, unwinder_.comm_of(raw_.pid, raw_.tid), unwinder_);
+      if (kernel_side_) kernel_side_->saw(r);
+      if (unwinder_.feed_raw(r, raw_)) {
+        if (kernel_side_)
+          kernel_side_->compare(r, raw_);
+        else
+          profile_.add(raw_, unwinder_.comm_of(raw_.pid, raw_.tid), unwinder_);
+      }
     }
     batch_.clear();
     for (RingBuffer& ring : events_.rings())
       ring.release();
+    if (kernel_side_) kernel_side_->step();
   }
 
 private:
   EventSet& events_;
   perf::SampleUnwinder& unwinder_;
   Profile& profile_;
+  KernelSide* kernel_side_;
   std::vector<perf::Record> batch_;
   perf::RawStack raw_;
-  uint64_t records_ = 0;
+  uint64_t records_ = 0, bytes_ = 0;
 };
 
 } // namespace
@@ -299,10 +422,50 @@ Result<Recording> record(const RecordOptions& o, const std::atomic<int>* stop_re
   } else {
     return Error::plain("nothing to record: give a command, -p PID, -t TID or -a");
   }
+  // Kernel mode where it is asked for, or possible under Auto (which says why not otherwise).
+  std::unique_ptr<bpf::KernelWalk> walk;
+  if (o.unwind != UnwindMode::User) {
+    std::string why = bpf::kernel_walk_unavailable();
+    if (why.empty()) {
+      bpf::KernelWalkOptions ko;
+      ko.max_depth = uint32_t(std::min<size_t>(o.max_depth, 512));
+      ko.kernel_stacks = o.sampling.kernel;
+      ko.copy_every = o.kernel_copy_every;
+      ko.debug_dirs = o.debug_dirs;
+      auto loaded = bpf::KernelWalk::load(ko);
+      if (loaded)
+        walk = std::move(*loaded);
+      else
+        why = loaded.error().to_string();
+    }
+    if (!walk && o.unwind == UnwindMode::Kernel)
+      return Error::plain("--unwind kernel: " + why);
+    if (!walk && o.on_note) o.on_note("unwinding user stacks in user space: " + why);
+  }
   // On an error the command, still waiting for its exec, is killed and reaped by ~Command.
-  auto opened = EventSet::open(o.sampling, target);
-  if (!opened) return std::move(opened).error();
-  EventSet events = std::move(*opened);
+  auto open_events = [&]() -> Result<EventSet> {
+    SamplingOptions sampling = o.sampling;
+    if (walk && o.kernel_copy_every == 0) sampling.stack_size = 0; // no stack bytes at all
+    auto opened = EventSet::open(sampling, target);
+    if (!opened || !walk) return opened;
+    for (int fd : opened->fds())
+      if (Status attached = walk->attach(fd); !attached) return std::move(attached).error();
+    return opened;
+  };
+  std::optional<EventSet> opened_events;
+  if (auto opened = open_events(); opened) {
+    opened_events.emplace(std::move(*opened));
+  } else if (walk && o.unwind == UnwindMode::Auto) {
+    // The program loaded but an event refused it: user space walks instead.
+    if (o.on_note) o.on_note("unwinding user stacks in user space: " + opened.error().message);
+    walk.reset();
+    auto again = open_events();
+    if (!again) return std::move(again).error();
+    opened_events.emplace(std::move(*again));
+  } else {
+    return std::move(opened).error();
+  }
+  EventSet& events = *opened_events;
   if (!events.note().empty() && o.on_note) o.on_note(events.note());
   Recording rec;
   rec.kernel = events.kernel();
@@ -338,13 +501,31 @@ Result<Recording> record(const RecordOptions& o, const std::atomic<int>* stop_re
     for (int pid : running)
       describe_running(pid, *rec.unwinder);
   }
-  Drain drain(events, *rec.unwinder, rec.profile);
+  std::unique_ptr<KernelSide> kernel_side;
+  if (walk) {
+    rec.in_kernel = true;
+    kernel_side = std::make_unique<KernelSide>(*walk, *rec.unwinder, rec.profile, rec.copies);
+  }
+  Drain drain(events, *rec.unwinder, rec.profile, kernel_side.get());
   // The command's exit wakes the loop at once (its pidfd polls readable), so that the profile is
   // ready the moment it ends; without pidfds (before Linux 5.3) within 100 ms.
+  Clock::time_point interval_start = start;
+  unsigned intervals = 0;
   for (;;) {
     events.wait(100, command.exit_fd());
     drain();
     if (stopped()) break;
+    if (o.interval > 0 && o.on_interval &&
+        std::chrono::duration<double>(Clock::now() - interval_start).count() >= o.interval) {
+      rec.seconds = std::chrono::duration<double>(Clock::now() - interval_start).count();
+      if (kernel_names.valid()) rec.unwinder->set_kernel_symbols(kernel_names.get());
+      if (walk) rec.kernel_walk = walk->stats();
+      if (Status written = o.on_interval(rec, ++intervals); !written)
+        return std::move(written).error();
+      rec.profile = Profile{};
+      rec.profile.keep_timeline(o.keep_timeline);
+      interval_start = Clock::now();
+    }
     if (o.duration > 0 && std::chrono::duration<double>(Clock::now() - start).count() >= o.duration)
       break;
     if (command.running()) {
@@ -360,14 +541,56 @@ Result<Recording> record(const RecordOptions& o, const std::atomic<int>* stop_re
       break;
     }
   }
-  rec.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  rec.seconds = std::chrono::duration<double>(Clock::now() - interval_start).count();
   events.disable();
   drain();
   // Stopped early: the command ends as under perf record.
   if (command.running()) rec.exit_status = command.terminate(stop_requests);
   rec.ring_records = drain.records();
+  rec.ring_bytes = drain.bytes();
+  if (walk) rec.kernel_walk = walk->stats();
   if (kernel_names.valid()) rec.unwinder->set_kernel_symbols(kernel_names.get());
   return rec;
+}
+
+std::string kernel_walk_summary(const Recording& rec) {
+  const bpf::KernelWalkStats& k = rec.kernel_walk;
+  std::string out = fmt::format(
+      "user stacks walked in the kernel: {} samples, {:.1f} frames each; {} files' tables "
+      "({} rows, {:.1f} MiB; largest {} rows: {}), {} processes\n",
+      k.samples, k.samples ? double(k.frames) / double(k.samples) : 0.0, k.files, k.rows,
+      double(k.row_bytes) / double(1 << 20), k.largest_file_rows, k.largest_file, k.processes);
+  std::string stops;
+  for (unsigned i = 0; i < bpf::kWalkStopCount; ++i)
+    if (k.stops[i] && i != EHELF_STOP_END)
+      stops += fmt::format("{}{} {}", stops.empty() ? "" : ", ", bpf::walk_stop_name(i), k.stops[i]);
+  if (!stops.empty()) out += "  kernel walks that stopped early: " + stops + "\n";
+  std::string rows;
+  for (unsigned i = 0; i < k.not_expressible.size(); ++i)
+    if (k.not_expressible[i])
+      rows += fmt::format("{}{} {}", rows.empty() ? "" : ", ",
+                          not_expressible_name(NotExpressible(i)), k.not_expressible[i]);
+  if (!rows.empty()) out += "  rows not expressible in the kernel: " + rows + "\n";
+  const uint64_t lost = k.requests_lost + k.counts_full + k.stacks_full + k.copies_lost;
+  if (lost)
+    out += fmt::format("  dropped: {} requests, {} counts, {} stacks, {} copies (maps full)\n",
+                       k.requests_lost, k.counts_full, k.stacks_full, k.copies_lost);
+  out += fmt::format("  bytes out of the kernel: {} from the perf rings, {} from the maps "
+                     "({:.1f} per sample)\n",
+                     rec.ring_bytes, k.bytes_read,
+                     k.samples ? double(rec.ring_bytes + k.bytes_read) / double(k.samples) : 0.0);
+  const CopyComparison& c = rec.copies;
+  if (c.compared || c.unmatched) {
+    out += fmt::format("  copy mode: {} samples walked both ways, {} identical ({:.2f}%); "
+                       "differing: {} not loaded yet, {} not expressible, {} other; {} "
+                       "unmatched\n",
+                       c.compared, c.identical,
+                       c.compared ? 100.0 * double(c.identical) / double(c.compared) : 0.0,
+                       c.not_loaded, c.not_expressible, c.other, c.unmatched);
+    for (const std::string& e : c.examples)
+      out += "    " + e + "\n";
+  }
+  return out;
 }
 
 } // namespace ehelf::record

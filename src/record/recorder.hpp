@@ -20,12 +20,29 @@
 #include <string>
 #include <vector>
 
+#include "bpf/kernel_walk.hpp"
 #include "perf/sample_unwinder.hpp"
 #include "record/event_set.hpp"
 #include "record/profile.hpp"
 #include "support/result.hpp"
 
 namespace ehelf::record {
+
+// Where user stacks are walked: in the kernel, by a BPF program over ehelf's rows (no stack
+// bytes leave it), or here, from a copy of each sample's stack; Auto: in the kernel where this
+// process may load BPF (root, or CAP_BPF and CAP_PERFMON), else here.
+enum class UnwindMode { Auto, Kernel, User };
+
+// Kernel mode's own check (copy mode): the samples handed to perf with their stack copies too,
+// walked here as well, compared with the kernel's walks of them frame for frame.
+struct CopyComparison {
+  uint64_t compared = 0, identical = 0;
+  uint64_t not_loaded = 0;      // the kernel's walk stopped: process or table not loaded yet
+  uint64_t not_expressible = 0; // the kernel's walk stopped at a row BPF cannot express
+  uint64_t other = 0;           // any other difference
+  uint64_t unmatched = 0;       // a stack copy whose kernel walk was not found (lost)
+  std::vector<std::string> examples; // the first few differences of `other`, described
+};
 
 struct RecordOptions {
   SamplingOptions sampling;
@@ -39,6 +56,13 @@ struct RecordOptions {
   std::vector<std::string> debug_dirs; // SampleUnwinderOptions::debug_dirs
   bool demangle = true;                // SampleUnwinderOptions::demangle (false: -r)
   bool keep_timeline = false;          // keep each sample's time (Profile::keep_timeline)
+  UnwindMode unwind = UnwindMode::Auto;
+  // Every `interval` seconds (0: never), the profile so far is handed to `on_interval` (with the
+  // interval's number, from 1) and a new one begins: how a profiler runs for days on a fleet.
+  // The last, partial interval is left in the Recording as usual.
+  double interval = 0;
+  std::function<Status(struct Recording&, unsigned index)> on_interval;
+  uint32_t kernel_copy_every = 0; // kernel mode: also copy every Nth sample's stack (copy mode)
   // Told at once what was given up to start (EventSet::note: kernel frames, ring size, the rate).
   std::function<void(const std::string&)> on_note;
 };
@@ -51,8 +75,16 @@ struct Recording {
   bool kernel = true;     // kernel frames were sampled
   uint64_t frequency = 0; // samples per second asked of the kernel (0: a fixed period)
   uint64_t ring_records = 0;
+  bool in_kernel = false; // user stacks were walked in the kernel
+  bpf::KernelWalkStats kernel_walk;
+  CopyComparison copies; // copy mode's check
+  uint64_t ring_bytes = 0; // what the kernel handed over through the perf rings
 };
 
 Result<Recording> record(const RecordOptions& options, const std::atomic<int>* stop_requests);
+
+// The summary's lines on the in-kernel walk: its walks by why they ended, the rows it had, what
+// left the kernel, and copy mode's comparison.
+std::string kernel_walk_summary(const Recording& rec);
 
 } // namespace ehelf::record

@@ -152,7 +152,12 @@ Result<ModuleMap> ModuleMap::for_process(int pid) {
 }
 
 std::optional<uint64_t> load_bias(const ElfFile& elf, uint64_t map_start, uint64_t file_offset) {
-  for (const Segment& s : elf.segments())
+  return load_bias(elf.segments(), map_start, file_offset);
+}
+
+std::optional<uint64_t> load_bias(std::span<const Segment> segments, uint64_t map_start,
+                                  uint64_t file_offset) {
+  for (const Segment& s : segments)
     if (s.type == PT_LOAD && file_offset >= s.offset &&
         file_offset < s.offset + std::max<uint64_t>(s.filesz, 1))
       return map_start - (s.vaddr + (file_offset - s.offset));

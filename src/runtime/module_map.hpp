@@ -118,6 +118,9 @@ std::shared_ptr<const ModuleData> load_module_image(std::vector<uint8_t> image,
 // The bias (AVMA - SVMA) of a file mapped at `map_start` from `file_offset`: the PT_LOAD segment
 // holding that offset says which SVMA it has. None if no segment holds it.
 std::optional<uint64_t> load_bias(const ElfFile& elf, uint64_t map_start, uint64_t file_offset);
+// The same from the file's segments (kept where the file is not).
+std::optional<uint64_t> load_bias(std::span<const Segment> segments, uint64_t map_start,
+                                  uint64_t file_offset);
 
 // Modules a map learns of after it was made (LateModules: this process's dlopen'd libraries).
 struct LateModuleSource {

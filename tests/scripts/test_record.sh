@@ -3,6 +3,8 @@
 # the same program as the oracle for the split), threads, fork+exec, a signal handler, a running
 # process attached with -p, C++ frames through exceptions; the output formats (folded, svg,
 # pprof decoded with python3-protobuf against profile.proto's field numbers, script); bad flags.
+# All in user-space mode (--unwind user), whose oracles these are; test_record_kernel.sh holds the
+# in-kernel walk to this mode on the same fixture.
 source "$(dirname "$0")/common.sh" "$@"
 fixtures="$(cd "$build" && pwd)/tests/fixtures"
 # Debian's python3 has python3-protobuf (scripts/setup.sh); another python3 first on PATH may not.
@@ -12,7 +14,7 @@ target="$fixtures/record_target"
 cd "$work" || exit 1
 
 # Where perf_event_open is not permitted, the command says so in one line naming the sysctl.
-if ! "$ehelf" record -q -o probe.folded -- true 2> probe.err; then
+if ! "$ehelf" record --unwind user -q -o probe.folded -- true 2> probe.err; then
   if grep -q perf_event_paranoid probe.err; then
     echo "SKIP: perf_event_open is not permitted here: $(cat probe.err)"
     exit 77
@@ -26,7 +28,7 @@ count() { grep -E "$2" "$1" | awk '{ n += $NF } END { print n + 0 }'; }
 total() { awk '{ n += $NF } END { print n + 0 }' "$1"; }
 
 # ---- the split, and the summary ----
-"$ehelf" record -o split.folded -- "$target" split 400 > split.out 2> split.err ||
+"$ehelf" record --unwind user -o split.folded -- "$target" split 400 > split.out 2> split.err ||
   bad "record split: $(cat split.err)"
 a=$(count split.folded ';main;path_a;spin( |;)')
 b=$(count split.folded ';main;path_b;spin( |;)')
@@ -62,7 +64,7 @@ else
 fi
 
 # ---- threads ----
-"$ehelf" record -q --tid-roots -o threads.folded -- "$target" threads 300 2> threads.err ||
+"$ehelf" record --unwind user -q --tid-roots -o threads.folded -- "$target" threads 300 2> threads.err ||
   bad "record threads: $(cat threads.err)"
 ta=$(count threads.folded ';start_thread;.*thread_a;thread_a_work;spin( |;)')
 tb=$(count threads.folded ';start_thread;.*thread_b;thread_b_work;spin( |;)')
@@ -86,7 +88,7 @@ else
 fi
 
 # ---- fork + exec ----
-"$ehelf" record -q --pid-roots -o fork.folded -- "$target" fork 200 2> fork.err ||
+"$ehelf" record --unwind user -q --pid-roots -o fork.folded -- "$target" fork 200 2> fork.err ||
   bad "record fork: $(cat fork.err)"
 pc=$(count fork.folded ';main;child_work;spin( |;)')
 pp=$(count fork.folded ';main;parent_work;spin( |;)')
@@ -101,7 +103,7 @@ ppid=$(grep ';parent_work;' fork.folded | cut -d';' -f1 | sort -u)
 # luck, seen at 0-6 in 1 run of 5 on an idle machine; the walk through the frame is what is
 # checked.)
 for attempt in 1 2; do
-  "$ehelf" record -q -o signal.folded -- "$target" signal 300 2> signal.err ||
+  "$ehelf" record --unwind user -q -o signal.folded -- "$target" signal 300 2> signal.err ||
     bad "record signal: $(cat signal.err)"
   hs=$(count signal.folded ';main;main_work;spin;.*on_prof;handler_work( |;)')
   ha=$(count signal.folded ';on_prof;handler_work( |;)')
@@ -112,7 +114,7 @@ done
   bad "signal: $hs of $ha through the signal frame: $(grep handler_work signal.folded | head -3)"
 
 # ---- a return address held in a register: the first frame's rule reads rcx ----
-"$ehelf" record -q -o ra.folded -- "$fixtures/ra_register" 300 2> ra.err || bad "record ra: $(cat ra.err)"
+"$ehelf" record --unwind user -q -o ra.folded -- "$fixtures/ra_register" 300 2> ra.err || bad "record ra: $(cat ra.err)"
 rt=$(count ra.folded ';_start;__libc_start_main[^;]*;__libc_start_call_main;main;call_it;ra_in_rcx ')
 ri=$(count ra.folded ';ra_in_rcx ')
 [ "$rt" -gt 10 ] && [ "$rt" -eq "$ri" ] &&
@@ -123,7 +125,7 @@ ri=$(count ra.folded ';ra_in_rcx ')
 "$target" wait > wait.out &
 wpid=$!
 for _ in $(seq 50); do grep -q ready wait.out 2> /dev/null && break; sleep 0.1; done
-"$ehelf" record -p "$wpid" -d 1.5 -o attach.folded 2> attach.err || bad "record -p: $(cat attach.err)"
+"$ehelf" record --unwind user -p "$wpid" -d 1.5 -o attach.folded 2> attach.err || bad "record -p: $(cat attach.err)"
 at=$(count attach.folded ';main;attached_work;spin( |;)')
 kill -0 "$wpid" 2> /dev/null && alive=yes || alive=no
 [ "$at" -gt 50 ] && [ "$alive" = yes ] && grep -q '1 thread' attach.err &&
@@ -133,7 +135,7 @@ kill "$wpid"
 wait "$wpid" 2> /dev/null
 
 # ---- SIGINT ends the recording: the profile is written, the command is ended ----
-timeout --preserve-status -s INT 1.5 "$ehelf" record -o int.folded -- "$target" wait > int.out 2> int.err
+timeout --preserve-status -s INT 1.5 "$ehelf" record --unwind user -o int.folded -- "$target" wait > int.out 2> int.err
 st=$?
 ti=$(count int.folded ';main;attached_work;spin( |;)')
 left=$(pgrep -f "$target wait" | wc -l)
@@ -158,7 +160,7 @@ if perf stat -e cycles -x, true > /dev/null 2> cycles.err && ! grep -q 'not supp
   echo "SKIP refused event: this machine counts cycles"
 else
   marker="refused-$$-cycles"
-  timeout --foreground -s INT -k 5 30 "$ehelf" record -q -e cycles -o refused.folded -- \
+  timeout --foreground -s INT -k 5 30 "$ehelf" record --unwind user -q -e cycles -o refused.folded -- \
     "$target" wait "$marker" > refused.out 2> refused.err
   st=$?
   left=$(left_behind "$marker")
@@ -174,7 +176,7 @@ fi
 limit=$(cat /proc/sys/kernel/perf_event_max_sample_rate)
 marker="refused-$$-rate"
 # (true: at the limit, sampling interrupts slow a program down tenfold and more)
-timeout --foreground -s INT -k 5 120 "$ehelf" record -q -F $((limit * 2)) -o fast.folded -- \
+timeout --foreground -s INT -k 5 120 "$ehelf" record --unwind user -q -F $((limit * 2)) -o fast.folded -- \
   true "$marker" > fast.out 2> fast.err
 st=$?
 left=$(left_behind "$marker")
@@ -194,7 +196,7 @@ ours="throttling from $(sed -n 's/.*-F \([0-9]*\) is above.*sampling at \([0-9]*
 # ---- a signal to ehelf alone while it records: the command is ended, the profile written ----
 for sig in INT TERM; do
   marker="alone-$$-$sig"
-  "$ehelf" record -q -o "alone-$sig.folded" -- "$target" wait "$marker" > "alone-$sig.out" 2> "alone-$sig.err" &
+  "$ehelf" record --unwind user -q -o "alone-$sig.folded" -- "$target" wait "$marker" > "alone-$sig.out" 2> "alone-$sig.err" &
   rpid=$!
   for _ in $(seq 100); do grep -q ready "alone-$sig.out" 2> /dev/null && break; sleep 0.1; done
   sleep 0.5 # a few samples
@@ -212,7 +214,7 @@ for sig in INT TERM; do
 done
 # A command that ignores SIGTERM is killed at the second SIGINT (Ctrl-C twice).
 marker="alone-$$-ignore"
-"$ehelf" record -q -o ignore.folded -- sh -c "trap '' TERM; exec '$target' wait $marker" > ignore.out 2> ignore.err &
+"$ehelf" record --unwind user -q -o ignore.folded -- sh -c "trap '' TERM; exec '$target' wait $marker" > ignore.out 2> ignore.err &
 rpid=$!
 for _ in $(seq 100); do grep -q ready ignore.out 2> /dev/null && break; sleep 0.1; done
 kill -INT "$rpid"
@@ -233,7 +235,7 @@ left=$(left_behind "$marker")
   bad "a command ignoring SIGTERM: first SIGINT $first, hung $hung, exit $st, $left left: $(cat ignore.err)"
 
 # ---- C++: demangled names, frames through exceptions ----
-"$ehelf" record -q -o cxx.folded -- "$fixtures/record_cxx" 30000 2> cxx.err ||
+"$ehelf" record --unwind user -q -o cxx.folded -- "$fixtures/record_cxx" 30000 2> cxx.err ||
   bad "record cxx: $(cat cxx.err)"
 deep=$(count cxx.folded ';main;shapes::Worker::run;shapes::Worker::deep;shapes::Worker::deep;')
 add=$(count cxx.folded 'shapes::Worker::deep;shapes::Accumulator<double>::add ')
@@ -243,7 +245,7 @@ unw=$(count cxx.folded 'shapes::Worker::deep;(__cxa_throw|_Unwind_RaiseException
   bad "C++: deep $deep, add $add, throw $unw: $(sort -k2 -n -r cxx.folded | head -5)"
 
 # ---- JIT code named from /tmp/perf-PID.map ----
-"$ehelf" record -q -o jit.folded -- "$fixtures/record_jit" 600 > jit.pid 2> jit.err ||
+"$ehelf" record --unwind user -q -o jit.folded -- "$fixtures/record_jit" 600 > jit.pid 2> jit.err ||
   bad "record jit: $(cat jit.err)"
 jit=$(count jit.folded ';jitted_loop( |;)')
 jall=$(total jit.folded)
@@ -253,7 +255,7 @@ rm -f "/tmp/perf-$(cat jit.pid).map"
   bad "JIT: $jit of $jall: $(head -3 jit.folded)"
 
 # ---- JIT frames: code in no module, walked through by following rbp ----
-"$ehelf" record -o jitfp.folded -- "$fixtures/jit_frames" 800 > /dev/null 2> jitfp.err ||
+"$ehelf" record --unwind user -o jitfp.folded -- "$fixtures/jit_frames" 800 > /dev/null 2> jitfp.err ||
   bad "record jit_frames: $(cat jitfp.err)"
 through=$(count jitfp.folded ';main;run_jitted;\[anon\];\[anon\];\[anon\];spin_in_callback( |;)')
 jfall=$(total jitfp.folded)
@@ -266,8 +268,8 @@ jfall=$(total jitfp.folded)
 wpid=$!
 for _ in $(seq 50); do [ "$(ls /proc/$wpid/task 2> /dev/null | wc -l)" -ge 3 ] && break; sleep 0.1; done
 tid=$(ls /proc/$wpid/task | sort -n | tail -1)
-"$ehelf" record -t "$tid" -d 1 --tid-roots -o tid.folded 2> tid.err || bad "record -t: $(cat tid.err)"
-"$ehelf" record --pid "$wpid" -d 1 --tid-roots -o tidall.folded 2> tidall.err || bad "record --pid: $(cat tidall.err)"
+"$ehelf" record --unwind user -t "$tid" -d 1 --tid-roots -o tid.folded 2> tid.err || bad "record -t: $(cat tid.err)"
+"$ehelf" record --unwind user --pid "$wpid" -d 1 --tid-roots -o tidall.folded 2> tidall.err || bad "record --pid: $(cat tidall.err)"
 kill "$wpid"
 wait "$wpid" 2> /dev/null
 roots=$(cut -d';' -f1 tid.folded | sort -u)
@@ -284,7 +286,7 @@ allroots=$(grep -E 'thread_[ab]_work' tidall.folded | cut -d';' -f1 | sort -u | 
 # ---- -a: the whole system, the fixture among the others ----
 "$target" wait > wait2.out &
 wpid=$!
-"$ehelf" record -a -d 1 -o all.folded 2> all.err || bad "record -a: $(cat all.err)"
+"$ehelf" record --unwind user -a -d 1 -o all.folded 2> all.err || bad "record -a: $(cat all.err)"
 kill "$wpid"
 wait "$wpid" 2> /dev/null
 sys=$(count all.folded '^record_target;_start;.*;main;attached_work;spin( |;)')
@@ -292,7 +294,7 @@ sys=$(count all.folded '^record_target;_start;.*;main;attached_work;spin( |;)')
   bad "-a: $sys: $(head -3 all.folded)"
 
 # ---- formats ----
-"$ehelf" record -q -o split.svg -- "$target" split 100 2> svg.err || bad "record svg: $(cat svg.err)"
+"$ehelf" record --unwind user -q -o split.svg -- "$target" split 100 2> svg.err || bad "record svg: $(cat svg.err)"
 python3 - split.svg << 'PY' && ok "svg: well-formed, path_a and path_b frames, the script" || bad "svg"
 import sys, xml.etree.ElementTree as E
 root = E.parse(sys.argv[1]).getroot()
@@ -305,11 +307,11 @@ PY
 # --inverted (flamegraph.pl's name; --icicle too): the root on the first row, each callee a row
 # below its caller; the same frames as the flame graph of the same stacks, from ehelf record and
 # from ehelf perf (the fork recording's perf.data, or a new one).
-"$ehelf" record -q -f folded -o inv.folded -- "$target" split 100 2> inv.err
+"$ehelf" record --unwind user -q -f folded -o inv.folded -- "$target" split 100 2> inv.err
 perf record -q -e cpu-clock -F 499 --call-graph dwarf -o inv.data -- "$target" split 100 > /dev/null 2>&1
 "$ehelf" perf -f svg -o perf-flame.svg inv.data 2>> inv.err
 "$ehelf" perf -f svg --icicle -o perf-icicle.svg inv.data 2>> inv.err
-"$ehelf" record -q --inverted -o record-icicle.svg -- "$target" split 100 2>> inv.err
+"$ehelf" record --unwind user -q --inverted -o record-icicle.svg -- "$target" split 100 2>> inv.err
 python3 - perf-flame.svg perf-icicle.svg record-icicle.svg << 'PY' && ok "--inverted/--icicle: icicle graphs from ehelf perf and ehelf record" || bad "--inverted: $(cat inv.err)"
 import re, sys, xml.etree.ElementTree as E
 ns = '{http://www.w3.org/2000/svg}'
@@ -336,9 +338,9 @@ for path in sys.argv[2:]:
                {(k, s, r, n) for k, fs in flame.items() for s, r, n in fs}
 PY
 
-"$ehelf" record -q -o prof.pb.gz -F 1999 -- "$target" split 200 2> pprof.err ||
+"$ehelf" record --unwind user -q -o prof.pb.gz -F 1999 -- "$target" split 200 2> pprof.err ||
   bad "record pprof: $(cat pprof.err)"
-"$ehelf" record -q -f folded -o prof.folded -F 1999 -- "$target" split 200 2>> pprof.err
+"$ehelf" record --unwind user -q -f folded -o prof.folded -F 1999 -- "$target" split 200 2>> pprof.err
 SCRIPTS="$scripts_dir" "$py" - prof.pb.gz << 'PY' && ok "pprof: decoded against profile.proto's field numbers" || bad "pprof"
 import os, sys
 sys.path.insert(0, os.environ['SCRIPTS'])
@@ -373,16 +375,16 @@ print(f'pprof: {samples} samples, path_a {a}, path_b {b}, {len(p.location)} loca
       f'{len(p.function)} functions, {len(p.mapping)} mappings')
 PY
 
-"$ehelf" record -q -f script -o split.txt -- "$target" split 100 2> script.err ||
+"$ehelf" record --unwind user -q -f script -o split.txt -- "$target" split 100 2> script.err ||
   bad "record script: $(cat script.err)"
 heads=$(grep -cE '^record_target +[0-9]+/[0-9]+ +[0-9]+\.[0-9]+: *$' split.txt)
 grep -qE '^\s+[0-9a-f]+ spin \(.*/record_target\)$' split.txt && [ "$heads" -gt 50 ] &&
   ok "script: $heads samples in perf script's layout" || bad "script: $heads: $(head -5 split.txt)"
 
 # ---- other events and a fixed period ----
-"$ehelf" record -q -e task-clock -o task.folded -- "$target" split 100 2> task.err ||
+"$ehelf" record --unwind user -q -e task-clock -o task.folded -- "$target" split 100 2> task.err ||
   bad "record -e task-clock: $(cat task.err)"
-"$ehelf" record -q -c 2000000 -o period.folded -- "$target" split 100 2> period.err ||
+"$ehelf" record --unwind user -q -c 2000000 -o period.folded -- "$target" split 100 2> period.err ||
   bad "record -c: $(cat period.err)"
 tk=$(count task.folded ';path_a;spin( |;)')
 pd=$(count period.folded ';path_a;spin( |;)')
@@ -394,7 +396,7 @@ pd=$(count period.folded ';path_a;spin( |;)')
 expect_error() { # expect_error WHAT PATTERN ARGS...
   local what=$1 pattern=$2
   shift 2
-  if "$ehelf" record -q -o bad.folded "$@" > bad.out 2> bad.err; then
+  if "$ehelf" record --unwind user -q -o bad.folded "$@" > bad.out 2> bad.err; then
     bad "$what: exit 0"
   elif [ "$(wc -l < bad.err)" -ne 1 ] || ! grep -qE -e "$pattern" bad.err; then
     bad "$what: $(cat bad.err)"
@@ -415,7 +417,7 @@ expect_error "bad format" 'unknown format|not in' -f bogus -- true
 # An output whose extension no format has is refused before anything runs (it was written as
 # folded text); -f says the format of any name; extensions in any case.
 for name in prof.json x.html x.svgz noextension; do
-  if "$ehelf" record -q -o "$name" -- touch "ran-$name" > /dev/null 2> bad.err; then
+  if "$ehelf" record --unwind user -q -o "$name" -- touch "ran-$name" > /dev/null 2> bad.err; then
     bad "-o $name: exit 0"
   elif [ "$(wc -l < bad.err)" -eq 1 ] && grep -q -- "-o $name: no format has this extension" bad.err &&
     [ ! -e "ran-$name" ] && [ ! -e "$name" ]; then
@@ -424,14 +426,14 @@ for name in prof.json x.html x.svgz noextension; do
     bad "-o $name: $(cat bad.err), ran: $(ls ran-* 2> /dev/null)"
   fi
 done
-"$ehelf" record -q -f folded -o prof.json -- "$target" split 40 2> fjson.err
+"$ehelf" record --unwind user -q -f folded -o prof.json -- "$target" split 40 2> fjson.err
 fj=$(count prof.json ';main;path_a;spin( |;)')
 [ "$fj" -gt 0 ] && ok "-f folded -o prof.json: $fj samples in path_a, folded" || bad "-f folded -o prof.json: $(cat fjson.err)"
-"$ehelf" record -q -o SPLIT.SVG -- "$target" split 40 2> upper.err &&
+"$ehelf" record --unwind user -q -o SPLIT.SVG -- "$target" split 40 2> upper.err &&
   python3 -c "import sys, xml.etree.ElementTree as E; r = E.parse('SPLIT.SVG').getroot(); sys.exit(r.tag != '{http://www.w3.org/2000/svg}svg')" &&
   ok "-o SPLIT.SVG: an SVG" || bad "-o SPLIT.SVG: $(cat upper.err; head -c 200 SPLIT.SVG)"
 # A command's own option given without --: the error says where it goes.
-if "$ehelf" record -o g.svg ls -l > /dev/null 2> bad.err; then
+if "$ehelf" record --unwind user -o g.svg ls -l > /dev/null 2> bad.err; then
   bad "a command without --: exit 0"
 elif [ "$(wc -l < bad.err)" -eq 1 ] && grep -q "unknown option '-l' .*after --" bad.err && [ ! -e g.svg ]; then
   ok "a command without --: $(cat bad.err)"
@@ -440,7 +442,7 @@ else
 fi
 
 # An output that cannot be written is refused before anything runs.
-if "$ehelf" record -q -o "$work/no/such/dir/x.svg" -- touch "$work/ran" 2> bad.err; then
+if "$ehelf" record --unwind user -q -o "$work/no/such/dir/x.svg" -- touch "$work/ran" 2> bad.err; then
   bad "unwritable output: exit 0"
 elif [ "$(wc -l < bad.err)" -eq 1 ] && grep -q "$work/no/such/dir/x.svg: cannot write it" bad.err &&
   [ ! -e "$work/ran" ]; then
@@ -456,7 +458,7 @@ if [ "$(id -u)" -eq 0 ] && command -v setpriv > /dev/null; then
   chmod 755 "$work"
   mkdir "$work/nobody" && chown 65534:65534 "$work/nobody"
   setpriv --reuid=65534 --regid=65534 --clear-groups env HOME=/nonexistent \
-    "$ehelf" record -q -o "$work/nobody/x.folded" -- "$target" split 150 2> nobody.err
+    "$ehelf" record --unwind user -q -o "$work/nobody/x.folded" -- "$target" split 150 2> nobody.err
   st=$?
   nb=$(count "$work/nobody/x.folded" ';path_[ab];spin( |;)' 2> /dev/null)
   if [ "$level" -ge 3 ]; then
@@ -474,6 +476,6 @@ if [ "$(id -u)" -eq 0 ] && command -v setpriv > /dev/null; then
 else
   echo "SKIP unprivileged run: not root or no setpriv"
 fi
-"$ehelf" record -q -o status.folded -- sh -c 'exit 3' 2> /dev/null
+"$ehelf" record --unwind user -q -o status.folded -- sh -c 'exit 3' 2> /dev/null
 [ $? -eq 3 ] && ok "the command's exit status is ehelf record's" || bad "exit status not passed on"
 exit $fail

@@ -1,0 +1,117 @@
+/* The in-kernel walk's maps as both sides see them: the BPF program (unwind.bpf.c) and its
+ * loader (kernel_walk.cpp). Sizes are the defaults; the loader may change the pools'. */
+#ifndef EHELF_BPF_MAPS_H
+#define EHELF_BPF_MAPS_H
+
+#include <linux/types.h>
+
+#include "bpf_walk.h"
+
+/* At least the 512 frames of the user-space walk; a power of two, so that an index masked with
+ * EHELF_MAX_FRAMES - 1 is one the verifier sees in bounds. */
+#define EHELF_MAX_FRAMES 512
+/* Rows come in shards of 2^20 (16 MiB each), made when the tables need them: 64 shards hold
+ * 67 million rows, far more than every file of this machine's together. */
+#define EHELF_SHARD_BITS 20
+#define EHELF_SHARD_ROWS (1u << EHELF_SHARD_BITS)
+#define EHELF_MAX_SHARDS 64
+#define EHELF_MAX_TABLES 65536
+#define EHELF_MAX_MAPPINGS (1u << 18)
+#define EHELF_MAX_PROCESSES 32768
+#define EHELF_MAX_STACKS 16384
+#define EHELF_MAX_COUNTS 65536
+#define EHELF_MAX_KERNEL_STACKS 16384
+#define EHELF_KERNEL_FRAMES 127 /* the kernel's perf_event_max_stack default */
+#define EHELF_NOT_EXPRESSIBLE_KINDS 16
+
+/* A file's rows: [first_row, first_row + row_count) of the pool; pcs relative to `base`. */
+struct ehelf_table {
+  __u64 first_row;
+  __u64 base;
+  __u32 row_count;
+  __u32 reserved;
+};
+
+enum ehelf_mapping_kind {
+  EHELF_MAPPING_TABLE = 0,         /* rows in `table` */
+  EHELF_MAPPING_FRAME_POINTER = 1, /* a file without tables: rbp is followed */
+  EHELF_MAPPING_PENDING = 2,       /* a table not built yet: the walk stops, user space is asked */
+};
+
+/* [start, end) of a process maps a file whose address A is at A + bias. */
+struct ehelf_mapping {
+  __u64 start;
+  __u64 end;
+  __u64 bias;
+  __u32 table;
+  __u32 kind; /* enum ehelf_mapping_kind */
+};
+
+struct ehelf_process {
+  __u32 first_mapping; /* in the mappings pool */
+  __u32 mapping_count;
+};
+
+struct ehelf_stack {
+  __u32 depth;
+  __u32 stop; /* enum ehelf_walk_stop */
+  __u64 pcs[EHELF_MAX_FRAMES];
+};
+
+/* A sample handed to perf with its stack copy too (copy mode): the kernel's walk of it, and the
+ * registers it started from, which the sample's own say again. */
+struct ehelf_copy {
+  __u32 tid;
+  __u32 reserved;
+  __u64 ip;
+  __u64 sp;
+  struct ehelf_stack stack;
+};
+
+/* One walk in progress, per CPU (too large for the BPF stack). */
+struct ehelf_walk {
+  struct ehelf_bpf_regs regs;
+  __u64 hash;
+  __u32 tgid;
+  __u32 first_mapping;
+  __u32 mapping_count;
+  __u32 depth;
+  __u32 stop;
+  __u32 signal; /* the last step went through a signal frame */
+  struct ehelf_copy copy;
+};
+
+struct ehelf_count_key {
+  __u64 stack; /* the stacks map's key */
+  __u32 pid;
+  __u32 tid;
+  __s32 kernel; /* kernel_stack_traces' id, or negative: none */
+  __u32 reserved;
+};
+
+struct ehelf_count {
+  __u64 samples;
+  __u64 period;
+  char comm[16];
+};
+
+struct ehelf_request {
+  __u32 tgid;
+  __u32 reason; /* EHELF_STOP_NO_PROCESS, _NO_TABLE_YET or _NO_MAPPING */
+  __u64 pc;
+};
+
+/* The stats map's counters (per CPU, summed by the loader). */
+enum ehelf_stat {
+  EHELF_STAT_SAMPLES = 0,
+  EHELF_STAT_FRAMES = 1,
+  EHELF_STAT_REQUESTS_LOST = 2,
+  EHELF_STAT_COUNTS_FULL = 3,
+  EHELF_STAT_STACKS_FULL = 4,
+  EHELF_STAT_COPIES_LOST = 5,
+  EHELF_STAT_STOPS = 8,                                           /* + enum ehelf_walk_stop */
+  EHELF_STAT_NOT_EXPRESSIBLE = EHELF_STAT_STOPS + EHELF_STOP_COUNT, /* + the STOP row's reason */
+  EHELF_STAT_COUNT = EHELF_STAT_NOT_EXPRESSIBLE + EHELF_NOT_EXPRESSIBLE_KINDS,
+};
+
+#endif

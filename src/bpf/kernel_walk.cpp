@@ -1,0 +1,584 @@
+#include "bpf/kernel_walk.hpp"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <fmt/format.h>
+
+#include "bpf/bpf_maps.h"
+#include "bpf/bpf_rows.hpp"
+#include "bpf/range_pool.hpp"
+#include "runtime/module_map.hpp"
+#include "runtime/proc_files.hpp"
+#include "unwind.skel.h"
+
+namespace ehelf::bpf {
+
+static_assert(kWalkStopCount == EHELF_STOP_COUNT);
+
+std::string_view walk_stop_name(unsigned stop) {
+  switch (stop) {
+  case EHELF_STOP_OK:
+    return "none";
+  case EHELF_STOP_END:
+    return "end of stack";
+  case EHELF_STOP_NO_ENTRY:
+    return "no unwind entry for the pc";
+  case EHELF_STOP_NOT_EXPRESSIBLE:
+    return "row not expressible in the kernel";
+  case EHELF_STOP_BAD_READ:
+    return "memory read refused";
+  case EHELF_STOP_MISSING_RBP:
+    return "a needed register is unknown";
+  case EHELF_STOP_CFA_NOT_GROWING:
+    return "stack pointer did not grow";
+  case EHELF_STOP_NO_PROCESS:
+    return "process not loaded yet";
+  case EHELF_STOP_NO_MAPPING:
+    return "pc in no known module";
+  case EHELF_STOP_NO_TABLE_YET:
+    return "table not loaded yet";
+  case EHELF_STOP_DEPTH:
+    return "depth limit";
+  case EHELF_STOP_ROW_MISSING:
+    return "row changed under the walk";
+  }
+  return "?";
+}
+
+std::string kernel_walk_unavailable() {
+  if (::geteuid() == 0) return {};
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2]{};
+  if (::syscall(SYS_capget, &header, data) != 0) return "its capabilities cannot be read";
+  auto has = [&](unsigned cap) { return (data[cap / 32].effective >> (cap % 32)) & 1; };
+  if (has(CAP_BPF) && has(CAP_PERFMON)) return {};
+  return "it needs root, or CAP_BPF with CAP_PERFMON, to load a BPF program";
+}
+
+namespace {
+
+// libbpf's messages while loading, kept for an error (the verifier's log among them).
+std::mutex log_mutex;
+std::string* log_sink = nullptr;
+int keep_libbpf_message(enum libbpf_print_level level, const char* format, va_list args) {
+  if (level == LIBBPF_DEBUG) return 0;
+  std::lock_guard lock(log_mutex);
+  if (!log_sink) return 0;
+  char line[1024];
+  const int n = std::vsnprintf(line, sizeof(line), format, args);
+  if (n > 0) log_sink->append(line, std::min<size_t>(size_t(n), sizeof(line) - 1));
+  if (log_sink->size() > (1u << 20)) log_sink->erase(0, log_sink->size() - (1u << 19));
+  return 0;
+}
+
+// The last `count` lines of `text`, for an error message.
+std::string last_lines(const std::string& text, size_t count) {
+  size_t pos = text.size();
+  while (pos > 0 && text[pos - 1] == '\n')
+    --pos;
+  const size_t end = pos;
+  for (size_t n = 0; n < count && pos > 0; ++n) {
+    const size_t nl = text.rfind('\n', pos - 1);
+    pos = nl == std::string::npos ? 0 : nl;
+  }
+  return text.substr(pos == 0 ? 0 : pos + 1, end - (pos == 0 ? 0 : pos + 1));
+}
+
+// A BPF array map's values, mapped writable into this process (BPF_F_MMAPABLE): tables and
+// mappings are written in place, no system call per entry.
+template <class T> struct MappedArray {
+  T* values = nullptr;
+  size_t count = 0, bytes = 0;
+  Status map(int fd, size_t entries, const char* what) {
+    bytes = (entries * sizeof(T) + 4095) & ~size_t(4095);
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED)
+      return Error::plain(fmt::format("cannot map the BPF {} map: {}", what, std::strerror(errno)));
+    values = static_cast<T*>(p);
+    count = entries;
+    return Ok{};
+  }
+  ~MappedArray() {
+    if (values) ::munmap(values, bytes);
+  }
+};
+
+// Which file a mapping shows: its identity as the kernel sees it, and when it last changed (a
+// file rewritten in place is another file).
+struct FileKey {
+  uint64_t dev = 0, ino = 0, size = 0, mtime_ns = 0;
+  std::string vdso; // "[vdso]" (one image for every process: the same kernel)
+  auto operator<=>(const FileKey&) const = default;
+};
+
+struct FileTable {
+  uint32_t id = 0;     // in the tables map
+  RangePool::Range rows{};
+  uint32_t kind = EHELF_MAPPING_TABLE;
+  std::vector<Segment> segments; // for the bias of each mapping of it
+  std::vector<uint8_t> image;    // the vDSO's bytes
+  std::string path;              // for the stats
+  uint32_t users = 0;            // processes mapping it
+};
+
+struct ProcessEntry {
+  RangePool::Range mappings{};
+  std::vector<ehelf_mapping> list; // what the range holds
+  std::set<FileKey> files;
+};
+
+bool same_mappings(const std::vector<ehelf_mapping>& a, const std::vector<ehelf_mapping>& b) {
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(ehelf_mapping)) == 0);
+}
+
+// Things freed only once no walk that began before can still read them (a BPF program runs for
+// microseconds; a quarter second is far beyond).
+struct Retired {
+  std::chrono::steady_clock::time_point at;
+  RangePool* pool;
+  RangePool::Range range;
+  uint32_t table_id; // UINT32_MAX: none
+};
+
+} // namespace
+
+struct KernelWalk::State {
+  KernelWalkOptions options;
+  ehelf_unwind* skel = nullptr;
+  std::vector<bpf_link*> links;
+  ring_buffer* requests = nullptr;
+  ring_buffer* copies = nullptr;
+  MappedArray<ehelf_table> tables;
+  MappedArray<ehelf_mapping> mappings;
+  struct Shard {
+    int fd = -1;
+    MappedArray<ehelf_bpf_row> rows;
+  };
+  std::vector<std::unique_ptr<Shard>> shards;
+  RangePool row_pool{0};
+  RangePool mapping_pool{EHELF_MAX_MAPPINGS};
+  std::vector<uint32_t> free_table_ids;
+  uint32_t next_table_id = 1; // 0 stays empty: a mapping's table before it is set
+  std::map<FileKey, FileTable> files;
+  std::unordered_map<uint32_t, ProcessEntry> processes;
+  std::vector<Retired> retired;
+  std::unordered_map<uint64_t, std::pair<std::vector<uint64_t>, unsigned>> known_stacks;
+  std::unordered_set<uint32_t> pending; // processes asked for by the program
+  std::function<void(const CopiedWalk&)> on_copy;
+  uint64_t requests_answered = 0, bytes_read = 0;
+
+  ~State() {
+    for (bpf_link* l : links)
+      bpf_link__destroy(l);
+    if (requests) ring_buffer__free(requests);
+    if (copies) ring_buffer__free(copies);
+    for (auto& s : shards)
+      if (s->fd >= 0) ::close(s->fd);
+    if (skel) ehelf_unwind__destroy(skel);
+  }
+
+  Status add_shard() {
+    auto shard = std::make_unique<Shard>();
+    LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = BPF_F_MMAPABLE);
+    shard->fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "ehelf_rows", sizeof(uint32_t),
+                               sizeof(ehelf_bpf_row), EHELF_SHARD_ROWS, &opts);
+    if (shard->fd < 0)
+      return Error::plain(fmt::format("cannot make a BPF map for 2^{} rows: {}", EHELF_SHARD_BITS,
+                                      std::strerror(errno)));
+    if (Status st = shard->rows.map(shard->fd, EHELF_SHARD_ROWS, "rows"); !st) return st;
+    const uint32_t index = uint32_t(shards.size());
+    if (bpf_map_update_elem(bpf_map__fd(skel->maps.row_shards), &index, &shard->fd, BPF_ANY) != 0)
+      return Error::plain(fmt::format("cannot add rows to the BPF program: {}", std::strerror(errno)));
+    shards.push_back(std::move(shard));
+    row_pool.grow(uint64_t(shards.size()) * EHELF_SHARD_ROWS);
+    return Ok{};
+  }
+
+  // Room for `count` rows, adding shards as needed; nullopt when the 64 shards are full.
+  std::optional<RangePool::Range> allocate_rows(uint64_t count) {
+    while (true) {
+      if (auto r = row_pool.allocate(count)) return r;
+      if (shards.size() >= EHELF_MAX_SHARDS || !add_shard()) return std::nullopt;
+    }
+  }
+
+  void write_rows(uint64_t first, const std::vector<ehelf_bpf_row>& rows) {
+    for (uint64_t i = 0; i < rows.size();) {
+      const uint64_t index = first + i;
+      Shard& shard = *shards[index >> EHELF_SHARD_BITS];
+      const uint64_t slot = index & (EHELF_SHARD_ROWS - 1);
+      const uint64_t n = std::min<uint64_t>(rows.size() - i, EHELF_SHARD_ROWS - slot);
+      std::memcpy(shard.rows.values + slot, rows.data() + i, n * sizeof(ehelf_bpf_row));
+      i += n;
+    }
+  }
+
+  // The file's table, loaded (and its rows written) if no process had it yet; null if the file
+  // cannot be read.
+  FileTable* file_for(uint32_t pid, const ProcMapping& m, FileKey& key) {
+    std::string open_path;
+    if (m.path == "[vdso]") {
+      key.vdso = m.path;
+    } else {
+      // The file the process maps, even deleted, replaced or in another mount namespace.
+      open_path = fmt::format("/proc/{}/map_files/{:x}-{:x}", pid, m.start, m.end);
+      struct stat st{};
+      if (::stat(open_path.c_str(), &st) != 0) {
+        open_path = m.open_path(int(pid));
+        if (::stat(open_path.c_str(), &st) != 0) return nullptr;
+      }
+      key.dev = st.st_dev;
+      key.ino = st.st_ino;
+      key.size = uint64_t(st.st_size);
+      key.mtime_ns = uint64_t(st.st_mtim.tv_sec) * 1000000000ull + uint64_t(st.st_mtim.tv_nsec);
+    }
+    if (auto it = files.find(key); it != files.end()) return &it->second;
+    if (files.size() >= EHELF_MAX_TABLES - 1) return nullptr;
+
+    LoadPolicy policy;
+    policy.compiled = false;
+    policy.compact = false;
+    policy.extra_debug_dirs = options.debug_dirs;
+    std::shared_ptr<const ModuleData> data;
+    FileTable f;
+    f.path = m.path;
+    if (!key.vdso.empty()) {
+      std::vector<uint8_t> image(m.end - m.start);
+      iovec local{image.data(), image.size()}, remote{reinterpret_cast<void*>(m.start), image.size()};
+      if (::process_vm_readv(pid_t(pid), &local, 1, &remote, 1, 0) != ssize_t(image.size()))
+        return nullptr;
+      data = load_module_image(image, m.path, policy);
+      f.image = std::move(image);
+    } else {
+      data = load_module(open_path, policy);
+    }
+    if (!data->elf) return nullptr;
+    f.segments = data->elf->segments();
+    if (!data->has_table()) {
+      f.kind = EHELF_MAPPING_FRAME_POINTER; // code without tables: rbp is followed
+    } else {
+      BpfTable encoded = encode_bpf_rows(*data->table);
+      auto rows = allocate_rows(encoded.rows.size());
+      if (!rows || encoded.rows.empty()) return nullptr;
+      write_rows(rows->first, encoded.rows);
+      f.rows = *rows;
+      if (!free_table_ids.empty()) {
+        f.id = free_table_ids.back();
+        free_table_ids.pop_back();
+      } else {
+        f.id = next_table_id++;
+      }
+      ehelf_table& t = tables.values[f.id];
+      t.first_row = rows->first;
+      t.base = encoded.base;
+      t.reserved = 0;
+      __atomic_store_n(&t.row_count, uint32_t(encoded.rows.size()), __ATOMIC_RELEASE);
+    }
+    return &files.emplace(key, std::move(f)).first->second;
+  }
+
+  void retire(RangePool* pool, RangePool::Range range, uint32_t table_id) {
+    retired.push_back({std::chrono::steady_clock::now(), pool, range, table_id});
+  }
+
+  void free_retired() {
+    const auto now = std::chrono::steady_clock::now();
+    std::erase_if(retired, [&](const Retired& r) {
+      if (now - r.at < std::chrono::milliseconds(250)) return false;
+      if (r.range.count) r.pool->release(r.range);
+      if (r.table_id != UINT32_MAX) free_table_ids.push_back(r.table_id);
+      return true;
+    });
+  }
+
+  void release_files(const std::set<FileKey>& keys) {
+    for (const FileKey& key : keys) {
+      auto it = files.find(key);
+      if (it == files.end() || --it->second.users > 0) continue;
+      FileTable& f = it->second;
+      if (f.kind == EHELF_MAPPING_TABLE) {
+        __atomic_store_n(&tables.values[f.id].row_count, 0u, __ATOMIC_RELEASE);
+        retire(&row_pool, f.rows, f.id);
+      }
+      files.erase(it);
+    }
+  }
+
+  void refresh(uint32_t pid) {
+    pending.erase(pid);
+    auto maps = read_proc_maps(int(pid), /*executable_only=*/true);
+    if (!maps) { // gone
+      forget(pid);
+      return;
+    }
+    std::vector<ehelf_mapping> list;
+    std::set<FileKey> used;
+    for (const ProcMapping& m : *maps) {
+      if (m.path.empty() || (m.path[0] == '[' && m.path != "[vdso]")) continue; // JIT, vsyscall
+      FileKey key;
+      FileTable* f = file_for(pid, m, key);
+      if (!f) continue;
+      const auto bias = load_bias(f->segments, m.start, m.offset);
+      if (!bias) continue;
+      ehelf_mapping e{};
+      e.start = m.start;
+      e.end = m.end;
+      e.bias = *bias;
+      e.table = f->id;
+      e.kind = f->kind;
+      list.push_back(e);
+      if (used.insert(key).second) ++f->users;
+    }
+    std::sort(list.begin(), list.end(),
+              [](const ehelf_mapping& a, const ehelf_mapping& b) { return a.start < b.start; });
+    ProcessEntry& p = processes[pid];
+    if (p.mappings.count && same_mappings(p.list, list)) { // asked again, nothing changed
+      release_files(used);
+      return;
+    }
+    auto range = mapping_pool.allocate(std::max<size_t>(list.size(), 1));
+    if (!range) {
+      release_files(used);
+      return;
+    }
+    std::copy(list.begin(), list.end(), mappings.values + range->first);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    const ehelf_process value{uint32_t(range->first), uint32_t(list.size())};
+    bpf_map_update_elem(bpf_map__fd(skel->maps.processes), &pid, &value, BPF_ANY);
+    if (p.mappings.count) retire(&mapping_pool, p.mappings, UINT32_MAX);
+    p.mappings = *range;
+    p.list = std::move(list);
+    release_files(p.files);
+    p.files = std::move(used);
+    ++requests_answered;
+  }
+
+  void forget(uint32_t pid) {
+    auto it = processes.find(pid);
+    if (it == processes.end()) return;
+    bpf_map_delete_elem(bpf_map__fd(skel->maps.processes), &pid);
+    retire(&mapping_pool, it->second.mappings, UINT32_MAX);
+    release_files(it->second.files);
+    processes.erase(it);
+  }
+};
+
+Result<std::unique_ptr<KernelWalk>> KernelWalk::load(const KernelWalkOptions& options) {
+  if (std::string why = kernel_walk_unavailable(); !why.empty())
+    return Error::plain("the kernel walk cannot be loaded: " + why);
+  auto s = std::make_unique<State>();
+  s->options = options;
+  std::string log;
+  {
+    std::lock_guard lock(log_mutex);
+    log_sink = &log;
+  }
+  libbpf_set_print(keep_libbpf_message);
+  struct Unhook {
+    ~Unhook() {
+      std::lock_guard lock(log_mutex);
+      log_sink = nullptr;
+    }
+  } unhook;
+  auto failed = [&](const std::string& what) {
+    std::string message = "the kernel walk's BPF program: " + what;
+    if (std::string tail = last_lines(log, 6); !tail.empty()) message += "\n" + tail;
+    return Error::plain(std::move(message));
+  };
+  s->skel = ehelf_unwind__open();
+  if (!s->skel) return failed(fmt::format("cannot open it: {}", std::strerror(errno)));
+  s->skel->rodata->max_depth = std::clamp<uint32_t>(options.max_depth, 1, EHELF_MAX_FRAMES);
+  s->skel->rodata->copy_every = options.copy_every;
+  s->skel->rodata->kernel_stacks = options.kernel_stacks ? 1 : 0;
+  if (ehelf_unwind__load(s->skel) != 0)
+    return failed(fmt::format("the kernel refused it: {}", std::strerror(errno)));
+  if (Status st = s->tables.map(bpf_map__fd(s->skel->maps.tables), EHELF_MAX_TABLES, "tables"); !st)
+    return std::move(st).error();
+  if (Status st =
+          s->mappings.map(bpf_map__fd(s->skel->maps.mappings), EHELF_MAX_MAPPINGS, "mappings");
+      !st)
+    return std::move(st).error();
+  if (Status st = s->add_shard(); !st) return std::move(st).error();
+  State* state = s.get();
+  s->requests = ring_buffer__new(
+      bpf_map__fd(s->skel->maps.requests),
+      [](void* ctx, void* data, size_t size) {
+        if (size >= sizeof(ehelf_request))
+          static_cast<State*>(ctx)->pending.insert(static_cast<ehelf_request*>(data)->tgid);
+        return 0;
+      },
+      state, nullptr);
+  s->copies = ring_buffer__new(
+      bpf_map__fd(s->skel->maps.copies),
+      [](void* ctx, void* data, size_t size) {
+        auto* st = static_cast<State*>(ctx);
+        if (size < sizeof(ehelf_copy) || !st->on_copy) return 0;
+        const auto* c = static_cast<const ehelf_copy*>(data);
+        CopiedWalk w;
+        w.tid = c->tid;
+        w.ip = c->ip;
+        w.sp = c->sp;
+        w.stop = c->stack.stop;
+        const uint32_t depth = std::min<uint32_t>(c->stack.depth, EHELF_MAX_FRAMES);
+        w.user.assign(c->stack.pcs, c->stack.pcs + depth);
+        st->bytes_read += sizeof(ehelf_copy);
+        st->on_copy(w);
+        return 0;
+      },
+      state, nullptr);
+  if (!s->requests || !s->copies) return failed("cannot read its ring buffers");
+  return std::unique_ptr<KernelWalk>(new KernelWalk(std::move(s)));
+}
+
+KernelWalk::KernelWalk(std::unique_ptr<State> state) : s_(std::move(state)) {}
+KernelWalk::~KernelWalk() = default;
+
+Status KernelWalk::attach(int perf_event_fd) {
+  bpf_link* link = bpf_program__attach_perf_event(s_->skel->progs.ehelf_sample, perf_event_fd);
+  if (!link)
+    return Error::plain(
+        fmt::format("cannot attach the kernel walk to a perf event: {}", std::strerror(errno)));
+  s_->links.push_back(link);
+  return Ok{};
+}
+
+void KernelWalk::refresh_process(uint32_t pid) {
+  s_->refresh(pid);
+}
+
+void KernelWalk::forget_process(uint32_t pid) {
+  s_->forget(pid);
+}
+
+void KernelWalk::serve_requests() {
+  ring_buffer__consume(s_->requests);
+  std::vector<uint32_t> asked(s_->pending.begin(), s_->pending.end());
+  for (uint32_t pid : asked)
+    s_->refresh(pid);
+  s_->free_retired();
+}
+
+void KernelWalk::drain(const std::function<void(const KernelStack&)>& use) {
+  State& s = *s_;
+  // The program now counts into the other map; this one is read and emptied once the walks
+  // that were writing it have ended.
+  const uint32_t was = s.skel->bss->active;
+  __atomic_store_n(&s.skel->bss->active, was ^ 1u, __ATOMIC_SEQ_CST);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  const int counts = bpf_map__fd(was ? s.skel->maps.counts1 : s.skel->maps.counts0);
+  const int stacks = bpf_map__fd(s.skel->maps.stacks);
+  const int kernel = bpf_map__fd(s.skel->maps.kernel_stack_traces);
+  std::vector<ehelf_count_key> keys;
+  ehelf_count_key key{}, next{};
+  bool first = true;
+  while (bpf_map_get_next_key(counts, first ? nullptr : &key, &next) == 0) {
+    keys.push_back(next);
+    key = next;
+    first = false;
+  }
+  KernelStack out;
+  std::vector<uint64_t> kernel_pcs(EHELF_KERNEL_FRAMES);
+  auto stack_value = std::make_unique<ehelf_stack>();
+  for (const ehelf_count_key& k : keys) {
+    ehelf_count value{};
+    if (bpf_map_lookup_elem(counts, &k, &value) != 0) continue;
+    bpf_map_delete_elem(counts, &k);
+    s.bytes_read += sizeof(k) + sizeof(value);
+    auto known = s.known_stacks.find(k.stack);
+    if (known == s.known_stacks.end()) {
+      if (bpf_map_lookup_elem(stacks, &k.stack, stack_value.get()) != 0) continue;
+      const uint32_t depth = std::min<uint32_t>(stack_value->depth, EHELF_MAX_FRAMES);
+      s.bytes_read += 8 + 8 * depth;
+      known = s.known_stacks
+                  .emplace(k.stack, std::make_pair(std::vector<uint64_t>(stack_value->pcs,
+                                                                         stack_value->pcs + depth),
+                                                   unsigned(stack_value->stop)))
+                  .first;
+      bpf_map_delete_elem(stacks, &k.stack); // kept here now; the program adds it again if seen
+    }
+    out.pid = k.pid;
+    out.tid = k.tid;
+    out.comm.assign(value.comm, strnlen(value.comm, sizeof(value.comm)));
+    out.samples = value.samples;
+    out.period = value.period;
+    out.user = known->second.first;
+    out.stop = known->second.second;
+    out.kernel.clear();
+    if (k.kernel >= 0) {
+      const uint32_t id = uint32_t(k.kernel);
+      if (bpf_map_lookup_elem(kernel, &id, kernel_pcs.data()) == 0)
+        for (uint64_t pc : kernel_pcs) {
+          if (pc == 0) break;
+          out.kernel.push_back(pc);
+        }
+    }
+    use(out);
+  }
+}
+
+void KernelWalk::take_copies(const std::function<void(const CopiedWalk&)>& use) {
+  s_->on_copy = use;
+  ring_buffer__consume(s_->copies);
+  s_->on_copy = nullptr;
+}
+
+KernelWalkStats KernelWalk::stats() const {
+  const State& s = *s_;
+  KernelWalkStats out;
+  const int fd = bpf_map__fd(s.skel->maps.stats);
+  const int cpus = libbpf_num_possible_cpus();
+  std::vector<uint64_t> per_cpu(size_t(std::max(cpus, 1)));
+  auto total = [&](uint32_t index) {
+    uint64_t sum = 0;
+    if (bpf_map_lookup_elem(fd, &index, per_cpu.data()) == 0)
+      for (uint64_t v : per_cpu)
+        sum += v;
+    return sum;
+  };
+  out.samples = total(EHELF_STAT_SAMPLES);
+  out.frames = total(EHELF_STAT_FRAMES);
+  out.requests_lost = total(EHELF_STAT_REQUESTS_LOST);
+  out.counts_full = total(EHELF_STAT_COUNTS_FULL);
+  out.stacks_full = total(EHELF_STAT_STACKS_FULL);
+  out.copies_lost = total(EHELF_STAT_COPIES_LOST);
+  for (unsigned i = 0; i < kWalkStopCount; ++i)
+    out.stops[i] = total(EHELF_STAT_STOPS + i);
+  for (unsigned i = 0; i < out.not_expressible.size(); ++i)
+    out.not_expressible[i] = total(EHELF_STAT_NOT_EXPRESSIBLE + i);
+  for (const auto& [key, f] : s.files) {
+    ++out.files;
+    out.rows += f.rows.count;
+    if (f.rows.count > out.largest_file_rows) {
+      out.largest_file_rows = f.rows.count;
+      out.largest_file = f.path;
+    }
+  }
+  out.row_bytes = out.rows * sizeof(ehelf_bpf_row);
+  out.processes = s.processes.size();
+  for (const auto& [pid, p] : s.processes)
+    out.mappings += p.mappings.count;
+  out.requests = s.requests_answered;
+  out.bytes_read = s.bytes_read;
+  return out;
+}
+
+} // namespace ehelf::bpf

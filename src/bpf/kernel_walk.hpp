@@ -1,0 +1,101 @@
+// KernelWalk: the in-kernel walk (unwind.bpf.c, seed 004) loaded, fed and read. It attaches the
+// BPF program to sampling perf events; each sample's user stack is walked in the kernel with rows
+// built here from ehelf's model (bpf_rows.hpp) and counted there; what leaves the kernel is the
+// counted stacks' addresses.
+//
+// Tables are per file (device, inode, size, mtime), shared by every process mapping it; each
+// process has its sorted list of mappings (address -> file + bias). Both are loaded on demand:
+// a sample in a process, or at an address, without one sends a request, which serve_requests()
+// answers from /proc/PID/maps; refresh_process() does it when the side band says a process
+// mapped code or exec'd. Tables of files no process maps any more are freed.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "support/result.hpp"
+
+namespace ehelf::bpf {
+
+struct KernelWalkOptions {
+  uint32_t max_depth = 512;
+  bool kernel_stacks = true; // also keep the kernel's stack of each sample (bpf_get_stackid)
+  // Hand every Nth sample to perf too, with its stack copy (0: none): the copy mode in which the
+  // user-space walk of the same samples checks the kernel's.
+  uint32_t copy_every = 0;
+  std::vector<std::string> debug_dirs; // where separate debug files are looked up first
+};
+
+// The walk's stop reasons (bpf_walk.h's ehelf_walk_stop): 12 of them.
+inline constexpr unsigned kWalkStopCount = 12;
+std::string_view walk_stop_name(unsigned stop); // "end of stack", "no table yet", ...
+
+// One stack counted in the kernel since the last drain.
+struct KernelStack {
+  uint32_t pid = 0, tid = 0;
+  std::string comm;
+  uint64_t samples = 0, period = 0;
+  std::vector<uint64_t> kernel; // innermost first (empty without kernel frames)
+  std::vector<uint64_t> user;   // the sampled pc, then return addresses
+  unsigned stop = 0;            // why the walk ended (walk_stop_name)
+};
+
+// A sample also handed to perf (copy mode): the kernel's walk of it and the registers it began
+// from (which the perf sample's own registers say again: how the two are matched).
+struct CopiedWalk {
+  uint32_t tid = 0;
+  uint64_t ip = 0, sp = 0;
+  std::vector<uint64_t> user;
+  unsigned stop = 0;
+};
+
+struct KernelWalkStats {
+  uint64_t samples = 0, frames = 0;
+  std::array<uint64_t, kWalkStopCount> stops{};    // walks by why they ended
+  std::array<uint64_t, 16> not_expressible{};      // STOP rows met, by NotExpressible reason
+  uint64_t requests_lost = 0, counts_full = 0, stacks_full = 0, copies_lost = 0;
+  uint64_t files = 0, rows = 0, row_bytes = 0; // tables loaded now
+  uint64_t largest_file_rows = 0;
+  std::string largest_file;
+  uint64_t processes = 0, mappings = 0; // processes with mappings loaded now
+  uint64_t requests = 0;                // requests answered
+  uint64_t bytes_read = 0;              // what user space read from the maps (drains, copies)
+};
+
+// Why this process cannot load the walk (empty: it can): root, or CAP_BPF with CAP_PERFMON.
+std::string kernel_walk_unavailable();
+
+class KernelWalk {
+public:
+  // Loads the program (refused: the error ends with the verifier log's last lines).
+  static Result<std::unique_ptr<KernelWalk>> load(const KernelWalkOptions& options);
+  ~KernelWalk();
+  KernelWalk(const KernelWalk&) = delete;
+  KernelWalk& operator=(const KernelWalk&) = delete;
+
+  // Runs the program on every sample of a perf event (and of the events it is inherited by).
+  Status attach(int perf_event_fd);
+  // Reads the process's mappings and loads the tables they need, now.
+  void refresh_process(uint32_t pid);
+  // The process is gone: its mappings are dropped, and the tables only it used.
+  void forget_process(uint32_t pid);
+  // Answers the program's requests (processes and files without tables yet). Call often.
+  void serve_requests();
+  // Every stack counted since the last drain.
+  void drain(const std::function<void(const KernelStack&)>& use);
+  // Copy mode: the walks of samples handed to perf too, since the last call.
+  void take_copies(const std::function<void(const CopiedWalk&)>& use);
+  KernelWalkStats stats() const;
+
+private:
+  struct State;
+  explicit KernelWalk(std::unique_ptr<State> state);
+  std::unique_ptr<State> s_;
+};
+
+} // namespace ehelf::bpf

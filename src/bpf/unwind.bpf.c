@@ -1,0 +1,380 @@
+/* ehelf's in-kernel walk (seed 004): attached to each sampling perf event, it walks the sampled
+ * thread's user stack with bpf_probe_read_user and the rows of bpf_walk.h that user space built
+ * from ehelf's model, and counts the stack in a map. No stack bytes leave the kernel: user space
+ * reads the counted stacks' addresses (and, in the copy mode used to test it, the walks of the
+ * samples it also asked the stack copy of).
+ *
+ * Maps (sizes set by the loader, kernel_walk.cpp):
+ *   processes  tgid -> its mappings: a range of the mappings pool, sorted by start
+ *   mappings   the pool: [start, end) -> a table (or how to walk without one)
+ *   tables     table id -> its range of rows in the row pool
+ *   row_shards the row pool: shards of 2^20 rows (array of maps), added as tables need them, so
+ *              that no file is ever skipped for a full shard
+ *   stacks     hash of a walk -> its pcs;  counts0/counts1: (stack, pid, tid, kernel stack) ->
+ *              samples, period, comm; user space drains the one not in use (`active`)
+ *   requests   (tgid, pc) of samples in a process or at an address with no table yet
+ */
+#include <linux/bpf.h>
+#include <linux/bpf_perf_event.h>
+#include <linux/ptrace.h>
+#include <linux/types.h>
+
+#include <bpf/bpf_helpers.h>
+
+#include "bpf_maps.h"
+
+#define EHELF_READ_U64(ctx, addr, out) bpf_probe_read_user((out), 8, (const void *)(addr))
+#define EHELF_ROW_AT(ctx, index) row_at(index)
+
+static const struct ehelf_bpf_row *row_at(__u64 index);
+
+#include "bpf_walk.h" /* again: now the step */
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL"; /* bpf_probe_read_user is for GPL programs */
+
+/* Set by the loader before load. */
+const volatile __u32 max_depth = EHELF_MAX_FRAMES;
+const volatile __u32 copy_every = 0; /* also hand every Nth sample to perf (its stack copy) */
+const volatile __u32 kernel_stacks = 1;
+
+/* Which counts map the program writes (user space flips it, then drains the other). */
+volatile __u32 active = 0;
+
+/* Every array user space fills is BPF_F_MMAPABLE: written in place, no system call per entry. */
+struct inner_rows {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(map_flags, BPF_F_MMAPABLE);
+  __uint(max_entries, EHELF_SHARD_ROWS);
+  /* Sizes, not types: clang 14 leaves an inner map's value struct a forward declaration in BTF,
+   * which libbpf 1.1 cannot size. */
+  __uint(key_size, sizeof(__u32));
+  __uint(value_size, sizeof(struct ehelf_bpf_row));
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+  __uint(max_entries, EHELF_MAX_SHARDS);
+  __type(key, __u32);
+  __array(values, struct inner_rows);
+} row_shards SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(map_flags, BPF_F_MMAPABLE);
+  __uint(max_entries, EHELF_MAX_TABLES);
+  __type(key, __u32);
+  __type(value, struct ehelf_table);
+} tables SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(map_flags, BPF_F_MMAPABLE);
+  __uint(max_entries, EHELF_MAX_MAPPINGS);
+  __type(key, __u32);
+  __type(value, struct ehelf_mapping);
+} mappings SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, EHELF_MAX_PROCESSES);
+  __type(key, __u32);
+  __type(value, struct ehelf_process);
+} processes SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct ehelf_walk);
+} scratch SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(map_flags, BPF_F_NO_PREALLOC);
+  __uint(max_entries, EHELF_MAX_STACKS);
+  __type(key, __u64);
+  __type(value, struct ehelf_stack);
+} stacks SEC(".maps");
+
+struct counts_map {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(map_flags, BPF_F_NO_PREALLOC);
+  __uint(max_entries, EHELF_MAX_COUNTS);
+  __type(key, struct ehelf_count_key);
+  __type(value, struct ehelf_count);
+};
+struct counts_map counts0 SEC(".maps");
+struct counts_map counts1 SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_STACK_TRACE);
+  __uint(max_entries, EHELF_MAX_KERNEL_STACKS);
+  __uint(key_size, sizeof(__u32));
+  __uint(value_size, EHELF_KERNEL_FRAMES * sizeof(__u64));
+} kernel_stack_traces SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, EHELF_STAT_COUNT);
+  __type(key, __u32);
+  __type(value, __u64);
+} stats SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_RINGBUF);
+  __uint(max_entries, 256 * 1024);
+} requests SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_RINGBUF);
+  __uint(max_entries, 4 * 1024 * 1024);
+} copies SEC(".maps");
+
+/* When each process last sent a request: at most one every 100 ms, so that a busy process
+ * without a table sends a few, not thousands. */
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, 4096);
+  __type(key, __u32);
+  __type(value, __u64);
+} asked SEC(".maps");
+
+static const struct ehelf_bpf_row *row_at(__u64 index) {
+  __u32 shard = (__u32)(index >> EHELF_SHARD_BITS);
+  __u32 slot = (__u32)(index & (EHELF_SHARD_ROWS - 1));
+  void *rows = bpf_map_lookup_elem(&row_shards, &shard);
+  if (!rows) return 0;
+  return bpf_map_lookup_elem(rows, &slot);
+}
+
+static void count_stat(__u32 index) {
+  __u64 *n = bpf_map_lookup_elem(&stats, &index);
+  if (n) *n += 1; /* per CPU: no other writer */
+}
+
+static void request(__u32 tgid, __u64 pc, __u32 reason) {
+  __u64 now = bpf_ktime_get_ns();
+  __u64 *last = bpf_map_lookup_elem(&asked, &tgid);
+  if (last && now - *last < 100000000ull) return; /* asked less than 100 ms ago */
+  bpf_map_update_elem(&asked, &tgid, &now, BPF_ANY);
+  struct ehelf_request r = {.tgid = tgid, .reason = reason, .pc = pc};
+  if (bpf_ringbuf_output(&requests, &r, sizeof(r), 0)) count_stat(EHELF_STAT_REQUESTS_LOST);
+}
+
+/* The mapping of the walk's process holding `pc`, or 0. A binary search of at most 32 rounds. */
+static const struct ehelf_mapping *find_mapping(const struct ehelf_walk *w, __u64 pc) {
+  __u32 lo = 0, hi = w->mapping_count;
+  for (int round = 0; round < 32 && lo < hi; round++) {
+    __u32 mid = lo + (hi - lo) / 2;
+    __u32 index = w->first_mapping + mid;
+    const struct ehelf_mapping *m = bpf_map_lookup_elem(&mappings, &index);
+    if (!m) return 0;
+    if (m->start <= pc)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo == 0) return 0;
+  __u32 index = w->first_mapping + lo - 1;
+  const struct ehelf_mapping *m = bpf_map_lookup_elem(&mappings, &index);
+  if (!m || pc >= m->end) return 0;
+  return m;
+}
+
+/* The frame-pointer rule (runtime/unwind_rule.hpp: kFramePointerRule), for code without tables. */
+static const struct ehelf_bpf_row frame_pointer_row = {
+    .kind = EHELF_ROW_CFA_RBP,
+    .flags = EHELF_SAVE_AT_CFA,
+    .rip_offset = -8,
+    .cfa_offset = 16,
+    .rbp_offset = -16,
+};
+
+/* Follows rbp as GeneralStep does outside tables: only when it gives a return address. */
+static int frame_pointer_step(struct ehelf_bpf_regs *r) {
+  struct ehelf_bpf_regs caller = *r;
+  if (ehelf_bpf_step(&frame_pointer_row, &caller, 0) != EHELF_STOP_OK || caller.rip == 0)
+    return -1;
+  *r = caller;
+  return 0;
+}
+
+/* The row for the walk's pc in mapping `m` (looked up at pc - 1 unless exact), or a stop. */
+static int table_step(struct ehelf_walk *w, const struct ehelf_mapping *m, __u64 lookup) {
+  __u32 id = m->table;
+  const struct ehelf_table *t = bpf_map_lookup_elem(&tables, &id);
+  if (!t || t->row_count == 0) return EHELF_STOP_NO_TABLE_YET;
+  __u64 rel = lookup - m->bias - t->base;
+  if (lookup < m->bias + t->base || rel > 0xffffffffull) return EHELF_STOP_NO_ENTRY;
+  __s64 index = ehelf_bpf_find_row(0, t->first_row, t->row_count, (__u32)rel);
+  if (index < 0) return EHELF_STOP_NO_ENTRY;
+  const struct ehelf_bpf_row *row = row_at((__u64)index);
+  if (!row) return EHELF_STOP_ROW_MISSING;
+  if (row->kind == EHELF_ROW_STOP) {
+    __u32 reason = (__u32)row->cfa_offset;
+    if (reason < EHELF_NOT_EXPRESSIBLE_KINDS) count_stat(EHELF_STAT_NOT_EXPRESSIBLE + reason);
+  }
+  w->signal = row->kind == EHELF_ROW_SIGNAL || (row->flags & EHELF_ROW_SIGNAL_FRAME);
+  return ehelf_bpf_step(row, &w->regs, 0);
+}
+
+/* One frame: records the pc, then steps to the caller. 0: go on; 1: the walk ended. */
+static long walk_frame(__u32 index, void *unused) {
+  __u32 zero = 0;
+  struct ehelf_walk *w = bpf_map_lookup_elem(&scratch, &zero);
+  if (!w) return 1;
+  __u64 pc = w->regs.rip;
+  if (pc == 0) {
+    w->stop = EHELF_STOP_END;
+    return 1;
+  }
+  w->copy.stack.pcs[w->depth & (EHELF_MAX_FRAMES - 1)] = pc;
+  w->depth += 1;
+  w->hash = (w->hash ^ pc) * 0x100000001b3ull + (w->hash >> 29);
+  if (w->depth >= max_depth || w->depth >= EHELF_MAX_FRAMES) {
+    w->stop = EHELF_STOP_DEPTH;
+    return 1;
+  }
+  const __u64 sp = w->regs.rsp;
+  const __u8 interrupted = w->regs.exact_pc;
+  int stop;
+  w->signal = 0;
+  const struct ehelf_mapping *m = find_mapping(w, pc);
+  if (!m) {
+    /* Code in no mapping of a file: JIT code keeping frame pointers, as GeneralStep walks it. */
+    stop = frame_pointer_step(&w->regs) == 0 ? EHELF_STOP_OK : EHELF_STOP_NO_MAPPING;
+    /* Or code mapped since user space read the process's mappings (dlopen): it reads them
+     * again. */
+    if (stop == EHELF_STOP_NO_MAPPING) request(w->tgid, pc, EHELF_STOP_NO_MAPPING);
+  } else if (m->kind == EHELF_MAPPING_FRAME_POINTER) {
+    stop = frame_pointer_step(&w->regs) == 0 ? EHELF_STOP_OK : EHELF_STOP_NO_ENTRY;
+  } else if (m->kind == EHELF_MAPPING_TABLE) {
+    stop = table_step(w, m, interrupted ? pc : pc - 1);
+    /* A return address at a function's entry (makecontext's __start_context): looked up as is,
+     * as gdb and GeneralStep do. */
+    if (stop == EHELF_STOP_NO_ENTRY && !interrupted) stop = table_step(w, m, pc);
+    /* Code without an entry in a file with tables (crt's, hand-written): rbp is followed when
+     * it leads into a mapping, as GeneralStep does. */
+    if (stop == EHELF_STOP_NO_ENTRY) {
+      struct ehelf_bpf_regs caller = w->regs;
+      if (frame_pointer_step(&caller) == 0 && find_mapping(w, caller.rip - 1)) {
+        w->regs = caller;
+        w->signal = 0;
+        stop = EHELF_STOP_OK;
+      }
+    }
+  } else {
+    stop = EHELF_STOP_NO_TABLE_YET;
+    request(w->tgid, pc, EHELF_STOP_NO_TABLE_YET);
+  }
+  if (stop == EHELF_STOP_OK && w->regs.rip == 0) stop = EHELF_STOP_END;
+  /* The stack grows down: a caller's frame is above (signal frames may switch stacks). */
+  if (stop == EHELF_STOP_OK && !w->signal &&
+      (w->regs.rsp < sp || (w->regs.rsp == sp && !interrupted)))
+    stop = EHELF_STOP_CFA_NOT_GROWING;
+  if (stop != EHELF_STOP_OK) {
+    w->stop = stop;
+    return 1;
+  }
+  return 0;
+}
+
+/* The user registers of the sampled thread: the sample's own when it interrupted user code,
+ * else those saved at its entry into the kernel. 0 for a kernel thread. */
+static int user_regs(struct bpf_perf_event_data *ctx, struct ehelf_bpf_regs *r) {
+  struct pt_regs regs;
+  if ((ctx->regs.cs & 3) == 3) {
+    regs = ctx->regs;
+  } else {
+    struct task_struct *task = bpf_get_current_task_btf();
+    struct pt_regs *saved = (struct pt_regs *)bpf_task_pt_regs(task);
+    if (!saved || bpf_probe_read_kernel(&regs, sizeof(regs), saved)) return -1;
+    if ((regs.cs & 3) != 3) return -1;
+  }
+  r->rip = regs.rip;
+  r->rsp = regs.rsp;
+  r->rbp = regs.rbp;
+  r->rbp_known = 1;
+  r->exact_pc = 1;
+  return 0;
+}
+
+static void count_stack(struct bpf_perf_event_data *ctx, struct ehelf_walk *w, __u32 tid) {
+  struct ehelf_count_key key = {.stack = w->hash, .pid = w->tgid, .tid = tid, .kernel = -1};
+  if (kernel_stacks) key.kernel = (__s32)bpf_get_stackid(ctx, &kernel_stack_traces, 0);
+  void *counts = active ? (void *)&counts1 : (void *)&counts0;
+  struct ehelf_count *c = bpf_map_lookup_elem(counts, &key);
+  if (c) {
+    __sync_fetch_and_add(&c->samples, 1);
+    __sync_fetch_and_add(&c->period, ctx->sample_period);
+    return;
+  }
+  struct ehelf_count fresh = {.samples = 1, .period = ctx->sample_period};
+  bpf_get_current_comm(fresh.comm, sizeof(fresh.comm));
+  if (bpf_map_update_elem(counts, &key, &fresh, BPF_NOEXIST)) {
+    c = bpf_map_lookup_elem(counts, &key); /* another CPU added it first */
+    if (!c) {
+      count_stat(EHELF_STAT_COUNTS_FULL);
+      return;
+    }
+    __sync_fetch_and_add(&c->samples, 1);
+    __sync_fetch_and_add(&c->period, ctx->sample_period);
+  }
+}
+
+SEC("perf_event")
+int ehelf_sample(struct bpf_perf_event_data *ctx) {
+  __u32 zero = 0;
+  struct ehelf_walk *w = bpf_map_lookup_elem(&scratch, &zero);
+  if (!w) return 0;
+  const __u64 id = bpf_get_current_pid_tgid();
+  const __u32 tid = (__u32)id;
+  w->tgid = (__u32)(id >> 32);
+  w->depth = 0;
+  w->stop = EHELF_STOP_OK;
+  w->hash = 0xcbf29ce484222325ull;
+  w->signal = 0;
+  count_stat(EHELF_STAT_SAMPLES);
+  if (w->tgid != 0 && user_regs(ctx, &w->regs) == 0) {
+    w->copy.ip = w->regs.rip;
+    w->copy.sp = w->regs.rsp;
+    const struct ehelf_process *p = bpf_map_lookup_elem(&processes, &w->tgid);
+    if (p) {
+      w->first_mapping = p->first_mapping;
+      w->mapping_count = p->mapping_count;
+      bpf_loop(EHELF_MAX_FRAMES, walk_frame, 0, 0);
+    } else {
+      /* Its first pc is kept: the stack says where the sample was, if not how it got there. */
+      w->copy.stack.pcs[0] = w->regs.rip;
+      w->depth = 1;
+      w->hash = (w->hash ^ w->regs.rip) * 0x100000001b3ull;
+      w->stop = EHELF_STOP_NO_PROCESS;
+      request(w->tgid, w->regs.rip, EHELF_STOP_NO_PROCESS);
+    }
+  } else {
+    w->copy.ip = w->copy.sp = 0;
+    w->stop = EHELF_STOP_END; /* a kernel thread: no user stack */
+  }
+  if (w->stop == EHELF_STOP_OK) w->stop = EHELF_STOP_DEPTH;
+  if (w->stop < EHELF_STOP_COUNT) count_stat(EHELF_STAT_STOPS + w->stop);
+  __u64 frames = w->depth;
+  __u32 frames_index = EHELF_STAT_FRAMES;
+  __u64 *n = bpf_map_lookup_elem(&stats, &frames_index);
+  if (n) *n += frames;
+  w->hash ^= (__u64)w->stop << 56;
+  w->copy.stack.depth = w->depth;
+  w->copy.stack.stop = w->stop;
+  if (bpf_map_update_elem(&stacks, &w->hash, &w->copy.stack, BPF_NOEXIST) &&
+      !bpf_map_lookup_elem(&stacks, &w->hash))
+    count_stat(EHELF_STAT_STACKS_FULL);
+  count_stack(ctx, w, tid);
+  if (copy_every && w->tgid != 0) {
+    __u64 *seen = bpf_map_lookup_elem(&stats, &zero);
+    if (seen && *seen % copy_every == 0) {
+      w->copy.tid = tid;
+      if (bpf_ringbuf_output(&copies, &w->copy, sizeof(w->copy), 0) == 0) return 1;
+      count_stat(EHELF_STAT_COPIES_LOST);
+    }
+  }
+  return 0; /* the sample goes no further: no stack bytes, no record */
+}
