@@ -477,6 +477,10 @@ void KernelWalk::serve_requests() {
   s_->free_retired();
 }
 
+int KernelWalk::requests_fd() const {
+  return ring_buffer__epoll_fd(s_->requests);
+}
+
 void KernelWalk::drain(const std::function<void(const KernelStack&)>& use) {
   State& s = *s_;
   // The program now counts into the other map; this one is read and emptied once the walks
@@ -578,6 +582,13 @@ KernelWalkStats KernelWalk::stats() const {
     out.mappings += p.mappings.count;
   out.requests = s.requests_answered;
   out.bytes_read = s.bytes_read;
+  bpf_prog_info info{};
+  uint32_t info_size = sizeof(info);
+  if (bpf_obj_get_info_by_fd(bpf_program__fd(s.skel->progs.ehelf_sample), &info, &info_size) ==
+      0) {
+    out.runs = info.run_cnt;
+    out.run_time_ns = info.run_time_ns;
+  }
   return out;
 }
 

@@ -65,6 +65,9 @@ struct KernelWalkStats {
   uint64_t processes = 0, mappings = 0; // processes with mappings loaded now
   uint64_t requests = 0;                // requests answered
   uint64_t bytes_read = 0;              // what user space read from the maps (drains, copies)
+  // The program's runs and their time, as the kernel counts them while
+  // /proc/sys/kernel/bpf_stats_enabled is 1 (0 otherwise).
+  uint64_t runs = 0, run_time_ns = 0;
 };
 
 // Why this process cannot load the walk (empty: it can): root, or CAP_BPF with CAP_PERFMON.
@@ -86,6 +89,8 @@ public:
   void forget_process(uint32_t pid);
   // Answers the program's requests (processes and files without tables yet). Call often.
   void serve_requests();
+  // Polls readable when the program has sent requests: a loop waiting on it answers at once.
+  int requests_fd() const;
   // Every stack counted since the last drain.
   void drain(const std::function<void(const KernelStack&)>& use);
   // Copy mode: the walks of samples handed to perf too, since the last call.

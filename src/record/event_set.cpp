@@ -271,11 +271,12 @@ void EventSet::disable() {
     ::ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
 }
 
-void EventSet::wait(int timeout_ms, int also) {
+void EventSet::wait(int timeout_ms, std::initializer_list<int> also) {
   std::vector<pollfd> p;
   for (int fd : ring_fds_)
     p.push_back(pollfd{fd, POLLIN, 0});
-  if (also >= 0) p.push_back(pollfd{also, POLLIN, 0});
+  for (int fd : also)
+    if (fd >= 0) p.push_back(pollfd{fd, POLLIN, 0});
   ::poll(p.data(), p.size(), timeout_ms);
 }
 

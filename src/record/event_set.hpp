@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -65,9 +66,9 @@ public:
   // Starts sampling (a command's events start by themselves at its exec).
   void enable();
   void disable();
-  // Waits up to `timeout_ms` for a ring to fill past its watermark, or `also` (a pidfd: the
-  // command exited) to become readable.
-  void wait(int timeout_ms, int also = -1);
+  // Waits up to `timeout_ms` for a ring to fill past its watermark, or one of `also` (a pidfd:
+  // the command exited; the in-kernel walk's requests) to become readable (-1s are ignored).
+  void wait(int timeout_ms, std::initializer_list<int> also = {});
 
   std::vector<RingBuffer>& rings() { return rings_; }
   // Every event opened (to attach the in-kernel walk to).

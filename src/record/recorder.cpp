@@ -13,9 +13,9 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <map>
+#include <deque>
 #include <optional>
-#include <tuple>
+#include <unordered_map>
 #include <utility>
 
 #include <fmt/format.h>
@@ -247,19 +247,26 @@ public:
   }
 
   // A sample perf got with its stack copy (copy mode), walked here: compared with the kernel's
-  // walk of it, not counted (the kernel counted it).
+  // walk of it, not counted (the kernel counted it). Each thread's copies come in the order of
+  // its samples, so the first copy of the thread from the same registers is this sample's
+  // (copies skipped on the way belong to samples perf lost).
   void compare(const perf::Record& r, const perf::RawStack& raw) {
-    walk_.take_copies([&](const bpf::CopiedWalk& c) { waiting_[{c.tid, c.ip, c.sp}] = c; });
+    walk_.take_copies([&](const bpf::CopiedWalk& c) { waiting_[c.tid].push_back(c); });
     const auto& s = std::get<perf::SampleRecord>(r.body);
     uint64_t ip = 0, sp = 0;
     s.reg(perf::perf_reg::kIp, ip);
     s.reg(perf::perf_reg::kSp, sp);
-    auto it = waiting_.find({s.tid, ip, sp});
-    if (it == waiting_.end()) {
+    std::deque<bpf::CopiedWalk>& mine = waiting_[s.tid];
+    auto it = std::find_if(mine.begin(), mine.end(), [&](const bpf::CopiedWalk& c) {
+      return c.ip == ip && c.sp == sp;
+    });
+    if (it == mine.end()) {
       ++copies_.unmatched;
       return;
     }
-    const bpf::CopiedWalk& k = it->second;
+    copies_.unmatched += uint64_t(it - mine.begin());
+    const bpf::CopiedWalk k = std::move(*it);
+    mine.erase(mine.begin(), it + 1);
     ++copies_.compared;
     if (k.user == raw.user) {
       ++copies_.identical;
@@ -273,13 +280,16 @@ public:
         size_t same = 0;
         while (same < k.user.size() && same < raw.user.size() && k.user[same] == raw.user[same])
           ++same;
-        copies_.examples.push_back(fmt::format(
-            "tid {}: kernel {} frames ({}), user {} frames ({}), first difference at frame {}",
-            s.tid, k.user.size(), bpf::walk_stop_name(k.stop), raw.user.size(),
-            stop_reason_name(raw.stop), same));
+        auto at = [&](const std::vector<uint64_t>& pcs) {
+          return same < pcs.size() ? fmt::format("{:#x}", pcs[same]) : std::string("none");
+        };
+        copies_.examples.push_back(
+            fmt::format("tid {}: kernel {} frames ({}), user {} frames ({}), first difference at "
+                        "frame {}: kernel {}, user {}",
+                        s.tid, k.user.size(), bpf::walk_stop_name(k.stop), raw.user.size(),
+                        stop_reason_name(raw.stop), same, at(k.user), at(raw.user)));
       }
     }
-    waiting_.erase(it);
   }
 
   // After a batch of records: the processes that changed reloaded, the requests answered, the
@@ -310,10 +320,11 @@ public:
                                                          : bpf::walk_stop_name(k.stop));
     });
     // Copies whose perf sample never came (lost from the ring) are not kept forever.
-    if (waiting_.size() > 65536) {
-      copies_.unmatched += waiting_.size();
-      waiting_.clear();
-    }
+    for (auto& [tid, copies] : waiting_)
+      while (copies.size() > 4096) {
+        copies.pop_front();
+        ++copies_.unmatched;
+      }
   }
 
 private:
@@ -328,7 +339,7 @@ private:
   Profile& profile_;
   CopyComparison& copies_;
   std::vector<uint32_t> dirty_, gone_;
-  std::map<std::tuple<uint32_t, uint64_t, uint64_t>, bpf::CopiedWalk> waiting_;
+  std::unordered_map<uint32_t, std::deque<bpf::CopiedWalk>> waiting_; // by thread, in order
   perf::RawStack raw_;
 };
 
@@ -512,7 +523,7 @@ Result<Recording> record(const RecordOptions& o, const std::atomic<int>* stop_re
   Clock::time_point interval_start = start;
   unsigned intervals = 0;
   for (;;) {
-    events.wait(100, command.exit_fd());
+    events.wait(100, {command.exit_fd(), walk ? walk->requests_fd() : -1});
     drain();
     if (stopped()) break;
     if (o.interval > 0 && o.on_interval &&
@@ -579,6 +590,10 @@ std::string kernel_walk_summary(const Recording& rec) {
                      "({:.1f} per sample)\n",
                      rec.ring_bytes, k.bytes_read,
                      k.samples ? double(rec.ring_bytes + k.bytes_read) / double(k.samples) : 0.0);
+  if (k.runs)
+    out += fmt::format("  BPF program: {} runs, {:.0f} ns each ({:.1f} ns per frame)\n", k.runs,
+                       double(k.run_time_ns) / double(k.runs),
+                       k.frames ? double(k.run_time_ns) / double(k.frames) : 0.0);
   const CopyComparison& c = rec.copies;
   if (c.compared || c.unmatched) {
     out += fmt::format("  copy mode: {} samples walked both ways, {} identical ({:.2f}%); "

@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""ehelf record's two modes side by side with perf record, in one run (in-kernel unwinding).
+
+For each workload and frequency: the workload's wall time unprofiled, under
+`ehelf record --unwind kernel`, `ehelf record --unwind user`, `perf record -g` (frame pointers:
+the floor of any sampler) and `perf record --call-graph dwarf`; the bytes the kernel handed to
+user space per sample (ehelf's summary in both modes; perf: perf.data's size over its samples);
+the profiler's own CPU time (its user + system time less the workload's, from wait4's rusage of
+the profiler and of the workload alone); the BPF program's run time per sample and per frame
+(kernel.bpf_stats_enabled, set for the run and restored); lost samples. Writes JSON and Markdown.
+"""
+import argparse, json, os, re, resource, statistics, subprocess, sys, tempfile, time
+
+
+def cpu_of(cmd, **kw):
+    """(wall seconds, children's user+system seconds, stderr) of cmd."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.time()
+    p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, **kw)
+    wall = time.time() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if p.returncode != 0:
+        raise RuntimeError(f'{cmd}: exit {p.returncode}: {p.stderr[-2000:]}')
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, p.stderr
+
+
+def ehelf_numbers(stderr):
+    out = {}
+    m = re.search(r'(\d+) from the perf rings, (\d+) from the maps \(([\d.]+) per sample\)', stderr)
+    if m:
+        out['bytes_per_sample'] = float(m.group(3))
+    m = re.search(r'BPF program: (\d+) runs, (\d+) ns each \(([\d.]+) ns per frame\)', stderr)
+    if m:
+        out['bpf_ns_per_sample'] = int(m.group(2))
+        out['bpf_ns_per_frame'] = float(m.group(3))
+    m = re.search(r'walked in the kernel: (\d+) samples, ([\d.]+) frames each', stderr)
+    if m:
+        out['samples'] = int(m.group(1))
+        out['frames_per_sample'] = float(m.group(2))
+    m = re.search(r'^([\d,]+) samples', stderr, re.M)
+    if m and 'samples' not in out:
+        out['samples'] = int(m.group(1).replace(',', ''))
+    m = re.search(r'([\d,]+) lost', stderr)
+    out['lost'] = int(m.group(1).replace(',', '')) if m else 0
+    return out
+
+
+def perf_numbers(data, stderr):
+    out = {}
+    size = os.path.getsize(data)
+    m = re.search(r'\(([\d]+) samples\)', stderr)
+    if m:
+        out['samples'] = int(m.group(1))
+        out['bytes_per_sample'] = size / max(1, out['samples'])
+    m = re.search(r'Lost (\d+)', stderr) or re.search(r'(\d+) lost', stderr)
+    out['lost'] = int(m.group(1)) if m else 0
+    return out
+
+
+def median_run(fn, repeat):
+    runs = [fn() for _ in range(repeat)]
+    runs.sort(key=lambda r: r[0])
+    return runs[len(runs) // 2]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--ehelf', required=True)
+    ap.add_argument('--fixtures', required=True)
+    ap.add_argument('--json', required=True)
+    ap.add_argument('--md', required=True)
+    ap.add_argument('--quick', action='store_true')
+    ap.add_argument('--freqs', default='999,4000')
+    ap.add_argument('--repeat', type=int, default=3)
+    a = ap.parse_args()
+    work = tempfile.mkdtemp()
+    data = os.path.join(work, 'input.txt')
+    with open(data, 'wb') as f:
+        f.write(os.urandom(3 << 20 if a.quick else 12 << 20).hex().encode())
+    units = '150' if a.quick else '800'
+    workloads = {
+        'C fixture (split)': [os.path.join(a.fixtures, 'record_target'), 'split', units],
+        'C threads': [os.path.join(a.fixtures, 'record_target'), 'threads', units],
+        'xz -9': ['xz', '-9', '-k', '-T1', '-c', data],
+        'python3': ['python3', '-c', 'import json; d=[{"k": i, "v": str(i)*5} for i in range(%d)]; '
+                    'json.loads(json.dumps(d)); sorted(d, key=lambda x: x["v"])'
+                    % (200000 if a.quick else 1500000)],
+    }
+    stats_path = '/proc/sys/kernel/bpf_stats_enabled'
+    old_stats = open(stats_path).read().strip() if os.path.exists(stats_path) else None
+    if old_stats is not None:
+        open(stats_path, 'w').write('1')
+    results = []
+    try:
+        for freq in [int(f) for f in a.freqs.split(',')]:
+            for name, cmd in workloads.items():
+                row = {'workload': name, 'freq': freq}
+                base = median_run(lambda: cpu_of(cmd), a.repeat)
+                row['alone_s'] = base[0]
+                out = os.path.join(work, 'p.folded')
+                for mode in ('kernel', 'user'):
+                    r = median_run(lambda: cpu_of([a.ehelf, 'record', '--unwind', mode, '-F',
+                                                   str(freq), '-o', out, '--'] + cmd), a.repeat)
+                    row[mode] = dict(ehelf_numbers(r[2]), wall_s=r[0],
+                                     slowdown=r[0] / base[0], profiler_cpu_s=max(0, r[1] - base[1]))
+                pd = os.path.join(work, 'perf.data')
+                for mode, flags in (('perf -g', ['-g']),
+                                    ('perf dwarf', ['--call-graph', 'dwarf,16384'])):
+                    r = median_run(lambda: cpu_of(['perf', 'record', '-e', 'cpu-clock', '-F',
+                                                   str(freq), '-o', pd] + flags + ['--'] + cmd),
+                                   a.repeat)
+                    row[mode] = dict(perf_numbers(pd, r[2]), wall_s=r[0],
+                                     slowdown=r[0] / base[0], profiler_cpu_s=max(0, r[1] - base[1]))
+                results.append(row)
+                print(json.dumps(row), file=sys.stderr)
+    finally:
+        if old_stats is not None:
+            open(stats_path, 'w').write(old_stats)
+    meta = {'date': time.strftime('%Y-%m-%d'), 'machine': os.uname().nodename + ' ' +
+            os.uname().release + f', {os.cpu_count()} CPUs',
+            'command': 'bash bench/run_record_kernel.sh' + (' --quick' if a.quick else ''),
+            'repeat': a.repeat}
+    json.dump({'meta': meta, 'results': results}, open(a.json, 'w'), indent=1)
+    lines = [f"# ehelf record: in-kernel walk against user-space walk and perf ({meta['date']})", '',
+             f"Machine: {meta['machine']}. Rerun: `{meta['command']}`. Median of {a.repeat} runs.",
+             '', 'Slowdown: wall time under the profiler over the workload alone. Bytes/sample: '
+             'what the kernel hands to user space per sample (ehelf: perf rings and BPF maps; '
+             'perf: perf.data size over its samples). Profiler CPU: the profiler\'s own user+system '
+             'seconds. BPF: the program\'s run time per sample and per frame '
+             '(kernel.bpf_stats_enabled).', '',
+             '| workload | Hz | kernel slowdown | user slowdown | perf -g | perf dwarf | '
+             'bytes/sample kernel | user | perf dwarf | profiler CPU kernel / user (s) | '
+             'BPF ns/sample | ns/frame | frames | lost kernel / user / perf dwarf |',
+             '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|']
+    for r in results:
+        k, u, g, d = r['kernel'], r['user'], r['perf -g'], r['perf dwarf']
+        lines.append(
+            f"| {r['workload']} | {r['freq']} | {k['slowdown']:.3f} | {u['slowdown']:.3f} | "
+            f"{g['slowdown']:.3f} | {d['slowdown']:.3f} | {k.get('bytes_per_sample', 0):.1f} | "
+            f"{u.get('bytes_per_sample', 0):.0f} | {d.get('bytes_per_sample', 0):.0f} | "
+            f"{k['profiler_cpu_s']:.2f} / {u['profiler_cpu_s']:.2f} | "
+            f"{k.get('bpf_ns_per_sample', '-')} | {k.get('bpf_ns_per_frame', '-')} | "
+            f"{k.get('frames_per_sample', '-')} | {k['lost']} / {u['lost']} / {d['lost']} |")
+    open(a.md, 'w').write('\n'.join(lines) + '\n')
+
+
+if __name__ == '__main__':
+    main()
