@@ -9,7 +9,7 @@
 // build chains the tables accept.
 //
 // Where the fast walk and the general walk (Unwinder::backtrace, step by step, no rule cache)
-// both reach the outermost frame, they must give the same frames (issue 11: one definition of
+// both reach the outermost frame, they must give the same frames (one definition of
 // a step).
 #include <cstddef>
 #include <cstdint>

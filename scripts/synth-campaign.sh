@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The paper's synthesis experiment (issue 13), larger: N csmith programs, each compiled by gcc and
+# The paper's synthesis experiment, larger: N csmith programs, each compiled by gcc and
 # clang at -O0 -fomit-frame-pointer, -O1, -O2, -O3 and -Os; .eh_frame and .eh_frame_hdr removed
 # with objcopy; the tables synthesized from the stripped binary and compared at every analysed
 # instruction with the compiler's own (`ehelf synth STRIPPED --compare-with ORIGINAL`). Prints one
@@ -8,7 +8,7 @@
 #
 # Usage: scripts/synth-campaign.sh [--ehelf PATH] [--seed FIRST] [--no-symbols] N [OUT]
 #        scripts/synth-campaign.sh --summary OUT   (the table of a run so far, even interrupted)
-#   N      programs per setup (the issue asks for 100)
+#   N      programs per setup (100 for the campaign in docs/design/synthesizer.md)
 #   OUT    kept work directory (default: a temporary one, removed at the end)
 #   --no-symbols  strip the symbols too (objcopy --strip-all): functions are then found from
 #                 the entry point, calls and address-taken code only

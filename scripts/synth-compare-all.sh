@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Static validation of the machine's shipped tables (issue 13): `ehelf synth --compare` on every
+# Static validation of the machine's shipped tables: `ehelf synth --compare` on every
 # ELF file with unwind tables under the given directories. Prints the share of analysed
 # instructions whose rows agree with the shipped tables, the disagreements by category (with an
 # example each), the files agreeing least, and the speed (MB of code analysed per second).

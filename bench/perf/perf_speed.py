@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""ehelf perf against perf script on several recordings (issue 15's speed target).
+"""ehelf perf against perf script on several recordings (the target: 5x perf script's speed).
 
 Records, with `perf record -e cpu-clock --call-graph dwarf`: the perf fixture, `xz -9`, python3,
 g++ compiling a small C++ file, and the whole system (`-a`) while xz and python3 run. Then times,

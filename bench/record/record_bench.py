@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""ehelf record against perf record --call-graph dwarf on the same workloads (issue 14).
+"""ehelf record against perf record --call-graph dwarf on the same workloads.
 
 For each workload and frequency: the workload's wall time unprofiled, under `ehelf record` and
 under `perf record -e cpu-clock --call-graph dwarf,STACK` (same frequency and stack size); the

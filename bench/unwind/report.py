@@ -267,7 +267,7 @@ def main():
         lines.append(f"- {p}, cold: {cold_means[p]}.")
     for s in skipped:
         lines.append(f"- skipped: {s}")
-    # Targets from the issue
+    # Targets set for the fast walk
     t = []
     for reg, d in cols:
         r = rows.get((OURS, reg, d))

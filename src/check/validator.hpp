@@ -1,6 +1,6 @@
 // check::run_check: `ehelf check`. Runs a program under ptrace one instruction at a time and,
 // before each instruction, compares the unwind-table row of its pc with where the code really
-// keeps the return address and the callee-saved registers (issue 12; the paper's Algorithm 1).
+// keeps the return address and the callee-saved registers (the paper's Algorithm 1).
 //
 // A shadow stack per thread holds, for each call seen, the slot the return address was pushed
 // to, the callee-saved registers' values at entry, and the slots where the code stored those

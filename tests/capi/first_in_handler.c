@@ -1,4 +1,4 @@
-/* The profiler scenario of issue 9: nothing of the unwinder is called before the first signal;
+/* The profiler's scenario: nothing of the unwinder is called before the first signal;
  * a 10 kHz ITIMER_PROF handler unwinds (unw_backtrace, or unw_init_local2 with
  * UNW_INIT_SIGNAL_FRAME + unw_step to the end) while the threads it interrupts loop on
  * malloc/free. Every allocator call is counted, and one made while a handler of ours runs fails

@@ -118,7 +118,7 @@ else
   echo "SKIP stack use: sanitizers' frames are larger"
 fi
 
-# Issue 9's scenario: the first unwind of the process, and of each thread, inside a 10 kHz
+# The profiler's scenario: the first unwind of the process, and of each thread, inside a 10 kHz
 # SIGPROF handler that interrupts malloc/free loops (unw_backtrace, and unw_init_local2 +
 # unw_step; on the thread's stack and on an alternate signal stack). No allocator call may happen
 # in a handler (counted by interposing malloc & co., except under sanitizers, which own the

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# A sample of scripts/check-campaign.sh (the paper's csmith experiment; the full run is in the
-# README): one csmith program, two setups, no reduction: every build checked or skipped with a
-# reason, the summary's table has a row per setup and the instructions checked add up.
+# A sample of scripts/check-campaign.sh (the paper's csmith experiment; the full run is in
+# docs/design/validator.md): one csmith program, two setups, no reduction: every build checked or
+# skipped with a reason, the summary's table has a row per setup and the instructions checked add up.
 source "$(dirname "$0")/common.sh" "$@"
 src="$(cd "$2" && pwd)"
 if ! command -v csmith > /dev/null; then

@@ -115,7 +115,7 @@ for (oh, of, why), (th, tf, _) in zip(ours, theirs):
     elif why == 'no unwind entry for the pc' and len(ok) < len(tk) and tk[:len(ok)] == ok:
         # A pc without an FDE in a module that has tables (crtstuff's __do_global_dtors_aux
         # in libasan, at ASan's exit-time leak check): ehelf follows frame pointers only in
-        # modules without any table (issue 4), so it stops; perf's unwinder guesses on.
+        # modules without any table, so it stops; perf's unwinder guesses on.
         no_entry += 1
     else:  # shown if the check fails
         mismatches.append(f"{label}: differs at {oh}:\n  ours: {ok}\n  perf: {tk}\n"
@@ -427,7 +427,7 @@ python3 - ours-ip.txt perf-ip.txt ours-ip.folded << 'PY' || fail "recording with
 import re, sys
 # perf script prints such a sample on one line: "comm pid/tid time: ip sym (dso)". Names are
 # compared in the fixture only: in libc perf and ehelf may pick different aliases of one symbol
-# (__qsort_r / __GI___qsort_r), the name-fidelity part of issue 15.
+# (__qsort_r / __GI___qsort_r), perf script's choice of names.
 def norm(line):
     m = re.match(r'(.*:\s+[0-9a-f]+) (.*) \((.*)\)$', line)
     if not m or 'fixtures/' in m.group(3):

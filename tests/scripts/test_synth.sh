@@ -289,7 +289,8 @@ else
 fi
 
 # --json and exit status on a library: libc agrees in >= 99.9% of its instructions (measured
-# 99.91%; the rest are hand-written assembly with DRAP/CFA expressions, see the README).
+# 99.91%; the rest are hand-written assembly with DRAP/CFA expressions, see
+# docs/design/synthesizer.md).
 libc=/usr/lib/x86_64-linux-gnu/libc.so.6
 "$ehelf" synth --compare --json --max-print 5 "$libc" > "$work/libc.json"
 status=$?

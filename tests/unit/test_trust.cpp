@@ -1,4 +1,4 @@
-// Trust and containment (issue 10): names from outside reach generated C only escaped.
+// Trust and containment (docs/security.md): names from outside reach generated C only escaped.
 #include <gtest/gtest.h>
 
 #include <algorithm>

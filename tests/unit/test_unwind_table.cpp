@@ -1,6 +1,6 @@
 // The model itself: UnwindTable's building (interning, joining, clipping overlaps) and
 // evaluate_row, case by case, on a synthetic register state and memory where every rule kind
-// gives a different answer (issue 11: the model had no direct unit test).
+// gives a different answer (the model had no direct unit test before this one).
 #include <gtest/gtest.h>
 
 #include <cstring>
