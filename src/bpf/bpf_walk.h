@@ -20,7 +20,8 @@
  * A row of an FDE with the 'S' augmentation (flags & EHELF_ROW_SIGNAL_FRAME) makes the caller's
  * pc exact: its row is looked up at the pc itself, not at pc - 1.
  *
- * The including file defines, before including:
+ * The including file defines, before including, for the step and the search (without them, only
+ * the rows and kinds are declared: the encoder needs no memory):
  *   EHELF_READ_U64(ctx, addr, out)  0 when the 8 bytes at addr were read into *out
  *   EHELF_ROW_AT(ctx, index)        the row at a global index, or 0
  */
@@ -85,6 +86,13 @@ struct ehelf_bpf_regs {
   __u8 rbp_known;
   __u8 exact_pc; /* look the pc up as it is (the first frame, after a signal frame) */
 };
+
+#endif /* EHELF_BPF_WALK_H */
+
+/* The step and the search, once the includer has said how to read memory and rows (a file may
+ * include this header for the rows first, and again with the macros). */
+#if defined(EHELF_READ_U64) && defined(EHELF_ROW_AT) && !defined(EHELF_BPF_WALK_STEP_H)
+#define EHELF_BPF_WALK_STEP_H
 
 /* One step through `row`: `r` become the caller's registers, or a stop reason and `r` unchanged. */
 EHELF_INLINE int ehelf_bpf_step(const struct ehelf_bpf_row *row, struct ehelf_bpf_regs *r,
@@ -159,4 +167,4 @@ EHELF_INLINE __s64 ehelf_bpf_find_row(void *ctx, __u64 first, __u32 count, __u32
   return lo == 0 ? -1 : (__s64)(first + lo - 1);
 }
 
-#endif
+#endif /* EHELF_READ_U64 && EHELF_ROW_AT */
