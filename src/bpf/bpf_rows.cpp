@@ -1,20 +1,42 @@
 #include "bpf/bpf_rows.hpp"
 
-#include <limits>
+#include <cstring>
+
+#include <fmt/format.h>
 
 #include "model/dw_op.hpp"
 #include "model/registers.hpp"
-#include "runtime/unwind_rule.hpp"
 
-namespace ehelf::bpf {
-namespace {
+namespace ehelf {
 
-bool fits(int64_t v, int64_t lo, int64_t hi) {
-  return v >= lo && v <= hi;
+std::string_view bpf_row_kind_name(unsigned kind) {
+  switch (kind) {
+  case EHELF_ROW_NONE:
+    return "none";
+  case EHELF_ROW_CFA_RSP:
+    return "cfa_rsp";
+  case EHELF_ROW_CFA_RBP:
+    return "cfa_rbp";
+  case EHELF_ROW_PLT:
+    return "plt";
+  case EHELF_ROW_SIGNAL:
+    return "signal";
+  case EHELF_ROW_END:
+    return "end";
+  case EHELF_ROW_STOP:
+    return "stop";
+  }
+  return "?";
 }
 
-constexpr uint8_t breg(unsigned reg) {
-  return uint8_t(unsigned(OP_breg0) + reg);
+namespace {
+
+constexpr uint8_t kBregRsp = uint8_t(OP_breg0) + uint8_t(x86_64::RSP);
+constexpr uint8_t kBregRip = uint8_t(OP_breg0) + uint8_t(x86_64::RIP);
+constexpr uint8_t kLit3 = OP_lit0 + 3, kLit15 = OP_lit0 + 15;
+
+bool fits32(int64_t v) {
+  return v >= INT32_MIN && v <= INT32_MAX;
 }
 
 ehelf_bpf_row stop_row(NotExpressible why) {
@@ -24,138 +46,170 @@ ehelf_bpf_row stop_row(NotExpressible why) {
   return r;
 }
 
-// The ops of expression `index`, if it is `breg7 N` (rsp + N) followed by `tail`.
-bool rsp_plus(const UnwindTable& t, uint32_t index, std::initializer_list<uint8_t> tail,
-              int64_t& n) {
-  if (index == kNoExpression || index >= t.expression_count()) return false;
-  const auto& ops = t.expression(index).ops();
-  if (ops.size() != 1 + tail.size() || ops[0].opcode != breg(x86_64::RSP)) return false;
-  size_t i = 1;
-  for (uint8_t op : tail)
-    if (ops[i++].opcode != op) return false;
-  n = int64_t(ops[0].a);
-  return true;
+// The threshold K of the PLT expression (DW_OP_litK, or DW_OP_const1u K), or -1.
+int64_t plt_threshold(const ExprOp& op) {
+  if (op.opcode >= OP_lit0 && op.opcode <= OP_lit31) return op.opcode - OP_lit0;
+  if (op.opcode == OP_const1u) return int64_t(op.a);
+  return -1;
 }
 
-// The expression every linker writes for PLT entries: rsp + N, plus 8 once rip & 15 reaches K
-// (breg7 N; breg16 0; lit15; and; litK; ge; lit3; shl; plus).
-bool plt_expression(const UnwindTable& t, uint32_t index, int64_t& n, int64_t& k) {
-  if (index == kNoExpression || index >= t.expression_count()) return false;
-  const auto& ops = t.expression(index).ops();
+// N when `e` is the PLT stubs' CFA: rsp + N + ((rip & 15) >= K ? 8 : 0) (K out in `threshold`).
+bool match_plt(const Expression& e, int64_t& n, int64_t& threshold) {
+  const std::vector<ExprOp>& ops = e.ops();
   if (ops.size() != 9) return false;
-  const uint8_t expected[] = {breg(x86_64::RSP), breg(x86_64::RIP), OP_lit0 + 15, OP_and,
-                              0, OP_ge, OP_lit0 + 3, OP_shl, OP_plus};
-  for (size_t i = 0; i < 9; ++i)
-    if (i != 4 && ops[i].opcode != expected[i]) return false;
-  if (ops[4].opcode < OP_lit0 || ops[4].opcode > OP_lit0 + 15 || ops[1].a != 0) return false;
+  const uint8_t tail[] = {kLit15, OP_and, 0, OP_ge, kLit3, OP_shl, OP_plus};
+  for (size_t i = 0; i < 7; ++i)
+    if (i != 2 && ops[2 + i].opcode != tail[i]) return false;
+  if (ops[0].opcode != kBregRsp || ops[1].opcode != kBregRip || ops[1].a != 0) return false;
   n = int64_t(ops[0].a);
-  k = ops[4].opcode - OP_lit0;
+  threshold = plt_threshold(ops[4]);
+  return threshold >= 0 && fits32(n);
+}
+
+// Y when expression `index` is DW_OP_breg7 Y alone (rsp + Y: a slot of the signal frame).
+bool rsp_slot(const UnwindTable& table, uint32_t index, int64_t& y) {
+  if (index >= table.expression_count()) return false;
+  const std::vector<ExprOp>& ops = table.expression(index).ops();
+  if (ops.size() != 1 || ops[0].opcode != kBregRsp) return false;
+  y = int64_t(ops[0].a);
   return true;
 }
 
-ehelf_bpf_row row_of(const UnwindTable& t, const TableRange& range) {
-  const RowView row = t.row(range.row);
-  const FunctionInfo& fn = t.function(range.function);
+// glibc's __restore_rt: CFA = *(rsp + X); rip and rbp saved at rsp + Y and rsp + Z; rsp, if it
+// has a rule, read at rsp + X too (it is the CFA).
+ehelf_bpf_row encode_signal(const UnwindTable& table, RowView row, const FunctionInfo& fn,
+                            const Expression& cfa) {
+  const std::vector<ExprOp>& ops = cfa.ops();
+  if (!fn.signal_frame || ops.size() != 2 || ops[0].opcode != kBregRsp || ops[1].opcode != OP_deref)
+    return stop_row(NotExpressible::CfaIsExpression);
   if (fn.return_column != x86_64::RIP) return stop_row(NotExpressible::ReturnColumnNotRip);
-  ehelf_bpf_row r{};
-  if (fn.signal_frame) r.flags |= EHELF_ROW_SIGNAL_FRAME;
+  const int64_t x = int64_t(ops[0].a);
+  int64_t y = 0, z = 0, s = 0;
   const RegisterRule* rip = row.rule_for(x86_64::RIP);
   const RegisterRule* rbp = row.rule_for(x86_64::RBP);
-  if (row.cfa.kind == CfaRule::Kind::Expression) {
-    int64_t n = 0, k = 0, y = 0, z = 0;
-    // The kernel's rt_sigframe (glibc's __restore_rt): CFA = *(rsp + N), rip and rbp saved at
-    // rsp + Y and rsp + Z.
-    if (fn.signal_frame && rsp_plus(t, row.cfa.expr, {OP_deref}, n) && rip &&
-        rip->kind == RegisterRule::Kind::Expression && rsp_plus(t, rip->expr, {}, y) && rbp &&
-        rbp->kind == RegisterRule::Kind::Expression && rsp_plus(t, rbp->expr, {}, z) &&
-        fits(n, INT32_MIN, INT32_MAX) && fits(y, INT16_MIN, INT16_MAX) &&
-        fits(z, INT32_MIN, INT32_MAX)) {
-      r.kind = EHELF_ROW_SIGNAL;
-      r.cfa_offset = int32_t(n);
-      r.rip_offset = int16_t(y);
-      r.rbp_offset = int32_t(z);
-      return r;
-    }
-    if (!plt_expression(t, row.cfa.expr, n, k) || !fits(n, INT32_MIN, INT32_MAX))
-      return stop_row(NotExpressible::CfaIsExpression);
-    r.kind = EHELF_ROW_PLT;
-    r.cfa_offset = int32_t(n);
-    r.rbp_offset = int32_t(k);
-  } else if (row.cfa.kind == CfaRule::Kind::RegOffset) {
-    if (row.cfa.reg == x86_64::RSP)
-      r.kind = EHELF_ROW_CFA_RSP;
-    else if (row.cfa.reg == x86_64::RBP)
-      r.kind = EHELF_ROW_CFA_RBP;
-    else
-      return stop_row(NotExpressible::CfaRegisterNotRspOrRbp);
-    if (!fits(row.cfa.offset, INT32_MIN, INT32_MAX))
-      return stop_row(NotExpressible::CfaOffsetDoesNotFit);
-    r.cfa_offset = int32_t(row.cfa.offset);
-  } else {
-    return stop_row(NotExpressible::CfaIsExpression);
-  }
-  if (row.rule_for(x86_64::RSP)) return stop_row(NotExpressible::RuleForRsp);
-  // The return address: saved at CFA + n, or undefined (the outermost frame).
-  if (!rip || rip->kind == RegisterRule::Kind::Undefined) {
-    ehelf_bpf_row end{};
-    end.kind = EHELF_ROW_END;
-    end.flags = r.flags;
-    return end;
-  }
-  if (rip->kind == RegisterRule::Kind::SameValue)
+  const RegisterRule* rsp = row.rule_for(x86_64::RSP);
+  if (!rip || rip->kind != RegisterRule::Kind::Expression || !rsp_slot(table, rip->expr, y))
     return stop_row(NotExpressible::ReturnAddressNotSaved);
-  if (rip->kind != RegisterRule::Kind::Offset) return stop_row(NotExpressible::ReturnAddressNotSaved);
-  if (!fits(rip->offset, INT16_MIN, INT16_MAX)) return stop_row(NotExpressible::OffsetDoesNotFit);
-  r.rip_offset = int16_t(rip->offset);
-  // rbp: unchanged when no rule names it (callee-saved), else saved at CFA + n or unknown.
-  if (!rbp || rbp->kind == RegisterRule::Kind::SameValue) {
-    r.flags |= EHELF_SAVE_SAME;
-  } else if (rbp->kind == RegisterRule::Kind::Undefined) {
-    r.flags |= EHELF_SAVE_UNKNOWN;
-  } else if (rbp->kind == RegisterRule::Kind::Offset && fits(rbp->offset, INT32_MIN, INT32_MAX)) {
-    r.flags |= EHELF_SAVE_AT_CFA;
-    r.rbp_offset = int32_t(rbp->offset);
-  } else {
+  if (!rbp || rbp->kind != RegisterRule::Kind::Expression || !rsp_slot(table, rbp->expr, z))
     return stop_row(NotExpressible::RegisterRuleNotOffset);
-  }
+  if (rsp &&
+      (rsp->kind != RegisterRule::Kind::Expression || !rsp_slot(table, rsp->expr, s) || s != x))
+    return stop_row(NotExpressible::RuleForRsp);
+  if (!fits32(x) || !fits32(z) || y < INT16_MIN || y > INT16_MAX)
+    return stop_row(NotExpressible::OffsetDoesNotFit);
+  ehelf_bpf_row r{};
+  r.kind = EHELF_ROW_SIGNAL;
+  r.flags = EHELF_ROW_SIGNAL_FRAME;
+  r.cfa_offset = int32_t(x);
+  r.rip_offset = int16_t(y);
+  r.rbp_offset = int32_t(z);
   return r;
 }
 
-bool same_row(const ehelf_bpf_row& a, const ehelf_bpf_row& b) {
-  return a.kind == b.kind && a.flags == b.flags && a.rip_offset == b.rip_offset &&
-         a.cfa_offset == b.cfa_offset && a.rbp_offset == b.rbp_offset;
+// The row of an UnwindRule of kind CfaRsp or CfaRbp (`kind`: the row's, CFA_* or PLT).
+ehelf_bpf_row from_rule(const UnwindRule& rule, uint8_t kind) {
+  ehelf_bpf_row r{};
+  if (rule.rip == UnwindRule::Unknown) {
+    r.kind = EHELF_ROW_END;
+    return r;
+  }
+  r.kind = kind;
+  r.flags = uint8_t(rule.rbp | (rule.signal_frame ? EHELF_ROW_SIGNAL_FRAME : 0));
+  r.rip_offset = rule.rip_offset;
+  r.cfa_offset = rule.cfa_offset;
+  if (rule.rbp == UnwindRule::AtCfa) r.rbp_offset = rule.rbp_offset;
+  return r;
 }
 
 } // namespace
 
-BpfTable encode_bpf_rows(const UnwindTable& table) {
+ehelf_bpf_row encode_bpf_row(const UnwindTable& table, RowView row, const FunctionInfo& fn) {
+  // Only rip, rsp and rbp are tracked in the kernel: rbx's rule, or any other register's, must not
+  // make the row a STOP. (rule_for answers the first rule of a column: so does this copy.)
+  ColumnRule columns[3];
+  size_t count = 0;
+  for (unsigned reg : {x86_64::RBP, x86_64::RSP, x86_64::RIP})
+    if (const RegisterRule* r = row.rule_for(reg)) columns[count++] = ColumnRule{uint16_t(reg), *r};
+  RowView walked{row.cfa, std::span<const ColumnRule>(columns, count)};
+
+  if (row.cfa.kind == CfaRule::Kind::Expression && row.cfa.expr < table.expression_count()) {
+    const Expression& cfa = table.expression(row.cfa.expr);
+    int64_t n = 0, threshold = 0;
+    if (!match_plt(cfa, n, threshold)) return encode_signal(table, walked, fn, cfa);
+    // The rest of the row as if CFA = rsp + N: the PLT term is added by the step.
+    walked.cfa = CfaRule{CfaRule::Kind::RegOffset, x86_64::RSP, n, kNoExpression};
+    const UnwindRule rule = to_unwind_rule(walked, fn);
+    if (rule.kind == UnwindRule::Interpret) return stop_row(rule.interpret_reason());
+    // rbp_offset holds the threshold: a PLT row cannot also read rbp from the stack.
+    if (rule.rip != UnwindRule::Unknown && rule.rbp == UnwindRule::AtCfa)
+      return stop_row(NotExpressible::RegisterRuleNotOffset);
+    ehelf_bpf_row r = from_rule(rule, EHELF_ROW_PLT);
+    if (r.kind == EHELF_ROW_PLT) r.rbp_offset = int32_t(threshold);
+    return r;
+  }
+  const UnwindRule rule = to_unwind_rule(walked, fn);
+  if (rule.kind == UnwindRule::Interpret) return stop_row(rule.interpret_reason());
+  return from_rule(rule, rule.kind == UnwindRule::CfaRsp ? EHELF_ROW_CFA_RSP : EHELF_ROW_CFA_RBP);
+}
+
+Result<BpfTable> encode_bpf_rows(const UnwindTable& table) {
   BpfTable out;
-  const auto ranges = table.ranges();
+  const std::span<const TableRange> ranges = table.ranges();
   if (ranges.empty()) return out;
   out.base = ranges.front().begin;
-  uint64_t end = out.base; // where the last row written ends
-  auto add = [&](uint64_t pc, const ehelf_bpf_row& row) {
-    if (!out.rows.empty() && same_row(out.rows.back(), row)) return; // one row holds both
-    ehelf_bpf_row r = row;
+  uint64_t end = out.base; // where the previous range ended
+  auto push = [&](uint64_t pc, const ehelf_bpf_row& encoded) {
+    ehelf_bpf_row r = encoded;
     r.pc = uint32_t(pc - out.base);
+    if (!out.rows.empty()) {
+      ehelf_bpf_row last = out.rows.back();
+      last.pc = r.pc;
+      if (std::memcmp(&last, &r, sizeof r) == 0) return; // the same step: one row covers both
+    }
     out.rows.push_back(r);
   };
+  const ehelf_bpf_row none{};
   for (const TableRange& range : ranges) {
-    if (range.end - out.base > std::numeric_limits<uint32_t>::max()) {
-      ++out.beyond_4gib;
-      continue;
-    }
-    if (range.begin > end) add(end, ehelf_bpf_row{}); // a gap: NONE
-    add(range.begin, row_of(table, range));
+    if (range.begin < end || range.end <= range.begin)
+      return Error::plain(fmt::format("unwind ranges not sorted and disjoint at {:#x}..{:#x}",
+                                      range.begin, range.end));
+    if (range.end - out.base > UINT32_MAX)
+      return Error::plain(fmt::format(
+          "range {:#x}..{:#x} ends 4 GiB or more above the table's base {:#x}: a BPF row's pc "
+          "has 32 bits",
+          range.begin, range.end, out.base));
+    if (range.function >= table.function_count() || range.row >= table.row_count())
+      return Error::plain(
+          fmt::format("range {:#x}..{:#x} names no row or function", range.begin, range.end));
+    if (range.begin > end) push(end, none);
+    push(range.begin, encode_bpf_row(table, table.row(range.row), table.function(range.function)));
     end = range.end;
   }
-  add(end, ehelf_bpf_row{});
+  push(end, none);
   for (const ehelf_bpf_row& r : out.rows) {
-    if (r.kind < out.kinds.size()) ++out.kinds[r.kind];
-    if (r.kind == EHELF_ROW_STOP && uint32_t(r.cfa_offset) < out.not_expressible.size())
-      ++out.not_expressible[uint32_t(r.cfa_offset)];
+    ++out.rows_by_kind[r.kind];
+    if (r.kind == EHELF_ROW_STOP && uint32_t(r.cfa_offset) < kNotExpressibleCount)
+      ++out.stop_by_reason[size_t(r.cfa_offset)];
   }
   return out;
 }
 
-} // namespace ehelf::bpf
+std::string describe(const BpfTable& rows) {
+  std::string out = fmt::format("{} rows, {} bytes:", rows.rows.size(), rows.bytes());
+  const char* sep = " ";
+  for (unsigned k = 0; k < kBpfRowKindCount; ++k) {
+    if (!rows.rows_by_kind[k]) continue;
+    out += fmt::format("{}{} {}", sep, rows.rows_by_kind[k], bpf_row_kind_name(k));
+    sep = ", ";
+  }
+  sep = "; stop: ";
+  for (unsigned why = 0; why < kNotExpressibleCount; ++why) {
+    if (!rows.stop_by_reason[why]) continue;
+    out += fmt::format("{}{} {}", sep, rows.stop_by_reason[why],
+                       not_expressible_name(NotExpressible(why)));
+    sep = ", ";
+  }
+  return out;
+}
+
+} // namespace ehelf

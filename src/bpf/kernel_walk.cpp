@@ -273,13 +273,15 @@ struct KernelWalk::State {
     }
     if (!data->elf) return nullptr;
     f.segments = data->elf->segments();
-    if (!data->has_table()) {
-      f.kind = EHELF_MAPPING_FRAME_POINTER; // code without tables: rbp is followed
+    auto encoded = data->has_table() ? encode_bpf_rows(*data->table)
+                                     : Result<BpfTable>(Error::plain("no unwind table"));
+    if (!encoded || encoded->rows.empty()) {
+      // Code without tables (or tables the rows cannot hold): rbp is followed.
+      f.kind = EHELF_MAPPING_FRAME_POINTER;
     } else {
-      BpfTable encoded = encode_bpf_rows(*data->table);
-      auto rows = allocate_rows(encoded.rows.size());
-      if (!rows || encoded.rows.empty()) return nullptr;
-      write_rows(rows->first, encoded.rows);
+      auto rows = allocate_rows(encoded->rows.size());
+      if (!rows) return nullptr;
+      write_rows(rows->first, encoded->rows);
       f.rows = *rows;
       if (!free_table_ids.empty()) {
         f.id = free_table_ids.back();
@@ -289,9 +291,9 @@ struct KernelWalk::State {
       }
       ehelf_table& t = tables.values[f.id];
       t.first_row = rows->first;
-      t.base = encoded.base;
+      t.base = encoded->base;
       t.reserved = 0;
-      __atomic_store_n(&t.row_count, uint32_t(encoded.rows.size()), __ATOMIC_RELEASE);
+      __atomic_store_n(&t.row_count, uint32_t(encoded->rows.size()), __ATOMIC_RELEASE);
     }
     return &files.emplace(key, std::move(f)).first->second;
   }

@@ -82,7 +82,8 @@ std::vector<BackendCheck> check_runtime_backends(const UnwindTable& table,
 }
 
 Result<std::vector<BackendCheck>> check_file_backends(const std::string& path,
-                                                      bool with_cached_eh_elf) {
+                                                      bool with_cached_eh_elf,
+                                                      std::span<const TableCheck> more) {
   LoadOptions lo;
   lo.separate_debug_file = false;
   auto m = load_module_cfi(path, lo);
@@ -93,7 +94,10 @@ Result<std::vector<BackendCheck>> check_file_backends(const std::string& path,
   std::unique_ptr<EhElfObject> compiled;
   if (with_cached_eh_elf)
     if (auto id = m->elf->build_id()) compiled = load_cached_eh_elf(*id, RegisterSet::Minimal);
-  return check_runtime_backends(*table, compiled.get());
+  std::vector<BackendCheck> out = check_runtime_backends(*table, compiled.get());
+  for (const TableCheck& check : more)
+    out.push_back(check(*table));
+  return out;
 }
 
 std::string describe(const BackendCheck& c) {

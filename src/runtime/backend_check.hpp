@@ -4,6 +4,8 @@
 // is given.
 #pragma once
 
+#include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -20,11 +22,15 @@ namespace ehelf {
 std::vector<BackendCheck> check_runtime_backends(const UnwindTable& table,
                                                  const EhElfObject* compiled = nullptr);
 
+// A check of a backend the runtime does not know (the BPF rows: bpf/bpf_check.hpp) on a table.
+using TableCheck = std::function<BackendCheck(const UnwindTable&)>;
+
 // The same for an ELF file's tables (.eh_frame, else .debug_frame), with its eh_elf from the
-// cache when `with_cached_eh_elf` and one is there. An error when the file or its tables cannot
-// be read; an empty list for a file without tables.
+// cache when `with_cached_eh_elf` and one is there, then each of `more` on the same table. An
+// error when the file or its tables cannot be read; an empty list for a file without tables.
 Result<std::vector<BackendCheck>> check_file_backends(const std::string& path,
-                                                      bool with_cached_eh_elf);
+                                                      bool with_cached_eh_elf,
+                                                      std::span<const TableCheck> more = {});
 
 // "compact table: 61,000 checks, 60,102 agree, 12 both refuse, 886 not handled, 0 mismatches"
 // (not handled: left to the interpreter), then the first mismatches on their own lines.
