@@ -130,7 +130,7 @@ struct FileKey {
 };
 
 struct FileTable {
-  uint32_t id = 0;     // in the tables map
+  uint32_t id = 0; // in the tables map
   RangePool::Range rows{};
   uint32_t kind = EHELF_MAPPING_TABLE;
   std::vector<Segment> segments; // for the bias of each mapping of it
@@ -207,7 +207,8 @@ struct KernelWalk::State {
     if (Status st = shard->rows.map(shard->fd, EHELF_SHARD_ROWS, "rows"); !st) return st;
     const uint32_t index = uint32_t(shards.size());
     if (bpf_map_update_elem(bpf_map__fd(skel->maps.row_shards), &index, &shard->fd, BPF_ANY) != 0)
-      return Error::plain(fmt::format("cannot add rows to the BPF program: {}", std::strerror(errno)));
+      return Error::plain(
+          fmt::format("cannot add rows to the BPF program: {}", std::strerror(errno)));
     shards.push_back(std::move(shard));
     row_pool.grow(uint64_t(shards.size()) * EHELF_SHARD_ROWS);
     return Ok{};
@@ -239,9 +240,10 @@ struct KernelWalk::State {
     if (m.path == "[vdso]") {
       key.vdso = m.path;
     } else {
-      // The file the process maps, even deleted, replaced or in another mount namespace.
-      open_path = fmt::format("/proc/{}/map_files/{:x}-{:x}", pid, m.start, m.end);
-      struct stat st{};
+      // The file the process maps, even deleted, replaced or in another mount namespace (pid 0:
+      // a file by its path, preloaded).
+      open_path = pid ? fmt::format("/proc/{}/map_files/{:x}-{:x}", pid, m.start, m.end) : m.path;
+      struct stat st {};
       if (::stat(open_path.c_str(), &st) != 0) {
         open_path = m.open_path(int(pid));
         if (::stat(open_path.c_str(), &st) != 0) return nullptr;
@@ -263,7 +265,8 @@ struct KernelWalk::State {
     f.path = m.path;
     if (!key.vdso.empty()) {
       std::vector<uint8_t> image(m.end - m.start);
-      iovec local{image.data(), image.size()}, remote{reinterpret_cast<void*>(m.start), image.size()};
+      iovec local{image.data(), image.size()},
+          remote{reinterpret_cast<void*>(m.start), image.size()};
       if (::process_vm_readv(pid_t(pid), &local, 1, &remote, 1, 0) != ssize_t(image.size()))
         return nullptr;
       data = load_module_image(image, m.path, policy);
@@ -467,6 +470,17 @@ void KernelWalk::refresh_process(uint32_t pid) {
   s_->refresh(pid);
 }
 
+void KernelWalk::preload_files(const std::vector<std::string>& paths) {
+  for (const std::string& path : paths) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    ProcMapping m;
+    m.path = path;
+    FileKey key;
+    if (FileTable* f = s_->file_for(0, m, key)) ++f->users; // kept: no process releases it
+  }
+}
+
 void KernelWalk::forget_process(uint32_t pid) {
   s_->forget(pid);
 }
@@ -586,8 +600,7 @@ KernelWalkStats KernelWalk::stats() const {
   out.bytes_read = s.bytes_read;
   bpf_prog_info info{};
   uint32_t info_size = sizeof(info);
-  if (bpf_obj_get_info_by_fd(bpf_program__fd(s.skel->progs.ehelf_sample), &info, &info_size) ==
-      0) {
+  if (bpf_obj_get_info_by_fd(bpf_program__fd(s.skel->progs.ehelf_sample), &info, &info_size) == 0) {
     out.runs = info.run_cnt;
     out.run_time_ns = info.run_time_ns;
   }

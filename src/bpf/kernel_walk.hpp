@@ -56,8 +56,8 @@ struct CopiedWalk {
 
 struct KernelWalkStats {
   uint64_t samples = 0, frames = 0;
-  std::array<uint64_t, kWalkStopCount> stops{};    // walks by why they ended
-  std::array<uint64_t, 16> not_expressible{};      // STOP rows met, by NotExpressible reason
+  std::array<uint64_t, kWalkStopCount> stops{}; // walks by why they ended
+  std::array<uint64_t, 16> not_expressible{};   // STOP rows met, by NotExpressible reason
   uint64_t requests_lost = 0, counts_full = 0, stacks_full = 0, copies_lost = 0;
   uint64_t files = 0, rows = 0, row_bytes = 0; // tables loaded now
   uint64_t largest_file_rows = 0;
@@ -85,6 +85,9 @@ public:
   Status attach(int perf_event_fd);
   // Reads the process's mappings and loads the tables they need, now.
   void refresh_process(uint32_t pid);
+  // Loads the tables of these files now and keeps them for the whole run (the files most
+  // processes map, the command about to run), so that their first samples walk at once.
+  void preload_files(const std::vector<std::string>& paths);
   // The process is gone: its mappings are dropped, and the tables only it used.
   void forget_process(uint32_t pid);
   // Answers the program's requests (processes and files without tables yet). Call often.

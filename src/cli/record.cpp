@@ -152,8 +152,7 @@ int run_record(const Options& o) {
     out.frequency = rec.frequency;
     out.period = o.period;
     out.start_nanos =
-        std::chrono::duration_cast<std::chrono::nanoseconds>(wall_start.time_since_epoch())
-            .count();
+        std::chrono::duration_cast<std::chrono::nanoseconds>(wall_start.time_since_epoch()).count();
     out.inverted = o.inverted;
     out.title = o.title.empty() ? fmt::format("ehelf record: {}", what) : o.title;
     return record::write_profile(rec, stacks, *format, file, out);

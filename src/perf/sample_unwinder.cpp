@@ -562,6 +562,7 @@ void SampleUnwinder::adopt_raw(RawStack& out, uint64_t samples) {
   stats_.frames += samples * (out.kernel.size() + out.user.size());
   if (out.user_walked && out.stop != StopReason::EndOfStack) stats_.stopped_early += samples;
   Process& p = process(out.pid);
+  refresh(p); // the module map resolve() names the frames with, as of the records fed so far
   out.maps = p.maps.get();
   out.maps_id = p.maps->id;
 }

@@ -38,10 +38,10 @@ Result<EventSpec> parse_event(std::string_view name);
 
 struct SamplingOptions {
   EventSpec event;
-  uint64_t frequency = 999; // samples per second per thread (used when period is 0)
-  uint64_t period = 0;      // -c: one sample every `period` events
+  uint64_t frequency = 999;    // samples per second per thread (used when period is 0)
+  uint64_t period = 0;         // -c: one sample every `period` events
   uint32_t stack_size = 16384; // 0: no stack copy and no user registers (the kernel walks)
-  bool kernel = true; // kernel frames, where perf_event_paranoid allows them
+  bool kernel = true;          // kernel frames, where perf_event_paranoid allows them
   // Per CPU: 4 MiB hold ~250 samples of 16 KiB, a quarter second at 999 Hz, so that a recorder
   // kept off the CPU by a busy machine loses nothing; halved down to 8 pages when the kernel
   // refuses the memory (perf_event_mlock_kb for unprivileged users).

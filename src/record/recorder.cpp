@@ -6,15 +6,15 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <fcntl.h>
 #include <fstream>
 #include <future>
+#include <optional>
 #include <poll.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <deque>
-#include <optional>
 #include <unordered_map>
 #include <utility>
 
@@ -191,6 +191,22 @@ int process_of_thread(int tid) {
   return 0;
 }
 
+// Where execvp finds `name`: itself when it has a slash, else the first executable of that name
+// on PATH (empty if none).
+std::string executable_path(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = std::getenv("PATH");
+  std::string_view dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  while (true) {
+    const size_t colon = dirs.find(':');
+    std::string candidate = std::string(dirs.substr(0, colon));
+    candidate = (candidate.empty() ? std::string(".") : candidate) + "/" + name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    if (colon == std::string_view::npos) return {};
+    dirs.remove_prefix(colon + 1);
+  }
+}
+
 // Records that describe processes already running when the recording started (perf's
 // "synthesized" events): each thread's name and the process's executable mappings, fed to the
 // unwinder before the ring's own records.
@@ -257,9 +273,8 @@ public:
     s.reg(perf::perf_reg::kIp, ip);
     s.reg(perf::perf_reg::kSp, sp);
     std::deque<bpf::CopiedWalk>& mine = waiting_[s.tid];
-    auto it = std::find_if(mine.begin(), mine.end(), [&](const bpf::CopiedWalk& c) {
-      return c.ip == ip && c.sp == sp;
-    });
+    auto it = std::find_if(mine.begin(), mine.end(),
+                           [&](const bpf::CopiedWalk& c) { return c.ip == ip && c.sp == sp; });
     if (it == mine.end()) {
       ++copies_.unmatched;
       return;
@@ -316,8 +331,9 @@ public:
       raw_.stop = k.stop == EHELF_STOP_END ? StopReason::EndOfStack : StopReason::None;
       unwinder_.adopt_raw(raw_, k.samples);
       profile_.add_counted(raw_, k.comm, unwinder_, k.samples, k.period,
-                           k.stop == EHELF_STOP_END || k.user.empty() ? std::string_view{}
-                                                         : bpf::walk_stop_name(k.stop));
+                           k.stop == EHELF_STOP_END || k.user.empty()
+                               ? std::string_view{}
+                               : bpf::walk_stop_name(k.stop));
     });
     // Copies whose perf sample never came (lost from the ring) are not kept forever.
     for (auto& [tid, copies] : waiting_)
@@ -347,8 +363,7 @@ private:
 // kernel mode, the side band to the kernel side too, and the samples to its comparison).
 class Drain {
 public:
-  Drain(EventSet& events, perf::SampleUnwinder& unwinder, Profile& profile,
-        KernelSide* kernel_side)
+  Drain(EventSet& events, perf::SampleUnwinder& unwinder, Profile& profile, KernelSide* kernel_side)
       : events_(events), unwinder_(unwinder), profile_(profile), kernel_side_(kernel_side) {}
 
   uint64_t records() const { return records_; }
@@ -449,8 +464,7 @@ Result<Recording> record(const RecordOptions& o, const std::atomic<int>* stop_re
       else
         why = loaded.error().to_string();
     }
-    if (!walk && o.unwind == UnwindMode::Kernel)
-      return Error::plain("--unwind kernel: " + why);
+    if (!walk && o.unwind == UnwindMode::Kernel) return Error::plain("--unwind kernel: " + why);
     if (!walk && o.on_note) o.on_note("unwinding user stacks in user space: " + why);
   }
   // On an error the command, still waiting for its exec, is killed and reaped by ~Command.
@@ -477,6 +491,28 @@ Result<Recording> record(const RecordOptions& o, const std::atomic<int>* stop_re
     return std::move(opened).error();
   }
   EventSet& events = *opened_events;
+  if (walk) {
+    // Tables loaded before anything runs, so that the first samples walk: the files this process
+    // maps (libc, ld.so, libstdc++: what most programs map too), the command's executable, the
+    // processes already running that are recorded.
+    // (ehelf's own executable is no other program's.)
+    std::vector<std::string> files;
+    char self[4096];
+    const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+    const std::string own = n > 0 ? std::string(self, size_t(n)) : std::string();
+    for (const ProcMapping& m :
+         read_proc_maps(::getpid(), true).value_or(std::vector<ProcMapping>{}))
+      if (!m.path.empty() && m.path[0] == '/' && m.path != own) files.push_back(m.path);
+    if (!o.command.empty()) files.push_back(executable_path(o.command[0]));
+    walk->preload_files(files);
+    if (target.kind == Target::Processes) {
+      for (int pid : target.pids)
+        walk->refresh_process(uint32_t(pid));
+    } else if (target.kind == Target::Threads) {
+      for (int tid : target.pids)
+        walk->refresh_process(uint32_t(process_of_thread(tid)));
+    }
+  }
   if (!events.note().empty() && o.on_note) o.on_note(events.note());
   Recording rec;
   rec.kernel = events.kernel();
@@ -514,6 +550,7 @@ Result<Recording> record(const RecordOptions& o, const std::atomic<int>* stop_re
   }
   std::unique_ptr<KernelSide> kernel_side;
   if (walk) {
+
     rec.in_kernel = true;
     kernel_side = std::make_unique<KernelSide>(*walk, *rec.unwinder, rec.profile, rec.copies);
   }
@@ -574,7 +611,8 @@ std::string kernel_walk_summary(const Recording& rec) {
   std::string stops;
   for (unsigned i = 0; i < bpf::kWalkStopCount; ++i)
     if (k.stops[i] && i != EHELF_STOP_END)
-      stops += fmt::format("{}{} {}", stops.empty() ? "" : ", ", bpf::walk_stop_name(i), k.stops[i]);
+      stops +=
+          fmt::format("{}{} {}", stops.empty() ? "" : ", ", bpf::walk_stop_name(i), k.stops[i]);
   if (!stops.empty()) out += "  kernel walks that stopped early: " + stops + "\n";
   std::string rows;
   for (unsigned i = 0; i < k.not_expressible.size(); ++i)

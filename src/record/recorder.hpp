@@ -37,10 +37,10 @@ enum class UnwindMode { Auto, Kernel, User };
 // walked here as well, compared with the kernel's walks of them frame for frame.
 struct CopyComparison {
   uint64_t compared = 0, identical = 0;
-  uint64_t not_loaded = 0;      // the kernel's walk stopped: process or table not loaded yet
-  uint64_t not_expressible = 0; // the kernel's walk stopped at a row BPF cannot express
-  uint64_t other = 0;           // any other difference
-  uint64_t unmatched = 0;       // a stack copy whose kernel walk was not found (lost)
+  uint64_t not_loaded = 0;           // the kernel's walk stopped: process or table not loaded yet
+  uint64_t not_expressible = 0;      // the kernel's walk stopped at a row BPF cannot express
+  uint64_t other = 0;                // any other difference
+  uint64_t unmatched = 0;            // a stack copy whose kernel walk was not found (lost)
   std::vector<std::string> examples; // the first few differences of `other`, described
 };
 
@@ -77,7 +77,7 @@ struct Recording {
   uint64_t ring_records = 0;
   bool in_kernel = false; // user stacks were walked in the kernel
   bpf::KernelWalkStats kernel_walk;
-  CopyComparison copies; // copy mode's check
+  CopyComparison copies;   // copy mode's check
   uint64_t ring_bytes = 0; // what the kernel handed over through the perf rings
 };
 
