@@ -62,7 +62,7 @@ struct ehelf_stack {
  * registers it started from, which the sample's own say again. */
 struct ehelf_copy {
   __u32 tid;
-  __u32 reserved;
+  __u32 outside; /* frames stepped by following rbp from code in no mapping it knew */
   __u64 ip;
   __u64 sp;
   struct ehelf_stack stack;
@@ -109,7 +109,7 @@ enum ehelf_stat {
   EHELF_STAT_COUNTS_FULL = 3,
   EHELF_STAT_STACKS_FULL = 4,
   EHELF_STAT_COPIES_LOST = 5,
-  EHELF_STAT_STOPS = 8,                                           /* + enum ehelf_walk_stop */
+  EHELF_STAT_STOPS = 8,                                             /* + enum ehelf_walk_stop */
   EHELF_STAT_NOT_EXPRESSIBLE = EHELF_STAT_STOPS + EHELF_STOP_COUNT, /* + the STOP row's reason */
   EHELF_STAT_COUNT = EHELF_STAT_NOT_EXPRESSIBLE + EHELF_NOT_EXPRESSIBLE_KINDS,
 };

@@ -443,6 +443,7 @@ Result<std::unique_ptr<KernelWalk>> KernelWalk::load(const KernelWalkOptions& op
         w.ip = c->ip;
         w.sp = c->sp;
         w.stop = c->stack.stop;
+        w.outside = c->outside;
         const uint32_t depth = std::min<uint32_t>(c->stack.depth, EHELF_MAX_FRAMES);
         w.user.assign(c->stack.pcs, c->stack.pcs + depth);
         st->bytes_read += sizeof(ehelf_copy);

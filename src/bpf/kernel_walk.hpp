@@ -52,6 +52,7 @@ struct CopiedWalk {
   uint64_t ip = 0, sp = 0;
   std::vector<uint64_t> user;
   unsigned stop = 0;
+  unsigned outside = 0; // frames stepped by following rbp from code in no mapping it knew
 };
 
 struct KernelWalkStats {

@@ -130,7 +130,7 @@ struct {
   __uint(max_entries, 4 * 1024 * 1024);
 } copies SEC(".maps");
 
-/* When each process last sent a request: at most one every 100 ms, so that a busy process
+/* When each process last sent a request: at most one every 20 ms, so that a busy process
  * without a table sends a few, not thousands. */
 struct {
   __uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -155,7 +155,7 @@ static void count_stat(__u32 index) {
 static void request(__u32 tgid, __u64 pc, __u32 reason) {
   __u64 now = bpf_ktime_get_ns();
   __u64 *last = bpf_map_lookup_elem(&asked, &tgid);
-  if (last && now - *last < 100000000ull) return; /* asked less than 100 ms ago */
+  if (last && now - *last < 20000000ull) return; /* asked less than 20 ms ago */
   bpf_map_update_elem(&asked, &tgid, &now, BPF_ANY);
   struct ehelf_request r = {.tgid = tgid, .reason = reason, .pc = pc};
   if (bpf_ringbuf_output(&requests, &r, sizeof(r), 0)) count_stat(EHELF_STAT_REQUESTS_LOST);
@@ -243,6 +243,7 @@ static long walk_frame(__u32 index, void *unused) {
   if (!m) {
     /* Code in no mapping of a file: JIT code keeping frame pointers, as GeneralStep walks it. */
     stop = frame_pointer_step(&w->regs) == 0 ? EHELF_STOP_OK : EHELF_STOP_NO_MAPPING;
+    w->copy.outside += 1;
     /* Or code mapped since user space read the process's mappings (dlopen): it reads them
      * again. */
     if (stop == EHELF_STOP_NO_MAPPING) request(w->tgid, pc, EHELF_STOP_NO_MAPPING);
@@ -268,10 +269,13 @@ static long walk_frame(__u32 index, void *unused) {
     request(w->tgid, pc, EHELF_STOP_NO_TABLE_YET);
   }
   if (stop == EHELF_STOP_OK && w->regs.rip == 0) stop = EHELF_STOP_END;
-  /* The stack grows down: a caller's frame is above (signal frames may switch stacks). */
+  /* The stack grows down: a caller's frame is above (signal frames may switch stacks). Where rbp
+   * was followed from code in no mapping, the pc is rather in code not loaded yet. */
   if (stop == EHELF_STOP_OK && !w->signal &&
-      (w->regs.rsp < sp || (w->regs.rsp == sp && !interrupted)))
-    stop = EHELF_STOP_CFA_NOT_GROWING;
+      (w->regs.rsp < sp || (w->regs.rsp == sp && !interrupted))) {
+    stop = m ? EHELF_STOP_CFA_NOT_GROWING : EHELF_STOP_NO_MAPPING;
+    if (!m) request(w->tgid, pc, EHELF_STOP_NO_MAPPING);
+  }
   if (stop != EHELF_STOP_OK) {
     w->stop = stop;
     return 1;
@@ -331,6 +335,7 @@ int ehelf_sample(struct bpf_perf_event_data *ctx) {
   const __u32 tid = (__u32)id;
   w->tgid = (__u32)(id >> 32);
   w->depth = 0;
+  w->copy.outside = 0;
   w->stop = EHELF_STOP_OK;
   w->hash = 0xcbf29ce484222325ull;
   w->signal = 0;

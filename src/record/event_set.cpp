@@ -94,6 +94,13 @@ perf_event_attr make_attr(const SamplingOptions& o, const Target& t, bool kernel
   a.enable_on_exec = t.kind == Target::Command ? 1 : 0;
   a.watermark = 1;
   a.wakeup_watermark = static_cast<uint32_t>(ring_bytes / 4);
+  if (o.stack_size == 0) {
+    // The user stack is walked in the kernel: the ring holds the side band alone (mmaps, execs,
+    // forks, exits: a few records), and each wakes the reader, which reloads the process's
+    // mappings before its samples land in code it does not know yet.
+    a.watermark = 0;
+    a.wakeup_events = 1;
+  }
   return a;
 }
 

@@ -285,7 +285,13 @@ public:
     ++copies_.compared;
     if (k.user == raw.user) {
       ++copies_.identical;
-    } else if (k.stop == EHELF_STOP_NO_PROCESS || k.stop == EHELF_STOP_NO_TABLE_YET) {
+    } else if (k.stop == EHELF_STOP_NO_PROCESS || k.stop == EHELF_STOP_NO_TABLE_YET ||
+               (k.stop == EHELF_STOP_NO_MAPPING && k.user.size() <= raw.user.size() &&
+                std::equal(k.user.begin(), k.user.end(), raw.user.begin())) ||
+               (k.outside > 0 && raw.stop != StopReason::NoModule)) {
+      // (A walk that reached a pc in no mapping it knew, which this walk found in a module:
+      // code mapped since the kernel's copy of the process's mappings was made. From there it
+      // stops, or follows rbp, as in JIT code, where this walk had the module's table.)
       ++copies_.not_loaded;
     } else if (k.stop == EHELF_STOP_NOT_EXPRESSIBLE) {
       ++copies_.not_expressible;
