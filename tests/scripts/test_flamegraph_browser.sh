@@ -4,6 +4,7 @@
 # status line; clicking a frame zooms (the frame spans the width, its siblings hide); Reset Zoom
 # undoes it; Ctrl-F asks for a pattern and highlights the matches with the share of samples under
 # them (compared with the folded stacks of the same recording); ?s= in the URL does the same.
+# (Recorded with --unwind user: the graph's behaviour is tested here, on the same stacks as before.)
 source "$(dirname "$0")/common.sh" "$@"
 build=$(cd "$build" && pwd)
 cd "$work" || exit 1
@@ -26,15 +27,15 @@ PY
   echo "SKIP: Chromium cannot start here: $(tail -1 browser.err)"
   exit 77
 fi
-if ! "$ehelf" record -q -f folded -o flame.folded -- "$build/tests/fixtures/record_target" split 200 2> rec.err; then
+if ! "$ehelf" record -q --unwind user -f folded -o flame.folded -- "$build/tests/fixtures/record_target" split 200 2> rec.err; then
   grep -q perf_event_paranoid rec.err && { echo "SKIP: $(cat rec.err)"; exit 77; }
   bad "record: $(cat rec.err)"
   exit 1
 fi
 # The same profile as a graph: ehelf record writes it from the same stacks as the folded file.
-"$ehelf" record -q -o flame.svg -- "$build/tests/fixtures/record_target" split 200 2> rec.err ||
+"$ehelf" record -q --unwind user -o flame.svg -- "$build/tests/fixtures/record_target" split 200 2> rec.err ||
   bad "record svg: $(cat rec.err)"
-"$ehelf" record -q --inverted -o icicle.svg -- "$build/tests/fixtures/record_target" split 200 2> rec.err ||
+"$ehelf" record -q --unwind user --inverted -o icicle.svg -- "$build/tests/fixtures/record_target" split 200 2> rec.err ||
   bad "record --inverted: $(cat rec.err)"
 "$py" - "$work/flame.svg" "$work/icicle.svg" << 'PY' && ok "browser: renders, hover, click zooms, reset, Ctrl-F and ?s= search; the same in an icicle graph" || bad "browser"
 import re, struct, sys, zlib, xml.etree.ElementTree as E

@@ -4,12 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <dirent.h>
 #include <fstream>
 #include <stdexcept>
 #include <string>
 #include <sys/stat.h>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -108,10 +110,13 @@ TEST_F(OutputFileTest, AFullDeviceIsAnErrorAtCommit) {
 
 TEST(WorkerExceptions, ParallelForRethrowsOnTheCaller) {
   std::atomic<int> ran{0};
+  // Each item takes a millisecond, so that the other worker cannot run through all of them
+  // before the failing one (an early item) has thrown.
   EXPECT_THROW(parallel_for(1000, 2,
                             [&](unsigned, size_t item) {
                               ++ran;
                               if (item == 3) throw std::runtime_error("item 3");
+                              std::this_thread::sleep_for(std::chrono::milliseconds(1));
                             }),
                std::runtime_error);
   EXPECT_LT(ran.load(), 1000) << "items after the failure are not started";
