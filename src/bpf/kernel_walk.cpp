@@ -365,8 +365,9 @@ struct KernelWalk::State {
       release_files(used);
       return;
     }
+    // Written before the process's entry points at them: the update below is a system call,
+    // which orders these stores before it (no fence needed, none that ThreadSanitizer refuses).
     std::copy(list.begin(), list.end(), mappings.values + range->first);
-    __atomic_thread_fence(__ATOMIC_RELEASE);
     const ehelf_process value{uint32_t(range->first), uint32_t(list.size())};
     bpf_map_update_elem(bpf_map__fd(skel->maps.processes), &pid, &value, BPF_ANY);
     if (p.mappings.count) retire(&mapping_pool, p.mappings, UINT32_MAX);
