@@ -7,7 +7,6 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +24,7 @@
 #include "bpf/bpf_maps.h"
 #include "bpf/bpf_rows.hpp"
 #include "bpf/range_pool.hpp"
+#include "runtime/memory.hpp"
 #include "runtime/module_map.hpp"
 #include "runtime/proc_files.hpp"
 #include "unwind.skel.h"
@@ -134,7 +134,6 @@ struct FileTable {
   RangePool::Range rows{};
   uint32_t kind = EHELF_MAPPING_TABLE;
   std::vector<Segment> segments; // for the bias of each mapping of it
-  std::vector<uint8_t> image;    // the vDSO's bytes
   std::string path;              // for the stats
   uint32_t users = 0;            // processes mapping it
 };
@@ -264,13 +263,12 @@ struct KernelWalk::State {
     FileTable f;
     f.path = m.path;
     if (!key.vdso.empty()) {
+      // The vDSO is a few pages: anything larger is not one.
+      if (m.end - m.start > (uint64_t(1) << 20)) return nullptr;
       std::vector<uint8_t> image(m.end - m.start);
-      iovec local{image.data(), image.size()},
-          remote{reinterpret_cast<void*>(m.start), image.size()};
-      if (::process_vm_readv(pid_t(pid), &local, 1, &remote, 1, 0) != ssize_t(image.size()))
-        return nullptr;
-      data = load_module_image(image, m.path, policy);
-      f.image = std::move(image);
+      ProcessMemory memory{pid_t(pid)};
+      if (!memory.read(m.start, image.data(), image.size())) return nullptr;
+      data = load_module_image(std::move(image), m.path, policy);
     } else {
       data = load_module(open_path, policy);
     }
