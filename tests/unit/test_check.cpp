@@ -785,7 +785,7 @@ TEST(Check, TerminatingSignalsKillTheTreeAndPrintTheSummary) {
       ::kill(pid, SIGKILL); // whatever the result, nothing is left behind
     }
   }
-  pid_t ehelf = spawn_ehelf({"check", "--max-steps", "1000000", "--", program}, out);
+  pid_t ehelf = spawn_ehelf({"check", "--max-steps", "200000", "--", program}, out);
   const int status = wait_bounded(ehelf);
   const std::string text = test::run_command("cat " + out);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << "\n" << text;
