@@ -12,6 +12,11 @@ trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
 # then in its build-id pass, "util/build-id.c:1010" and stack smashing, beside other recordings).
 export PERF_BUILDID_DIR="$work/buildid-cache"
 fail=0
+# 1 when ehelf is built with a sanitizer (its runtime among the libraries it needs): such a build
+# reserves terabytes of address space and cannot start under `ulimit -v`. Read from the file
+# (readelf), not by running the loader (ldd), which did not list libasan under CI once.
+sanitized=0
+readelf -d "$ehelf" 2>/dev/null | grep -q 'libasan\|libtsan' && sanitized=1
 ok() { echo "ok   $*"; }
 bad() { echo "FAIL $*"; fail=1; }
 build_id() { # the GNU build-id of an ELF file, in hex

@@ -40,8 +40,6 @@ make_bomb distinct 45000 6 --distinct || { echo "FAIL: could not build the disti
 readelf -SW bomb | grep -q ' .debug_frame .* C ' || bad "objcopy did not compress .debug_frame"
 echo "bomb: $(stat -c %s bomb) bytes ($(stat -c %s bomb.big) before compression)"
 
-asan=0
-ldd "$ehelf" 2>/dev/null | grep -q libasan && asan=1
 # 320 MiB: the limits keep a table far below; before them, 433 to 714 MB. (Under ASan, whose
 # shadow memory counts in the RSS, verify's BPF rows check and record's in-kernel walk, with the
 # tables it loads before the program runs, take `verify distinct` and `record -p` to 264-269 MB.)
@@ -51,7 +49,7 @@ bounded() { # OUT ERR ARGS...
   local out=$1 err=$2
   shift 2
   (
-    [ $asan = 1 ] || ulimit -v $((max_kb * 4))
+    [ $sanitized = 1 ] || ulimit -v $((max_kb * 4))
     exec /usr/bin/time -f '%M' -o "$work/rss" timeout 120 "$ehelf" "$@"
   ) >"$out" 2>"$err"
   rc=$?

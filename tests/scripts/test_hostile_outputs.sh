@@ -232,7 +232,7 @@ fi
   "$ehelf" compile prog -o limited.so >run.out 2>run.err
 )
 rc=$?
-if ldd "$ehelf" 2>/dev/null | grep -q 'libasan\|libtsan'; then
+if [ $sanitized = 1 ]; then
   echo "SKIP compile under a hard RLIMIT_AS: a sanitizer build cannot start under ulimit -v"
 elif [ $rc -eq 0 ] && readelf -d limited.so >/dev/null 2>&1; then
   ok "compile under a hard RLIMIT_AS of 3.5 GB: built"

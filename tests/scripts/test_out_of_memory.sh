@@ -8,7 +8,7 @@
 source "$(dirname "$0")/common.sh" "$@"
 cd "$work" || exit 1
 
-if ldd "$ehelf" 2>/dev/null | grep -q 'libasan\|libtsan' ||
+if [ $sanitized = 1 ] ||
   ! (ulimit -v 64000 && "$ehelf" --version >/dev/null 2>&1); then
   echo "SKIP: $ehelf cannot run under ulimit -v (a sanitizer build)"
   exit 77

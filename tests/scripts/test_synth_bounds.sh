@@ -13,8 +13,6 @@ limit() { # KB COMMAND...: COMMAND under `ulimit -v KB` (without it in a sanitiz
   shift
   if [ "$sanitized" = 1 ]; then "$@"; else (ulimit -v "$kb" && "$@"); fi
 }
-sanitized=0
-readelf -d "$ehelf" | grep -q 'libasan' && sanitized=1
 [ "$sanitized" = 1 ] && echo "SKIP the address-space limits: a sanitized build (the rest runs without them)"
 
 # NAME COUNT: a program whose main runs COUNT nops, then returns 0.
