@@ -11,6 +11,7 @@
 
 #include "dwarf/module_cfi.hpp"
 #include "elf/archive.hpp"
+#include "elf/needed_libraries.hpp"
 #include "report/readelf_frames.hpp"
 #include "report/table_json.hpp"
 
@@ -21,6 +22,7 @@ void fuzz_elf(std::span<const uint8_t> bytes) {
   if (!elf) return;
   (void)(*elf)->build_id_hex();
   (void)(*elf)->debug_link();
+  (void)ehelf::dynamic_needs(**elf);
   for (const auto& s : (*elf)->symbols())
     (void)(*elf)->symbol_for(s.value);
   for (const auto& s : (*elf)->sections())

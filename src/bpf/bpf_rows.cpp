@@ -1,6 +1,7 @@
 #include "bpf/bpf_rows.hpp"
 
 #include <cstring>
+#include <iterator>
 
 #include <fmt/format.h>
 
@@ -10,23 +11,13 @@
 namespace ehelf {
 
 std::string_view bpf_row_kind_name(unsigned kind) {
-  switch (kind) {
-  case EHELF_ROW_NONE:
-    return "none";
-  case EHELF_ROW_CFA_RSP:
-    return "cfa_rsp";
-  case EHELF_ROW_CFA_RBP:
-    return "cfa_rbp";
-  case EHELF_ROW_PLT:
-    return "plt";
-  case EHELF_ROW_SIGNAL:
-    return "signal";
-  case EHELF_ROW_END:
-    return "end";
-  case EHELF_ROW_STOP:
-    return "stop";
-  }
-  return "?";
+  // By kind, in bpf_walk.h's order.
+  static constexpr std::string_view kNames[] = {"none",   "cfa_rsp", "cfa_rbp", "plt",
+                                                "signal", "end",     "stop"};
+  static_assert(std::size(kNames) == EHELF_ROW_STOP + 1 && EHELF_ROW_NONE == 0 &&
+                EHELF_ROW_CFA_RSP == 1 && EHELF_ROW_CFA_RBP == 2 && EHELF_ROW_PLT == 3 &&
+                EHELF_ROW_SIGNAL == 4 && EHELF_ROW_END == 5);
+  return kind < std::size(kNames) ? kNames[kind] : "?";
 }
 
 namespace {

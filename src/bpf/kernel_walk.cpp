@@ -34,33 +34,25 @@ namespace ehelf::bpf {
 static_assert(kWalkStopCount == EHELF_STOP_COUNT);
 
 std::string_view walk_stop_name(unsigned stop) {
-  switch (stop) {
-  case EHELF_STOP_OK:
-    return "none";
-  case EHELF_STOP_END:
-    return "end of stack";
-  case EHELF_STOP_NO_ENTRY:
-    return "no unwind entry for the pc";
-  case EHELF_STOP_NOT_EXPRESSIBLE:
-    return "row not expressible in the kernel";
-  case EHELF_STOP_BAD_READ:
-    return "memory read refused";
-  case EHELF_STOP_MISSING_RBP:
-    return "a needed register is unknown";
-  case EHELF_STOP_CFA_NOT_GROWING:
-    return "stack pointer did not grow";
-  case EHELF_STOP_NO_PROCESS:
-    return "process not loaded yet";
-  case EHELF_STOP_NO_MAPPING:
-    return "pc in no known module";
-  case EHELF_STOP_NO_TABLE_YET:
-    return "table not loaded yet";
-  case EHELF_STOP_DEPTH:
-    return "depth limit";
-  case EHELF_STOP_ROW_MISSING:
-    return "row changed under the walk";
-  }
-  return "?";
+  // By stop reason, in bpf_walk.h's order (EHELF_STOP_OK = 0 ... EHELF_STOP_ROW_MISSING).
+  static constexpr std::string_view kNames[] = {
+      "none",
+      "end of stack",
+      "no unwind entry for the pc",
+      "row not expressible in the kernel",
+      "memory read refused",
+      "a needed register is unknown",
+      "stack pointer did not grow",
+      "process not loaded yet",
+      "pc in no known module",
+      "table not loaded yet",
+      "depth limit",
+      "row changed under the walk",
+  };
+  static_assert(std::size(kNames) == EHELF_STOP_COUNT && EHELF_STOP_OK == 0 &&
+                EHELF_STOP_NOT_EXPRESSIBLE == 3 && EHELF_STOP_NO_TABLE_YET == 9 &&
+                EHELF_STOP_ROW_MISSING == 11);
+  return stop < std::size(kNames) ? kNames[stop] : "?";
 }
 
 std::string kernel_walk_unavailable() {
@@ -376,6 +368,24 @@ struct KernelWalk::State {
     ++requests_answered;
   }
 
+  void inherit(uint32_t parent, uint32_t child) {
+    auto it = processes.find(parent);
+    if (it == processes.end() || processes.count(child)) return;
+    const ProcessEntry& from = it->second;
+    auto range = mapping_pool.allocate(std::max<size_t>(from.list.size(), 1));
+    if (!range) return;
+    std::copy(from.list.begin(), from.list.end(), mappings.values + range->first);
+    const ehelf_process value{uint32_t(range->first), uint32_t(from.list.size())};
+    bpf_map_update_elem(bpf_map__fd(skel->maps.processes), &child, &value, BPF_ANY);
+    ProcessEntry p;
+    p.mappings = *range;
+    p.list = from.list;
+    p.files = from.files;
+    for (const FileKey& key : p.files)
+      ++files.at(key).users;
+    processes.emplace(child, std::move(p));
+  }
+
   void forget(uint32_t pid) {
     auto it = processes.find(pid);
     if (it == processes.end()) return;
@@ -468,6 +478,10 @@ Status KernelWalk::attach(int perf_event_fd) {
 
 void KernelWalk::refresh_process(uint32_t pid) {
   s_->refresh(pid);
+}
+
+void KernelWalk::inherit_process(uint32_t parent, uint32_t child) {
+  s_->inherit(parent, child);
 }
 
 void KernelWalk::preload_files(const std::vector<std::string>& paths) {

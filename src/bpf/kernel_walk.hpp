@@ -86,6 +86,10 @@ public:
   Status attach(int perf_event_fd);
   // Reads the process's mappings and loads the tables they need, now.
   void refresh_process(uint32_t pid);
+  // A forked child: its parent's mappings (a fork copies the address space), so that its first
+  // samples walk before anything reads its /proc/PID/maps. Nothing when the child already has
+  // its own (its exec was seen first) or the parent has none.
+  void inherit_process(uint32_t parent, uint32_t child);
   // Loads the tables of these files now and keeps them for the whole run (the files most
   // processes map, the command about to run), so that their first samples walk at once.
   void preload_files(const std::vector<std::string>& paths);

@@ -32,12 +32,6 @@ bool is_branch(x86::Flow f) {
 
 } // namespace
 
-uint16_t dwarf_number(x86::Reg r) {
-  // Hardware order rax rcx rdx rbx rsp rbp rsi rdi r8-r15 -> DWARF rax rdx rcx rbx rsi rdi rbp rsp.
-  static constexpr uint16_t map[16] = {0, 2, 1, 3, 7, 6, 4, 5, 8, 9, 10, 11, 12, 13, 14, 15};
-  return r == x86::Reg::none ? UINT16_MAX : map[unsigned(r)];
-}
-
 bool ShadowFrame::saved_at(unsigned i, uint64_t addr) const {
   return std::find(saves[i].begin(), saves[i].begin() + save_count[i], addr) !=
          saves[i].begin() + save_count[i];

@@ -8,12 +8,13 @@
 #include <vector>
 
 #include "model/register_state.hpp"
+#include "x86/abi.hpp"
 #include "x86/instruction.hpp"
 
 namespace ehelf::check {
 
 // The callee-saved registers of the x86_64 System V ABI, in DWARF numbering.
-constexpr std::array<uint16_t, 6> kCalleeSaved = {3 /*rbx*/, 6 /*rbp*/, 12, 13, 14, 15};
+inline constexpr auto& kCalleeSaved = x86::kCalleeSavedDwarf;
 
 // What the checker may compare in the current state of a thread.
 enum class Mode : uint8_t {
@@ -73,6 +74,6 @@ private:
 };
 
 // DWARF number of an x86 layer register.
-uint16_t dwarf_number(x86::Reg r);
+using x86::dwarf_number;
 
 } // namespace ehelf::check

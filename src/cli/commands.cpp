@@ -1,5 +1,9 @@
 #include "cli/commands.hpp"
 
+#include <fmt/format.h>
+
+#include <cstdio>
+
 namespace ehelf::cli {
 namespace {
 int g_exit_code = 0;
@@ -16,6 +20,11 @@ void keep_until_exit(std::shared_ptr<const void> object) {
 
 void set_exit_code(int code) {
   if (code > g_exit_code) g_exit_code = code;
+}
+
+void report_error(const Error& error, int code) {
+  fmt::print(stderr, "ehelf: {}\n", error.to_string());
+  set_exit_code(code);
 }
 
 void add_debug_dir_option(CLI::App* cmd, std::vector<std::string>& dirs) {

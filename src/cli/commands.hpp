@@ -7,12 +7,17 @@
 #include <string>
 #include <vector>
 
+#include "support/result.hpp"
+
 namespace ehelf::cli {
 
 void register_commands(CLI::App& app);
 // Exit status of the command that ran.
 int exit_code();
 void set_exit_code(int code);
+// The command's one line for an error ("ehelf: FILE: SECTION+OFFSET: what"), and exit status
+// `code` (set_exit_code).
+void report_error(const Error& error, int code = 1);
 
 // Hands `object` to the process's exit instead of its destructor: a run's modules, symbols and
 // mappings are thousands of allocations and mappings whose freeing one by one took a tenth of

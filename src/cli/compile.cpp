@@ -81,8 +81,7 @@ void register_compile(CLI::App& app) {
     if (opt->cache) {
       auto dir = prepare_cache_directory();
       if (!dir) {
-        fmt::print(stderr, "ehelf: {}\n", dir.error().to_string());
-        set_exit_code(1);
+        report_error(dir.error());
         return;
       }
       cache_dir = *dir;

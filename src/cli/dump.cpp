@@ -31,8 +31,7 @@ void dump_json(const std::string& file) {
   lo.separate_debug_file = false;
   auto m = load_module_cfi(file, lo);
   if (!m) {
-    fmt::print(stderr, "ehelf: {}\n", m.error().to_string());
-    set_exit_code(1);
+    report_error(m.error());
     return;
   }
   if (!m->has_tables() && !m->elf->find_section(".eh_frame") &&
@@ -41,8 +40,7 @@ void dump_json(const std::string& file) {
   auto j = cfi_to_json(*m);
   if (auto intact = m->elf->check_intact(); !intact) j = std::move(intact).error();
   if (!j) {
-    fmt::print(stderr, "ehelf: {}\n", j.error().to_string());
-    set_exit_code(1);
+    report_error(j.error());
     return;
   }
   std::cout << j->dump(1) << "\n";
@@ -71,8 +69,7 @@ void dump_text(const ElfFile& elf, const std::string& name, std::string header,
   // A file truncated meanwhile was read as zeros past its new end: that, not what the zeros
   // made of the tables, is the error.
   if (auto intact = elf.check_intact(); !intact) {
-    fmt::print(stderr, "ehelf: {}\n", intact.error().to_string());
-    set_exit_code(1);
+    report_error(intact.error());
     return;
   }
   // A malformed table still prints as readelf prints it, its complaints on stderr as ours
@@ -95,19 +92,16 @@ void dump_archive(const MappedFile& archive) {
     if (!elf) {
       fmt::print(stdout, "\nFile: {}\n", name);
       std::fflush(stdout); // before the error line, as readelf's order
-      fmt::print(stderr, "ehelf: {}\n", elf.error().to_string());
-      set_exit_code(1);
+      report_error(elf.error());
       continue;
     }
     dump_text(**elf, name, fmt::format("\nFile: {}\n", name), false);
   }
   if (listing.damage) {
-    fmt::print(stderr, "ehelf: {}\n", Error(*listing.damage).in_file(archive.path()).to_string());
-    set_exit_code(1);
+    report_error(Error(*listing.damage).in_file(archive.path()));
   }
   if (auto intact = archive.check_intact(); !intact) {
-    fmt::print(stderr, "ehelf: {}\n", intact.error().to_string());
-    set_exit_code(1);
+    report_error(intact.error());
   }
 }
 
@@ -133,8 +127,7 @@ void register_dump(CLI::App& app) {
     for (const auto& file : opt->files) {
       auto mapped = MappedFile::open(file);
       if (!mapped) {
-        fmt::print(stderr, "ehelf: {}\n", mapped.error().to_string());
-        set_exit_code(1);
+        report_error(mapped.error());
         continue;
       }
       if (opt->json && (is_archive((*mapped)->bytes()) || is_thin_archive((*mapped)->bytes()))) {
@@ -155,8 +148,7 @@ void register_dump(CLI::App& app) {
         // Header tables readelf cannot read leave it without sections or segments, not failing.
         auto elf = ElfFile::open(file, ElfFile::HeaderFaults::Tolerate);
         if (!elf) {
-          fmt::print(stderr, "ehelf: {}\n", elf.error().to_string());
-          set_exit_code(1);
+          report_error(elf.error());
           continue;
         }
         // readelf names each file it reads when given several.

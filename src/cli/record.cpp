@@ -2,11 +2,12 @@
 // dispatch only.
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <csignal>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -19,7 +20,7 @@ namespace {
 
 struct Options {
   std::vector<std::string> command;
-  std::string pids, tids;
+  std::vector<int> pids, tids;
   bool system_wide = false;
   std::string output = "ehelf.svg";
   std::string format;
@@ -53,26 +54,6 @@ extern "C" void on_stop_signal(int) {
   g_stop_requests.fetch_add(1);
 }
 
-// A comma-separated list of ids (-p 12,34) into `ids`; false, having said why, for anything else.
-bool parse_ids(const std::string& text, std::string_view flag, std::string_view what,
-               std::vector<int>& ids) {
-  if (text.empty()) return true;
-  std::stringstream list(text);
-  std::string item;
-  while (std::getline(list, item, ',')) {
-    try {
-      size_t used = 0;
-      const int id = std::stoi(item, &used);
-      if (used != item.size() || id <= 0) throw std::invalid_argument(item);
-      ids.push_back(id);
-    } catch (const std::exception&) {
-      fmt::print(stderr, "ehelf: {}: '{}' is not {}\n", flag, item, what);
-      return false;
-    }
-  }
-  return true;
-}
-
 int run_record(const Options& o) {
   record::RecordOptions ro;
   auto event = record::parse_event(o.event);
@@ -96,9 +77,8 @@ int run_record(const Options& o) {
               : o.unwind == "user" ? record::UnwindMode::User
                                    : record::UnwindMode::Auto;
   ro.kernel_copy_every = o.copy_every;
-  if (!parse_ids(o.pids, "-p", "a process id", ro.pids) ||
-      !parse_ids(o.tids, "-t", "a thread id", ro.tids))
-    return 2;
+  ro.pids = o.pids;
+  ro.tids = o.tids;
   const int targets = int(!ro.command.empty()) + int(!ro.pids.empty()) + int(!ro.tids.empty()) +
                       int(ro.system_wide);
   if (targets != 1) {
@@ -108,11 +88,6 @@ int run_record(const Options& o) {
   }
   if (o.frequency == 0 && o.period == 0) {
     fmt::print(stderr, "ehelf: record: -F must be above 0\n");
-    return 2;
-  }
-  if (o.stack_size == 0 || o.stack_size > record::kMaxStackSize || o.stack_size % 8) {
-    fmt::print(stderr, "ehelf: record: --stack-size must be a multiple of 8 from 8 to {}\n",
-               record::kMaxStackSize);
     return 2;
   }
   auto format = record::profile_format(o.format, o.output);
@@ -139,8 +114,8 @@ int run_record(const Options& o) {
   const auto wall_start = std::chrono::system_clock::now();
   std::string what = !ro.command.empty() ? ro.command.front()
                      : ro.system_wide    ? std::string("the whole system")
-                     : ro.tids.empty()   ? "pid " + o.pids
-                                         : "tid " + o.tids;
+                     : ro.tids.empty()   ? fmt::format("pid {}", fmt::join(o.pids, ","))
+                                         : fmt::format("tid {}", fmt::join(o.tids, ","));
   // The profile so far (its stacks named) into `file`.
   auto write = [&](record::Recording& rec, const std::vector<perf::CountedStack>& stacks,
                    OutputFile& file) {
@@ -211,9 +186,25 @@ void register_record(CLI::App& app) {
               "  ehelf record -F 4000 -o prof.pb.gz -- xz -9k big.tar   # pprof\n"
               "  ehelf record -p 1234 -d 10 -o app.folded             # a running process, 10 s");
   cmd->add_option("command", opt->command, "The command to run and profile (after --)");
-  cmd->add_option("-p,--pid", opt->pids, "Profile these running processes (PID[,PID...])");
+  // Each id of a comma-separated list (-p 12,34): a positive number.
+  auto id_of = [](std::string what) {
+    return CLI::Validator(
+        [what](std::string& v) {
+          int id = 0;
+          auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), id);
+          return ec == std::errc() && end == v.data() + v.size() && id > 0
+                     ? std::string()
+                     : "'" + v + "' is not " + what;
+        },
+        "ID");
+  };
+  cmd->add_option("-p,--pid", opt->pids, "Profile these running processes (PID[,PID...])")
+      ->delimiter(',')
+      ->check(id_of("a process id"));
   cmd->add_option("-t,--tid", opt->tids,
-                  "Profile these threads of running processes (TID[,TID...]), as perf record -t");
+                  "Profile these threads of running processes (TID[,TID...]), as perf record -t")
+      ->delimiter(',')
+      ->check(id_of("a thread id"));
   cmd->add_flag("-a,--all-cpus", opt->system_wide, "Profile the whole system");
   cmd->add_option("-o,--output", opt->output,
                   "Where the profile goes (default ehelf.svg); its extension picks the format");
@@ -225,7 +216,16 @@ void register_record(CLI::App& app) {
   cmd->add_option("-F,--freq", opt->frequency, "Samples per second (default 999)");
   cmd->add_option("-c,--count", opt->period, "One sample every this many events (instead of -F)");
   cmd->add_option("--stack-size", opt->stack_size,
-                  "Bytes of user stack copied per sample (default 16384, at most 65528)");
+                  "Bytes of user stack copied per sample (default 16384, at most 65528)")
+      ->check(CLI::Range(uint32_t(8), record::kMaxStackSize) &
+              CLI::Validator(
+                  [](std::string& v) {
+                    uint32_t n = 0;
+                    auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+                    return ec == std::errc() && n % 8 ? std::string("not a multiple of 8")
+                                                      : std::string();
+                  },
+                  "MULTIPLE OF 8"));
   cmd->add_option("-d,--duration", opt->duration,
                   "Stop after this many seconds (a command still running gets SIGTERM)");
   cmd->add_option("--backend", opt->backend, "Unwinding backend: auto, compiled, table or interp")

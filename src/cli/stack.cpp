@@ -104,8 +104,7 @@ int run_stack(const Options& opt) {
   UnwinderOptions uo;
   uo.backend = backend_from_name(opt.backend);
   uo.max_depth = opt.max_frames ? opt.max_frames : (size_t(1) << 16);
-  uo.policy.compiled = uo.backend == BackendKind::Auto || uo.backend == BackendKind::Compiled;
-  uo.policy.compact = uo.backend != BackendKind::Interpreter;
+  uo.policy = LoadPolicy::for_backend(uo.backend);
   // Rows found on demand: a module is never parsed whole to unwind the few pcs of a stack.
   uo.policy.whole_table = false;
   uo.policy.extra_debug_dirs = opt.debug_dirs;

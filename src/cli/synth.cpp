@@ -61,8 +61,7 @@ void register_synth(CLI::App& app) {
   cmd->callback([opt] {
     auto elf = ElfFile::open(opt->file);
     if (!elf) {
-      fmt::print(stderr, "ehelf: {}\n", elf.error().to_string());
-      return set_exit_code(2);
+      return report_error(elf.error(), 2);
     }
     if (!opt->reference.empty()) opt->compare = true;
     // The file's own table: its function starts help discovery, whatever else is asked (what
@@ -79,13 +78,11 @@ void register_synth(CLI::App& app) {
     if (!opt->reference.empty()) {
       auto table = load_table(opt->reference);
       if (!table) {
-        fmt::print(stderr, "ehelf: {}\n", table.error().to_string());
-        return set_exit_code(2);
+        return report_error(table.error(), 2);
       }
       reference = std::move(*table);
     } else if (opt->compare && !own) {
-      fmt::print(stderr, "ehelf: {}\n", own.error().to_string());
-      return set_exit_code(2);
+      return report_error(own.error(), 2);
     }
     const UnwindTable* discovery = own ? &*own : nullptr;
     const UnwindTable* shipped = reference ? &*reference : discovery;
@@ -94,8 +91,7 @@ void register_synth(CLI::App& app) {
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!result) {
-      fmt::print(stderr, "ehelf: {}\n", result.error().to_string());
-      return set_exit_code(2);
+      return report_error(result.error(), 2);
     }
     // A function with a row DWARF cannot express (a save at an offset not a multiple of 8, in
     // code that is no compiler's) is left out of what is written, once each, with a warning.
@@ -123,8 +119,7 @@ void register_synth(CLI::App& app) {
       warn_left_out();
       const std::string_view bytes(reinterpret_cast<const char*>(image->data()), image->size());
       if (Status s = write_output_file(opt->output, bytes); !s) {
-        fmt::print(stderr, "ehelf: {}\n", s.error().to_string());
-        return set_exit_code(2);
+        return report_error(s.error(), 2);
       }
     }
     if (!opt->patch.empty()) {
@@ -137,8 +132,7 @@ void register_synth(CLI::App& app) {
       // A program meant to run: executable, but never FILE's setuid or setgid bits.
       const std::string_view bytes(reinterpret_cast<const char*>(patched->data()), patched->size());
       if (Status s = write_output_file(opt->patch, bytes, {.mode = 0777}); !s) {
-        fmt::print(stderr, "ehelf: {}\n", s.error().to_string());
-        return set_exit_code(2);
+        return report_error(s.error(), 2);
       }
     }
     std::optional<synth::Comparison> cmp;

@@ -41,8 +41,7 @@ void register_verify(CLI::App& app) {
       rows_summary.clear();
       auto checks = check_file_backends(file, opt->compiled, bpf_rows);
       if (!checks) {
-        fmt::print(stderr, "ehelf: {}\n", checks.error().to_string());
-        set_exit_code(2);
+        report_error(checks.error(), 2);
         continue;
       }
       bool ok = true;

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <optional>
 #include <sys/utsname.h>
+#include <thread>
 
 #include "elf/mapped_file.hpp"
 #include "support/read_text_file.hpp"
@@ -168,6 +169,13 @@ bool KernelSymbols::name(uint64_t addr, std::string_view& name, uint64_t& offset
   name = text().substr(it->name_at, it->name_size);
   offset = addr - it->addr;
   return true;
+}
+
+std::future<KernelSymbols> KernelSymbols::load_in_background(std::function<KernelSymbols()> load) {
+  auto promise = std::make_shared<std::promise<KernelSymbols>>();
+  std::future<KernelSymbols> names = promise->get_future();
+  std::thread([promise, load = std::move(load)] { promise->set_value(load()); }).detach();
+  return names;
 }
 
 } // namespace ehelf::perf

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <future>
 #include <memory>
 #include <span>
 #include <string>
@@ -29,6 +31,10 @@ public:
   static KernelSymbols load_for_recording(std::string_view buildid_dir,
                                           std::span<const uint8_t> kernel_build_id,
                                           std::string_view recorded_release);
+  // `load()` run in the background (its ~100,000 lines take a while), on a detached thread that
+  // owns what it reads: a caller that never asks for the names does not wait for them when it
+  // ends, as it would for std::async's future.
+  static std::future<KernelSymbols> load_in_background(std::function<KernelSymbols()> load);
   // The largest kallsyms text read (a real one is ~5-10 MB).
   static constexpr size_t kMaxText = size_t(256) << 20;
   // Parses kallsyms text (tests).

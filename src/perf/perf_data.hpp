@@ -10,6 +10,9 @@
 // only (big-endian perf.data is refused).
 #pragma once
 
+#include <asm/perf_regs.h>
+#include <linux/perf_event.h>
+
 #include <array>
 #include <bit>
 #include <cstdint>
@@ -45,29 +48,42 @@ struct EventAttr {
   bool freq() const { return (flags >> 10) & 1; }
 };
 
-// PERF_SAMPLE_* bits.
+// PERF_SAMPLE_* bits (<linux/perf_event.h>), as the unsigned 64-bit masks sample_type is.
 namespace sample {
-constexpr uint64_t kIp = 1 << 0, kTid = 1 << 1, kTime = 1 << 2, kAddr = 1 << 3, kRead = 1 << 4,
-                   kCallchain = 1 << 5, kId = 1 << 6, kCpu = 1 << 7, kPeriod = 1 << 8,
-                   kStreamId = 1 << 9, kRaw = 1 << 10, kBranchStack = 1 << 11, kRegsUser = 1 << 12,
-                   kStackUser = 1 << 13, kWeight = 1 << 14, kDataSrc = 1 << 15,
-                   kIdentifier = 1 << 16, kTransaction = 1 << 17, kRegsIntr = 1 << 18,
-                   kPhysAddr = 1 << 19, kAux = 1 << 20, kCgroup = 1 << 21, kDataPageSize = 1 << 22,
-                   kCodePageSize = 1 << 23, kWeightStruct = 1 << 24;
+constexpr uint64_t kIp = PERF_SAMPLE_IP, kTid = PERF_SAMPLE_TID, kTime = PERF_SAMPLE_TIME,
+                   kAddr = PERF_SAMPLE_ADDR, kRead = PERF_SAMPLE_READ,
+                   kCallchain = PERF_SAMPLE_CALLCHAIN, kId = PERF_SAMPLE_ID, kCpu = PERF_SAMPLE_CPU,
+                   kPeriod = PERF_SAMPLE_PERIOD, kStreamId = PERF_SAMPLE_STREAM_ID,
+                   kRaw = PERF_SAMPLE_RAW, kBranchStack = PERF_SAMPLE_BRANCH_STACK,
+                   kRegsUser = PERF_SAMPLE_REGS_USER, kStackUser = PERF_SAMPLE_STACK_USER,
+                   kWeight = PERF_SAMPLE_WEIGHT, kDataSrc = PERF_SAMPLE_DATA_SRC,
+                   kIdentifier = PERF_SAMPLE_IDENTIFIER, kTransaction = PERF_SAMPLE_TRANSACTION,
+                   kRegsIntr = PERF_SAMPLE_REGS_INTR, kPhysAddr = PERF_SAMPLE_PHYS_ADDR,
+                   kAux = PERF_SAMPLE_AUX, kCgroup = PERF_SAMPLE_CGROUP,
+                   kDataPageSize = PERF_SAMPLE_DATA_PAGE_SIZE,
+                   kCodePageSize = PERF_SAMPLE_CODE_PAGE_SIZE,
+                   kWeightStruct = PERF_SAMPLE_WEIGHT_STRUCT;
 } // namespace sample
 
-// Record types (PERF_RECORD_*, and perf's own from 64 on).
+// Record types: the kernel's (PERF_RECORD_*, <linux/perf_event.h>) and perf's own from 64 on
+// (PERF_RECORD_USER_TYPE_START; perf's tools/lib/perf/include/perf/event.h, not installed).
 namespace record {
-constexpr uint32_t kMmap = 1, kLost = 2, kComm = 3, kExit = 4, kThrottle = 5, kUnthrottle = 6,
-                   kFork = 7, kRead = 8, kSample = 9, kMmap2 = 10, kLostSamples = 13,
+constexpr uint32_t kMmap = PERF_RECORD_MMAP, kLost = PERF_RECORD_LOST, kComm = PERF_RECORD_COMM,
+                   kExit = PERF_RECORD_EXIT, kThrottle = PERF_RECORD_THROTTLE,
+                   kUnthrottle = PERF_RECORD_UNTHROTTLE, kFork = PERF_RECORD_FORK,
+                   kRead = PERF_RECORD_READ, kSample = PERF_RECORD_SAMPLE,
+                   kMmap2 = PERF_RECORD_MMAP2, kLostSamples = PERF_RECORD_LOST_SAMPLES,
                    kHeaderAttr = 64, kHeaderTracingData = 66, kHeaderBuildId = 67,
                    kFinishedRound = 68, kAuxtrace = 71, kHeaderFeature = 80, kCompressed = 81;
 } // namespace record
 
 // perf's x86_64 register numbers (arch/x86/include/uapi/asm/perf_regs.h).
 namespace perf_reg {
-constexpr unsigned kAx = 0, kBx = 1, kCx = 2, kDx = 3, kSi = 4, kDi = 5, kBp = 6, kSp = 7, kIp = 8,
-                   kFlags = 9, kR8 = 16, kR15 = 23;
+constexpr unsigned kAx = PERF_REG_X86_AX, kBx = PERF_REG_X86_BX, kCx = PERF_REG_X86_CX,
+                   kDx = PERF_REG_X86_DX, kSi = PERF_REG_X86_SI, kDi = PERF_REG_X86_DI,
+                   kBp = PERF_REG_X86_BP, kSp = PERF_REG_X86_SP, kIp = PERF_REG_X86_IP,
+                   kFlags = PERF_REG_X86_FLAGS, kR8 = PERF_REG_X86_R8, kR15 = PERF_REG_X86_R15;
+static_assert(kR15 == kR8 + 7);
 // Each general register's DWARF number (x86_64::DwarfReg), by perf's number: a sample's
 // registers as an unwind takes them.
 struct ToDwarf {

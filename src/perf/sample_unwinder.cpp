@@ -146,14 +146,12 @@ SampleUnwinder::SampleUnwinder(const PerfData& data, SampleUnwinderOptions optio
   const bool kernel_counted = std::any_of(data.attrs().begin(), data.attrs().end(),
                                           [](const EventAttr& a) { return !((a.flags >> 5) & 1); });
   if (!options_.kernel || !options_.symbols || !kernel_counted) return;
-  // A detached thread owning what it reads, so that a recording without kernel frames does not
-  // wait for it at the end.
-  auto promise = std::make_shared<std::promise<KernelSymbols>>();
-  kernel_symbols_pending_ = std::make_shared<std::future<KernelSymbols>>(promise->get_future());
-  std::thread([promise, dir = buildid_dir(options_.buildid_dir), id = kernel_build_id(),
-               release = info_.os_release] {
-    promise->set_value(KernelSymbols::load_for_recording(dir, id, release));
-  }).detach();
+  // In the background: a recording without kernel frames does not wait for it at the end.
+  kernel_symbols_pending_ = std::make_shared<std::future<KernelSymbols>>(
+      KernelSymbols::load_in_background([dir = buildid_dir(options_.buildid_dir),
+                                         id = kernel_build_id(), release = info_.os_release] {
+        return KernelSymbols::load_for_recording(dir, id, release);
+      }));
 }
 
 SampleUnwinder::SampleUnwinder(RecordingInfo info, SampleUnwinderOptions options)
@@ -285,7 +283,7 @@ std::shared_ptr<const ModuleData> SampleUnwinder::data_for(const MmapRecord& m,
         auto id = (*elf)->build_id();
         if (!want.empty() && (!id || !std::equal(id->begin(), id->end(), want.begin(), want.end())))
           continue;
-        LoadPolicy policy;
+        LoadPolicy policy = LoadPolicy::for_backend(options_.backend);
         policy.whole_table = false; // rows found on demand: only the sampled pcs cost anything
         policy.extra_debug_dirs = options_.debug_dirs;
         auto d = load_module(path, policy);

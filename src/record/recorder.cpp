@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "bpf/bpf_walk.h"
+#include "elf/needed_libraries.hpp"
 #include "record/ring_buffer.hpp"
 #include "runtime/proc_files.hpp"
 #include "runtime/unwind_rule.hpp"
@@ -256,6 +257,9 @@ public:
       if (m->executable()) dirty_.push_back(m->pid);
     } else if (const auto* c = std::get_if<perf::CommRecord>(&r.body)) {
       if (c->exec) dirty_.push_back(c->pid);
+    } else if (r.type == perf::record::kFork) {
+      if (const auto* t = std::get_if<perf::TaskRecord>(&r.body); t && t->pid != t->ppid)
+        forks_.push_back({t->ppid, t->pid}); // a new process, not a thread
     } else if (r.type == perf::record::kExit) {
       if (const auto* t = std::get_if<perf::TaskRecord>(&r.body); t && t->pid == t->tid)
         gone_.push_back(t->pid);
@@ -295,6 +299,9 @@ public:
       ++copies_.not_loaded;
     } else if (k.stop == EHELF_STOP_NOT_EXPRESSIBLE) {
       ++copies_.not_expressible;
+    } else if (raw.stop == StopReason::BadRead && k.user.size() > raw.user.size() &&
+               std::equal(raw.user.begin(), raw.user.end(), k.user.begin())) {
+      ++copies_.deeper;
     } else {
       ++copies_.other;
       if (copies_.examples.size() < 8) {
@@ -316,6 +323,9 @@ public:
   // After a batch of records: the processes that changed reloaded, the requests answered, the
   // counted stacks added to the profile against the maps of now.
   void step() {
+    for (const auto& [parent, child] : forks_)
+      walk_.inherit_process(parent, child);
+    forks_.clear();
     for (uint32_t pid : gone_)
       walk_.forget_process(pid);
     std::sort(dirty_.begin(), dirty_.end());
@@ -361,6 +371,7 @@ private:
   Profile& profile_;
   CopyComparison& copies_;
   std::vector<uint32_t> dirty_, gone_;
+  std::vector<std::pair<uint32_t, uint32_t>> forks_;                  // (parent, child)
   std::unordered_map<uint32_t, std::deque<bpf::CopiedWalk>> waiting_; // by thread, in order
   perf::RawStack raw_;
 };
@@ -509,7 +520,19 @@ Result<Recording> record(const RecordOptions& o, const std::atomic<int>* stop_re
     for (const ProcMapping& m :
          read_proc_maps(::getpid(), true).value_or(std::vector<ProcMapping>{}))
       if (!m.path.empty() && m.path[0] == '/' && m.path != own) files.push_back(m.path);
-    if (!o.command.empty()) files.push_back(executable_path(o.command[0]));
+    // The command's executable and the libraries it needs (as the loader will find them).
+    if (!o.command.empty()) {
+      // A script's interpreter (through `env`, and scripts run by scripts) is what runs.
+      std::string program = executable_path(o.command[0]), runs;
+      for (int level = 0; level < 4 && !program.empty(); ++level) {
+        files.push_back(program);
+        runs = program;
+        program = script_interpreter(program, executable_path);
+      }
+      if (!runs.empty())
+        for (std::string& library : needed_libraries(runs))
+          files.push_back(std::move(library));
+    }
     walk->preload_files(files);
     if (target.kind == Target::Processes) {
       for (int pid : target.pids)
@@ -535,7 +558,8 @@ Result<Recording> record(const RecordOptions& o, const std::atomic<int>* stop_re
   // the profile can be named the moment the command ends.
   std::future<perf::KernelSymbols> kernel_names;
   if (events.kernel())
-    kernel_names = std::async(std::launch::async, [] { return perf::KernelSymbols::load(""); });
+    kernel_names =
+        perf::KernelSymbols::load_in_background([] { return perf::KernelSymbols::load(""); });
   const Clock::time_point start = Clock::now();
   if (command.running()) {
     if (Status s = command.run(o.command[0]); !s) return std::move(s).error();
@@ -641,11 +665,11 @@ std::string kernel_walk_summary(const Recording& rec) {
   const CopyComparison& c = rec.copies;
   if (c.compared || c.unmatched) {
     out += fmt::format("  copy mode: {} samples walked both ways, {} identical ({:.2f}%); "
-                       "differing: {} not loaded yet, {} not expressible, {} other; {} "
-                       "unmatched\n",
+                       "differing: {} not loaded yet, {} not expressible, {} deeper than the "
+                       "stack copy, {} other; {} unmatched\n",
                        c.compared, c.identical,
                        c.compared ? 100.0 * double(c.identical) / double(c.compared) : 0.0,
-                       c.not_loaded, c.not_expressible, c.other, c.unmatched);
+                       c.not_loaded, c.not_expressible, c.deeper, c.other, c.unmatched);
     for (const std::string& e : c.examples)
       out += "    " + e + "\n";
   }

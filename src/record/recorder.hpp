@@ -39,6 +39,10 @@ struct CopyComparison {
   uint64_t compared = 0, identical = 0;
   uint64_t not_loaded = 0;           // the kernel's walk stopped: process or table not loaded yet
   uint64_t not_expressible = 0;      // the kernel's walk stopped at a row BPF cannot express
+  // The copy ended first: the user-space walk stopped at a read past the stack bytes perf copied
+  // (--stack-size) where the kernel, reading the live stack, went on; every frame the copy had
+  // is the kernel's too.
+  uint64_t deeper = 0;
   uint64_t other = 0;                // any other difference
   uint64_t unmatched = 0;            // a stack copy whose kernel walk was not found (lost)
   std::vector<std::string> examples; // the first few differences of `other`, described

@@ -16,6 +16,7 @@
 #include <type_traits>
 
 #include "model/register_state.hpp"
+#include "runtime/backend_kind.hpp"
 #include "runtime/memory.hpp"
 #include "runtime/module_map.hpp"
 #include "runtime/row_cache.hpp"
@@ -23,7 +24,6 @@
 
 namespace ehelf {
 
-enum class BackendKind { Auto, Compiled, Table, Interpreter };
 std::string_view backend_name(BackendKind b);
 // The backend a name (backend_name's, as the CLI's --backend takes them) stands for; Auto for
 // any other.

@@ -19,6 +19,7 @@
 #include "elf/elf_file.hpp"
 #include "model/memory_reader.hpp"
 #include "model/unwind_table.hpp"
+#include "runtime/backend_kind.hpp"
 #include "runtime/compact_table.hpp"
 #include "runtime/rule_cache.hpp"
 #include "support/result.hpp"
@@ -39,6 +40,15 @@ struct LoadPolicy {
   // .eh_frame_hdr search table gets only its RowLookup, and each pc's row is found when first
   // needed; modules without one are still read whole.
   bool whole_table = true;
+
+  // What a walk with `backend` uses: eh_elfs where it may run compiled code (auto, compiled),
+  // the compact table where it may use it (all but the interpreter).
+  static LoadPolicy for_backend(BackendKind backend) {
+    LoadPolicy p;
+    p.compiled = backend == BackendKind::Auto || backend == BackendKind::Compiled;
+    p.compact = backend != BackendKind::Interpreter;
+    return p;
+  }
 };
 
 // The unwinding data of one module. Immutable once loaded.

@@ -7,8 +7,10 @@
 #include <optional>
 #include <unordered_map>
 
+#include "dwarf/constants.hpp"
 #include "elf/dynamic_relocations.hpp"
 #include "support/byte_cursor.hpp"
+#include "x86/abi.hpp"
 #include "x86/decoder.hpp"
 #include "x86/elf_code.hpp"
 
@@ -16,13 +18,10 @@ namespace ehelf::synth {
 
 namespace {
 
-constexpr uint8_t kOmit = 0xff;
-constexpr std::array<uint8_t, 4> kEndbr64 = {0xf3, 0x0f, 0x1e, 0xfa};
-
 // A call-site table value in the encodings compilers use there (uleb128, udata4).
 std::optional<uint64_t> call_site_value(ByteCursor& c, uint8_t encoding) {
-  if (encoding == 0x01) return c.uleb();
-  if (encoding == 0x03) return c.u32();
+  if (encoding == dw::EH_PE_uleb128) return c.uleb();
+  if (encoding == dw::EH_PE_udata4) return c.u32();
   return std::nullopt;
 }
 
@@ -40,10 +39,10 @@ ExceptionTables::parse_one(std::span<const uint8_t> data, size_t pos, uint64_t a
   ByteCursor c(data);
   c.seek(pos);
   Lsda l{addr + pos, {}};
-  if (c.u8() != kOmit) return std::nullopt; // LPStart present: not what compilers emit
+  if (c.u8() != dw::EH_PE_omit) return std::nullopt; // LPStart present: not what compilers emit
   size_t end = 0, ttype_base = 0;
   const uint8_t ttype = c.u8();
-  if (ttype != kOmit) {
+  if (ttype != dw::EH_PE_omit) {
     const uint64_t off = c.uleb();
     if (!c.ok() || off > data.size() - c.pos()) return std::nullopt;
     ttype_base = end = c.pos() + off;
@@ -359,14 +358,14 @@ ExceptionTables::fitting_parts(SynthResult& result) {
   for (const SynthFunction& f : result.functions)
     if (auto b = code_at(f.begin, 4); b.size() == 4) {
       ++starts;
-      marked += std::equal(b.begin(), b.end(), kEndbr64.begin());
+      marked += x86::starts_with_endbr64(b);
     }
   const bool pads_marked = starts >= 10 && marked * 2 >= starts;
   auto pads_start_marked = [&](const Lsda& l, uint64_t begin) {
     for (const CallSite& cs : l.sites)
       if (cs.landing_pad) {
         auto b = code_at(begin + cs.landing_pad, 4);
-        if (b.size() != 4 || !std::equal(b.begin(), b.end(), kEndbr64.begin())) return false;
+        if (!x86::starts_with_endbr64(b)) return false;
       }
     return true;
   };

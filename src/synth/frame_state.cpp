@@ -16,9 +16,7 @@ using Kind = x86::StackOp::Kind;
 
 namespace {
 
-bool callee_saved(Reg r) {
-  return std::find(std::begin(kCalleeSaved), std::end(kCalleeSaved), r) != std::end(kCalleeSaved);
-}
+using x86::callee_saved;
 
 bool caller_saved(Reg r) {
   return r != Reg::none && r != Reg::rsp && !callee_saved(r);
@@ -221,8 +219,7 @@ void apply(FrameState& s, const x86::Instruction& in) {
 }
 
 uint16_t dwarf_column(Reg r) {
-  static constexpr uint16_t map[16] = {0, 2, 1, 3, 7, 6, 4, 5, 8, 9, 10, 11, 12, 13, 14, 15};
-  return map[std::min<unsigned>(unsigned(r), 15)];
+  return x86::dwarf_number(r);
 }
 
 uint32_t ExpressionPool::intern(const std::vector<uint8_t>& bytes) {

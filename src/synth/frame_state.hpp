@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "model/unwind_table.hpp"
+#include "x86/abi.hpp"
 #include "x86/instruction.hpp"
 
 namespace ehelf::synth {
@@ -63,9 +64,7 @@ struct FrameStateHash {
   size_t operator()(const FrameState& s) const;
 };
 
-// The registers the System V ABI has a callee preserve (rsp aside), in the order rows list them.
-inline constexpr x86::Reg kCalleeSaved[] = {x86::Reg::rbx, x86::Reg::rbp, x86::Reg::r12,
-                                            x86::Reg::r13, x86::Reg::r14, x86::Reg::r15};
+using x86::kCalleeSaved;
 
 // A frame in place (saved registers, the CFA on a frame pointer, rsp moved or unknown): a jump
 // in this state is no tail call.

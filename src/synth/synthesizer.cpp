@@ -14,6 +14,7 @@
 #include "elf/plt_entries.hpp"
 #include "model/registers.hpp"
 #include "synth/exception_tables.hpp"
+#include "x86/abi.hpp"
 #include "x86/decoder.hpp"
 #include "x86/jump_table.hpp"
 #include "x86/program_main.hpp"
@@ -186,9 +187,8 @@ struct Synthesizer {
   // rbx, rbp or r12-r15, or a `sub $imm,%rsp`.
   bool starts_with_prologue(const CodeSection& c, uint64_t a, uint64_t end) const {
     auto bytes = c.bytes.subspan(a - c.begin);
-    if (bytes.size() >= 4 && bytes[0] == 0xf3 && bytes[1] == 0x0f && bytes[2] == 0x1e &&
-        bytes[3] == 0xfa) { // endbr64
-      a += 4, bytes = bytes.subspan(4);
+    if (x86::starts_with_endbr64(bytes)) {
+      a += x86::kEndbr64.size(), bytes = bytes.subspan(x86::kEndbr64.size());
       if (a >= end) return false;
     }
     auto in = decoder.decode(bytes, a);
@@ -198,7 +198,7 @@ struct Synthesizer {
     if (in->op_count != 2 || op.kind != x86::StackOp::Kind::rsp_add || op.disp != -8) return false;
     const x86::Reg r = in->ops[1].reg;
     return in->ops[1].kind == x86::StackOp::Kind::store &&
-           (r == x86::Reg::rbx || r == x86::Reg::rbp || r >= x86::Reg::r12);
+           (x86::callee_saved(r) || r == x86::Reg::none); // none: `push $imm` (kept as it was)
   }
 
   // The start of the .cold part holding `a` (landing pads jump into their middle), or 0.
