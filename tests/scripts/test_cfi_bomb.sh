@@ -116,7 +116,7 @@ if "$ehelf" record -q -d 0.2 -o probe.folded -- true 2>/dev/null; then
     ok "record -p: main;spin by frame pointers, $rss_kb KB"
   fi
 else
-  echo "skip record -p: perf events not available here"
+  echo "SKIP record -p: perf events not available here"
 fi
 kill "$pid" 2>/dev/null
 wait "$pid" 2>/dev/null
