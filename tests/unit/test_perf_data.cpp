@@ -2048,8 +2048,10 @@ uint64_t resident_bytes() {
 
 // Shapes that once blew up time and memory: tens of thousands of mappings in one process
 // (carving them was quadratic) and thousands of forks of a process with thousands of mappings
-// (each fork copied them all, names included). Work must stay O(n log n) and memory O(file):
-// the limits are generous (ASan builds are slow), far below what the old code took.
+// (each fork copied them all, names included). Memory must stay O(file): the limit is generous
+// (ASan builds), far below what the old code took. The time each shape takes is recorded as the
+// test's property "seconds_<mappings>_<forks>", not checked: bench/run_perf_hostile.sh
+// tabulates it (bench/results/perf_hostile.md).
 TEST(PerfDataHostile, ManyMappingsAndForksStayCheap) {
   const TestAttr a = dwarf_attr();
   for (const auto& [mappings, forks] : {std::pair{40000, 0}, std::pair{4000, 4000}}) {
@@ -2077,8 +2079,8 @@ TEST(PerfDataHostile, ManyMappingsAndForksStayCheap) {
       u.feed(rec, st);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    RecordProperty(fmt::format("seconds_{}_{}", mappings, forks), fmt::format("{:.3f}", seconds));
     const uint64_t grown = resident_bytes() - std::min(before, resident_bytes());
-    EXPECT_LT(seconds, 20.0) << mappings << " mappings, " << forks << " forks";
     EXPECT_LT(grown, uint64_t(400) << 20)
         << mappings << " mappings, " << forks << " forks: " << (grown >> 20) << " MiB";
     EXPECT_EQ(u.stats().modules_missing, uint64_t(mappings));
