@@ -18,11 +18,14 @@ cd "$work" || exit 1
 # A program that spins in spin() called from main, with frame pointers and no .eh_frame of its
 # own: only the bomb describes main and spin.
 cat >spin.c <<'EOF'
+#include <stdio.h>
 __attribute__((noinline)) void spin(void) {
   for (volatile unsigned long i = 0;; ++i) {
   }
 }
 int main(void) {
+  puts("ready"); /* spinning from now on */
+  fflush(stdout);
   spin();
   return 0;
 }
@@ -95,9 +98,10 @@ bounded distinct.out distinct.err verify distinct
 judge distinct "$distinct" distinct.err
 
 # The running program: unwound by frame pointers through the refused module.
-./bomb &
+./bomb > bomb.out &
 pid=$!
-sleep 0.5
+for _ in $(seq 200); do grep -q ready bomb.out && break; sleep 0.05; done
+grep -q ready bomb.out || bad "bomb did not get ready"
 bounded stack.out stack.err stack -p "$pid"
 if [ $rc -ge 124 ] || [ "$rss_kb" -gt $max_kb ]; then
   bad "stack -p: status $rc, $rss_kb KB: $(head -c 300 stack.err)"
