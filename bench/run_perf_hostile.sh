@@ -15,7 +15,7 @@ cmake --build build -j2 --target ehelf_unit_tests > /dev/null
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 for i in $(seq "$runs"); do
-  build/tests/ehelf_unit_tests --gtest_filter=PerfDataHostile.ManyMappingsAndForksStayCheap \
+  build/bin/ehelf_unit_tests --gtest_filter=PerfDataHostile.ManyMappingsAndForksStayCheap \
     --gtest_output="json:$work/run$i.json" > /dev/null
 done
 mkdir -p bench/results
