@@ -7,9 +7,8 @@
 
 #include "perf/record_stream.hpp"
 #include "perf/sample_unwinder.hpp"
-#include "record/profile.hpp"
-
 #include "perf_recording.hpp"
+#include "record/profile.hpp"
 #include "test_support.hpp"
 
 namespace ehelf::perf {

@@ -12,7 +12,6 @@
 #include <tuple>
 
 #include "perf/record_stream.hpp"
-
 #include "perf_recording.hpp"
 #include "test_support.hpp"
 

@@ -6,7 +6,6 @@
 #include "perf/record_stream.hpp"
 #include "perf/sample_unwinder.hpp"
 #include "perf/stack_pipeline.hpp"
-
 #include "perf_recording.hpp"
 #include "test_support.hpp"
 
