@@ -1,10 +1,10 @@
 // PerfData (the perf.data reader) and SampleUnwinder fed with what it decodes. perf.data bytes are
-// built from scratch (perf_recording.hpp), in the file and the pipe layout. The
-// valid files check that every decoded field is the one written; the hostile ones (every
-// truncation, byte overwrites at every position, lengths and counts out of range) check that
-// the reader either succeeds or fails with a one-line error naming the file and an offset, that
-// every span it returns lies inside the given bytes, and that the unwinder survives whatever a
-// successful parse returns.
+// built from scratch (perf_recording.hpp), in the file and the pipe layout. The valid files check
+// that every decoded field is the one written; the hostile ones (every truncation, byte
+// overwrites at every position, lengths and counts out of range) check that the reader either
+// succeeds or fails with a one-line error naming the file and an offset, that every span it
+// returns lies inside the given bytes, and that the unwinder survives whatever a successful parse
+// returns.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
