@@ -27,19 +27,17 @@ using K = StackOp::Kind;
   X(push_imm)                                                                                      \
   X(pushw_imm)                                                                                     \
   X(push_rsp_mem)                                                                                  \
-  X(push_drap)                                                                                     \
-  X(push_indexed)                                                                                  \
-  X(push_rip) X(push_rsp) X(pop_rsp) X(pop_mem) X(pushf) X(popf) X(sub_rsp) X(add_rsp)             \
-      X(add_rsp_big) X(sub_rsp_reg) X(lea_rsp_rsp) X(and_rsp) X(and_rsp_odd) X(lea_drap)           \
-          X(lea_rsp_drap) X(lea_rbp_rsp) X(lea_rsp_rbp) X(lea_indexed_rsp) X(mov_rsp_rbp)          \
-              X(mov_rbp_rsp) X(mov_rsp_rdi) X(leave) X(enter) X(enter_nested) X(store_rbp_slot)    \
-                  X(store_rsp_slot) X(load_rbp_slot) X(load_rsp_slot) X(store_32bit)               \
-                      X(store_other_base) X(xor_ebp) X(mov_rsp_mem) X(xchg_rsp) X(mov_rax_rbx)     \
-                          X(lea_rip) X(call_direct) X(call_reg) X(call_mem) X(call_far)            \
-                              X(jmp_direct) X(jmp_reg) X(jmp_notrack) X(jmp_far) X(je) X(jrcxz)    \
-                                  X(loop) X(xbegin) X(ret) X(ret_imm) X(repz_ret) X(lret) X(iretq) \
-                                      X(syscall) X(int80) X(int_other) X(sysret) X(hlt) X(ud2)     \
-                                          X(int3) X(nop) X(endbr64) X(cpuid) X(avx512)
+  X(push_drap) X(push_indexed) X(push_rip) X(push_rsp) X(pop_rsp) X(pop_mem) X(pushf) X(popf)      \
+      X(sub_rsp) X(add_rsp) X(add_rsp_big) X(sub_rsp_reg) X(lea_rsp_rsp) X(and_rsp) X(and_rsp_odd) \
+          X(lea_drap) X(lea_rsp_drap) X(lea_rbp_rsp) X(lea_rsp_rbp) X(lea_indexed_rsp)             \
+              X(mov_rsp_rbp) X(mov_rbp_rsp) X(mov_rsp_rdi) X(leave) X(enter) X(enter_nested)       \
+                  X(store_rbp_slot) X(store_rsp_slot) X(load_rbp_slot) X(load_rsp_slot)            \
+                      X(store_32bit) X(store_other_base) X(xor_ebp) X(mov_rsp_mem) X(xchg_rsp)     \
+                          X(mov_rax_rbx) X(lea_rip) X(call_direct) X(call_reg) X(call_mem)         \
+                              X(call_far) X(jmp_direct) X(jmp_reg) X(jmp_notrack) X(jmp_far) X(je) \
+                                  X(jrcxz) X(loop) X(xbegin) X(ret) X(ret_imm) X(repz_ret) X(lret) \
+                                      X(iretq) X(syscall) X(int80) X(int_other) X(sysret) X(hlt)   \
+                                          X(ud2) X(int3) X(nop) X(endbr64) X(cpuid) X(avx512)
 
 #define DECLARE_CASE(name) extern "C" const uint8_t x86_##name[], x86_##name##_end[];
 X86_CASES(DECLARE_CASE)
