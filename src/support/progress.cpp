@@ -19,12 +19,13 @@ void clear_progress_bar() {
   std::fflush(stderr);
 }
 
-DelayedProgress::DelayedProgress(std::string_view label, std::string_view unit, bool enabled)
-    : label_(label), unit_(unit), enabled_(enabled), start_(Clock::now()), last_(start_) {}
+DelayedProgress::DelayedProgress(std::string_view label, std::string_view unit, bool enabled,
+                                 Now now)
+    : label_(label), unit_(unit), now_(now), enabled_(enabled), start_(now_()), last_(start_) {}
 
 void DelayedProgress::update(size_t done, size_t total) {
   if (!enabled_) return;
-  const Clock::time_point now = Clock::now();
+  const Clock::time_point now = now_();
   if (now - start_ < std::chrono::seconds(1) || now - last_ < std::chrono::milliseconds(100))
     return;
   last_ = now;

@@ -19,7 +19,11 @@ void clear_progress_bar();
 // costs a clock read: call it every few thousand items.
 class DelayedProgress {
 public:
-  DelayedProgress(std::string_view label, std::string_view unit, bool enabled);
+  using Clock = std::chrono::steady_clock;
+  // Where the time comes from: the steady clock, or a test's own.
+  using Now = Clock::time_point (*)();
+  DelayedProgress(std::string_view label, std::string_view unit, bool enabled,
+                  Now now = &Clock::now);
   ~DelayedProgress() { finish(); }
   DelayedProgress(const DelayedProgress&) = delete;
   DelayedProgress& operator=(const DelayedProgress&) = delete;
@@ -28,8 +32,8 @@ public:
   bool shown() const { return shown_; }
 
 private:
-  using Clock = std::chrono::steady_clock;
   std::string label_, unit_;
+  Now now_;
   bool enabled_, shown_ = false;
   Clock::time_point start_, last_;
 };

@@ -19,6 +19,22 @@ sanitized=0
 readelf -d "$ehelf" 2>/dev/null | grep -q 'libasan\|libtsan' && sanitized=1
 ok() { echo "ok   $*"; }
 bad() { echo "FAIL $*"; fail=1; }
+# wait_blocked PID PROGRAM [SYSCALL]: waits, 10 s at most, until PID runs PROGRAM (its exec
+# done) and sleeps in a system call (number SYSCALL if given, as /proc/PID/syscall says): a
+# process in its steady state, not one still starting. Fails when it does not get there.
+wait_blocked() {
+  local pid=$1 program call
+  program=$(readlink -f "$2")
+  for _ in $(seq 200); do
+    if [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" = "$program" ] &&
+      [ "$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | cut -c1)" = S ]; then
+      call=$(cut -d' ' -f1 "/proc/$pid/syscall" 2>/dev/null)
+      [ -z "${3:-}" ] || [ "$call" = "$3" ] && return 0
+    fi
+    sleep 0.05
+  done
+  return 1
+}
 build_id() { # the GNU build-id of an ELF file, in hex
   readelf -n "$1" 2>/dev/null | sed -n 's/.*Build ID: *\([0-9a-f]*\).*/\1/p' | head -1
 }

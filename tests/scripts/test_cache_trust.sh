@@ -47,7 +47,7 @@ head -c "$(($(stat -c %s "$work/good.so") / 2))" "$work/good.so" >"$work/truncat
 
 sleep 600 &
 target_pid=$!
-sleep 0.2
+wait_blocked "$target_pid" "$(command -v sleep)" || { echo "FAIL: sleep 600 did not start"; exit 1; }
 
 # Runs ehelf stack on the target; $rc, $work/out, $work/err.
 stack() {
@@ -168,7 +168,7 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && command -v setcap >/de
     as_nobody=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
     "${as_nobody[@]}" sleep 600 &
     nobody_pid=$!
-    sleep 0.2
+    wait_blocked "$nobody_pid" "$(command -v sleep)" || bad "sleep 600 as nobody did not start"
     EHELF_CACHE="$work/xdg/ehelf" "$capable/ehelf" stack -p "$nobody_pid" -m -v >"$work/out" 2>&1
     grep -q "unwound by compiled" "$work/out" || bad "capable copy run by root: cache not used"
     "${as_nobody[@]}" env EHELF_CACHE="$work/xdg/ehelf" HOME="$work/home" \

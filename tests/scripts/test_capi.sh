@@ -189,7 +189,7 @@ done
 
 # ---- the real libunwind, if installed ----
 if ! echo 'int main(void){return 0;}' | cc -x c - -o "$TMP/probe" -lunwind 2>/dev/null; then
-  echo "SKIP comparison: libunwind-dev is not installed (scripts/setup.sh installs it)"
+  echo "SKIP the comparisons with libunwind (the rest of this test): libunwind-dev is not installed (scripts/setup.sh installs it)"
   exit 0
 fi
 cc "${CFLAGS[@]}" -o "$TMP/local_real" "$CAPI/libunwind_user.c" -lunwind -pthread

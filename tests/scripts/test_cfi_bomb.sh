@@ -18,11 +18,14 @@ cd "$work" || exit 1
 # A program that spins in spin() called from main, with frame pointers and no .eh_frame of its
 # own: only the bomb describes main and spin.
 cat >spin.c <<'EOF'
+#include <stdio.h>
 __attribute__((noinline)) void spin(void) {
   for (volatile unsigned long i = 0;; ++i) {
   }
 }
 int main(void) {
+  puts("ready"); /* spinning from now on */
+  fflush(stdout);
   spin();
   return 0;
 }
@@ -95,9 +98,10 @@ bounded distinct.out distinct.err verify distinct
 judge distinct "$distinct" distinct.err
 
 # The running program: unwound by frame pointers through the refused module.
-./bomb &
+./bomb > bomb.out &
 pid=$!
-sleep 0.5
+for _ in $(seq 200); do grep -q ready bomb.out && break; sleep 0.05; done
+grep -q ready bomb.out || bad "bomb did not get ready"
 bounded stack.out stack.err stack -p "$pid"
 if [ $rc -ge 124 ] || [ "$rss_kb" -gt $max_kb ]; then
   bad "stack -p: status $rc, $rss_kb KB: $(head -c 300 stack.err)"
@@ -116,7 +120,7 @@ if "$ehelf" record -q -d 0.2 -o probe.folded -- true 2>/dev/null; then
     ok "record -p: main;spin by frame pointers, $rss_kb KB"
   fi
 else
-  echo "skip record -p: perf events not available here"
+  echo "SKIP record -p: perf events not available here"
 fi
 kill "$pid" 2>/dev/null
 wait "$pid" 2>/dev/null

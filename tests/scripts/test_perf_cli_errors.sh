@@ -81,7 +81,7 @@ run=(sh -c 'exec "$0" 1500 > /dev/null' "$recursion")
 if ! command -v perf > /dev/null ||
   ! "${record[@]}" -o "$work/rec.data" -- "${run[@]}" > /dev/null 2> "$work/record.log" ||
   ! "${record[@]}" -o - -- "${run[@]}" > "$work/pipe.data" 2>> "$work/record.log"; then
-  echo "skip recordings: perf cannot record here ($(head -1 "$work/record.log" 2> /dev/null))"
+  echo "SKIP recordings: perf cannot record here ($(head -1 "$work/record.log" 2> /dev/null))"
   exit $fail
 fi
 # The whole recordings are fine.
@@ -167,7 +167,7 @@ PY
     fail=1
   fi
 else
-  echo "skip compressed recording: perf record -z failed here"
+  echo "SKIP compressed recording: perf record -z failed here"
 fi
 
 # Truncations of both recordings (60 lengths each, from a few bytes to nearly all): an error with

@@ -113,7 +113,7 @@ run_real() { # NAME CMD...
   local name=$1
   shift
   if ! command -v "$1" > /dev/null; then
-    echo "skip $name: $1 not installed"
+    echo "SKIP $name: $1 not installed"
     return
   fi
   "$ehelf" record --unwind kernel --kernel-copy-every 2 -F 1999 -o "$name.folded" -- "$@" \

@@ -44,23 +44,31 @@ if [ -r $scope_file ]; then
   fi
 fi
 
-# Starts a program in the background and waits for it to print "ready" (if `wait_ready`).
-# Sets $tpid.
-start() { # wait_ready, command...
-  local wait_ready=$1
+# Starts a program in the background and waits, 10 s at most, until it is in its steady state,
+# as `how` says: `ready`, it printed "ready" (the fixtures do once in place); `blocked`, it runs
+# the program (exec done) and sleeps in a system call; `exec`, it runs the program (a static one
+# without a loader, in its loop from the first instruction). Sets $tpid.
+start() { # how, command...
+  local how=$1 program
   shift
+  program=$(readlink -f "$(command -v "$1")")
   "$@" >"$work/start.out" 2>&1 &
   tpid=$!
   pids+=("$tpid")
-  if [ "$wait_ready" = 1 ]; then
-    for _ in $(seq 200); do
-      grep -q ready "$work/start.out" && return 0
-      sleep 0.05
-    done
-    echo "FAIL: $* did not get ready"; cat "$work/start.out"
-    return 1
-  fi
-  sleep 0.3
+  for _ in $(seq 200); do
+    case $how in
+      ready) grep -q ready "$work/start.out" && return 0 ;;
+      blocked | exec)
+        if [ "$(readlink "/proc/$tpid/exe" 2>/dev/null)" = "$program" ]; then
+          [ "$how" = exec ] && return 0
+          # (the state after "(comm) "; the loader has run when the program blocks)
+          [ "$(sed 's/.*) //' "/proc/$tpid/stat" 2>/dev/null | cut -c1)" = S ] && return 0
+        fi ;;
+    esac
+    sleep 0.05
+  done
+  echo "FAIL: $* did not get to its steady state ($how)"; cat "$work/start.out"
+  return 1
 }
 
 stop_target() { # pid
@@ -323,7 +331,7 @@ compare() { # label, mode, eu, gdb, ehelf files...
 }
 
 # --- the fixture, every backend, eu-stack and gdb ---
-if start 1 "$target"; then
+if start ready "$target"; then
   fixture=$tpid
   export EHELF_CACHE="$work/cache"
   # The compiled backend needs eh_elf objects: compile every module the fixture maps.
@@ -407,7 +415,7 @@ else
 fi
 
 # --- sleep 100 ---
-if start 0 sleep 100; then
+if start blocked sleep 100; then
   run_ehelf sleep.table "$tpid" --backend=table -o -m -v
   run_ehelf sleep.interp "$tpid" --backend=interp -o -m -v
   run_eu_stack sleep.eu "$tpid"
@@ -418,7 +426,7 @@ if start 0 sleep 100; then
 fi
 
 # --- many threads ---
-if start 1 "$target" many 64; then
+if start ready "$target" many 64; then
   run_ehelf many.auto "$tpid" -o -m -v
   run_ehelf many.interp "$tpid" --backend=interp -o -m -v
   run_eu_stack many.eu "$tpid"
@@ -454,7 +462,7 @@ fi
 # Each run must succeed: a thread that exits (or is exiting) during the attach is skipped, as
 # eu-stack skips it, and -v says so.
 churn="$build/tests/fixtures/thread_churn"
-if start 1 "$churn"; then
+if start ready "$churn"; then
   before=$fail skipped=0
   for i in $(seq 40); do
     if ! "$ehelf" stack -p "$tpid" -v >"$work/churn.out" 2>"$work/churn.err"; then
@@ -474,7 +482,7 @@ fi
 # --- a thread running in the vDSO (image read from the process) ---
 # It runs, so eu-stack would see other pcs: check that every sample unwinds to _start and that
 # some start in the vDSO.
-if start 1 "$target" vdso; then
+if start ready "$target" vdso; then
   in_vdso=0 good=0
   for i in $(seq 10); do
     run_ehelf vdso.$i "$tpid" -m -v
@@ -497,7 +505,7 @@ fi
 # Stopped nearly always in ra_in_rcx's loop, whose row says CFA=rsp+0 and the return address in
 # rcx: every backend's walks from there go through call_it and main to _start, and gdb, stopped
 # there too, names the same frames.
-if start 0 "$build/tests/fixtures/ra_register" 600000; then
+if start ready "$build/tests/fixtures/ra_register" 600000; then
   in_ra=0 good=0 runs=0
   for b in auto table interp; do
     for i in 1 2 3 4; do
@@ -531,7 +539,7 @@ fi
 # --- a function without an FDE that keeps a frame pointer (fp_no_fde) ---
 # Stopped nearly always in spin_with_tables, called by no_fde (no CFI): the walk follows rbp
 # through no_fde to call_no_fde, main and _start (said with -v), as gdb's backtrace does.
-if start 0 "$build/tests/fixtures/fp_no_fde" 600000; then
+if start ready "$build/tests/fixtures/fp_no_fde" 600000; then
   good=0 in_spin=0
   for i in 1 2 3 4 5 6; do
     run_ehelf "fpn.$i" "$tpid" -v
@@ -562,7 +570,7 @@ fi
 # --- JIT code: three frames in anonymous executable memory, no module, frame pointers kept ---
 # Stopped in spin_in_callback, called from the third JIT function: the walk follows rbp through the
 # JIT frames (-v counts them) to run_jitted, main and _start; eu-stack's pcs are the oracle.
-if start 1 "$build/tests/fixtures/jit_frames" 60000; then
+if start ready "$build/tests/fixtures/jit_frames" 60000; then
   run_ehelf jit "$tpid" -v
   run_eu_stack jit.eu "$tpid"
   check_running "$tpid" "eu-stack"
@@ -590,7 +598,7 @@ fi
 # Its file is read through /proc/PID/map_files: the walks go through its frames to _start, with
 # its names, as eu-stack's do.
 cp "$target" "$work/deleted_target"
-if start 1 "$work/deleted_target"; then
+if start ready "$work/deleted_target"; then
   rm "$work/deleted_target"
   run_ehelf deleted "$tpid" -m
   if grep -q " main - $work/deleted_target (deleted)$" "$work/deleted" &&
@@ -606,7 +614,7 @@ fi
 
 # --- a 32-bit process: refused with one line (it is not unwound as x86_64) ---
 printf '.globl _start\n_start:\n  jmp _start\n' > "$work/spin32.S"
-if gcc -m32 -nostdlib -static -o "$work/spin32" "$work/spin32.S" 2>/dev/null && start 0 "$work/spin32"; then
+if gcc -m32 -nostdlib -static -o "$work/spin32" "$work/spin32.S" 2>/dev/null && start exec "$work/spin32"; then
   "$ehelf" stack -p "$tpid" >"$work/i386.out" 2>"$work/i386.err"
   rc=$?
   check_running "$tpid" "32-bit"

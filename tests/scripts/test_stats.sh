@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `ehelf stats` end to end: the paper's tables are printed, the DW_CFA opcode histogram equals
-# readelf's raw dump for libc, and the whole of /usr/lib/x86_64-linux-gnu is scanned quickly.
+# readelf's raw dump for libc, and the whole of /usr/lib/x86_64-linux-gnu is scanned (its speed
+# is bench/results/stats.md's, not this test's).
 # Usage: test_stats.sh BUILD_DIR [SOURCE_DIR]
 set -euo pipefail
 
@@ -14,7 +15,7 @@ trap 'rm -rf "$tmp"' EXIT
 [ -x "$bin" ] || { echo "FAIL: $bin not built"; exit 1; }
 if [ ! -e "$libc" ] || ! command -v readelf >/dev/null; then
   echo "SKIP: needs $libc and readelf"
-  exit 0
+  exit 77
 fi
 
 "$bin" stats --no-progress "$libc" >"$tmp/text"
@@ -40,12 +41,11 @@ for key in '"table3"' '"table4"' '"cfa_opcodes"' '"dw_ops"' '"top_expressions"' 
   grep -qF "$key" "$tmp/json" || { echo "FAIL: no $key in the JSON output"; exit 1; }
 done
 
-# The whole library directory, two threads: must take seconds, not minutes.
-start=$(date +%s.%N)
+# The whole library directory, two threads: every table printed, files scanned.
 "$bin" stats --no-progress "$lib" >"$tmp/all"
-end=$(date +%s.%N)
-secs=$(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.2f", b - a}')
+for heading in "Table 3" "Table 4" "DW_CFA opcodes"; do
+  grep -qF "$heading" "$tmp/all" || { echo "FAIL: no '$heading' in the output for $lib"; exit 1; }
+done
+grep -qE '^Files \(of [1-9][0-9]* scanned\)' "$tmp/all" || { echo "FAIL: no file scanned in $lib"; exit 1; }
 grep -F "Time:" "$tmp/all"
-echo "stats over $lib: ${secs} s"
-awk -v s="$secs" 'BEGIN {exit !(s < 60)}' || { echo "FAIL: took ${secs} s"; exit 1; }
 echo "PASS"

@@ -151,6 +151,8 @@ PY
         diff "$work/original.txt" "$work/$kind.txt" | head
       fi
     done
+  elif grep -qi "paranoid\|permission" "$work/record.log"; then
+    echo "SKIP ehelf perf --debug-dir: perf_event_open is not permitted here: $(head -1 "$work/record.log")"
   else
     bad "perf record failed"; cat "$work/record.log"
   fi

@@ -13,7 +13,8 @@ for size in 0 65536; do
   pid=$!
   exec 3<"$work/pipe"
   head -c 100 <&3 >/dev/null # ehelf has started writing; the pipe fills again behind it
-  sleep 0.5
+  # Blocked in write(2) on the full pipe: mid-dump.
+  wait_blocked "$pid" "$ehelf" 1 || bad "dump to $size bytes: ehelf did not block writing"
   truncate -s "$size" "$copy"
   bytes=$(cat <&3 | wc -c)
   exec 3<&-

@@ -48,7 +48,7 @@ python3 work.py &
 if record /dev/null -a -e cpu-clock -F 500 --call-graph dwarf -o all.data -- sleep 1; then
   files+=(all)
 else
-  echo "skip the system-wide recording: perf record -a failed here"
+  echo "SKIP the system-wide recording: perf record -a failed here"
 fi
 kill "$background" 2> /dev/null
 wait

@@ -369,9 +369,7 @@ struct HandTable {
     signal_fn = table.add_function(fn);
   }
   uint32_t expr(std::vector<uint8_t> bytes) {
-    auto e = Expression::decode(bytes);
-    EXPECT_TRUE(e);
-    return table.add_expression(*e);
+    return table.add_expression(EHELF_OK(Expression::decode(bytes)));
   }
   void add(uint64_t begin, uint64_t end, CfaRule cfa, std::vector<ColumnRule> columns,
            bool signal = false) {
@@ -554,7 +552,7 @@ TEST(BpfRows, RefusesTablesBeyondFourGiBAndUnsortedRanges) {
     h.add(0x1000, 0x2008, reg_plus(x86_64::RSP, 8), {ra});
     EXPECT_FALSE(encode_bpf_rows(h.table));
   }
-  EXPECT_TRUE(encode_bpf_rows(UnwindTable{})->rows.empty());
+  EXPECT_TRUE(EHELF_OK(encode_bpf_rows(UnwindTable{})).rows.empty());
 }
 
 } // namespace

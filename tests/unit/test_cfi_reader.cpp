@@ -144,11 +144,11 @@ std::string parse_all(std::span<const uint8_t> data, CfiFormat fmt = CfiFormat::
 }
 
 std::vector<uint8_t> libc_eh_frame() {
-  auto elf = ElfFile::open(test::libc_path());
-  EXPECT_TRUE(elf);
-  const ehelf::Section* s = (*elf)->find_section(".eh_frame");
-  auto data = (*elf)->section_data(*s);
-  return std::vector<uint8_t>(data->begin(), data->end());
+  auto elf = EHELF_OK(ElfFile::open(test::libc_path()));
+  const ehelf::Section* s = elf->find_section(".eh_frame");
+  if (!s) throw test::FailedResult("libc has no .eh_frame");
+  auto data = EHELF_OK(elf->section_data(*s));
+  return std::vector<uint8_t>(data.begin(), data.end());
 }
 
 TEST(CfiHostile, EveryTruncationOfRealDataIsHandled) {

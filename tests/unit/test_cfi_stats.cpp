@@ -241,7 +241,7 @@ TEST(CfiStats, SupportedSetChangesTable3) {
   EXPECT_EQ(s.files_with_unsupported_rules[kAllColumns], 1u);
 
   // Only offset: the CFA rules and everything else become unsupported.
-  opt.supported = *StatsOptions::parse_supported("offset");
+  opt.supported = EHELF_OK(StatsOptions::parse_supported("offset"));
   CfiStats o = stats_of({kLibc}, opt);
   const RuleCounts& rc = o.rules[kAllColumns];
   EXPECT_EQ(rc.rules_seen() - rc.rules_unsupported(),

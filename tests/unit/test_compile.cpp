@@ -240,7 +240,15 @@ protected:
     }
     object_ = std::move(*o).release();
     auto module = load_module_cfi(test::libc_path());
+    if (!module) {
+      error_ = module.error().to_string();
+      return;
+    }
     auto table = build_unwind_table(*module);
+    if (!table) {
+      error_ = table.error().to_string();
+      return;
+    }
     // A function entry: CFA = rsp + 8, return address at CFA - 8, nothing else saved.
     for (const TableRange& range : table->ranges()) {
       RowView row = table->row(range.row);

@@ -574,7 +574,7 @@ TEST(ExpressionEval, MemoryReads) {
   // The 4-byte address size derefs 4 bytes.
   auto e4 = Expression::decode(Bytes{0x70, 0x00, 0x06}, 4);
   ASSERT_TRUE(e4.ok());
-  EXPECT_EQ(*e4->evaluate(regs, mem), 0x55667788u);
+  EXPECT_EQ(EHELF_OK(e4->evaluate(regs, mem)), 0x55667788u);
 }
 
 TEST(ExpressionEval, OpsNotValidInCfi) {

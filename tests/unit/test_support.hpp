@@ -1,5 +1,8 @@
-// Helpers shared by the unit tests: running commands, reading files, locating system files.
+// Helpers shared by the unit tests: running commands, reading files, locating system files, the
+// value of a Result a test goes on with.
 #pragma once
+
+#include <gtest/gtest.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -7,8 +10,12 @@
 #include <fstream>
 #include <iterator>
 #include <sstream>
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "support/result.hpp"
 
 namespace ehelf::test {
 
@@ -62,5 +69,30 @@ struct TempDir {
 inline const char* libc_path() {
   return "/usr/lib/x86_64-linux-gnu/libc.so.6";
 }
+
+// The value of a Result that the test goes on with: EHELF_OK(Expression::decode(bytes)). A failed
+// Result is the test's failure, naming the expression and its error, and ends the test (by an
+// exception, which gtest reports as a failure), where `*result` would be an assert or an
+// uncaught std::bad_variant_access.
+struct FailedResult : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+template <class T> T ok_value(Result<T>&& r, const char* expression, const char* file, int line) {
+  if (!r.ok()) {
+    const std::string message = std::string(expression) + ": " + r.error().to_string();
+    ADD_FAILURE_AT(file, line) << message;
+    throw FailedResult(message);
+  }
+  return std::move(r).value();
+}
+template <class T> T& ok_value(Result<T>& r, const char* expression, const char* file, int line) {
+  if (!r.ok()) {
+    const std::string message = std::string(expression) + ": " + r.error().to_string();
+    ADD_FAILURE_AT(file, line) << message;
+    throw FailedResult(message);
+  }
+  return r.value();
+}
+#define EHELF_OK(...) ::ehelf::test::ok_value((__VA_ARGS__), #__VA_ARGS__, __FILE__, __LINE__)
 
 } // namespace ehelf::test

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model/unwind_table.hpp"
+#include "test_support.hpp"
 
 namespace ehelf {
 namespace {
@@ -98,12 +99,12 @@ TEST(UnwindTable, ExpressionsForTheCfaAndForRegisters) {
   UnwindTable t;
   // DRAP: CFA = *(rbp - 8); rip at CFA - 8 by DW_CFA_expression (breg7 is not used: the CFA
   // comes first on the stack), rbx's value = CFA - 16 by DW_CFA_val_expression.
-  const uint32_t cfa_expr = t.add_expression(*Expression::decode(
-      std::vector<uint8_t>{0x76, 0x78, 0x06})); // DW_OP_breg6 (rbp): -8; DW_OP_deref
+  const uint32_t cfa_expr = t.add_expression(EHELF_OK(Expression::decode(
+      std::vector<uint8_t>{0x76, 0x78, 0x06}))); // DW_OP_breg6 (rbp): -8; DW_OP_deref
   const uint32_t at_cfa_minus_8 = t.add_expression(
-      *Expression::decode(std::vector<uint8_t>{0x09, 0xf8, 0x22})); // const1s -8; plus
+      EHELF_OK(Expression::decode(std::vector<uint8_t>{0x09, 0xf8, 0x22}))); // const1s -8; plus
   const uint32_t cfa_minus_16 =
-      t.add_expression(*Expression::decode(std::vector<uint8_t>{0x09, 0xf0, 0x22}));
+      t.add_expression(EHELF_OK(Expression::decode(std::vector<uint8_t>{0x09, 0xf0, 0x22})));
   auto s = step(t, CfaRule{CfaRule::Kind::Expression, 0, 0, cfa_expr},
                 {{x86_64::RBX, rule(RegisterRule::Kind::ValExpression, 0, 0, cfa_minus_16)},
                  {x86_64::RIP, rule(RegisterRule::Kind::Expression, 0, 0, at_cfa_minus_8)}},
@@ -158,8 +159,8 @@ TEST(UnwindTable, SaveSlotsFollowTheRules) {
   Words mem;
   mem.words = {{0x7008, 0x402000}, {0x7000, 0xaaaa}, {0x7200, 0xdddd}};
   UnwindTable t;
-  const uint32_t at_7200 =
-      t.add_expression(*Expression::decode(std::vector<uint8_t>{0x0a, 0x00, 0x72})); // const2u
+  const uint32_t at_7200 = t.add_expression(
+      EHELF_OK(Expression::decode(std::vector<uint8_t>{0x0a, 0x00, 0x72}))); // const2u
   const uint32_t row = t.intern_row(
       rsp_plus(16),
       std::vector<ColumnRule>{{x86_64::RBX, rule(RegisterRule::Kind::Offset, -16)},

@@ -210,10 +210,10 @@ TEST(X86Decode, AddressValues) {
   Decoder decoder;
   auto all = cases();
   const Bytes& lea = all.at("lea_rip");
-  EXPECT_EQ(decoder.decode(lea.span(), lea.address())->address_value,
+  EXPECT_EQ(EHELF_OK(decoder.decode(lea.span(), lea.address())).address_value,
             reinterpret_cast<uint64_t>(x86_target));
   auto value = [&](std::vector<uint8_t> bytes) {
-    return decoder.decode(bytes, 0x401000)->address_value;
+    return EHELF_OK(decoder.decode(bytes, 0x401000)).address_value;
   };
   EXPECT_EQ(value({0xbf, 0x36, 0x11, 0x40, 0x00}), 0x401136u);             // mov $0x401136,%edi
   EXPECT_EQ(value({0x48, 0xc7, 0xc7, 0x36, 0x11, 0x40, 0x00}), 0x401136u); // mov $..,%rdi
@@ -222,13 +222,15 @@ TEST(X86Decode, AddressValues) {
   EXPECT_EQ(value({0x48, 0x8b, 0x3d, 0x10, 0x00, 0x00, 0x00}), 0u);        // mov 0x10(%rip),%rdi
   EXPECT_EQ(value({0x48, 0x8d, 0x7c, 0x24, 0x08}), 0u);                    // lea 8(%rsp),%rdi
   EXPECT_EQ(value({0x48, 0x89, 0xc3}), 0u);                                // mov %rax,%rbx
-  EXPECT_TRUE(decoder.decode(std::vector<uint8_t>{0xbf, 1, 0, 0, 0}, 0)->address_value_immediate);
-  EXPECT_FALSE(decoder.decode(lea.span(), lea.address())->address_value_immediate);
-  EXPECT_EQ(decoder.decode(lea.span(), lea.address())->value_register, Reg::rdi);
-  auto zero = decoder.decode(std::vector<uint8_t>{0xbf, 0, 0, 0, 0}, 0); // mov $0,%edi
-  EXPECT_TRUE(zero->address_value_immediate && zero->address_value == 0);
-  EXPECT_EQ(zero->value_register, Reg::rdi);
-  EXPECT_EQ(decoder.decode(std::vector<uint8_t>{0x48, 0x89, 0xc3}, 0)->value_register, Reg::none);
+  EXPECT_TRUE(
+      EHELF_OK(decoder.decode(std::vector<uint8_t>{0xbf, 1, 0, 0, 0}, 0)).address_value_immediate);
+  EXPECT_FALSE(EHELF_OK(decoder.decode(lea.span(), lea.address())).address_value_immediate);
+  EXPECT_EQ(EHELF_OK(decoder.decode(lea.span(), lea.address())).value_register, Reg::rdi);
+  auto zero = EHELF_OK(decoder.decode(std::vector<uint8_t>{0xbf, 0, 0, 0, 0}, 0)); // mov $0,%edi
+  EXPECT_TRUE(zero.address_value_immediate && zero.address_value == 0);
+  EXPECT_EQ(zero.value_register, Reg::rdi);
+  EXPECT_EQ(EHELF_OK(decoder.decode(std::vector<uint8_t>{0x48, 0x89, 0xc3}, 0)).value_register,
+            Reg::none);
 }
 
 // The slot an indirect call or jump reads its target from, when named by address: `call
@@ -237,7 +239,7 @@ TEST(X86Decode, AddressValues) {
 TEST(X86Decode, IndirectSlots) {
   Decoder decoder;
   auto slot = [&](std::vector<uint8_t> bytes) {
-    return decoder.decode(bytes, 0x401000)->indirect_slot;
+    return EHELF_OK(decoder.decode(bytes, 0x401000)).indirect_slot;
   };
   EXPECT_EQ(slot({0xff, 0x15, 0x10, 0x00, 0x00, 0x00}), 0x401016u);       // call *0x10(%rip)
   EXPECT_EQ(slot({0x3e, 0xff, 0x15, 0xf0, 0xff, 0xff, 0xff}), 0x400ff7u); // notrack call *-0x10
@@ -247,13 +249,15 @@ TEST(X86Decode, IndirectSlots) {
   EXPECT_EQ(slot({0x48, 0x8d, 0x3d, 0x10, 0x00, 0x00, 0x00}), 0u);        // lea 0x10(%rip),%rdi
   auto all = cases();
   const Bytes& call_mem = all.at("call_mem");
-  EXPECT_EQ(decoder.decode(call_mem.span(), call_mem.address())->indirect_slot, 0u);
+  EXPECT_EQ(EHELF_OK(decoder.decode(call_mem.span(), call_mem.address())).indirect_slot, 0u);
 }
 
 // Padding: every nop form gas and gcc use, and int3; not an ordinary instruction.
 TEST(X86Decode, Padding) {
   Decoder decoder;
-  auto padding = [&](std::vector<uint8_t> bytes) { return decoder.decode(bytes, 0)->padding; };
+  auto padding = [&](std::vector<uint8_t> bytes) {
+    return EHELF_OK(decoder.decode(bytes, 0)).padding;
+  };
   EXPECT_TRUE(padding({0x90}));                   // nop
   EXPECT_TRUE(padding({0x66, 0x90}));             // xchg %ax,%ax
   EXPECT_TRUE(padding({0x0f, 0x1f, 0x40, 0x00})); // nopl 0(%rax)
@@ -293,7 +297,7 @@ TEST(X86Decode, RegisterWritesAndRspDelta) {
   auto all = cases();
   auto writes = [&](const char* name) {
     const Bytes& b = all.at(name);
-    return decoder.decode(b.span(), b.address())->writes;
+    return EHELF_OK(decoder.decode(b.span(), b.address())).writes;
   };
   auto bit = [](Reg r) { return uint16_t(1u << unsigned(r)); };
   EXPECT_EQ(writes("mov_rax_rbx"), bit(Reg::rbx));
@@ -304,7 +308,7 @@ TEST(X86Decode, RegisterWritesAndRspDelta) {
   EXPECT_EQ(writes("xor_ebp"), bit(Reg::rbp));
   EXPECT_EQ(writes("leave"), bit(Reg::rbp) | bit(Reg::rsp));
   const Bytes& enter = all.at("enter");
-  EXPECT_EQ(decoder.decode(enter.span(), enter.address())->rsp_delta(), -24);
+  EXPECT_EQ(EHELF_OK(decoder.decode(enter.span(), enter.address())).rsp_delta(), -24);
 }
 
 TEST(X86Decode, FormatsAttSyntax) {
