@@ -1,0 +1,81 @@
+#include "eh/frames.hpp"
+
+#include "capi/proc_info.hpp"
+#include "capi/walk_stack.hpp"
+
+namespace ehelf::eh {
+
+namespace {
+
+// As libunwind.cpp: walks (the CFA program's state, expression evaluation: about 10 KiB) run
+// on the thread's walk stack, a few hundred bytes of the thrower's (a throw from a signal
+// handler on a small alternate stack).
+struct InitArgs {
+  unw_cursor_t* cursor;
+  const unw_context_t* uc;
+};
+int init_on_walk_stack(capi::Cursor& c, const unw_context_t& uc) {
+  InitArgs a{reinterpret_cast<unw_cursor_t*>(&c), &uc};
+  return capi::on_walk_stack(
+      [](void* p) {
+        auto* args = static_cast<InitArgs*>(p);
+        return capi::init_local(args->cursor, args->uc, false);
+      },
+      &a);
+}
+int step_on_walk_stack(capi::Cursor& c) {
+  return capi::on_walk_stack(
+      [](void* p) {
+        auto& cur = *static_cast<capi::Cursor*>(p);
+        capi::check_late_module(cur);
+        return capi::step(cur);
+      },
+      &c);
+}
+
+static_assert(sizeof(capi::Cursor) <= sizeof(unw_cursor_t), "a Cursor is built in unw_cursor_t");
+
+} // namespace
+
+bool FrameWalk::start(const unw_context_t& uc) {
+  // init_local placement-constructs the Cursor in the storage it is given.
+  if (init_on_walk_stack(ctx_.cursor, uc) != UNW_ESUCCESS) return false;
+  load();
+  return true;
+}
+
+void FrameWalk::load() {
+  capi::Cursor& c = ctx_.cursor;
+  ctx_.ra = c.regs.get(x86_64::RIP);
+  unw_proc_info_t info;
+  ctx_.has_fde = capi::get_proc_info(c, &info) == UNW_ESUCCESS;
+  ctx_.lsda = ctx_.has_fde ? info.lsda : 0;
+  ctx_.func = ctx_.has_fde ? info.start_ip : 0;
+  ctx_.personality = ctx_.has_fde ? info.handler : 0;
+  // A frame interrupted by a signal (after the trampoline's): its pc is the instruction itself.
+  ctx_.flags = kExtendedContextBit | (c.exact && c.signal_context ? kSignalFrameBit : 0);
+  next_ = c;
+  next_state_ = step_on_walk_stack(next_);
+  if (next_state_ > 0) {
+    ctx_.cfa = next_.regs.get(x86_64::RSP);
+  } else {
+    unw_word_t cfa = 0; // the last frame's CFA, as its rules give it
+    ctx_.cfa = capi::get_reg(c, UNW_X86_64_CFA, &cfa) == UNW_ESUCCESS ? cfa : 0;
+  }
+}
+
+void FrameWalk::advance() {
+  if (next_state_ > 0) {
+    ctx_.cursor = next_;
+    load();
+    return;
+  }
+  ctx_.end = true;
+  ctx_.has_fde = false;
+  ctx_.ra = 0;
+  ctx_.lsda = ctx_.func = ctx_.personality = 0;
+  ctx_.cursor.regs.set(x86_64::RIP, 0);
+  ctx_.cursor.done = true;
+}
+
+} // namespace ehelf::eh
