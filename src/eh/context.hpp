@@ -29,7 +29,7 @@ inline constexpr uint64_t kExtendedContextBit = uint64_t(1) << 62;
 struct _Unwind_Context {
   // ---- libgcc's layout (x86_64: 17 DWARF frame registers + 1) ----
   uint64_t gcc_reg[18] = {}; // libgcc's register slots: unused, left 0 (by_value all 0)
-  uint64_t cfa = 0;          // 0x90: the frame's CFA (its caller's rsp)
+  uint64_t cfa = 0;          // 0x90: the frame's rsp (libgcc's "CFA": see frames.cpp)
   uint64_t ra = 0;           // 0x98: the frame's pc (_Unwind_GetIP)
   uint64_t lsda = 0;         // 0xa0
   uint64_t tbase = 0, dbase = 0, func = 0; // dwarf_eh_bases (tbase, dbase: 0 on x86_64)

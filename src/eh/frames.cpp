@@ -54,14 +54,12 @@ void FrameWalk::load() {
   ctx_.personality = ctx_.has_fde ? info.handler : 0;
   // A frame interrupted by a signal (after the trampoline's): its pc is the instruction itself.
   ctx_.flags = kExtendedContextBit | (c.exact && c.signal_context ? kSignalFrameBit : 0);
+  // libgcc's "CFA" of a context is the CFA of the frame below it, i.e. the frame's own stack
+  // pointer (uw_update_context computes the callee's CFA, then moves to the caller): what
+  // _Unwind_GetCFA answers and frames are identified by, in libgcc and LLVM's libunwind alike.
+  ctx_.cfa = c.regs.get(x86_64::RSP);
   next_ = c;
   next_state_ = step_on_walk_stack(next_);
-  if (next_state_ > 0) {
-    ctx_.cfa = next_.regs.get(x86_64::RSP);
-  } else {
-    unw_word_t cfa = 0; // the last frame's CFA, as its rules give it
-    ctx_.cfa = capi::get_reg(c, UNW_X86_64_CFA, &cfa) == UNW_ESUCCESS ? cfa : 0;
-  }
 }
 
 void FrameWalk::advance() {
@@ -70,6 +68,10 @@ void FrameWalk::advance() {
     load();
     return;
   }
+  // The end context, as libgcc's after the outermost frame: pc 0, and as the stack pointer the
+  // last frame's CFA (where its rules leave it; 0 if they cannot).
+  unw_word_t cfa = 0;
+  ctx_.cfa = capi::get_reg(ctx_.cursor, UNW_X86_64_CFA, &cfa) == UNW_ESUCCESS ? cfa : 0;
   ctx_.end = true;
   ctx_.has_fde = false;
   ctx_.ra = 0;

@@ -1,6 +1,6 @@
-// Walking frames for the unwinder's phases: a context on one frame, with what its FDE says and
-// its CFA, and the step to its caller done ahead (the CFA is the caller's rsp: one step per
-// frame gives both, and _Unwind_GetCFA costs nothing).
+// Walking frames for the unwinder's phases: a context on one frame, with what its FDE says, and
+// the step to its caller done ahead (whether the frame is the last one is known before its
+// personality runs).
 #pragma once
 
 #include "eh/context.hpp"
