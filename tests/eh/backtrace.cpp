@@ -68,13 +68,16 @@ __attribute__((noinline)) void compare(void* gcc) {
   // glibc drops libgcc's last frame (pc 0, above _start) and its own first (in backtrace()).
   int ours_n = a.n;
   if (ours_n > 1 && a.ip[ours_n - 1] == nullptr) --ours_n;
+  // Under AddressSanitizer backtrace() is its interceptor's (its own unwinder): no oracle.
+  const bool asan = dlsym(RTLD_DEFAULT, "__asan_init") != nullptr;
+  if (asan) n = ours_n;
   std::printf("frames: ours %d, libgcc %d, backtrace() %d\n", ours_n, b.n - 1, n);
   check(a.n == b.n, "frame count against libgcc", a.n);
   check(ours_n == n, "frame count against backtrace()", n);
   for (int i = 1; i < a.n && i < b.n; ++i) {
     check(a.ip[i] == b.ip[i], "ip", i);
     check(a.cfa[i] == b.cfa[i], "cfa", i);
-    if (i < ours_n && i < n) check(a.ip[i] == glibc[i], "ip against backtrace()", i);
+    if (!asan && i < ours_n && i < n) check(a.ip[i] == glibc[i], "ip against backtrace()", i);
     if (!a.ip[i]) continue;
     Bases x{}, y{};
     const void* fx = _Unwind_Find_FDE(static_cast<char*>(a.ip[i]) - 1, &x);

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# libehelf-eh against libgcc_s: C++ programs (tests/eh/) built with g++ and clang++ at -O0 and
+# -O2 run once as built (libgcc_s's unwinder) and once with libehelf-eh preloaded; stdout,
+# stderr and the exit status must be the same, and the preloaded run must show that ours did
+# the work (EHELF_EH_STATS's counters, or LD_DEBUG's bindings where the program aborts).
+source "$(dirname "$0")/common.sh" "$@"
+src=$2/tests/eh
+lib="$(cd "$build" && pwd)/lib/libehelf-eh.so.0"
+[ -f "$lib" ] || { echo "SKIP no $lib (target ehelf_eh not built)"; exit 77; }
+
+# A sanitized build (EHELF_SANITIZE): the library needs AddressSanitizer's runtime loaded first,
+# in both runs alike (it intercepts __cxa_throw, pthread_create and backtrace()).
+pre=""
+if readelf -d "$lib" | grep -q libasan; then
+  pre="$(g++ -print-file-name=libasan.so)"
+  export ASAN_OPTIONS=detect_leaks=0 # the runtime's replaced module maps are never freed
+  echo "sanitized build: LD_PRELOAD starts with $pre"
+fi
+
+# ---- the exported interface: libgcc_s's names under libgcc_s's versions, nothing more ----
+expected="_Unwind_Backtrace GCC_3.3
+_Unwind_DeleteException GCC_3.0
+_Unwind_FindEnclosingFunction GCC_3.3
+_Unwind_Find_FDE GCC_3.0
+_Unwind_ForcedUnwind GCC_3.0
+_Unwind_GetCFA GCC_3.3
+_Unwind_GetDataRelBase GCC_3.0
+_Unwind_GetGR GCC_3.0
+_Unwind_GetIP GCC_3.0
+_Unwind_GetIPInfo GCC_4.2.0
+_Unwind_GetLanguageSpecificData GCC_3.0
+_Unwind_GetRegionStart GCC_3.0
+_Unwind_GetTextRelBase GCC_3.0
+_Unwind_RaiseException GCC_3.0
+_Unwind_Resume GCC_3.0
+_Unwind_Resume_or_Rethrow GCC_3.3
+_Unwind_SetGR GCC_3.0
+_Unwind_SetIP GCC_3.0"
+exports=$(objdump -T "$lib" | awk '$2 ~ /^[gw]$/ && $4 != "*ABS*" && $4 != "*UND*" {print $NF, $(NF-1)}' | sort)
+if [ "$exports" = "$expected" ]; then ok "exports: 18 functions, libgcc_s's versions"; else
+  bad "exports differ:"; diff <(echo "$expected") <(echo "$exports"); fi
+libgcc=$(objdump -T /lib/x86_64-linux-gnu/libgcc_s.so.1 | awk '/_Unwind_/ {print $NF, $(NF-1)}' | sort)
+missing=$(comm -23 <(echo "$expected") <(echo "$libgcc"))
+[ -z "$missing" ] && ok "each export is libgcc_s's, same version" || bad "not in libgcc_s: $missing"
+if readelf -d "$lib" | grep -q 'libgcc_s\|libstdc++'; then
+  [ -n "$pre" ] && ok "sanitized build links the shared libstdc++ (as libehelf-unwind)" ||
+    bad "libehelf-eh depends on libgcc_s or libstdc++"
+else ok "no dependency on libgcc_s or libstdc++"; fi
+
+# ---- the programs ----
+compilers=(g++)
+command -v clang++ > /dev/null && compilers+=(clang++) || echo "SKIP clang++: not installed"
+
+# run_pair NAME COUNTER PROGRAM [ARGS...]: both runs, compared; COUNTER (raise, resume, forced,
+# backtrace) must be non-zero in ours.
+run_pair() {
+  local name=$1 counter=$2 prog=$3; shift 3
+  local rc_ref rc_ours
+  # In a subshell whose own stderr is dropped: the shell's "Aborted" line is not the program's.
+  (LD_PRELOAD="$pre" "$prog" "$@" > "$work/ref.out" 2> "$work/ref.err"; exit $?) 2> /dev/null
+  rc_ref=$?
+  (EHELF_EH_STATS=1 LD_PRELOAD="$pre${pre:+ }$lib" "$prog" "$@" > "$work/ours.out" \
+    2> "$work/ours.all"; exit $?) 2> /dev/null
+  rc_ours=$?
+  grep -v '^ehelf-eh: ' "$work/ours.all" > "$work/ours.err"
+  local stats; stats=$(grep '^ehelf-eh: ' "$work/ours.all")
+  if [ $rc_ref != $rc_ours ]; then bad "$name: exit $rc_ours, libgcc_s $rc_ref"; return; fi
+  if ! cmp -s "$work/ref.out" "$work/ours.out"; then
+    bad "$name: stdout differs"; diff "$work/ref.out" "$work/ours.out" | head -20; return; fi
+  if ! cmp -s "$work/ref.err" "$work/ours.err"; then
+    bad "$name: stderr differs"; diff "$work/ref.err" "$work/ours.err" | head -20; return; fi
+  if [ "$counter" = bindings ]; then
+    # The program aborts (std::terminate): no exit-time counters; the loader says who served.
+    (LD_DEBUG=bindings LD_DEBUG_OUTPUT="$work/bind" LD_PRELOAD="$pre${pre:+ }$lib" "$prog" "$@" \
+      > /dev/null 2>&1; exit $?) 2> /dev/null
+    if cat "$work"/bind.* | grep -q "to $lib .*normal symbol \`_Unwind_RaiseException'"; then
+      ok "$name: same output, exit $rc_ref; _Unwind_RaiseException bound to libehelf-eh"
+    else bad "$name: _Unwind_RaiseException not bound to libehelf-eh"; fi
+    rm -f "$work"/bind.*
+    return
+  fi
+  local n; n=$(echo "$stats" | grep -oE "[0-9]+ $counter" | grep -oE '^[0-9]+')
+  if [ -z "$n" ] || [ "$n" = 0 ]; then bad "$name: ours not used ($stats)"; return; fi
+  ok "$name: same output, exit $rc_ref; ${stats#ehelf-eh: }"
+}
+
+for cxx in "${compilers[@]}"; do
+  cc=gcc; [ $cxx = clang++ ] && cc=clang
+  for opt in -O0 -O2; do
+    t="$cxx $opt"
+    b="$work/${cxx}${opt}"
+    mkdir -p "$b"
+    flags=($opt -g -Wall -Wno-unused-result -Wno-infinite-recursion)
+    $cxx "${flags[@]}" -pthread "$src/cases.cpp" -o "$b/cases" &&
+      $cxx "${flags[@]}" "$src/terminate.cpp" -o "$b/terminate" &&
+      $cc "${flags[@]}" -fexceptions -c "$src/c_frames.c" -o "$b/c_frames.o" &&
+      $cxx "${flags[@]}" "$src/c_frames_main.cpp" "$b/c_frames.o" -o "$b/c_frames" &&
+      $cxx "${flags[@]}" -pthread "$src/cancel.cpp" -o "$b/cancel" &&
+      $cxx "${flags[@]}" -rdynamic "$src/forced.cpp" -o "$b/forced" &&
+      $cxx "${flags[@]}" "$src/backtrace.cpp" -o "$b/backtrace" -ldl &&
+      $cxx "${flags[@]}" "$src/callee_saved.cpp" -o "$b/callee_saved" ||
+      { bad "$t: building the programs"; continue; }
+    run_pair "$t cases" raise "$b/cases"
+    for how in uncaught noexcept during_unwind; do
+      run_pair "$t terminate $how" bindings "$b/terminate" $how
+      grep -q "terminate called" "$work/ref.err" || bad "$t $how: terminate's message not seen"
+    done
+    run_pair "$t C frames (-fexceptions cleanups)" resume "$b/c_frames"
+    run_pair "$t pthread_exit, pthread_cancel" resume "$b/cancel"
+    run_pair "$t _Unwind_ForcedUnwind" forced "$b/forced"
+    run_pair "$t _Unwind_Backtrace, Find_FDE, GetCFA" backtrace "$b/backtrace"
+    grep -q "same frames, FDEs and CFAs" "$work/ours.out" || bad "$t: backtrace's verdict"
+    run_pair "$t callee-saved registers" raise "$b/callee_saved"
+    grep -q "registers: restored" "$work/ours.out" || bad "$t: callee-saved verdict"
+    if [ $opt = -O2 ]; then
+      # The handler's frame keeps its values in all six callee-saved registers.
+      saved=$(objdump -d --no-show-raw-insn --disassemble=_Z7catcherl "$b/callee_saved" |
+        grep -oE 'push +%(rbx|rbp|r12|r13|r14|r15)' | sort -u | wc -l)
+      [ "$saved" = 6 ] && ok "$t: catcher saves rbx, rbp, r12-r15" ||
+        bad "$t: catcher saves $saved callee-saved registers, not 6"
+    fi
+  done
+done
+exit $fail
