@@ -2,6 +2,7 @@
 
 #include "capi/proc_info.hpp"
 #include "capi/walk_stack.hpp"
+#include "eh/proc_cache.hpp"
 
 namespace ehelf::eh {
 
@@ -26,15 +27,20 @@ int init_on_walk_stack(capi::Cursor& c, const unw_context_t& uc) {
 int step_on_walk_stack(capi::Cursor& c) {
   return capi::on_walk_stack(
       [](void* p) {
-        auto& cur = *static_cast<capi::Cursor*>(p);
-        capi::check_late_module(cur);
-        return capi::step(cur);
+        // (check_late_module ran in load(), for this frame)
+        return capi::step(*static_cast<capi::Cursor*>(p));
       },
       &c);
 }
 
 static_assert(sizeof(capi::Cursor) <= sizeof(unw_cursor_t), "a Cursor is built in unw_cursor_t");
 
+} // namespace
+
+namespace {
+__attribute__((constructor)) void at_load() {
+  create_proc_cache_key();
+}
 } // namespace
 
 bool FrameWalk::start(const unw_context_t& uc) {
@@ -46,12 +52,24 @@ bool FrameWalk::start(const unw_context_t& uc) {
 
 void FrameWalk::load() {
   capi::Cursor& c = ctx_.cursor;
+  // A late library replaced at this pc is forgotten first (and the caches with it).
+  capi::check_late_module(c);
   ctx_.ra = c.regs.get(x86_64::RIP);
-  unw_proc_info_t info;
-  ctx_.has_fde = capi::get_proc_info(c, &info) == UNW_ESUCCESS;
-  ctx_.lsda = ctx_.has_fde ? info.lsda : 0;
-  ctx_.func = ctx_.has_fde ? info.start_ip : 0;
-  ctx_.personality = ctx_.has_fde ? info.handler : 0;
+  const uint64_t key = ctx_.ra * 2 + (c.exact ? 1 : 0);
+  ProcEntry* e = c.local ? proc_entry(*c.local, ctx_.ra, c.exact) : nullptr;
+  if (e && e->key == key) {
+    ctx_.has_fde = e->has_fde;
+    ctx_.lsda = e->lsda;
+    ctx_.func = e->func;
+    ctx_.personality = e->personality;
+  } else {
+    unw_proc_info_t info;
+    ctx_.has_fde = capi::get_proc_info(c, &info) == UNW_ESUCCESS;
+    ctx_.lsda = ctx_.has_fde ? info.lsda : 0;
+    ctx_.func = ctx_.has_fde ? info.start_ip : 0;
+    ctx_.personality = ctx_.has_fde ? info.handler : 0;
+    if (e && ctx_.has_fde) *e = ProcEntry{key, ctx_.lsda, ctx_.func, ctx_.personality, true};
+  }
   // A frame interrupted by a signal (after the trampoline's): its pc is the instruction itself.
   ctx_.flags = kExtendedContextBit | (c.exact && c.signal_context ? kSignalFrameBit : 0);
   // libgcc's "CFA" of a context is the CFA of the frame below it, i.e. the frame's own stack
