@@ -11,16 +11,35 @@ namespace {
 // As libunwind.cpp: walks (the CFA program's state, expression evaluation: about 10 KiB) run
 // on the thread's walk stack, a few hundred bytes of the thrower's (a throw from a signal
 // handler on a small alternate stack).
+// capi::init_local without its function-entry check (an FDE search on every walk's start:
+// each throw's two phases and every _Unwind_Resume): our walks start in our own entry points,
+// right after their call to unw_getcontext, a return address by construction.
+int init(capi::Cursor& c, const unw_context_t& uc) {
+  capi::LocalSpace* s = capi::local_space();
+  if (!s) return -UNW_ENOMEM;
+  LocalMemory mem;
+  capi::local_ranges(mem);
+  c = capi::Cursor{};
+  c.as = &capi::g_local_space_object;
+  c.local = s;
+  for (unsigned r = 0; r < x86_64::kGeneralRegs; ++r) {
+    c.regs.set(r, static_cast<uint64_t>(uc.uc_mcontext.gregs[capi::greg_of_dwarf(r)]));
+    c.saved.set(r, reinterpret_cast<uint64_t>(&uc.uc_mcontext.gregs[capi::greg_of_dwarf(r)]));
+  }
+  for (const DirectRange& r : mem.ranges())
+    c.ranges[c.range_count++] = AddressRange{r.begin, r.end};
+  return UNW_ESUCCESS;
+}
 struct InitArgs {
-  unw_cursor_t* cursor;
+  capi::Cursor* cursor;
   const unw_context_t* uc;
 };
 int init_on_walk_stack(capi::Cursor& c, const unw_context_t& uc) {
-  InitArgs a{reinterpret_cast<unw_cursor_t*>(&c), &uc};
+  InitArgs a{&c, &uc};
   return capi::on_walk_stack(
       [](void* p) {
         auto* args = static_cast<InitArgs*>(p);
-        return capi::init_local(args->cursor, args->uc, false);
+        return init(*args->cursor, *args->uc);
       },
       &a);
 }
@@ -33,8 +52,6 @@ int step_on_walk_stack(capi::Cursor& c) {
       &c);
 }
 
-static_assert(sizeof(capi::Cursor) <= sizeof(unw_cursor_t), "a Cursor is built in unw_cursor_t");
-
 } // namespace
 
 namespace {
@@ -44,7 +61,6 @@ __attribute__((constructor)) void at_load() {
 } // namespace
 
 bool FrameWalk::start(const unw_context_t& uc) {
-  // init_local placement-constructs the Cursor in the storage it is given.
   if (init_on_walk_stack(ctx_.cursor, uc) != UNW_ESUCCESS) return false;
   load();
   return true;

@@ -6,7 +6,7 @@
 #include "eh/counters.hpp"
 
 #if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/common_interface_defs.h>
+#include <sanitizer/asan_interface.h>
 #endif
 
 namespace ehelf::eh {
