@@ -17,6 +17,10 @@
 #include "eh/frames.hpp"
 #include "eh/install.hpp"
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
+
 #define EH_API extern "C" __attribute__((visibility("default")))
 
 namespace ehelf::eh {
@@ -96,6 +100,11 @@ _Unwind_Reason_Code forced(const unw_context_t& uc, _Unwind_Exception* exc) {
     const bool end = ctx.end;
     auto actions = static_cast<_Unwind_Action>(_UA_FORCE_UNWIND | _UA_CLEANUP_PHASE);
     if (end) actions = static_cast<_Unwind_Action>(actions | _UA_END_OF_STACK);
+#if defined(__SANITIZE_ADDRESS__)
+    // The stop function may longjmp out of these frames (glibc's does, at the thread's start):
+    // their redzones' poison would stay on the stack the thread goes on using.
+    __asan_handle_no_return();
+#endif
     if (stop(1, actions, exc->exception_class, exc, &ctx, stop_argument) != _URC_NO_REASON)
       return _URC_FATAL_PHASE2_ERROR;
     if (end) return _URC_END_OF_STACK;

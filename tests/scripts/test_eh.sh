@@ -75,7 +75,10 @@ run_pair() {
       > /dev/null 2>&1; exit $?) 2> /dev/null
     if cat "$work"/bind.* | grep -q "to $lib .*normal symbol \`_Unwind_RaiseException'"; then
       ok "$name: same output, exit $rc_ref; _Unwind_RaiseException bound to libehelf-eh"
-    else bad "$name: _Unwind_RaiseException not bound to libehelf-eh"; fi
+    else
+      bad "$name: _Unwind_RaiseException not bound to libehelf-eh"
+      ls "$work"/bind.* && grep -h '_Unwind_' "$work"/bind.* | head -5
+    fi
     rm -f "$work"/bind.*
     return
   fi
