@@ -3,6 +3,7 @@
 #include "capi/proc_info.hpp"
 #include "capi/walk_stack.hpp"
 #include "eh/proc_cache.hpp"
+#include "runtime/memory.hpp"
 
 namespace ehelf::eh {
 
@@ -17,8 +18,14 @@ namespace {
 int init(capi::Cursor& c, const unw_context_t& uc) {
   capi::LocalSpace* s = capi::local_space();
   if (!s) return -UNW_ENOMEM;
+  // capi::local_ranges without its sigaltstack system call (on every throw's two phases and
+  // every _Unwind_Resume): the stack the walk starts on (the mapping holding the thrower's stack
+  // pointer, cached per thread) and the walk stack are read directly. A throw from a handler on
+  // an alternate signal stack reads the interrupted stack above it through process_vm_readv
+  // (SelfMemory): slower, as correct.
   LocalMemory mem;
-  capi::local_ranges(mem);
+  mem.add(thread_stack_at(capi::walk_caller_sp()));
+  mem.add(capi::walk_stack_range());
   c = capi::Cursor{};
   c.as = &capi::g_local_space_object;
   c.local = s;

@@ -52,6 +52,23 @@ int main() {
     std::printf("returned %d\n", catches_own_fault(nullptr));
     print_mask();
   }
+  // On an alternate signal stack: the throw starts there, the handler is on the thread's stack.
+  static char alt[1 << 16];
+  stack_t ss = {};
+  ss.ss_sp = alt;
+  ss.ss_size = sizeof alt;
+  sigaltstack(&ss, nullptr);
+  sa.sa_flags = SA_NODEFER | SA_ONSTACK;
+  sigaction(SIGSEGV, &sa, nullptr);
+  for (int round = 0; round < 2; ++round) {
+    try {
+      Noisy n{3};
+      fault(nullptr);
+    } catch (const std::runtime_error& e) {
+      std::printf("caught %s from the alternate stack\n", e.what());
+    }
+    std::printf("returned %d\n", catches_own_fault(nullptr));
+  }
   // Without SA_NODEFER SIGSEGV is blocked in the handler; a catch in the faulting function
   // itself (the frame the signal interrupted) leaves it so, as libgcc does.
   sa.sa_flags = 0;
