@@ -87,6 +87,21 @@ run_pair() {
   ok "$name: same output, exit $rc_ref; ${stats#ehelf-eh: }"
 }
 
+# ---- linked rather than preloaded, with ehelf-eh.pc's flags ----
+libs=$(sed -n 's/^Libs: -L${libdir} //p' "$2/src/eh/ehelf-eh.pc.in")
+san=(); [ -n "$pre" ] && san=(-fsanitize=address,undefined)
+if g++ -O2 "${san[@]}" -pthread "$src/cases.cpp" -o "$work/cases_linked" -L"$(dirname "$lib")" $libs \
+  -Wl,-rpath,"$(dirname "$lib")"; then
+  readelf -d "$work/cases_linked" | grep -q 'NEEDED.*libehelf-eh.so.0' ||
+    bad "linked: libehelf-eh.so.0 is not a dependency"
+  g++ -O2 "${san[@]}" -pthread "$src/cases.cpp" -o "$work/cases_plain"
+  "$work/cases_plain" > "$work/plain.out" 2>&1
+  EHELF_EH_STATS=1 "$work/cases_linked" > "$work/linked.out" 2> "$work/linked.err"
+  if cmp -s "$work/plain.out" "$work/linked.out" && grep -qE '^ehelf-eh: [1-9][0-9]* raise' "$work/linked.err"; then
+    ok "linked with ehelf-eh.pc's flags ($libs): same output; $(cut -d' ' -f2- "$work/linked.err")"
+  else bad "linked: output or counters differ"; fi
+else bad "linking with ehelf-eh.pc's flags"; fi
+
 for cxx in "${compilers[@]}"; do
   cc=gcc; [ $cxx = clang++ ] && cc=clang
   for opt in -O0 -O2; do
