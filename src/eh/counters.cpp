@@ -16,13 +16,14 @@ void print_counters() {
   const int n =
       std::snprintf(line, sizeof line,
                     "ehelf-eh: %llu raise, %llu resume, %llu forced, %llu backtrace, %llu landing, "
-                    "%llu foreign\n",
+                    "%llu foreign, %llu handed to libgcc\n",
                     static_cast<unsigned long long>(g_counters.raises.load()),
                     static_cast<unsigned long long>(g_counters.resumes.load()),
                     static_cast<unsigned long long>(g_counters.forced.load()),
                     static_cast<unsigned long long>(g_counters.backtraces.load()),
                     static_cast<unsigned long long>(g_counters.landings.load()),
-                    static_cast<unsigned long long>(g_counters.foreign.load()));
+                    static_cast<unsigned long long>(g_counters.foreign.load()),
+                    static_cast<unsigned long long>(g_counters.handed.load()));
   if (n > 0) (void)!::write(STDERR_FILENO, line, static_cast<size_t>(n));
 }
 

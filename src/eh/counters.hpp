@@ -15,6 +15,7 @@ struct Counters {
   std::atomic<uint64_t> backtraces{0}; // _Unwind_Backtrace
   std::atomic<uint64_t> landings{0};   // contexts installed (a landing pad or handler entered)
   std::atomic<uint64_t> foreign{0};    // libgcc's contexts handed to our accessors
+  std::atomic<uint64_t> handed{0};     // raises and resumes handed to libgcc (its frames met)
 };
 
 extern bool g_counting;

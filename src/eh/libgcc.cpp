@@ -30,6 +30,8 @@ Functions resolve() {
   look_up(h, f.get_data_rel_base, "_Unwind_GetDataRelBase", "GCC_3.0");
   look_up(h, f.get_text_rel_base, "_Unwind_GetTextRelBase", "GCC_3.0");
   look_up(h, f.find_fde, "_Unwind_Find_FDE", "GCC_3.0");
+  look_up(h, f.raise_exception, "_Unwind_RaiseException", "GCC_3.0");
+  look_up(h, f.resume, "_Unwind_Resume", "GCC_3.0");
   ::dlclose(h); // the reference RTLD_NOLOAD took; libgcc_s stays loaded by its other users
   return f;
 }
@@ -51,6 +53,15 @@ const Functions& functions() {
   found = f;
   ready.store(true, std::memory_order_release);
   return found;
+}
+
+bool knows_frame(uint64_t pc, bool exact) {
+  const Functions& f = functions();
+  if (!f.find_fde || !pc) return false;
+  struct {
+    void *tbase, *dbase, *func;
+  } bases{};
+  return f.find_fde(reinterpret_cast<void*>(exact ? pc : pc - 1), &bases) != nullptr;
 }
 
 namespace {

@@ -22,9 +22,15 @@ struct Functions {
   uint64_t (*get_data_rel_base)(_Unwind_Context*) = nullptr;
   uint64_t (*get_text_rel_base)(_Unwind_Context*) = nullptr;
   const void* (*find_fde)(void*, void*) = nullptr;
+  _Unwind_Reason_Code (*raise_exception)(_Unwind_Exception*) = nullptr;
+  void (*resume)(_Unwind_Exception*) = nullptr;
 };
 
 // Null members when libgcc_s is not loaded.
 const Functions& functions();
+
+// Whether libgcc_s knows an FDE for the frame at `pc` (`exact`: not a return address), which
+// the runtime does not: frames registered with libgcc_s's __register_frame (JIT code).
+bool knows_frame(uint64_t pc, bool exact);
 
 } // namespace ehelf::eh::libgcc

@@ -16,6 +16,7 @@
 #include "eh/counters.hpp"
 #include "eh/frames.hpp"
 #include "eh/install.hpp"
+#include "eh/libgcc.hpp"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -26,6 +27,18 @@
 namespace ehelf::eh {
 
 namespace {
+
+// A frame only libgcc_s can unwind (registered with its __register_frame: JIT code) is on the
+// way: the raise or resume is handed to libgcc_s's own, from the entry point's frame. Safe in
+// the search phase (it changes nothing) and in the cleanup phase before a landing (the
+// personalities that said "continue" are called again by libgcc, and change nothing either).
+constexpr auto kLibgccFrame = static_cast<_Unwind_Reason_Code>(0x100);
+
+bool libgcc_frame(const _Unwind_Context& ctx) {
+  if (ctx.end || !libgcc::knows_frame(ctx.ra, ctx.flags & kSignalFrameBit)) return false;
+  count(g_counters.handed);
+  return true;
+}
 
 uint64_t identity(const _Unwind_Context& ctx) {
   return ctx.cfa - ((ctx.flags & kSignalFrameBit) ? 1 : 0);
@@ -43,7 +56,8 @@ _Unwind_Reason_Code search(const unw_context_t& uc, _Unwind_Exception* exc, uint
   if (!walk.start(uc)) return _URC_FATAL_PHASE1_ERROR;
   for (;;) {
     _Unwind_Context& ctx = walk.context();
-    if (!ctx.has_fde) return _URC_END_OF_STACK; // the end, or a frame we cannot unwind
+    if (!ctx.has_fde) // the end, or a frame we cannot unwind
+      return libgcc_frame(ctx) ? kLibgccFrame : _URC_END_OF_STACK;
     if (ctx.personality) {
       switch (personality(ctx, _UA_SEARCH_PHASE, exc)) {
       case _URC_HANDLER_FOUND:
@@ -67,7 +81,7 @@ _Unwind_Reason_Code cleanup(const unw_context_t& uc, _Unwind_Exception* exc) {
   if (!walk.start(uc)) return _URC_FATAL_PHASE2_ERROR;
   for (;;) {
     _Unwind_Context& ctx = walk.context();
-    if (!ctx.has_fde) return _URC_FATAL_PHASE2_ERROR;
+    if (!ctx.has_fde) return libgcc_frame(ctx) ? kLibgccFrame : _URC_FATAL_PHASE2_ERROR;
     const bool handler_frame = identity(ctx) == exc->private_2;
     if (ctx.personality) {
       const auto actions =
@@ -149,16 +163,18 @@ _Unwind_RaiseException(_Unwind_Exception* exc) {
   eh::count(eh::g_counters.raises);
   unw_context_t uc;
   unw_getcontext(&uc);
-  return eh::raise(uc, exc);
+  const _Unwind_Reason_Code code = eh::raise(uc, exc);
+  if (code == eh::kLibgccFrame) return eh::libgcc::functions().raise_exception(exc);
+  return code;
 }
 
 EH_API __attribute__((noinline)) void _Unwind_Resume(_Unwind_Exception* exc) {
   eh::count(eh::g_counters.resumes);
   unw_context_t uc;
   unw_getcontext(&uc);
-  if (exc->private_1 == 0)
-    (void)eh::cleanup(uc, exc);
-  else
+  if (exc->private_1 == 0) {
+    if (eh::cleanup(uc, exc) == eh::kLibgccFrame) eh::libgcc::functions().resume(exc);
+  } else
     (void)eh::forced(uc, exc);
   std::abort(); // libgcc aborts too: a landing pad's exception must land somewhere
 }
@@ -170,7 +186,9 @@ _Unwind_Resume_or_Rethrow(_Unwind_Exception* exc) {
   // A normal exception is raised again (both phases: its handler may be elsewhere now).
   if (exc->private_1 == 0) {
     eh::count(eh::g_counters.raises);
-    return eh::raise(uc, exc);
+    const _Unwind_Reason_Code code = eh::raise(uc, exc);
+    if (code == eh::kLibgccFrame) return eh::libgcc::functions().raise_exception(exc);
+    return code;
   }
   eh::count(eh::g_counters.resumes);
   (void)eh::forced(uc, exc); // returns only without a landing pad: libgcc asserts there

@@ -118,7 +118,8 @@ for cxx in "${compilers[@]}"; do
       $cxx "${flags[@]}" "$src/backtrace.cpp" -o "$b/backtrace" -ldl &&
       $cxx "${flags[@]}" "$src/callee_saved.cpp" -o "$b/callee_saved" &&
       $cxx "${flags[@]}" -fnon-call-exceptions "$src/signal_throw.cpp" -o "$b/signal_throw" &&
-      $cxx "${flags[@]}" "$src/alloc.cpp" -o "$b/alloc" ||
+      $cxx "${flags[@]}" "$src/alloc.cpp" -o "$b/alloc" &&
+      $cxx "${flags[@]}" "$src/jit.cpp" -o "$b/jit" ||
       { bad "$t: building the programs"; continue; }
     run_pair "$t cases" raise "$b/cases"
     for how in uncaught noexcept during_unwind; do
@@ -132,6 +133,8 @@ for cxx in "${compilers[@]}"; do
     grep -q "same frames, FDEs and CFAs" "$work/ours.out" || bad "$t: backtrace's verdict"
     run_pair "$t callee-saved registers" raise "$b/callee_saved"
     grep -q "registers: restored" "$work/ours.out" || bad "$t: callee-saved verdict"
+    # Frames only libgcc_s knows (JIT code, __register_frame): handed to libgcc_s.
+    run_pair "$t through a JIT frame registered with libgcc_s" handed "$b/jit"
     if [ $cxx = g++ ]; then
       run_pair "$t throw from a signal handler (-fnon-call-exceptions)" raise "$b/signal_throw"
     else # clang accepts the flag but makes no loads throwing: terminate, for libgcc_s too
