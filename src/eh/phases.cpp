@@ -40,6 +40,13 @@ bool libgcc_frame(const _Unwind_Context& ctx) {
   return true;
 }
 
+// Before handing over to libgcc_s, which lands without returning through our frames.
+void leaving_our_frames() {
+#if defined(__SANITIZE_ADDRESS__)
+  __asan_handle_no_return(); // their redzones' poison must not stay on the stack
+#endif
+}
+
 uint64_t identity(const _Unwind_Context& ctx) {
   return ctx.cfa - ((ctx.flags & kSignalFrameBit) ? 1 : 0);
 }
@@ -164,8 +171,9 @@ _Unwind_RaiseException(_Unwind_Exception* exc) {
   unw_context_t uc;
   unw_getcontext(&uc);
   const _Unwind_Reason_Code code = eh::raise(uc, exc);
-  if (code == eh::kLibgccFrame) return eh::libgcc::functions().raise_exception(exc);
-  return code;
+  if (code != eh::kLibgccFrame) return code;
+  eh::leaving_our_frames();
+  return eh::libgcc::functions().raise_exception(exc);
 }
 
 EH_API __attribute__((noinline)) void _Unwind_Resume(_Unwind_Exception* exc) {
@@ -173,7 +181,10 @@ EH_API __attribute__((noinline)) void _Unwind_Resume(_Unwind_Exception* exc) {
   unw_context_t uc;
   unw_getcontext(&uc);
   if (exc->private_1 == 0) {
-    if (eh::cleanup(uc, exc) == eh::kLibgccFrame) eh::libgcc::functions().resume(exc);
+    if (eh::cleanup(uc, exc) == eh::kLibgccFrame) {
+      eh::leaving_our_frames();
+      eh::libgcc::functions().resume(exc);
+    }
   } else
     (void)eh::forced(uc, exc);
   std::abort(); // libgcc aborts too: a landing pad's exception must land somewhere
@@ -187,8 +198,9 @@ _Unwind_Resume_or_Rethrow(_Unwind_Exception* exc) {
   if (exc->private_1 == 0) {
     eh::count(eh::g_counters.raises);
     const _Unwind_Reason_Code code = eh::raise(uc, exc);
-    if (code == eh::kLibgccFrame) return eh::libgcc::functions().raise_exception(exc);
-    return code;
+    if (code != eh::kLibgccFrame) return code;
+    eh::leaving_our_frames();
+    return eh::libgcc::functions().raise_exception(exc);
   }
   eh::count(eh::g_counters.resumes);
   (void)eh::forced(uc, exc); // returns only without a landing pad: libgcc asserts there
