@@ -73,8 +73,8 @@ run_pair() {
     # The program aborts (std::terminate): no exit-time counters; the loader says who served.
     (LD_DEBUG=bindings LD_DEBUG_OUTPUT="$work/bind" LD_PRELOAD="$pre${pre:+ }$lib" "$prog" "$@" \
       > /dev/null 2>&1; exit $?) 2> /dev/null
-    if cat "$work"/bind.* | grep -q "to $lib .*normal symbol \`_Unwind_RaiseException'"; then
-      ok "$name: same output, exit $rc_ref; _Unwind_RaiseException bound to libehelf-eh"
+    if grep -q "libstdc++.so.6 \[0\] to $lib .*normal symbol \`_Unwind_RaiseException'" "$work"/bind.*; then
+      ok "$name: same output, exit $rc_ref; libstdc++'s _Unwind_RaiseException bound to libehelf-eh"
     else
       bad "$name: _Unwind_RaiseException not bound to libehelf-eh"
       ls "$work"/bind.* && grep -h '_Unwind_' "$work"/bind.* | head -5
@@ -119,7 +119,8 @@ for cxx in "${compilers[@]}"; do
       $cxx "${flags[@]}" "$src/callee_saved.cpp" -o "$b/callee_saved" &&
       $cxx "${flags[@]}" -fnon-call-exceptions "$src/signal_throw.cpp" -o "$b/signal_throw" &&
       $cxx "${flags[@]}" "$src/alloc.cpp" -o "$b/alloc" &&
-      $cxx "${flags[@]}" "$src/jit.cpp" -o "$b/jit" ||
+      $cxx "${flags[@]}" "$src/jit.cpp" -o "$b/jit" &&
+      $cc "${flags[@]}" -fexceptions -pthread "$src/c_cancel.c" -o "$b/c_cancel" ||
       { bad "$t: building the programs"; continue; }
     run_pair "$t cases" raise "$b/cases"
     for how in uncaught noexcept during_unwind; do
@@ -128,6 +129,7 @@ for cxx in "${compilers[@]}"; do
     done
     run_pair "$t C frames (-fexceptions cleanups)" resume "$b/c_frames"
     run_pair "$t pthread_exit, pthread_cancel" resume "$b/cancel"
+    run_pair "$t C program: pthread_exit, pthread_cancel, cleanups" resume "$b/c_cancel"
     run_pair "$t _Unwind_ForcedUnwind" forced "$b/forced"
     run_pair "$t _Unwind_Backtrace, Find_FDE, GetCFA" backtrace "$b/backtrace"
     grep -q "same frames, FDEs and CFAs" "$work/ours.out" || bad "$t: backtrace's verdict"
