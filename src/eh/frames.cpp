@@ -99,26 +99,29 @@ void FrameWalk::load() {
   // pointer (uw_update_context computes the callee's CFA, then moves to the caller): what
   // _Unwind_GetCFA answers and frames are identified by, in libgcc and LLVM's libunwind alike.
   ctx_.cfa = c.regs.get(x86_64::RSP);
-  next_ = c;
-  next_state_ = step_on_walk_stack(next_);
 }
 
-void FrameWalk::advance() {
-  if (next_state_ > 0) {
-    ctx_.cursor = next_;
+int FrameWalk::advance() {
+  if (ctx_.end) return 0;
+  // The last frame's CFA, for the end context, while the cursor is still on it.
+  unw_word_t last_cfa = 0;
+  const int r = step_on_walk_stack(ctx_.cursor);
+  if (r > 0) {
     load();
-    return;
+    return 1;
   }
+  if (r < 0) return r;
   // The end context, as libgcc's after the outermost frame: pc 0, and as the stack pointer the
-  // last frame's CFA (where its rules leave it; 0 if they cannot).
-  unw_word_t cfa = 0;
-  ctx_.cfa = capi::get_reg(ctx_.cursor, UNW_X86_64_CFA, &cfa) == UNW_ESUCCESS ? cfa : 0;
+  // last frame's CFA (where its rules leave it; 0 if they cannot). capi::step left the cursor
+  // on the last frame.
+  ctx_.cfa = capi::get_reg(ctx_.cursor, UNW_X86_64_CFA, &last_cfa) == UNW_ESUCCESS ? last_cfa : 0;
   ctx_.end = true;
   ctx_.has_fde = false;
   ctx_.ra = 0;
   ctx_.lsda = ctx_.func = ctx_.personality = 0;
   ctx_.cursor.regs.set(x86_64::RIP, 0);
   ctx_.cursor.done = true;
+  return 0;
 }
 
 } // namespace ehelf::eh

@@ -1,6 +1,5 @@
-// Walking frames for the unwinder's phases: a context on one frame, with what its FDE says, and
-// the step to its caller done ahead (whether the frame is the last one is known before its
-// personality runs).
+// Walking frames for the unwinder's phases: a context on one frame, with what its FDE says,
+// stepped to its caller in place (no cursor copied per frame).
 #pragma once
 
 #include "eh/context.hpp"
@@ -14,19 +13,15 @@ public:
   bool start(const unw_context_t& uc);
   // The current frame's context (valid after start).
   _Unwind_Context& context() { return ctx_; }
-  // Whether the current frame is the last (its caller could not be found or is none).
-  bool last() const { return next_state_ <= 0; }
-  // Whether the step to the caller failed (a bad frame), rather than reached the end.
-  bool broken() const { return next_state_ < 0; }
-  // Moves to the caller. When the current frame is the last, to the end context (pc 0, no FDE),
-  // as libgcc's walk ends.
-  void advance();
+  // Steps the context to the caller, in place (the frame's registers stay as they are until
+  // then: a personality's landing is installed from them). 1: a frame; 0: the current frame
+  // was the last, the context is now the end context (pc 0, no FDE, as libgcc's walk ends);
+  // < 0: the caller could not be found (a bad frame).
+  int advance();
 
 private:
-  void load(); // fills ctx_ from ctx_.cursor: FDE, CFA, next_
+  void load(); // fills ctx_ from ctx_.cursor: what the FDE says, the stack pointer
   _Unwind_Context ctx_;
-  capi::Cursor next_;
-  int next_state_ = 0; // capi::step's answer for next_: 1 a frame, 0 the end, < 0 an error
 };
 
 } // namespace ehelf::eh

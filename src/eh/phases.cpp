@@ -76,8 +76,7 @@ _Unwind_Reason_Code search(const unw_context_t& uc, _Unwind_Exception* exc, uint
         return _URC_FATAL_PHASE1_ERROR;
       }
     }
-    if (walk.broken()) return _URC_FATAL_PHASE1_ERROR;
-    walk.advance();
+    if (walk.advance() < 0) return _URC_FATAL_PHASE1_ERROR;
   }
 }
 
@@ -103,8 +102,7 @@ _Unwind_Reason_Code cleanup(const unw_context_t& uc, _Unwind_Exception* exc) {
       }
     }
     // The handler frame declined to take the exception it claimed in phase 1.
-    if (handler_frame || walk.broken()) return _URC_FATAL_PHASE2_ERROR;
-    walk.advance();
+    if (handler_frame || walk.advance() < 0) return _URC_FATAL_PHASE2_ERROR;
   }
 }
 
@@ -140,8 +138,7 @@ _Unwind_Reason_Code forced(const unw_context_t& uc, _Unwind_Exception* exc) {
         return _URC_FATAL_PHASE2_ERROR;
       }
     }
-    if (walk.broken()) return _URC_FATAL_PHASE2_ERROR;
-    walk.advance();
+    if (walk.advance() < 0) return _URC_FATAL_PHASE2_ERROR;
   }
 }
 
@@ -230,12 +227,12 @@ EH_API __attribute__((noinline)) _Unwind_Reason_Code _Unwind_Backtrace(_Unwind_T
   unw_getcontext(&uc);
   eh::FrameWalk walk;
   if (!walk.start(uc)) return _URC_FATAL_PHASE1_ERROR;
-  walk.advance(); // past this function's own frame
+  if (walk.advance() < 0) return _URC_FATAL_PHASE1_ERROR; // past this function's own frame
   for (;;) {
     _Unwind_Context& ctx = walk.context();
     const _Unwind_Reason_Code code = ctx.has_fde ? _URC_NO_REASON : _URC_END_OF_STACK;
     if (trace(&ctx, trace_argument) != _URC_NO_REASON) return _URC_FATAL_PHASE1_ERROR;
     if (code == _URC_END_OF_STACK) return code;
-    walk.advance();
+    if (walk.advance() < 0) return _URC_FATAL_PHASE1_ERROR;
   }
 }
