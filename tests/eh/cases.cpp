@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <unwind.h>
 #include <vector>
 
 static std::vector<std::string> g_log;
@@ -188,6 +189,35 @@ static void threads_throwing() {
     say("  thread " + std::to_string(t) + " " + std::to_string(caught[t]));
 }
 
+// A foreign exception (not C++'s class) raised with _Unwind_RaiseException: catch (...) takes
+// it, destructors run on the way, and leaving the handler deletes it (_Unwind_DeleteException
+// calls its cleanup).
+static void foreign_cleanup(_Unwind_Reason_Code reason, _Unwind_Exception*) {
+  say(std::string("  foreign exception deleted, reason ") + std::to_string(reason));
+}
+
+__attribute__((noinline)) void raise_foreign(int depth) {
+  Noisy n("foreign frame" + std::to_string(depth));
+  if (depth == 0) {
+    static _Unwind_Exception exc;
+    exc.exception_class = 0x4f54484552000000; // "OTHER"
+    exc.exception_cleanup = foreign_cleanup;
+    _Unwind_Reason_Code r = _Unwind_RaiseException(&exc);
+    say("  raise returned " + std::to_string(r));
+    return;
+  }
+  raise_foreign(depth - 1);
+}
+
+static void foreign_exception() {
+  say("foreign_exception");
+  try {
+    raise_foreign(2);
+  } catch (...) {
+    say("  caught by ...");
+  }
+}
+
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   (void)argc;
@@ -198,6 +228,7 @@ int main(int argc, char** argv) {
   destructor_catches();
   exception_ptr_threads();
   nested_exception();
+  foreign_exception();
   many_throws();
   threads_throwing();
   say("done");

@@ -122,7 +122,10 @@ for cxx in "${compilers[@]}"; do
       $cxx "${flags[@]}" -fnon-call-exceptions "$src/signal_throw.cpp" -o "$b/signal_throw" &&
       $cxx "${flags[@]}" "$src/alloc.cpp" -o "$b/alloc" &&
       $cxx "${flags[@]}" "$src/jit.cpp" -o "$b/jit" &&
-      $cc "${flags[@]}" -fexceptions -pthread "$src/c_cancel.c" -o "$b/c_cancel" ||
+      $cc "${flags[@]}" -fexceptions -pthread "$src/c_cancel.c" -o "$b/c_cancel" &&
+      $cxx "${flags[@]}" -shared -fPIC "$src/dl_lib.cpp" -o "$b/dl_lib.so" &&
+      cp "$b/dl_lib.so" "$b/dl_lib2.so" &&
+      $cxx "${flags[@]}" -pthread "$src/dl_threads.cpp" -o "$b/dl_threads" -ldl ||
       { bad "$t: building the programs"; continue; }
     run_pair "$t cases" raise "$b/cases"
     for how in uncaught noexcept during_unwind; do
@@ -137,6 +140,8 @@ for cxx in "${compilers[@]}"; do
     grep -q "same frames, FDEs and CFAs" "$work/ours.out" || bad "$t: backtrace's verdict"
     run_pair "$t callee-saved registers" raise "$b/callee_saved"
     grep -q "registers: restored" "$work/ours.out" || bad "$t: callee-saved verdict"
+    run_pair "$t threads throwing while a library is loaded and unloaded" raise \
+      "$b/dl_threads" "$b/dl_lib.so" "$b/dl_lib2.so"
     # Frames only libgcc_s knows (JIT code, __register_frame): handed to libgcc_s.
     run_pair "$t through a JIT frame registered with libgcc_s" handed "$b/jit"
     if [ $cxx = g++ ]; then
