@@ -167,4 +167,28 @@ for cxx in "${compilers[@]}"; do
     fi
   done
 done
+# ---- a real program that no one here wrote: gdb, whose errors are C++ exceptions ----
+if ! command -v gdb > /dev/null; then
+  echo "SKIP gdb: not installed"
+elif [ -n "$pre" ]; then
+  echo "SKIP gdb: not under AddressSanitizer's runtime (gdb is not built with it)"
+else
+  g++ -O0 -g -pthread "$src/cases.cpp" -o "$work/cases_g"
+  gdb_args=(-nx -batch -ex 'print nosuchvar' -ex 'print 1 + 2' -ex 'break thrower' -ex run
+    -ex backtrace -ex 'print depth' -ex 'frame 99' -ex 'print *(int*)0' -ex 'ptype std::runtime_error'
+    -ex 'info symbol 0' -ex 'list nosuchfunction' -ex finish -ex delete -ex continue)
+  # Thread and process ids, and addresses, differ from run to run.
+  gdb_filter() { grep -v '^\[\|process [0-9]*\|Thread 0x\|^ehelf-eh: ' "$1" | sed 's/0x[0-9a-f]*/ADDR/g'; }
+  (gdb "${gdb_args[@]}" "$work/cases_g" > "$work/gdb_ref.txt" 2>&1)
+  (EHELF_EH_STATS=1 LD_PRELOAD="$lib" gdb "${gdb_args[@]}" "$work/cases_g" > "$work/gdb_ours.txt" 2>&1)
+  # The last counters line is gdb's own (the inferior's comes first, at its exit).
+  gdb_stats=$(grep '^ehelf-eh: ' "$work/gdb_ours.txt" | tail -1)
+  if ! diff <(gdb_filter "$work/gdb_ref.txt") <(gdb_filter "$work/gdb_ours.txt") > "$work/gdb.diff"; then
+    bad "gdb: output differs"; head -20 "$work/gdb.diff"
+  elif ! grep -qE '^ehelf-eh: [1-9][0-9]* raise' <<< "$gdb_stats"; then
+    bad "gdb: no throw of gdb's through ours ($gdb_stats)"
+  else
+    ok "gdb's errors (C++ exceptions) and a debugging session: same output; gdb: ${gdb_stats#ehelf-eh: }"
+  fi
+fi
 exit $fail
