@@ -79,7 +79,8 @@ void FrameWalk::load() {
   capi::check_late_module(c);
   ctx_.ra = c.regs.get(x86_64::RIP);
   const uint64_t key = ctx_.ra * 2 + (c.exact ? 1 : 0);
-  ProcEntry* e = c.local ? proc_entry(*c.local, ctx_.ra, c.exact) : nullptr;
+  const ClaimedProcCache claimed(*c.local);
+  ProcEntry* e = claimed.entry(ctx_.ra, c.exact);
   if (e && e->key == key) {
     ctx_.has_fde = e->has_fde;
     ctx_.lsda = e->lsda;

@@ -1,5 +1,7 @@
 #include "eh/proc_cache.hpp"
 
+#include <atomic>
+#include <csignal>
 #include <new>
 #include <sys/mman.h>
 
@@ -11,11 +13,16 @@ namespace {
 
 constexpr unsigned kEntries = 1024;
 
+} // namespace
+
 struct ProcCache {
+  volatile sig_atomic_t busy = 0; // a lookup and its fill are under way
   const capi::LocalSpace* space = nullptr;
   uint64_t late_generation = 0;
   ProcEntry entries[kEntries];
 };
+
+namespace {
 
 // initial-exec: reading it never calls __tls_get_addr (which may allocate).
 thread_local ProcCache* t_cache __attribute__((tls_model("initial-exec"))) = nullptr;
@@ -43,9 +50,11 @@ void create_proc_cache_key() {
   g_key.create(unmap_cache);
 }
 
-ProcEntry* proc_entry(const capi::LocalSpace& space, uint64_t pc, bool exact) {
+ClaimedProcCache::ClaimedProcCache(const capi::LocalSpace& space) {
   ProcCache* cache = thread_cache();
-  if (!cache) return nullptr;
+  if (!cache || cache->busy) return;
+  cache->busy = 1;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
   const uint64_t generation = space.late.generation();
   if (cache->space != &space || cache->late_generation != generation) {
     for (ProcEntry& e : cache->entries)
@@ -53,9 +62,20 @@ ProcEntry* proc_entry(const capi::LocalSpace& space, uint64_t pc, bool exact) {
     cache->space = &space;
     cache->late_generation = generation;
   }
+  cache_ = cache;
+}
+
+ClaimedProcCache::~ClaimedProcCache() {
+  if (!cache_) return;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  cache_->busy = 0;
+}
+
+ProcEntry* ClaimedProcCache::entry(uint64_t pc, bool exact) const {
+  if (!cache_) return nullptr;
   const uint64_t key = pc * 2 + (exact ? 1 : 0);
   // Return addresses are spread over code; the low bits above the alignment pick the slot.
-  return &cache->entries[(key >> 1 ^ key >> 11) % kEntries];
+  return &cache_->entries[(key >> 1 ^ key >> 11) % kEntries];
 }
 
 } // namespace ehelf::eh

@@ -18,9 +18,22 @@ struct ProcEntry {
   bool has_fde = false;
 };
 
-// The entry for the frame at `pc` (`exact`: not a return address) in `space`; null when the
-// thread has no cache (mmap failed). A returned entry whose key differs is to be filled.
-ProcEntry* proc_entry(const capi::LocalSpace& space, uint64_t pc, bool exact);
+// The calling thread's cache, claimed for one lookup and its fill: a signal handler that throws
+// while the thread is between the two finds it busy and goes without (as the runtime's own
+// thread caches). entry() is null when the thread has none (mmap failed) or it is busy.
+class ClaimedProcCache {
+public:
+  explicit ClaimedProcCache(const capi::LocalSpace& space);
+  ~ClaimedProcCache();
+  ClaimedProcCache(const ClaimedProcCache&) = delete;
+  ClaimedProcCache& operator=(const ClaimedProcCache&) = delete;
+  // The entry for the frame at `pc` (`exact`: not a return address); one whose key differs is
+  // to be filled.
+  ProcEntry* entry(uint64_t pc, bool exact) const;
+
+private:
+  struct ProcCache* cache_ = nullptr;
+};
 
 // Once at load: the thread-exit hook.
 void create_proc_cache_key();
