@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # C++ throw-and-catch through 1, 10 and 100 frames, with and without a destructor in each frame,
 # in 1 and 2 threads: libgcc_s (as built), libehelf-eh and LLVM's libunwind 14 (each preloaded),
-# side by side in one run. Writes bench/results/eh.md.
+# side by side in one run: nanoseconds, and instructions (callgrind). Writes bench/results/eh.md.
 # Environment: EH_BUILD, a build directory where the target ehelf_eh is built (default: build/,
 # configured and built here in the release configuration).
 set -euo pipefail
@@ -64,6 +64,43 @@ for threads in 1 2; do
     done
   done
 done
+# Instructions (callgrind, one thread): the difference between 300 and 100 timed throws, per
+# throw, so that start-up and warm-up cancel out. Independent of the machine's load.
+if command -v valgrind > /dev/null; then
+  ir() { # total instructions of a run
+    LD_PRELOAD="$1" valgrind --tool=callgrind --callgrind-out-file=/dev/null "${@:2}" 2>&1 \
+      > /dev/null | sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
+  }
+  {
+    echo
+    echo "Instructions per throw-and-catch (callgrind: the whole process's, over 300 throws less"
+    echo "over 100, per throw; one thread), and per frame above depth 1's:"
+    echo
+    echo "| depth | destructors | unwinder | instructions per throw | per frame | × libgcc_s |"
+    echo "|---:|---|---|---:|---:|---:|"
+  } >> "$tmp/table"
+  declare -A ibase
+  for dtor in 0 1; do
+    for depth in 1 10 100; do
+      declare -A per=()
+      for i in "${!names[@]}"; do
+        a=$(ir "${preloads[$i]}" "$tmp/throw_bench" $depth $dtor 1 100 1)
+        b=$(ir "${preloads[$i]}" "$tmp/throw_bench" $depth $dtor 1 300 1)
+        per[$i]=$(( (b - a) / 200 ))
+      done
+      for i in "${!names[@]}"; do
+        [ $depth = 1 ] && ibase[$dtor.$i]=${per[$i]}
+        per_frame=$(awk -v t="${per[$i]}" -v b="${ibase[$dtor.$i]}" -v d=$depth \
+          'BEGIN { if (d > 1) printf "%.0f", (t - b) / (d - 1); else printf "-" }')
+        ratio=$(awk -v t="${per[$i]}" -v g="${per[0]}" 'BEGIN { printf "%.2f", t / g }')
+        echo "| $depth | $([ $dtor = 1 ] && echo yes || echo no) | ${names[$i]} | ${per[$i]} |" \
+          "$per_frame | $ratio |" >> "$tmp/table"
+      done
+    done
+  done
+else
+  echo "(valgrind not installed: no instruction counts)" >> "$tmp/table"
+fi
 mkdir -p bench/results
 cp "$tmp/table" "$out"
 cat "$out"
