@@ -68,8 +68,7 @@ int main(int argc, char** argv) {
   std::vector<double> result(threads);
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t)
-    pool.emplace_back(
-        [&, t] { result[t] = median_ns_per_throw(depth, dtor, throws, rounds); });
+    pool.emplace_back([&, t] { result[t] = median_ns_per_throw(depth, dtor, throws, rounds); });
   for (auto& th : pool)
     th.join();
   double sum = 0;

@@ -8,7 +8,8 @@
 // _Unwind_ForcedUnwind, our _Unwind_Resume continues it from a C++ landing pad; libc's own
 // cleanups resume through libgcc): private_1 is the stop function (0: a normal exception),
 // private_2 the stop argument, or for a normal exception in its cleanup phase the handler
-// frame's identity (its CFA, minus 1 for a signal frame: uw_identify_context).
+// frame's identity (libgcc's "CFA" of its context, i.e. its stack pointer, minus 1 for a signal
+// frame: uw_identify_context).
 #include <cstdlib>
 #include <unwind.h>
 
