@@ -55,15 +55,6 @@ const Functions& functions() {
   return found;
 }
 
-bool knows_frame(uint64_t pc, bool exact) {
-  const Functions& f = functions();
-  if (!f.find_fde || !pc) return false;
-  struct {
-    void *tbase, *dbase, *func;
-  } bases{};
-  return f.find_fde(reinterpret_cast<void*>(exact ? pc : pc - 1), &bases) != nullptr;
-}
-
 namespace {
 // At load, when libgcc_s is there already (C++ programs): no dlopen later, on an unwind in a
 // signal handler.

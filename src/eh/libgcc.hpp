@@ -1,6 +1,7 @@
 // libgcc_s's own functions, for what is libgcc's: its contexts (libgcc's unwinder, run by glibc
 // through dlsym for pthread_exit, pthread_cancel and backtrace(), calls the personality routines
-// with them, and those call us) and the frames it knows that we do not (__register_frame'd).
+// with them, and those call us), the frames it knows that we do not (__register_frame'd), and
+// the raises and resumes our walk cannot finish (phases.cpp).
 #pragma once
 
 #include <cstdint>
@@ -28,9 +29,5 @@ struct Functions {
 
 // Null members when libgcc_s is not loaded.
 const Functions& functions();
-
-// Whether libgcc_s knows an FDE for the frame at `pc` (`exact`: not a return address), which
-// the runtime does not: frames registered with libgcc_s's __register_frame (JIT code).
-bool knows_frame(uint64_t pc, bool exact);
 
 } // namespace ehelf::eh::libgcc

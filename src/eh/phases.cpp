@@ -29,16 +29,19 @@ namespace ehelf::eh {
 
 namespace {
 
-// A frame only libgcc_s can unwind (registered with its __register_frame: JIT code) is on the
-// way: the raise or resume is handed to libgcc_s's own, from the entry point's frame. Safe in
-// the search phase (it changes nothing) and in the cleanup phase before a landing (the
-// personalities that said "continue" are called again by libgcc, and change nothing either).
-constexpr auto kLibgccFrame = static_cast<_Unwind_Reason_Code>(0x100);
+// When our walk cannot finish what libgcc_s could, the raise or the resume is handed to
+// libgcc_s's own, from the entry point's frame: a frame only libgcc_s knows (registered with its
+// __register_frame: JIT code), or a library the runtime did not find while another thread was
+// loading or unloading one (the runtime reads the loader's list without its lock, and a library
+// met while the list changes ends the walk; libgcc_s takes the loader's lock). Exact, because
+// what was done before changes nothing: a search phase, or a cleanup phase before any landing
+// (the personalities that said "continue" are called again by libgcc_s). An exception no handler
+// takes is searched for again by libgcc_s before the caller terminates.
+constexpr auto kToLibgccRaise = static_cast<_Unwind_Reason_Code>(0x100);  // redo both phases
+constexpr auto kToLibgccResume = static_cast<_Unwind_Reason_Code>(0x101); // redo the cleanup
 
-bool libgcc_frame(const _Unwind_Context& ctx) {
-  if (ctx.end || !libgcc::knows_frame(ctx.ra, ctx.flags & kSignalFrameBit)) return false;
-  count(g_counters.handed);
-  return true;
+bool libgcc_there() {
+  return libgcc::functions().raise_exception && libgcc::functions().resume;
 }
 
 // Before handing over to libgcc_s, which lands without returning through our frames.
@@ -64,8 +67,7 @@ _Unwind_Reason_Code search(const unw_context_t& uc, _Unwind_Exception* exc, uint
   if (!walk.start(uc)) return _URC_FATAL_PHASE1_ERROR;
   for (;;) {
     _Unwind_Context& ctx = walk.context();
-    if (!ctx.has_fde) // the end, or a frame we cannot unwind
-      return libgcc_frame(ctx) ? kLibgccFrame : _URC_END_OF_STACK;
+    if (!ctx.has_fde) return _URC_END_OF_STACK; // the end, or a frame we cannot unwind
     if (ctx.personality) {
       switch (personality(ctx, _UA_SEARCH_PHASE, exc)) {
       case _URC_HANDLER_FOUND:
@@ -88,7 +90,7 @@ _Unwind_Reason_Code cleanup(const unw_context_t& uc, _Unwind_Exception* exc) {
   if (!walk.start(uc)) return _URC_FATAL_PHASE2_ERROR;
   for (;;) {
     _Unwind_Context& ctx = walk.context();
-    if (!ctx.has_fde) return libgcc_frame(ctx) ? kLibgccFrame : _URC_FATAL_PHASE2_ERROR;
+    if (!ctx.has_fde) return _URC_FATAL_PHASE2_ERROR;
     const bool handler_frame = identity(ctx) == exc->private_2;
     if (ctx.personality) {
       const auto actions =
@@ -143,14 +145,26 @@ _Unwind_Reason_Code forced(const unw_context_t& uc, _Unwind_Exception* exc) {
   }
 }
 
-// _Unwind_RaiseException's work, from the context taken in the caller's frame.
+// _Unwind_RaiseException's work, from the context taken in the caller's frame. Returns only on
+// failure: END_OF_STACK (uncaught: the caller terminates), or a hand-over to libgcc_s.
 _Unwind_Reason_Code raise(const unw_context_t& uc, _Unwind_Exception* exc) {
   uint64_t handler = 0;
   const _Unwind_Reason_Code found = search(uc, exc, handler);
-  if (found != _URC_NO_REASON) return found; // END_OF_STACK: uncaught; the caller terminates
+  if (found != _URC_NO_REASON) return libgcc_there() ? kToLibgccRaise : found;
   exc->private_1 = 0;
   exc->private_2 = handler;
-  return cleanup(uc, exc);
+  const _Unwind_Reason_Code failed = cleanup(uc, exc);
+  return libgcc_there() ? kToLibgccResume : failed;
+}
+
+// Hands the exception to libgcc_s's _Unwind_RaiseException or _Unwind_Resume (the latter does
+// not return).
+_Unwind_Reason_Code to_libgcc(_Unwind_Reason_Code how, _Unwind_Exception* exc) {
+  count(g_counters.handed);
+  leaving_our_frames();
+  if (how == kToLibgccRaise) return libgcc::functions().raise_exception(exc);
+  libgcc::functions().resume(exc);
+  std::abort();
 }
 
 } // namespace
@@ -169,9 +183,8 @@ _Unwind_RaiseException(_Unwind_Exception* exc) {
   unw_context_t uc;
   unw_getcontext(&uc);
   const _Unwind_Reason_Code code = eh::raise(uc, exc);
-  if (code != eh::kLibgccFrame) return code;
-  eh::leaving_our_frames();
-  return eh::libgcc::functions().raise_exception(exc);
+  if (code == eh::kToLibgccRaise || code == eh::kToLibgccResume) return eh::to_libgcc(code, exc);
+  return code;
 }
 
 EH_API __attribute__((noinline)) void _Unwind_Resume(_Unwind_Exception* exc) {
@@ -179,12 +192,11 @@ EH_API __attribute__((noinline)) void _Unwind_Resume(_Unwind_Exception* exc) {
   unw_context_t uc;
   unw_getcontext(&uc);
   if (exc->private_1 == 0) {
-    if (eh::cleanup(uc, exc) == eh::kLibgccFrame) {
-      eh::leaving_our_frames();
-      eh::libgcc::functions().resume(exc);
-    }
-  } else
+    (void)eh::cleanup(uc, exc);
+    if (eh::libgcc_there()) (void)eh::to_libgcc(eh::kToLibgccResume, exc);
+  } else {
     (void)eh::forced(uc, exc);
+  }
   std::abort(); // libgcc aborts too: a landing pad's exception must land somewhere
 }
 
@@ -196,9 +208,8 @@ _Unwind_Resume_or_Rethrow(_Unwind_Exception* exc) {
   if (exc->private_1 == 0) {
     eh::count(eh::g_counters.raises);
     const _Unwind_Reason_Code code = eh::raise(uc, exc);
-    if (code != eh::kLibgccFrame) return code;
-    eh::leaving_our_frames();
-    return eh::libgcc::functions().raise_exception(exc);
+    if (code == eh::kToLibgccRaise || code == eh::kToLibgccResume) return eh::to_libgcc(code, exc);
+    return code;
   }
   eh::count(eh::g_counters.resumes);
   (void)eh::forced(uc, exc); // returns only without a landing pad: libgcc asserts there

@@ -174,10 +174,11 @@ elif [ -n "$pre" ]; then
   echo "SKIP gdb: not under AddressSanitizer's runtime (gdb is not built with it)"
 else
   g++ -O0 -g -pthread "$src/cases.cpp" -o "$work/cases_g"
-  gdb_args=(-nx -batch -ex 'print nosuchvar' -ex 'print 1 + 2' -ex 'break thrower' -ex run
+  gdb_args=(-nx -batch -ex 'print nosuchvar' -ex 'print 1 + 2' -ex 'break thrower' -ex 'run > /dev/null'
     -ex backtrace -ex 'print depth' -ex 'frame 99' -ex 'print *(int*)0' -ex 'ptype std::runtime_error'
     -ex 'info symbol 0' -ex 'list nosuchfunction' -ex finish -ex delete -ex continue)
-  # Thread and process ids, and addresses, differ from run to run.
+  # Thread and process ids, and addresses, differ from run to run; the inferior's output goes to
+  # /dev/null (it would interleave with gdb's).
   gdb_filter() { grep -v '^\[\|process [0-9]*\|Thread 0x\|^ehelf-eh: ' "$1" | sed 's/0x[0-9a-f]*/ADDR/g'; }
   (gdb "${gdb_args[@]}" "$work/cases_g" > "$work/gdb_ref.txt" 2>&1)
   (EHELF_EH_STATS=1 LD_PRELOAD="$lib" gdb "${gdb_args[@]}" "$work/cases_g" > "$work/gdb_ours.txt" 2>&1)
