@@ -102,6 +102,23 @@ void FrameWalk::load() {
   ctx_.cfa = c.regs.get(x86_64::RSP);
 }
 
+// capi::step ends a walk at the outermost frame (its return address undefined) and also at a
+// caller whose pc is in no module it knows and that rbp does not lead on from: JIT code, or a
+// library it did not find (one loaded while another thread changes the loader's list, or when
+// its slots for late libraries are used up). The latter is no end: the caller is there.
+bool FrameWalk::lost_caller() {
+  capi::Cursor& c = ctx_.cursor;
+  RegisterState regs = c.regs;
+  FrameInfo info;
+  try {
+    capi::SelfMemory mem = capi::local_memory(c);
+    const StopReason r = c.local->walker.step_every_register(regs, mem, c.exact, info);
+    return r == StopReason::None && regs.has(x86_64::RIP) && regs.get(x86_64::RIP) != 0;
+  } catch (...) { // only error paths allocate (their messages)
+    return false;
+  }
+}
+
 int FrameWalk::advance() {
   if (ctx_.end) return 0;
   // The last frame's CFA, for the end context, while the cursor is still on it.
@@ -112,6 +129,7 @@ int FrameWalk::advance() {
     return 1;
   }
   if (r < 0) return r;
+  if (lost_caller()) return kLostCaller;
   // The end context, as libgcc's after the outermost frame: pc 0, and as the stack pointer the
   // last frame's CFA (where its rules leave it; 0 if they cannot). capi::step left the cursor
   // on the last frame.

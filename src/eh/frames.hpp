@@ -16,11 +16,14 @@ public:
   // Steps the context to the caller, in place (the frame's registers stay as they are until
   // then: a personality's landing is installed from them). 1: a frame; 0: the current frame
   // was the last, the context is now the end context (pc 0, no FDE, as libgcc's walk ends);
-  // < 0: the caller could not be found (a bad frame).
+  // < 0: the caller could not be unwound (a bad frame), or kLostCaller: it is in code the
+  // runtime does not know (see lost_caller).
   int advance();
+  static constexpr int kLostCaller = -1000;
 
 private:
-  void load(); // fills ctx_ from ctx_.cursor: what the FDE says, the stack pointer
+  bool lost_caller(); // the walk ended at a caller that is there
+  void load();        // fills ctx_ from ctx_.cursor: what the FDE says, the stack pointer
   _Unwind_Context ctx_;
 };
 

@@ -32,6 +32,7 @@ Functions resolve() {
   look_up(h, f.find_fde, "_Unwind_Find_FDE", "GCC_3.0");
   look_up(h, f.raise_exception, "_Unwind_RaiseException", "GCC_3.0");
   look_up(h, f.resume, "_Unwind_Resume", "GCC_3.0");
+  look_up(h, f.forced_unwind, "_Unwind_ForcedUnwind", "GCC_3.0");
   ::dlclose(h); // the reference RTLD_NOLOAD took; libgcc_s stays loaded by its other users
   return f;
 }

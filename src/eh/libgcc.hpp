@@ -25,6 +25,7 @@ struct Functions {
   const void* (*find_fde)(void*, void*) = nullptr;
   _Unwind_Reason_Code (*raise_exception)(_Unwind_Exception*) = nullptr;
   void (*resume)(_Unwind_Exception*) = nullptr;
+  _Unwind_Reason_Code (*forced_unwind)(_Unwind_Exception*, _Unwind_Stop_Fn, void*) = nullptr;
 };
 
 // Null members when libgcc_s is not loaded.

@@ -41,7 +41,8 @@ constexpr auto kToLibgccRaise = static_cast<_Unwind_Reason_Code>(0x100);  // red
 constexpr auto kToLibgccResume = static_cast<_Unwind_Reason_Code>(0x101); // redo the cleanup
 
 bool libgcc_there() {
-  return libgcc::functions().raise_exception && libgcc::functions().resume;
+  const libgcc::Functions& f = libgcc::functions();
+  return f.raise_exception && f.resume && f.forced_unwind;
 }
 
 // Before handing over to libgcc_s, which lands without returning through our frames.
@@ -116,9 +117,14 @@ _Unwind_Reason_Code forced(const unw_context_t& uc, _Unwind_Exception* exc) {
   void* stop_argument = reinterpret_cast<void*>(exc->private_2);
   FrameWalk walk;
   if (!walk.start(uc)) return _URC_FATAL_PHASE2_ERROR;
+  // Where our walk cannot go on (no FDE, a caller it cannot find), libgcc_s's can: the forced
+  // unwind is handed over (libgcc_s calls the stop function again for the frames this walk
+  // already showed it, each with the personality's "continue": glibc's stop function, which
+  // pthread_exit and pthread_cancel use, runs each cleanup once whatever it is shown).
+  const _Unwind_Reason_Code stuck = libgcc_there() ? kToLibgccResume : _URC_FATAL_PHASE2_ERROR;
   for (;;) {
     _Unwind_Context& ctx = walk.context();
-    if (!ctx.has_fde && !ctx.end) return _URC_FATAL_PHASE2_ERROR;
+    if (!ctx.has_fde && !ctx.end) return stuck;
     const bool end = ctx.end;
     auto actions = static_cast<_Unwind_Action>(_UA_FORCE_UNWIND | _UA_CLEANUP_PHASE);
     if (end) actions = static_cast<_Unwind_Action>(actions | _UA_END_OF_STACK);
@@ -141,7 +147,7 @@ _Unwind_Reason_Code forced(const unw_context_t& uc, _Unwind_Exception* exc) {
         return _URC_FATAL_PHASE2_ERROR;
       }
     }
-    if (walk.advance() < 0) return _URC_FATAL_PHASE2_ERROR;
+    if (walk.advance() < 0) return stuck;
   }
 }
 
@@ -194,8 +200,8 @@ EH_API __attribute__((noinline)) void _Unwind_Resume(_Unwind_Exception* exc) {
   if (exc->private_1 == 0) {
     (void)eh::cleanup(uc, exc);
     if (eh::libgcc_there()) (void)eh::to_libgcc(eh::kToLibgccResume, exc);
-  } else {
-    (void)eh::forced(uc, exc);
+  } else if (eh::forced(uc, exc) == eh::kToLibgccResume) {
+    (void)eh::to_libgcc(eh::kToLibgccResume, exc);
   }
   std::abort(); // libgcc aborts too: a landing pad's exception must land somewhere
 }
@@ -212,7 +218,8 @@ _Unwind_Resume_or_Rethrow(_Unwind_Exception* exc) {
     return code;
   }
   eh::count(eh::g_counters.resumes);
-  (void)eh::forced(uc, exc); // returns only without a landing pad: libgcc asserts there
+  // Returns only without a landing pad (libgcc asserts there), or to hand over.
+  if (eh::forced(uc, exc) == eh::kToLibgccResume) (void)eh::to_libgcc(eh::kToLibgccResume, exc);
   std::abort();
 }
 
@@ -223,7 +230,11 @@ _Unwind_ForcedUnwind(_Unwind_Exception* exc, _Unwind_Stop_Fn stop, void* stop_ar
   unw_getcontext(&uc);
   exc->private_1 = reinterpret_cast<_Unwind_Ptr>(stop);
   exc->private_2 = reinterpret_cast<_Unwind_Ptr>(stop_argument);
-  return eh::forced(uc, exc);
+  const _Unwind_Reason_Code code = eh::forced(uc, exc);
+  if (code != eh::kToLibgccResume) return code;
+  eh::count(eh::g_counters.handed);
+  eh::leaving_our_frames();
+  return eh::libgcc::functions().forced_unwind(exc, stop, stop_argument);
 }
 
 EH_API void _Unwind_DeleteException(_Unwind_Exception* exc) {
@@ -245,6 +256,9 @@ EH_API __attribute__((noinline)) _Unwind_Reason_Code _Unwind_Backtrace(_Unwind_T
     const _Unwind_Reason_Code code = ctx.has_fde ? _URC_NO_REASON : _URC_END_OF_STACK;
     if (trace(&ctx, trace_argument) != _URC_NO_REASON) return _URC_FATAL_PHASE1_ERROR;
     if (code == _URC_END_OF_STACK) return code;
-    if (walk.advance() < 0) return _URC_FATAL_PHASE1_ERROR;
+    const int step = walk.advance();
+    // A caller in code the runtime does not know ends the walk, as an unknown one ends libgcc's.
+    if (step == eh::FrameWalk::kLostCaller) return _URC_END_OF_STACK;
+    if (step < 0) return _URC_FATAL_PHASE1_ERROR;
   }
 }

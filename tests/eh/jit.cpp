@@ -27,7 +27,13 @@ extern "C" void callback() {
 namespace {
 
 // push rbp; mov rbp, rsp; call *rdi; pop rbp; ret
-const uint8_t kCode[] = {0x55, 0x48, 0x89, 0xe5, 0xff, 0xd7, 0x5d, 0xc3};
+const uint8_t kWithFramePointer[] = {0x55, 0x48, 0x89, 0xe5, 0xff, 0xd7, 0x5d, 0xc3};
+// Its CFA program: +1: cfa = rsp+16, rbp at cfa-16; +4: cfa = rbp+16; +7: cfa = rsp+8.
+const uint8_t kWithFramePointerCfi[] = {0x41, 0x0e, 16, 0x86, 2, 0x43, 0x0d, 6, 0x43, 0x0c, 7, 8};
+// sub rsp, 8; call *rdi; add rsp, 8; ret: no frame pointer, rbp left as the caller had it.
+const uint8_t kWithout[] = {0x48, 0x83, 0xec, 0x08, 0xff, 0xd7, 0x48, 0x83, 0xc4, 0x08, 0xc3};
+// +4: cfa = rsp+16; +10: cfa = rsp+8.
+const uint8_t kWithoutCfi[] = {0x44, 0x0e, 16, 0x46, 0x0e, 8};
 
 void put32(std::vector<uint8_t>& v, uint32_t x) {
   for (int i = 0; i < 4; ++i)
@@ -44,8 +50,9 @@ void pad_and_set_length(std::vector<uint8_t>& v, size_t start) {
   std::memcpy(&v[start], &length, 4);
 }
 
-// .eh_frame for the code at `pc`: a CIE (augmentation "zR", absolute pointers) and one FDE.
-std::vector<uint8_t> eh_frame_for(uint64_t pc) {
+// .eh_frame for `size` bytes of code at `pc` with CFA program `cfi`: a CIE (augmentation "zR",
+// absolute pointers, cfa = rsp+8 and the return address at cfa-8) and one FDE.
+std::vector<uint8_t> eh_frame_for(uint64_t pc, size_t size, const uint8_t* cfi, size_t cfi_size) {
   std::vector<uint8_t> v;
   put32(v, 0);                                               // CIE length, set below
   put32(v, 0);                                               // CIE id
@@ -53,14 +60,12 @@ std::vector<uint8_t> eh_frame_for(uint64_t pc) {
   v.insert(v.end(), {0x0c, 7, 8, 0x90, 1});                  // cfa = rsp+8; rip at cfa-8
   pad_and_set_length(v, 0);
   const size_t fde = v.size();
-  put32(v, 0);                                  // FDE length, set below
-  put32(v, uint32_t(v.size()));                 // CIE pointer: back to offset 0
-  put64(v, pc);                                 // pc_begin
-  put64(v, sizeof kCode);                       // pc_range
-  v.push_back(0);                               // augmentation data length
-  v.insert(v.end(), {0x41, 0x0e, 16, 0x86, 2}); // +1: cfa = rsp+16, rbp at cfa-16
-  v.insert(v.end(), {0x43, 0x0d, 6});           // +4: cfa = rbp+16
-  v.insert(v.end(), {0x43, 0x0c, 7, 8});        // +7: cfa = rsp+8
+  put32(v, 0);                  // FDE length, set below
+  put32(v, uint32_t(v.size())); // CIE pointer: back to offset 0
+  put64(v, pc);                 // pc_begin
+  put64(v, size);               // pc_range
+  v.push_back(0);               // augmentation data length
+  v.insert(v.end(), cfi, cfi + cfi_size);
   pad_and_set_length(v, fde);
   put32(v, 0); // terminator
   return v;
@@ -70,24 +75,35 @@ std::vector<uint8_t> eh_frame_for(uint64_t pc) {
 
 int main() {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  void* mem =
-      mmap(nullptr, 4096, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  auto* mem = static_cast<uint8_t*>(
+      mmap(nullptr, 4096, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
   if (mem == MAP_FAILED) return 77;
-  std::memcpy(mem, kCode, sizeof kCode);
-  auto jit = reinterpret_cast<void (*)(void (*)())>(mem);
-  std::vector<uint8_t> frames = eh_frame_for(reinterpret_cast<uint64_t>(mem));
-  __register_frame(frames.data());
+  uint8_t* without = mem + 64;
+  std::memcpy(mem, kWithFramePointer, sizeof kWithFramePointer);
+  std::memcpy(without, kWithout, sizeof kWithout);
+  std::vector<uint8_t> frames[2] = {eh_frame_for(reinterpret_cast<uint64_t>(mem),
+                                                 sizeof kWithFramePointer, kWithFramePointerCfi,
+                                                 sizeof kWithFramePointerCfi),
+                                    eh_frame_for(reinterpret_cast<uint64_t>(without),
+                                                 sizeof kWithout, kWithoutCfi, sizeof kWithoutCfi)};
+  for (auto& f : frames)
+    __register_frame(f.data());
   std::printf("enclosing function found: %s\n",
-              _Unwind_FindEnclosingFunction(static_cast<char*>(mem) + 6) == mem ? "yes" : "no");
-  for (int i = 0; i < 3; ++i) {
-    try {
-      Noisy n{"main's"};
-      jit(callback);
-      std::puts("not reached");
-    } catch (const std::exception& e) {
-      std::printf("caught: %s\n", e.what());
+              _Unwind_FindEnclosingFunction(mem + 6) == mem ? "yes" : "no");
+  for (uint8_t* code : {mem, without}) {
+    auto jit = reinterpret_cast<void (*)(void (*)())>(code);
+    std::printf("JIT code %s a frame pointer\n", code == mem ? "with" : "without");
+    for (int i = 0; i < 3; ++i) {
+      try {
+        Noisy n{"main's"};
+        jit(callback);
+        std::puts("not reached");
+      } catch (const std::exception& e) {
+        std::printf("caught: %s\n", e.what());
+      }
     }
   }
-  __deregister_frame(frames.data());
+  for (auto& f : frames)
+    __deregister_frame(f.data());
   return 0;
 }
