@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <pthread.h>
 #include <stdexcept>
 #include <sys/mman.h>
 #include <unwind.h>
@@ -22,6 +23,11 @@ struct Noisy {
 extern "C" void callback() {
   Noisy n{"callback's"};
   throw std::runtime_error("thrown under JIT code");
+}
+
+extern "C" void exits() {
+  Noisy n{"exits'"};
+  pthread_exit(nullptr);
 }
 
 namespace {
@@ -102,6 +108,21 @@ int main() {
         std::printf("caught: %s\n", e.what());
       }
     }
+  }
+  // A forced unwind (pthread_exit) through the JIT frames: libgcc_s's, continued by ours from
+  // the landing pad below them, handed back to libgcc_s at them.
+  for (uint8_t* code : {mem, without}) {
+    pthread_t t;
+    pthread_create(
+        &t, nullptr,
+        [](void* c) -> void* {
+          Noisy n{"thread's"};
+          reinterpret_cast<void (*)(void (*)())>(c)(exits);
+          return nullptr;
+        },
+        code);
+    pthread_join(t, nullptr);
+    std::puts("joined");
   }
   for (auto& f : frames)
     __deregister_frame(f.data());

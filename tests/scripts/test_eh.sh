@@ -121,7 +121,7 @@ for cxx in "${compilers[@]}"; do
       $cxx "${flags[@]}" "$src/callee_saved.cpp" -o "$b/callee_saved" &&
       $cxx "${flags[@]}" -fnon-call-exceptions "$src/signal_throw.cpp" -o "$b/signal_throw" &&
       $cxx "${flags[@]}" "$src/alloc.cpp" -o "$b/alloc" &&
-      $cxx "${flags[@]}" "$src/jit.cpp" -o "$b/jit" &&
+      $cxx "${flags[@]}" -pthread "$src/jit.cpp" -o "$b/jit" &&
       $cc "${flags[@]}" -fexceptions -pthread "$src/c_cancel.c" -o "$b/c_cancel" &&
       $cxx "${flags[@]}" -shared -fPIC "$src/dl_lib.cpp" -o "$b/dl_lib.so" &&
       cp "$b/dl_lib.so" "$b/dl_lib2.so" &&
