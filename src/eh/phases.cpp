@@ -121,10 +121,10 @@ _Unwind_Reason_Code forced(const unw_context_t& uc, _Unwind_Exception* exc) {
   // unwind is handed over (libgcc_s calls the stop function again for the frames this walk
   // already showed it, each with the personality's "continue": glibc's stop function, which
   // pthread_exit and pthread_cancel use, runs each cleanup once whatever it is shown).
-  const _Unwind_Reason_Code stuck = libgcc_there() ? kToLibgccResume : _URC_FATAL_PHASE2_ERROR;
+  const auto stuck = [] { return libgcc_there() ? kToLibgccResume : _URC_FATAL_PHASE2_ERROR; };
   for (;;) {
     _Unwind_Context& ctx = walk.context();
-    if (!ctx.has_fde && !ctx.end) return stuck;
+    if (!ctx.has_fde && !ctx.end) return stuck();
     const bool end = ctx.end;
     auto actions = static_cast<_Unwind_Action>(_UA_FORCE_UNWIND | _UA_CLEANUP_PHASE);
     if (end) actions = static_cast<_Unwind_Action>(actions | _UA_END_OF_STACK);
@@ -147,7 +147,7 @@ _Unwind_Reason_Code forced(const unw_context_t& uc, _Unwind_Exception* exc) {
         return _URC_FATAL_PHASE2_ERROR;
       }
     }
-    if (walk.advance() < 0) return stuck;
+    if (walk.advance() < 0) return stuck();
   }
 }
 
