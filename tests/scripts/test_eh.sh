@@ -13,7 +13,8 @@ lib="$(cd "$build" && pwd)/lib/libehelf-eh.so.0"
 pre=""
 if readelf -d "$lib" | grep -q libasan; then
   pre="$(g++ -print-file-name=libasan.so)"
-  export ASAN_OPTIONS=detect_leaks=0 # the runtime's replaced module maps are never freed
+  # The runtime's replaced module maps are never freed; the caller's options kept otherwise.
+  export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
   echo "sanitized build: LD_PRELOAD starts with $pre"
 fi
 
