@@ -1,6 +1,7 @@
 #include "eh/frames.hpp"
 
 #include "capi/proc_info.hpp"
+#include "capi/thread_caches.hpp"
 #include "capi/walk_stack.hpp"
 #include "eh/proc_cache.hpp"
 #include "runtime/memory.hpp"
@@ -50,13 +51,49 @@ int init_on_walk_stack(capi::Cursor& c, const unw_context_t& uc) {
       },
       &a);
 }
-int step_on_walk_stack(capi::Cursor& c) {
+// One step of the cursor's frame, in place: capi::step without what the unwinder does not use
+// (each register's save slot, for unw_get_save_loc; the stack ranges set up again per step; rbp
+// followed from a caller in no known module). 1: the caller; 0: the frame is the outermost (its
+// return address undefined); FrameWalk::kLostCaller: the caller is in code the runtime does not
+// know (JIT code, or a library it did not find: one loaded while another thread changes the
+// loader's list, or when its slots for late libraries are used up), where libgcc_s takes over;
+// other negative values: the frame could not be unwound.
+struct StepArgs {
+  capi::Cursor* cursor;
+  capi::SelfMemory* memory;
+};
+int step(capi::Cursor& c, capi::SelfMemory& mem) {
+  if (c.done) return 0;
+  RegisterState regs = c.regs;
+  FrameInfo info;
+  StopReason r;
+  try {
+    const capi::ClaimedCaches caches(*c.local);
+    r = c.local->walker.step_every_register(regs, mem, c.exact, info, nullptr,
+                                            caches.get() ? &caches.get()->rows : nullptr);
+  } catch (...) { // only error paths allocate (their messages)
+    return -UNW_EUNSPEC;
+  }
+  if (r == StopReason::EndOfStack) {
+    c.done = true;
+    return 0;
+  }
+  if (r != StopReason::None) return -UNW_EBADFRAME;
+  if (!capi::known_pc(c.local->map, regs.get(x86_64::RIP))) return FrameWalk::kLostCaller;
+  c.regs = regs;
+  c.exact = info.signal_frame; // after a signal frame the pc is the interrupted instruction
+  c.signal_context = 0;        // (resume.cpp's rt_sigreturn is not how a landing is entered)
+  return 1;
+}
+int step_on_walk_stack(capi::Cursor& c, capi::SelfMemory& mem) {
+  StepArgs a{&c, &mem};
   return capi::on_walk_stack(
       [](void* p) {
         // (check_late_module ran in load(), for this frame)
-        return capi::step(*static_cast<capi::Cursor*>(p));
+        auto* args = static_cast<StepArgs*>(p);
+        return step(*args->cursor, *args->memory);
       },
-      &c);
+      &a);
 }
 
 } // namespace
@@ -69,6 +106,7 @@ __attribute__((constructor)) void at_load() {
 
 bool FrameWalk::start(const unw_context_t& uc) {
   if (init_on_walk_stack(ctx_.cursor, uc) != UNW_ESUCCESS) return false;
+  mem_ = capi::local_memory(ctx_.cursor); // the walk's stack ranges, set up once
   load();
   return true;
 }
@@ -95,41 +133,23 @@ void FrameWalk::load() {
     if (e && ctx_.has_fde) *e = ProcEntry{key, ctx_.lsda, ctx_.func, ctx_.personality, true};
   }
   // A frame interrupted by a signal (after the trampoline's): its pc is the instruction itself.
-  ctx_.flags = kExtendedContextBit | (c.exact && c.signal_context ? kSignalFrameBit : 0);
+  ctx_.flags = kExtendedContextBit | (c.exact ? kSignalFrameBit : 0);
   // libgcc's "CFA" of a context is the CFA of the frame below it, i.e. the frame's own stack
   // pointer (uw_update_context computes the callee's CFA, then moves to the caller): what
   // _Unwind_GetCFA answers and frames are identified by, in libgcc and LLVM's libunwind alike.
   ctx_.cfa = c.regs.get(x86_64::RSP);
 }
 
-// capi::step ends a walk at the outermost frame (its return address undefined) and also at a
-// caller whose pc is in no module it knows and that rbp does not lead on from: JIT code, or a
-// library it did not find (one loaded while another thread changes the loader's list, or when
-// its slots for late libraries are used up). The latter is no end: the caller is there.
-bool FrameWalk::lost_caller() {
-  capi::Cursor& c = ctx_.cursor;
-  RegisterState regs = c.regs;
-  FrameInfo info;
-  try {
-    capi::SelfMemory mem = capi::local_memory(c);
-    const StopReason r = c.local->walker.step_every_register(regs, mem, c.exact, info);
-    return r == StopReason::None && regs.has(x86_64::RIP) && regs.get(x86_64::RIP) != 0;
-  } catch (...) { // only error paths allocate (their messages)
-    return false;
-  }
-}
-
 int FrameWalk::advance() {
   if (ctx_.end) return 0;
   // The last frame's CFA, for the end context, while the cursor is still on it.
   unw_word_t last_cfa = 0;
-  const int r = step_on_walk_stack(ctx_.cursor);
+  const int r = step_on_walk_stack(ctx_.cursor, mem_);
   if (r > 0) {
     load();
     return 1;
   }
   if (r < 0) return r;
-  if (lost_caller()) return kLostCaller;
   // The end context, as libgcc's after the outermost frame: pc 0, and as the stack pointer the
   // last frame's CFA (where its rules leave it; 0 if they cannot). capi::step left the cursor
   // on the last frame.

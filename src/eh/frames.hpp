@@ -17,14 +17,14 @@ public:
   // then: a personality's landing is installed from them). 1: a frame; 0: the current frame
   // was the last, the context is now the end context (pc 0, no FDE, as libgcc's walk ends);
   // < 0: the caller could not be unwound (a bad frame), or kLostCaller: it is in code the
-  // runtime does not know (see lost_caller).
+  // runtime does not know (JIT code, a library it did not find), where libgcc_s takes over.
   int advance();
   static constexpr int kLostCaller = -1000;
 
 private:
-  bool lost_caller(); // the walk ended at a caller that is there
-  void load();        // fills ctx_ from ctx_.cursor: what the FDE says, the stack pointer
+  void load(); // fills ctx_ from ctx_.cursor: what the FDE says, the stack pointer
   _Unwind_Context ctx_;
+  capi::SelfMemory mem_; // the walk's memory: its stack ranges read directly
 };
 
 } // namespace ehelf::eh
