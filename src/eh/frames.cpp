@@ -10,9 +10,10 @@ namespace ehelf::eh {
 
 namespace {
 
-// As libunwind.cpp: walks (the CFA program's state, expression evaluation: about 10 KiB) run
-// on the thread's walk stack, a few hundred bytes of the thrower's (a throw from a signal
-// handler on a small alternate stack).
+// As in libunwind.cpp, the init and each step (the CFA program's state, expression evaluation:
+// about 10 KiB) run on the thread's walk stack, a few hundred bytes of the thrower's (a throw
+// from a signal handler on a small alternate stack).
+
 // capi::init_local without its function-entry check (an FDE search on every walk's start:
 // each throw's two phases and every _Unwind_Resume): our walks start in our own entry points,
 // right after their call to unw_getcontext, a return address by construction.
