@@ -1,0 +1,130 @@
+// A throw through JIT code: a function written into executable memory at run time, its FDE
+// registered with __register_frame (libgcc_s's: libehelf-eh does not export the registration
+// functions). The callback it calls throws; a destructor below it runs, the handler above it
+// catches. With libehelf-eh the raise and the resume are handed to libgcc_s when they meet the
+// JIT frame, which only libgcc_s knows.
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <pthread.h>
+#include <stdexcept>
+#include <sys/mman.h>
+#include <unwind.h>
+#include <vector>
+
+extern "C" void __register_frame(void*);
+extern "C" void __deregister_frame(void*);
+
+struct Noisy {
+  const char* name;
+  ~Noisy() { std::printf("  ~%s\n", name); }
+};
+
+extern "C" void callback() {
+  Noisy n{"callback's"};
+  throw std::runtime_error("thrown under JIT code");
+}
+
+extern "C" void exits() {
+  Noisy n{"exits'"};
+  pthread_exit(nullptr);
+}
+
+namespace {
+
+// push rbp; mov rbp, rsp; call *rdi; pop rbp; ret
+const uint8_t kWithFramePointer[] = {0x55, 0x48, 0x89, 0xe5, 0xff, 0xd7, 0x5d, 0xc3};
+// Its CFA program: +1: cfa = rsp+16, rbp at cfa-16; +4: cfa = rbp+16; +7: cfa = rsp+8.
+const uint8_t kWithFramePointerCfi[] = {0x41, 0x0e, 16, 0x86, 2, 0x43, 0x0d, 6, 0x43, 0x0c, 7, 8};
+// sub rsp, 8; call *rdi; add rsp, 8; ret: no frame pointer, rbp left as the caller had it.
+const uint8_t kWithout[] = {0x48, 0x83, 0xec, 0x08, 0xff, 0xd7, 0x48, 0x83, 0xc4, 0x08, 0xc3};
+// +4: cfa = rsp+16; +10: cfa = rsp+8.
+const uint8_t kWithoutCfi[] = {0x44, 0x0e, 16, 0x46, 0x0e, 8};
+
+void put32(std::vector<uint8_t>& v, uint32_t x) {
+  for (int i = 0; i < 4; ++i)
+    v.push_back(uint8_t(x >> (8 * i)));
+}
+void put64(std::vector<uint8_t>& v, uint64_t x) {
+  for (int i = 0; i < 8; ++i)
+    v.push_back(uint8_t(x >> (8 * i)));
+}
+void pad_and_set_length(std::vector<uint8_t>& v, size_t start) {
+  while ((v.size() - start) % 8)
+    v.push_back(0); // DW_CFA_nop
+  const uint32_t length = uint32_t(v.size() - start - 4);
+  std::memcpy(&v[start], &length, 4);
+}
+
+// .eh_frame for `size` bytes of code at `pc` with CFA program `cfi`: a CIE (augmentation "zR",
+// absolute pointers, cfa = rsp+8 and the return address at cfa-8) and one FDE.
+std::vector<uint8_t> eh_frame_for(uint64_t pc, size_t size, const uint8_t* cfi, size_t cfi_size) {
+  std::vector<uint8_t> v;
+  put32(v, 0);                                               // CIE length, set below
+  put32(v, 0);                                               // CIE id
+  v.insert(v.end(), {1, 'z', 'R', 0, 1, 0x78, 16, 1, 0x00}); // version .. R: DW_EH_PE_absptr
+  v.insert(v.end(), {0x0c, 7, 8, 0x90, 1});                  // cfa = rsp+8; rip at cfa-8
+  pad_and_set_length(v, 0);
+  const size_t fde = v.size();
+  put32(v, 0);                  // FDE length, set below
+  put32(v, uint32_t(v.size())); // CIE pointer: back to offset 0
+  put64(v, pc);                 // pc_begin
+  put64(v, size);               // pc_range
+  v.push_back(0);               // augmentation data length
+  v.insert(v.end(), cfi, cfi + cfi_size);
+  pad_and_set_length(v, fde);
+  put32(v, 0); // terminator
+  return v;
+}
+
+} // namespace
+
+int main() {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  auto* mem = static_cast<uint8_t*>(
+      mmap(nullptr, 4096, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  if (mem == MAP_FAILED) return 77;
+  uint8_t* without = mem + 64;
+  std::memcpy(mem, kWithFramePointer, sizeof kWithFramePointer);
+  std::memcpy(without, kWithout, sizeof kWithout);
+  std::vector<uint8_t> frames[2] = {eh_frame_for(reinterpret_cast<uint64_t>(mem),
+                                                 sizeof kWithFramePointer, kWithFramePointerCfi,
+                                                 sizeof kWithFramePointerCfi),
+                                    eh_frame_for(reinterpret_cast<uint64_t>(without),
+                                                 sizeof kWithout, kWithoutCfi, sizeof kWithoutCfi)};
+  for (auto& f : frames)
+    __register_frame(f.data());
+  std::printf("enclosing function found: %s\n",
+              _Unwind_FindEnclosingFunction(mem + 6) == mem ? "yes" : "no");
+  for (uint8_t* code : {mem, without}) {
+    auto jit = reinterpret_cast<void (*)(void (*)())>(code);
+    std::printf("JIT code %s a frame pointer\n", code == mem ? "with" : "without");
+    for (int i = 0; i < 3; ++i) {
+      try {
+        Noisy n{"main's"};
+        jit(callback);
+        std::puts("not reached");
+      } catch (const std::exception& e) {
+        std::printf("caught: %s\n", e.what());
+      }
+    }
+  }
+  // A forced unwind (pthread_exit) through the JIT frames: libgcc_s's, continued by ours from
+  // the landing pad below them, handed back to libgcc_s at them.
+  for (uint8_t* code : {mem, without}) {
+    pthread_t t;
+    pthread_create(
+        &t, nullptr,
+        [](void* c) -> void* {
+          Noisy n{"thread's"};
+          reinterpret_cast<void (*)(void (*)())>(c)(exits);
+          return nullptr;
+        },
+        code);
+    pthread_join(t, nullptr);
+    std::puts("joined");
+  }
+  for (auto& f : frames)
+    __deregister_frame(f.data());
+  return 0;
+}
