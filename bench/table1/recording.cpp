@@ -94,7 +94,7 @@ public:
     } else if (const auto* c = std::get_if<CommRecord>(&r.body)) {
       if (c->exec && c->pid == c->tid) processes_[c->pid] = Process{};
     } else if (const auto* t = std::get_if<TaskRecord>(&r.body)) {
-      if (r.type == record::kFork && t->pid != t->ppid)
+      if (r.type == record_type::kFork && t->pid != t->ppid)
         if (auto it = processes_.find(t->ppid); it != processes_.end())
           processes_[t->pid] = it->second;
     }

@@ -385,11 +385,11 @@ Status PerfData::parse_pipe_header_records(uint64_t& pos, const uint64_t end, bo
     const uint32_t type = static_cast<uint32_t>(load_u64(all.data() + pos));
     uint16_t size;
     std::memcpy(&size, all.data() + pos + 6, 2);
-    if (streaming && type < record::kHeaderAttr) return Ok{}; // the data begins
+    if (streaming && type < record_type::kHeaderAttr) return Ok{}; // the data begins
     if (size < kRecordHeaderSize || size > end - pos) return Ok{};
     std::span<const uint8_t> body = all.subspan(pos + kRecordHeaderSize, size - kRecordHeaderSize);
     uint64_t extra = 0; // bytes that follow the record outside its size
-    if (type == record::kHeaderAttr) {
+    if (type == record_type::kHeaderAttr) {
       EventAttr a;
       if (Status s = parse_attr(body, pos + kRecordHeaderSize, a); !s) return s;
       uint32_t own_size;
@@ -400,9 +400,9 @@ Status PerfData::parse_pipe_header_records(uint64_t& pos, const uint64_t end, bo
       for (size_t i = own_size; i + 8 <= body.size(); i += 8)
         a.ids.push_back(load_u64(body.data() + i));
       attrs_.push_back(std::move(a));
-    } else if (type == record::kHeaderBuildId) {
+    } else if (type == record_type::kHeaderBuildId) {
       if (Status s = parse_build_ids(all.subspan(pos, size), pos); !s) return s;
-    } else if (type == record::kHeaderFeature) {
+    } else if (type == record_type::kHeaderFeature) {
       if (body.size() >= 8) {
         const uint64_t bit = load_u64(body.data());
         ByteCursor c(body.subspan(8), pos + 16);
@@ -416,11 +416,11 @@ Status PerfData::parse_pipe_header_records(uint64_t& pos, const uint64_t end, bo
           if (Status s = parse_build_ids(body.subspan(8), pos + 16); !s) return s;
         }
       }
-    } else if (type == record::kHeaderTracingData && body.size() >= 4) {
+    } else if (type == record_type::kHeaderTracingData && body.size() >= 4) {
       uint32_t n;
       std::memcpy(&n, body.data(), 4);
       extra = n;
-    } else if (type == record::kAuxtrace && body.size() >= 8) {
+    } else if (type == record_type::kAuxtrace && body.size() >= 8) {
       extra = load_u64(body.data());
     }
     if (extra > end - pos - size) return Ok{};
@@ -530,7 +530,7 @@ bool decode_sample(ByteCursor& c, const EventAttr& a, SampleRecord& s, std::stri
 bool decode_kernel_record(std::span<const uint8_t> body, uint64_t body_offset, const EventAttr& a,
                           Record& r, std::string& why) {
   ByteCursor c(body, body_offset);
-  if (r.type == record::kSample) {
+  if (r.type == record_type::kSample) {
     SampleRecord s;
     if (!decode_sample(c, a, s, why)) return false;
     r.time = s.time;
@@ -550,10 +550,10 @@ bool decode_kernel_record(std::span<const uint8_t> body, uint64_t body_offset, c
   }
   const size_t payload = body.size() - trailer;
   switch (r.type) {
-  case record::kMmap:
-  case record::kMmap2: {
+  case record_type::kMmap:
+  case record_type::kMmap2: {
     MmapRecord m;
-    m.mmap2 = r.type == record::kMmap2;
+    m.mmap2 = r.type == record_type::kMmap2;
     m.pid = c.u32();
     m.tid = c.u32();
     m.start = c.u64();
@@ -579,7 +579,7 @@ bool decode_kernel_record(std::span<const uint8_t> body, uint64_t body_offset, c
     r.body = m;
     return true;
   }
-  case record::kComm: {
+  case record_type::kComm: {
     CommRecord cm;
     cm.pid = c.u32();
     cm.tid = c.u32();
@@ -592,8 +592,8 @@ bool decode_kernel_record(std::span<const uint8_t> body, uint64_t body_offset, c
     r.body = cm;
     return true;
   }
-  case record::kFork:
-  case record::kExit: {
+  case record_type::kFork:
+  case record_type::kExit: {
     TaskRecord t;
     t.pid = c.u32();
     t.ppid = c.u32();
@@ -608,7 +608,7 @@ bool decode_kernel_record(std::span<const uint8_t> body, uint64_t body_offset, c
     r.body = t;
     return true;
   }
-  case record::kLost: {
+  case record_type::kLost: {
     LostRecord l;
     l.id = c.u64();
     l.lost = c.u64();
@@ -619,7 +619,7 @@ bool decode_kernel_record(std::span<const uint8_t> body, uint64_t body_offset, c
     r.body = l;
     return true;
   }
-  case record::kLostSamples: {
+  case record_type::kLostSamples: {
     LostRecord l;
     l.lost = c.u64();
     if (!c.ok() || c.pos() > payload) {
@@ -664,11 +664,11 @@ Status PerfData::decode_records(const Window& w, size_t& pos, const size_t end, 
     uint64_t extra = 0;
     bool keep = true;
     bool decompressed = false;
-    if (r.type < record::kHeaderAttr) {
+    if (r.type < record_type::kHeaderAttr) {
       // The kernel's records: samples find their attribute by id, the others by the id in their
       // sample_id trailer (with sample_id_all).
       const EventAttr* a = &first;
-      if (attrs_.size() > 1 && r.type == record::kSample) {
+      if (attrs_.size() > 1 && r.type == record_type::kSample) {
         if (body.size() < 8 * size_t(id_position_ + 1))
           return fail(pos, "sample too short to hold its id");
         a = attr_for_id(load_u64(body.data() + 8 * size_t(id_position_)));
@@ -684,23 +684,23 @@ Status PerfData::decode_records(const Window& w, size_t& pos, const size_t end, 
         return fail(pos, why);
     } else {
       switch (r.type) {
-      case record::kHeaderAttr:
-      case record::kHeaderBuildId:
-      case record::kHeaderFeature:
+      case record_type::kHeaderAttr:
+      case record_type::kHeaderBuildId:
+      case record_type::kHeaderFeature:
       case 65:        // HEADER_EVENT_TYPE
         keep = false; // applied by the header parse (pipe mode)
         break;
-      case record::kHeaderTracingData:
+      case record_type::kHeaderTracingData:
         if (body.size() >= 4) {
           uint32_t n;
           std::memcpy(&n, body.data(), 4);
           extra = n;
         }
         break;
-      case record::kAuxtrace:
+      case record_type::kAuxtrace:
         if (body.size() >= 8) extra = load_u64(body.data());
         break;
-      case record::kCompressed:
+      case record_type::kCompressed:
         if (!zstd) return fail(pos, "a compressed record inside compressed data");
         if (Status st = decompress(*zstd, body, w.base + pos); !st) return st;
         keep = false;
@@ -949,14 +949,14 @@ Result<PerfData> PerfData::read_stream(int fd, std::string name) {
   for (uint64_t pos = kPipeHeaderSize;;) {
     if (Status s = d.parse_pipe_header_records(pos, bytes.size(), more); !s)
       return std::move(s).error();
-    uint32_t type = record::kHeaderAttr;
+    uint32_t type = record_type::kHeaderAttr;
     uint16_t size = kRecordHeaderSize;
     if (bytes.size() - pos >= kRecordHeaderSize) {
       std::memcpy(&type, bytes.data() + pos, 4);
       std::memcpy(&size, bytes.data() + pos + 6, 2);
     }
     // At the first kernel record, or at a malformed one (the Reader says where).
-    if (!more || type < record::kHeaderAttr || size < kRecordHeaderSize) break;
+    if (!more || type < record_type::kHeaderAttr || size < kRecordHeaderSize) break;
     if (bytes.size() > kMaxHeaderBytes)
       return d.error_at(pos, fmt::format("more than {} MiB of header records before the first "
                                          "sample: not supported",

@@ -67,7 +67,7 @@ constexpr uint64_t kIp = PERF_SAMPLE_IP, kTid = PERF_SAMPLE_TID, kTime = PERF_SA
 
 // Record types: the kernel's (PERF_RECORD_*, <linux/perf_event.h>) and perf's own from 64 on
 // (PERF_RECORD_USER_TYPE_START; perf's tools/lib/perf/include/perf/event.h, not installed).
-namespace record {
+namespace record_type {
 constexpr uint32_t kMmap = PERF_RECORD_MMAP, kLost = PERF_RECORD_LOST, kComm = PERF_RECORD_COMM,
                    kExit = PERF_RECORD_EXIT, kThrottle = PERF_RECORD_THROTTLE,
                    kUnthrottle = PERF_RECORD_UNTHROTTLE, kFork = PERF_RECORD_FORK,
@@ -75,7 +75,7 @@ constexpr uint32_t kMmap = PERF_RECORD_MMAP, kLost = PERF_RECORD_LOST, kComm = P
                    kMmap2 = PERF_RECORD_MMAP2, kLostSamples = PERF_RECORD_LOST_SAMPLES,
                    kHeaderAttr = 64, kHeaderTracingData = 66, kHeaderBuildId = 67,
                    kFinishedRound = 68, kAuxtrace = 71, kHeaderFeature = 80, kCompressed = 81;
-} // namespace record
+} // namespace record_type
 
 // perf's x86_64 register numbers (arch/x86/include/uapi/asm/perf_regs.h).
 namespace perf_reg {

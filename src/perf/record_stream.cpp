@@ -25,7 +25,7 @@ const Record* RecordStream::next() {
 }
 
 void RecordStream::take(Record&& r) {
-  if (r.type == record::kFinishedRound) {
+  if (r.type == record_type::kFinishedRound) {
     // Every ring buffer has been read past the times of the round before this one: what is no
     // later than those cannot be preceded by a record still to come.
     release(round_limit_);

@@ -208,7 +208,7 @@ bool SampleUnwinder::prepare(const Record& r, PreparedStack& out) {
   else if (const auto* c = std::get_if<CommRecord>(&r.body))
     on_comm(*c);
   else if (const auto* t = std::get_if<TaskRecord>(&r.body))
-    r.type == record::kFork ? on_fork(*t) : on_exit(*t);
+    r.type == record_type::kFork ? on_fork(*t) : on_exit(*t);
   return false;
 }
 

@@ -225,7 +225,7 @@ void describe_running(int pid, perf::SampleUnwinder& unwinder) {
     m.prot = 4; // PROT_EXEC
     m.filename = path;
     perf::Record r;
-    r.type = perf::record::kMmap2;
+    r.type = perf::record_type::kMmap2;
     r.body = m;
     unwinder.feed(r, unused);
   }
@@ -236,7 +236,7 @@ void describe_running(int pid, perf::SampleUnwinder& unwinder) {
     c.tid = static_cast<uint32_t>(tid);
     c.comm = comm;
     perf::Record r;
-    r.type = perf::record::kComm;
+    r.type = perf::record_type::kComm;
     r.body = c;
     unwinder.feed(r, unused);
   }
@@ -257,10 +257,10 @@ public:
       if (m->executable()) dirty_.push_back(m->pid);
     } else if (const auto* c = std::get_if<perf::CommRecord>(&r.body)) {
       if (c->exec) dirty_.push_back(c->pid);
-    } else if (r.type == perf::record::kFork) {
+    } else if (r.type == perf::record_type::kFork) {
       if (const auto* t = std::get_if<perf::TaskRecord>(&r.body); t && t->pid != t->ppid)
         forks_.push_back({t->ppid, t->pid}); // a new process, not a thread
-    } else if (r.type == perf::record::kExit) {
+    } else if (r.type == perf::record_type::kExit) {
       if (const auto* t = std::get_if<perf::TaskRecord>(&r.body); t && t->pid == t->tid)
         gone_.push_back(t->pid);
     }

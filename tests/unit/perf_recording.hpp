@@ -190,14 +190,14 @@ inline std::vector<uint8_t> mmap2(const TestAttr& a, const TestMmap& m, SampleId
   }
   w.u32(m.prot).u32(m.flags).str(m.filename);
   trailer(w, a, s);
-  return record(record::kMmap2, misc, w);
+  return record(record_type::kMmap2, misc, w);
 }
 
 inline std::vector<uint8_t> mmap1(const TestAttr& a, const TestMmap& m, SampleId s) {
   Writer w;
   w.u32(m.pid).u32(m.tid).u64(m.start).u64(m.len).u64(m.pgoff).str(m.filename);
   trailer(w, a, s);
-  return record(record::kMmap, kMiscUser, w);
+  return record(record_type::kMmap, kMiscUser, w);
 }
 
 inline std::vector<uint8_t> comm(const TestAttr& a, uint32_t pid, uint32_t tid,
@@ -205,7 +205,7 @@ inline std::vector<uint8_t> comm(const TestAttr& a, uint32_t pid, uint32_t tid,
   Writer w;
   w.u32(pid).u32(tid).str(name);
   trailer(w, a, s);
-  return record(record::kComm, exec ? kMiscCommExec : 0, w);
+  return record(record_type::kComm, exec ? kMiscCommExec : 0, w);
 }
 
 inline std::vector<uint8_t> task(uint32_t type, const TestAttr& a, uint32_t pid, uint32_t ppid,
@@ -220,7 +220,7 @@ inline std::vector<uint8_t> lost(const TestAttr& a, uint64_t id, uint64_t count,
   Writer w;
   w.u64(id).u64(count);
   trailer(w, a, s);
-  return record(record::kLost, 0, w);
+  return record(record_type::kLost, 0, w);
 }
 
 struct TestSample {
@@ -270,11 +270,11 @@ inline std::vector<uint8_t> sample_record(const TestAttr& a, uint16_t misc, cons
     w.u64(s.stack.size()).bytes(s.stack);
     if (!s.stack.empty()) w.u64(s.dyn_size);
   }
-  return record(record::kSample, misc, w);
+  return record(record_type::kSample, misc, w);
 }
 
 inline std::vector<uint8_t> finished_round() {
-  return record(record::kFinishedRound, 0, {});
+  return record(record_type::kFinishedRound, 0, {});
 }
 
 // Feature sections.
@@ -300,7 +300,7 @@ inline std::vector<uint8_t> build_id_entry(uint32_t pid, uint16_t cpumode, std::
   body.u32(pid).bytes(id).zeros(20 - id.size());
   body.u8(with_size ? static_cast<uint8_t>(id.size()) : 0).u8(0).u16(0);
   body.str(filename, 64);
-  return record(record::kHeaderBuildId,
+  return record(record_type::kHeaderBuildId,
                 static_cast<uint16_t>(cpumode | (with_size ? kMiscBuildIdSize : 0)), body);
 }
 
@@ -390,7 +390,7 @@ inline Built pipe_layout(const std::vector<TestAttr>& attrs,
     body.bytes(a.encode());
     for (uint64_t id : a.ids)
       body.u64(id);
-    w.bytes(record(record::kHeaderAttr, 0, body));
+    w.bytes(record(record_type::kHeaderAttr, 0, body));
   }
   for (const Feature& f : features) {
     if (f.bit == kFeatBuildId) { // perf sends build ids as their own records
@@ -400,7 +400,7 @@ inline Built pipe_layout(const std::vector<TestAttr>& attrs,
     if (f.bit == kFeatEventDesc) continue; // not sent in pipe mode
     Writer body;
     body.u64(f.bit).bytes(f.bytes);
-    w.bytes(record(record::kHeaderFeature, 0, body));
+    w.bytes(record(record_type::kHeaderFeature, 0, body));
   }
   b.data_offset = 16;
   for (const auto& r : records) {
@@ -454,7 +454,7 @@ inline std::vector<std::vector<uint8_t>> recording_records(const TestAttr& a) {
   data.prot = 3; // not executable: the unwinder leaves it out
   data.filename = "/nonexistent/ehelf-test/data";
   r.push_back(mmap2(a, data, {100, 100, 1003, 101}));
-  r.push_back(task(record::kFork, a, 100, 100, 102, 100, {100, 102, 1004, 101}));
+  r.push_back(task(record_type::kFork, a, 100, 100, 102, 100, {100, 102, 1004, 101}));
   r.push_back(comm(a, 100, 102, "worker", false, {100, 102, 1005, 101}));
   TestSample user;
   user.ip = kUserIp;
@@ -488,7 +488,7 @@ inline std::vector<std::vector<uint8_t>> recording_records(const TestAttr& a) {
   kthread.callchain = {kContextKernel, kKernelIp + 0x20};
   kthread.regs_abi = 0;
   r.push_back(sample_record(a, kMiscKernel, kthread));
-  r.push_back(task(record::kExit, a, 100, 100, 102, 100, {100, 102, 3000, 101}));
+  r.push_back(task(record_type::kExit, a, 100, 100, 102, 100, {100, 102, 3000, 101}));
   TestMmap old{.pid = 100, .tid = 100, .start = 0x500000, .len = 0x1000, .filename = "/old"};
   r.push_back(mmap1(a, old, {100, 100, 3001, 101}));
   return r;
@@ -561,7 +561,7 @@ inline Built two_event_recording(bool identifier, bool pipe) {
   s.cpu = 3;
   s.callchain.clear();
   r.push_back(sample_record(b, kMiscUser, s));
-  r.push_back(task(record::kExit, b, 200, 200, 201, 200, {200, 201, 700, 22, 1}));
+  r.push_back(task(record_type::kExit, b, 200, 200, 201, 200, {200, 201, 700, 22, 1}));
   std::vector<Feature> features{{kFeatEventDesc, event_desc(attrs)}};
   return pipe ? pipe_layout(attrs, r, features) : file_layout(attrs, r, features);
 }
@@ -591,7 +591,7 @@ compressed_records(const std::vector<std::vector<uint8_t>>& rs, std::vector<size
   for (size_t cut : cuts) {
     cut = std::min(cut, z.size());
     out.push_back(
-        record(record::kCompressed, 0, std::span<const uint8_t>(z).subspan(from, cut - from)));
+        record(record_type::kCompressed, 0, std::span<const uint8_t>(z).subspan(from, cut - from)));
     from = cut;
   }
   return out;

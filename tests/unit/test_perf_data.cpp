@@ -256,7 +256,7 @@ void expect_stream_as_whole(const Built& b) {
     // (FINISHED_ROUND records are the stream's own: it does not give them.)
     std::vector<const Record*> expected;
     for (const Record* r : sorted)
-      if (r->type != record::kFinishedRound) expected.push_back(r);
+      if (r->type != record_type::kFinishedRound) expected.push_back(r);
     ASSERT_EQ(st.records.size(), expected.size()) << seed;
     for (size_t i = 0; i < expected.size(); ++i) {
       const Record &a = *expected[i], &s = st.records[i];
@@ -1072,7 +1072,7 @@ TEST(PerfDataHostile, RecordContents) {
     // Keep the records after it in place: a finished-round record's header fills the gap when
     // there is room for one, else the data section ends there.
     if (old - size >= 8) {
-      put_u32(bad, at[index] + size, record::kFinishedRound);
+      put_u32(bad, at[index] + size, record_type::kFinishedRound);
       put_u16(bad, at[index] + size + 4, 0);
       put_u16(bad, at[index] + size + 6, uint16_t(old - size));
     }
@@ -1101,7 +1101,7 @@ TEST(PerfDataHostile, RecordContents) {
   expect_error(abi, at[10], "shorter than");
   // A compressed record whose payload is not zstd data.
   std::vector<uint8_t> compressed = b.bytes;
-  put_u32(compressed, at[8], record::kCompressed);
+  put_u32(compressed, at[8], record_type::kCompressed);
   expect_error(compressed, at[8], "zstd");
   // Unknown record types are kept (with their time when they have a trailer).
   std::vector<uint8_t> unknown = b.bytes;
@@ -1120,11 +1120,11 @@ TEST(PerfDataHostile, PipePayloads) {
   // size first): in bounds they are skipped, past the end they are an error.
   Writer tracing;
   tracing.u32(16).u32(0);
-  std::vector<uint8_t> tracing_record = record(record::kHeaderTracingData, 0, tracing);
+  std::vector<uint8_t> tracing_record = record(record_type::kHeaderTracingData, 0, tracing);
   tracing_record.resize(tracing_record.size() + 16, 0xee);
   Writer aux;
   aux.u64(24).u64(0).u64(0).u32(0).u32(0).u32(0).u32(0);
-  std::vector<uint8_t> aux_record = record(record::kAuxtrace, 0, aux);
+  std::vector<uint8_t> aux_record = record(record_type::kAuxtrace, 0, aux);
   aux_record.resize(aux_record.size() + 24, 0xdd);
   // Rebuilt rather than insert()ed: GCC 12 -O2 reports a false -Warray-bounds in insert.
   std::vector<std::vector<uint8_t>> spliced;
@@ -1168,7 +1168,7 @@ TEST(PerfDataHostile, PipePayloads) {
   expect_error(with_u32(p.bytes, 16 + 8 + 4, 63), 16 + 8 + 4, "attribute size");
   // No attributes at all.
   std::vector<uint8_t> none = p.bytes;
-  put_u32(none, 16, record::kFinishedRound);
+  put_u32(none, 16, record_type::kFinishedRound);
   expect_error(none, 0, "no event attributes");
   expect_error(std::span<const uint8_t>(p.bytes).first(16), 0, "no event attributes");
 }
@@ -1217,23 +1217,23 @@ TEST(PerfDataHostile, CompressedRecords) {
   {
     const std::vector<uint8_t> cut =
         zstd_compress(std::span<const uint8_t>(all).first(all.size() - 4));
-    Built b = file_layout(attrs, {record(record::kCompressed, 0, cut)}, {});
+    Built b = file_layout(attrs, {record(record_type::kCompressed, 0, cut)}, {});
     expect_error(b.bytes, b.bytes.size(), "compressed data ends inside a record");
     // The zstd frame itself cut: what was decompressed is kept (no crash, no read past it).
     std::vector<uint8_t> half(z.begin(), z.begin() + long(z.size() / 2));
-    b = file_layout(attrs, {record(record::kCompressed, 0, half)}, {});
+    b = file_layout(attrs, {record(record_type::kCompressed, 0, half)}, {});
     survive(b.bytes, true);
   }
   // Not zstd data; an empty compressed record (nothing to decompress).
   {
-    Built b = file_layout(attrs, {record(record::kCompressed, 0, all)}, {});
+    Built b = file_layout(attrs, {record(record_type::kCompressed, 0, all)}, {});
     expect_error(b.bytes, b.record_offsets[0], "zstd");
-    Built empty = file_layout(attrs, {record(record::kCompressed, 0, {})}, {});
+    Built empty = file_layout(attrs, {record(record_type::kCompressed, 0, {})}, {});
     EXPECT_TRUE(survive(empty.bytes, true).decoded);
   }
   // Records inside: a compressed one (no nesting), one of size 0, one running past the end.
   {
-    std::vector<std::vector<uint8_t>> inner = {plain[0], record(record::kCompressed, 0, z)};
+    std::vector<std::vector<uint8_t>> inner = {plain[0], record(record_type::kCompressed, 0, z)};
     Built b = file_layout(attrs, compressed_records(inner, {}), {});
     expect_error(b.bytes, b.record_offsets[0], "inside compressed data");
     std::vector<uint8_t> zero = plain[0];
@@ -1322,7 +1322,7 @@ TEST(PerfDataHostile, ManyMappingsAndForksStayCheap) {
       r.push_back(mmap2(a, m, {100, 100, 1, 101}));
     }
     for (int i = 0; i < forks; ++i)
-      r.push_back(task(record::kFork, a, 1000 + i, 100, 1000 + i, 100, {100, 100, 2, 101}));
+      r.push_back(task(record_type::kFork, a, 1000 + i, 100, 1000 + i, 100, {100, 100, 2, 101}));
     Built b = file_layout({a}, r, {});
     const uint64_t before = resident_bytes();
     const auto start = std::chrono::steady_clock::now();
