@@ -669,10 +669,16 @@ namespace {
 
 // ARGV started with its stdout and stderr in `out`; its pid.
 pid_t spawn(const std::vector<std::string>& args, const std::string& out) {
+  // Emptied before the fork, not in the child: a caller reading `out` right after the fork read
+  // the previous run's "pid N" lines when the child had not truncated it yet, and signalled an
+  // ehelf that had not set its handlers (3 runs in 12 under load).
+  const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return -1;
   pid_t pid = ::fork();
-  if (pid != 0) return pid;
-  int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  if (fd < 0) ::_exit(127);
+  if (pid != 0) {
+    ::close(fd);
+    return pid;
+  }
   ::dup2(fd, 1);
   ::dup2(fd, 2);
   std::vector<char*> argv;
