@@ -1,4 +1,5 @@
 #include "elf/elf_file.hpp"
+#include "elf/notes.hpp"
 
 #include <algorithm>
 #include <cstddef>
@@ -346,19 +347,21 @@ uint64_t ElfFile::load_base() const {
   return base == UINT64_MAX ? 0 : base;
 }
 
+std::optional<std::span<const uint8_t>> build_id_in_notes(std::span<const uint8_t> notes) {
+  ByteCursor c(notes);
+  while (c.remaining() >= 12) {
+    uint32_t namesz = c.u32(), descsz = c.u32(), type = c.u32();
+    auto name = c.bytes((uint64_t(namesz) + 3) & ~uint64_t(3));
+    auto desc = c.bytes((uint64_t(descsz) + 3) & ~uint64_t(3));
+    if (!c.ok()) break;
+    if (type == NT_GNU_BUILD_ID && namesz == 4 && std::memcmp(name.data(), "GNU", 4) == 0)
+      return desc.first(descsz);
+  }
+  return std::nullopt;
+}
+
 std::optional<std::span<const uint8_t>> ElfFile::build_id() const {
-  auto scan = [&](std::span<const uint8_t> notes) -> std::optional<std::span<const uint8_t>> {
-    ByteCursor c(notes);
-    while (c.remaining() >= 12) {
-      uint32_t namesz = c.u32(), descsz = c.u32(), type = c.u32();
-      auto name = c.bytes((uint64_t(namesz) + 3) & ~uint64_t(3));
-      auto desc = c.bytes((uint64_t(descsz) + 3) & ~uint64_t(3));
-      if (!c.ok()) break;
-      if (type == NT_GNU_BUILD_ID && namesz == 4 && std::memcmp(name.data(), "GNU", 4) == 0)
-        return desc.first(descsz);
-    }
-    return std::nullopt;
-  };
+  auto scan = build_id_in_notes;
   for (const auto& s : sections_)
     if (s.type == SHT_NOTE)
       if (auto d = section_data(s))

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "elf/mapped_file.hpp"
+#include "elf/notes.hpp"
 #include "support/read_text_file.hpp"
 
 namespace ehelf::perf {
@@ -153,6 +154,8 @@ void KernelSymbols::parse_text(std::string_view text) {
       if (const void* at = std::memchr(name, '\t', static_cast<size_t>(name_end - name)))
         name_end = static_cast<const char*>(at);
     if (name_end == name) continue;
+    if (name_end - name == 6 && std::memcmp(name, "_stext", 6) == 0) text_start_ = addr;
+    if (name_end - name == 6 && std::memcmp(name, "_etext", 6) == 0) text_end_ = addr;
     symbols_.push_back(
         {addr, static_cast<uint32_t>(name - text.data()), static_cast<uint32_t>(name_end - name)});
   }
@@ -169,6 +172,17 @@ bool KernelSymbols::name(uint64_t addr, std::string_view& name, uint64_t& offset
   name = text().substr(it->name_at, it->name_size);
   offset = addr - it->addr;
   return true;
+}
+
+std::string KernelSymbols::running_build_id(const std::string& notes) {
+  auto text = read_text_file(notes, size_t(1) << 20);
+  if (!text) return {};
+  auto id =
+      build_id_in_notes(std::span(reinterpret_cast<const uint8_t*>(text->data()), text->size()));
+  std::string hex;
+  for (uint8_t b : id.value_or(std::span<const uint8_t>{}))
+    hex += fmt::format("{:02x}", b);
+  return hex;
 }
 
 std::future<KernelSymbols> KernelSymbols::load_in_background(std::function<KernelSymbols()> load) {

@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace ehelf {
@@ -49,6 +50,14 @@ public:
   size_t size() const { return symbols_.size(); } // code symbols read
   // The function symbol at or below `addr`; false if none.
   bool name(uint64_t addr, std::string_view& name, uint64_t& offset) const;
+  // The kernel image's code, [_stext, _etext) (modules lie elsewhere); {0, 0} without both.
+  std::pair<uint64_t, uint64_t> text_range() const {
+    return text_start_ && text_end_ > text_start_ ? std::pair{text_start_, text_end_}
+                                                  : std::pair<uint64_t, uint64_t>{0, 0};
+  }
+  // The running kernel's build id (hex of its NT_GNU_BUILD_ID note, from `notes`: the kernel's
+  // notes section as /sys/kernel/notes shows it); empty when unreadable.
+  static std::string running_build_id(const std::string& notes = "/sys/kernel/notes");
 
 private:
   // Names stay in the file's text: one allocation for ~120k symbols instead of one each.
@@ -62,6 +71,7 @@ private:
   std::unique_ptr<MappedFile> mapped_; // the text when it was mapped, else
   std::string owned_text_;             // the text read
   std::vector<Symbol> symbols_;        // sorted by address (stable: the file's order among equals)
+  uint64_t text_start_ = 0, text_end_ = 0; // _stext, _etext
 };
 
 } // namespace ehelf::perf

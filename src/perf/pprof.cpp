@@ -126,20 +126,26 @@ Status write_pprof(std::ostream& out, const std::vector<CountedStack>& stacks,
       ids.push_back(loc->second);
       if (!new_location) continue;
       uint64_t mapping_id = 0;
-      if (f.mapping || !f.module.empty()) {
-        auto [m, added] = mappings.try_emplace({f.mapping, f.mapping ? "" : f.module},
+      const FileMapping& kernel = options.kernel;
+      const FileMapping* known = f.mapping ? f.mapping
+                                 : kernel.end > kernel.start && f.module == kernel.path &&
+                                         f.pc >= kernel.start && f.pc < kernel.end
+                                     ? &kernel
+                                     : nullptr;
+      if (known || !f.module.empty()) {
+        auto [m, added] = mappings.try_emplace({known, known ? "" : f.module},
                                                MappingInfo{mappings.size() + 1, {}});
         FileMapping& fm = m->second.mapping;
         if (added) {
           mappings_in_order.push_back(&m->second);
-          if (f.mapping) {
-            fm = *f.mapping;
+          if (known) {
+            fm = *known;
           } else {
             fm.path = f.module;
             fm.start = f.pc;
           }
         }
-        if (!f.mapping) {
+        if (!known) {
           fm.start = std::min(fm.start, f.pc);
           fm.end = std::max(fm.end, f.pc + 1);
         }

@@ -14,8 +14,9 @@
 //                   the file offset mapped at its start, the path, the build id (hex of the
 //                   NT_GNU_BUILD_ID note, as pprof and Parca match binaries by) and
 //                   has_functions (the names are already resolved: pprof must not re-symbolize);
-//                   frames in no mapped file (the kernel's) get one per module name, over the
-//                   addresses sampled in it
+//                   the kernel's frames in its image get the image's (PprofOptions::kernel);
+//                   other frames in no mapped file one per module name, over the addresses
+//                   sampled in it
 //   period_type     VALUE/UNIT, period: the sampling period (1e9 / frequency for cpu-clock)
 // Frames without a symbol are named as folded stacks name them ("[libc.so.6]", "0x1234").
 // The message is encoded with libprotobuf-lite's varint writer and gzipped by zlib (no generated
@@ -38,6 +39,10 @@ struct PprofOptions {
   int64_t period = 0;     // events between samples (0: unknown)
   int64_t time_nanos = 0; // when the recording started, since the epoch
   int64_t duration_nanos = 0;
+  // The kernel image's mapping ([kernel.kallsyms]: its code's start and limit, the file offset
+  // perf gives it, its build id), for kernel frames within it; when unknown (end 0), kernel
+  // frames get a mapping over the addresses sampled in them.
+  FileMapping kernel;
 };
 
 // Writes `stacks` to `out` (gzip-compressed profile.proto); the stream's own failures are the

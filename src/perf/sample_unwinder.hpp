@@ -151,6 +151,9 @@ public:
     kernel_symbols_loaded_ = true;
   }
 
+  // The kernel image's code, [_stext, _etext), from the kernel names read; {0, 0} if unknown.
+  std::pair<uint64_t, uint64_t> kernel_text() const { return kernel_symbols_.text_range(); }
+
   const UnwindStats& stats() const { return stats_; }
   // Steps that ran the interpreter, by why (Unwinder::slow_steps), over every process.
   SlowSteps slow_steps() const;

@@ -56,6 +56,9 @@ Status write_profile(Recording& recording, const std::vector<perf::CountedStack>
                                                                  : 0);
     po.time_nanos = o.start_nanos;
     po.duration_nanos = static_cast<int64_t>(recording.seconds * 1e9);
+    // The running kernel's image, as perf describes it (its file offset is its start).
+    if (auto [start, end] = recording.unwinder->kernel_text(); end > start)
+      po.kernel = {"[kernel.kallsyms]", start, end, start, perf::KernelSymbols::running_build_id()};
     if (Status s = perf::write_pprof(out, stacks, po); !s) return s;
     return file.commit();
   }

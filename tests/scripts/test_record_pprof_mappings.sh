@@ -64,4 +64,36 @@ assert located > 3, located
 print(f'ok   pprof: {in_files} mappings of files as in /proc/PID/maps, with readelf\'s build ids; '
       f'{located} locations in them')
 PY
+
+# The kernel's mapping: [_stext, _etext) of /proc/kallsyms, its file offset its start (as perf
+# describes the kernel's map), the build id `perf buildid-list -k` reports for the running
+# kernel; the kernel frames within it point at it. dd's copying runs mostly in the kernel.
+if [ "$(awk '$3 == "_stext" {print $1}' /proc/kallsyms)" = 0000000000000000 ]; then
+  echo "SKIP the kernel's mapping: kernel addresses are hidden here (kptr_restrict)"
+elif "$ehelf" record -q -F 999 -o kernel.pb.gz -- dd if=/dev/zero of=/dev/null bs=64k count=200000 \
+  2> kernel.err; then
+  stext=$(awk '$3 == "_stext" {print $1}' /proc/kallsyms)
+  etext=$(awk '$3 == "_etext" {print $1}' /proc/kallsyms)
+  kid=$(perf buildid-list -k 2> /dev/null || true)
+  SCRIPTS="$scripts_dir" "$py" - kernel.pb.gz "$stext" "$etext" "$kid" << 'PY' || bad "the kernel's pprof mapping"
+import os, sys
+sys.path.insert(0, os.environ['SCRIPTS'])
+import pprof_profile
+path, stext, etext, kid = sys.argv[1], int(sys.argv[2], 16), int(sys.argv[3], 16), sys.argv[4]
+p = pprof_profile.load(path)
+s = p.string_table
+kernel = [m for m in p.mapping if s[m.filename] == '[kernel.kallsyms]' and m.memory_start == stext]
+assert len(kernel) == 1, [(s[m.filename], hex(m.memory_start), hex(m.memory_limit)) for m in p.mapping]
+k = kernel[0]
+assert (k.memory_limit, k.file_offset) == (etext, stext), (hex(k.memory_limit), hex(k.file_offset))
+if kid:
+    assert s[k.build_id] == kid, (s[k.build_id], kid)
+inside = [l for l in p.location if l.mapping_id == k.id]
+assert inside and all(stext <= l.address < etext for l in inside), len(inside)
+print(f'ok   pprof: the kernel\'s mapping [{stext:#x}, {etext:#x}), build id '
+      f'{s[k.build_id] or "(perf not here to compare)"}, {len(inside)} locations in it')
+PY
+else
+  bad "record dd: $(cat kernel.err)"
+fi
 exit $fail
