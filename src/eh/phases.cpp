@@ -62,6 +62,19 @@ _Unwind_Reason_Code personality(const _Unwind_Context& ctx, _Unwind_Action actio
   return fn(1, actions, exc->exception_class, exc, const_cast<_Unwind_Context*>(&ctx));
 }
 
+// Phase 2 in one frame: its personality lands in it (install does not return) or lets the unwind
+// go on (true); any other answer is a phase 2 error (false).
+bool land_or_go_on(_Unwind_Context& ctx, _Unwind_Action actions, _Unwind_Exception* exc) {
+  switch (personality(ctx, actions, exc)) {
+  case _URC_INSTALL_CONTEXT:
+    install(ctx);
+  case _URC_CONTINUE_UNWIND:
+    return true;
+  default:
+    return false;
+  }
+}
+
 // Phase 1: the frame whose personality has a handler; its identity in `handler`.
 _Unwind_Reason_Code search(const unw_context_t& uc, _Unwind_Exception* exc, uint64_t& handler) {
   FrameWalk walk;
@@ -96,14 +109,7 @@ _Unwind_Reason_Code cleanup(const unw_context_t& uc, _Unwind_Exception* exc) {
     if (ctx.personality) {
       const auto actions =
           static_cast<_Unwind_Action>(_UA_CLEANUP_PHASE | (handler_frame ? _UA_HANDLER_FRAME : 0));
-      switch (personality(ctx, actions, exc)) {
-      case _URC_INSTALL_CONTEXT:
-        install(ctx);
-      case _URC_CONTINUE_UNWIND:
-        break;
-      default:
-        return _URC_FATAL_PHASE2_ERROR;
-      }
+      if (!land_or_go_on(ctx, actions, exc)) return _URC_FATAL_PHASE2_ERROR;
     }
     // The handler frame declined to take the exception it claimed in phase 1.
     if (handler_frame || walk.advance() < 0) return _URC_FATAL_PHASE2_ERROR;
@@ -136,17 +142,9 @@ _Unwind_Reason_Code forced(const unw_context_t& uc, _Unwind_Exception* exc) {
     if (stop(1, actions, exc->exception_class, exc, &ctx, stop_argument) != _URC_NO_REASON)
       return _URC_FATAL_PHASE2_ERROR;
     if (end) return _URC_END_OF_STACK;
-    if (ctx.personality) {
-      switch (personality(ctx, static_cast<_Unwind_Action>(_UA_FORCE_UNWIND | _UA_CLEANUP_PHASE),
-                          exc)) {
-      case _URC_INSTALL_CONTEXT:
-        install(ctx);
-      case _URC_CONTINUE_UNWIND:
-        break;
-      default:
-        return _URC_FATAL_PHASE2_ERROR;
-      }
-    }
+    if (ctx.personality &&
+        !land_or_go_on(ctx, static_cast<_Unwind_Action>(_UA_FORCE_UNWIND | _UA_CLEANUP_PHASE), exc))
+      return _URC_FATAL_PHASE2_ERROR;
     if (walk.advance() < 0) return stuck();
   }
 }
