@@ -69,7 +69,7 @@ std::string format_text(const CheckResult& result) {
 }
 
 nlohmann::json to_json(const CheckResult& result) {
-  nlohmann::json out;
+  nlohmann::json out = nlohmann::json::object();
   nlohmann::json list = nlohmann::json::array();
   for (const Inconsistency& r : result.inconsistencies)
     list.push_back({{"module", r.module},

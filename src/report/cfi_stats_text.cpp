@@ -278,7 +278,9 @@ std::string render_stats_text(const CfiStats& s, const StatsOptions& opt, const 
 
 nlohmann::json stats_to_json(const CfiStats& s, const StatsOptions& opt, const StatsReport& r) {
   using nlohmann::json;
-  json j;
+  // Objects start as json::object(), not as a null promoted by operator[] (see section_json in
+  // table_json.cpp: out of memory there is a segfault with nlohmann::json 3.11.2).
+  json j = json::object();
   j["files"] = {{"scanned", s.files_scanned},        {"with_cfi", s.files_with_cfi},
                 {"not_elf", s.files_not_elf},        {"elf32", s.files_elf32},
                 {"other_arch", s.files_other_arch},  {"failed", s.files_failed},
@@ -302,7 +304,8 @@ nlohmann::json stats_to_json(const CfiStats& s, const StatsOptions& opt, const S
   j["restores_to_unspecified"] = s.restores_to_unspecified;
 
   static const std::array<std::string, 2> keys = {"only_supported", "all_columns"};
-  json t3, t4, classes, files_with;
+  json t3 = json::object(), t4 = json::object(), classes = json::object(),
+       files_with = json::object();
   for (unsigned row : {kOnlySupported, kAllColumns}) {
     const RuleCounts& rc = s.rules[row];
     t3[keys[row]] = {{"unsupported_register_rules", rc.rules_unsupported()},
@@ -314,7 +317,7 @@ nlohmann::json stats_to_json(const CfiStats& s, const StatsOptions& opt, const S
                      {"percent_expressions_supported",
                       percent_value(rc.expressions_seen() - rc.expressions_unsupported(),
                                     rc.expressions_seen())}};
-    json k4, kc;
+    json k4 = json::object(), kc = json::object();
     for (unsigned c = 0; c < kRegisterRuleClasses; ++c)
       k4[std::string(rule_class_name(static_cast<RuleClass>(c)))] = rc.seen[c];
     k4["total"] = rc.register_rules_total();

@@ -16,13 +16,17 @@ std::string reg_name(unsigned r) {
 
 nlohmann::json section_json(const CfiSection& s, const PointerBases& bases, UnwindTable& exprs,
                             Status& status) {
-  nlohmann::json sec;
+  // Every object starts as one (json::object()), never as a null that operator[] turns into an
+  // object: nlohmann::json 3.11.2 sets the type before allocating the map, so when memory runs
+  // out there, the value is left an object without a map and its destructor dereferences null
+  // (a segfault instead of bad_alloc's "out of memory"); later releases check for it.
+  nlohmann::json sec = nlohmann::json::object();
   sec["name"] = s.name;
   sec["address"] = s.address;
   nlohmann::json entries = nlohmann::json::array();
   CfaInterpreter interp(exprs);
   for (const CfiEntry& e : s.entries) {
-    nlohmann::json j;
+    nlohmann::json j = nlohmann::json::object();
     j["offset"] = e.offset;
     if (e.kind == CfiEntry::Kind::Terminator) {
       j["type"] = "terminator";
@@ -45,7 +49,7 @@ nlohmann::json section_json(const CfiSection& s, const PointerBases& bases, Unwi
       if (f.has_lsda) j["lsda"] = f.lsda;
       nlohmann::json rows = nlohmann::json::array();
       auto st = interp.run(s, s.cies[f.cie], f, bases, [&](const InterpretedRow& r) {
-        nlohmann::json row;
+        nlohmann::json row = nlohmann::json::object();
         row["loc"] = r.begin;
         row["end"] = r.end;
         row["cfa"] = r.state->cfa.kind == CfaRule::Kind::Expression
@@ -113,7 +117,7 @@ std::string register_rule_text(const RegisterRule& rule) {
 }
 
 Result<nlohmann::json> cfi_to_json(const ModuleCfi& module) {
-  nlohmann::json out;
+  nlohmann::json out = nlohmann::json::object();
   out["file"] = module.elf->name();
   nlohmann::json sections = nlohmann::json::array();
   UnwindTable exprs; // expression pool for rendering
@@ -124,7 +128,7 @@ Result<nlohmann::json> cfi_to_json(const ModuleCfi& module) {
     sections.push_back(section_json(*module.debug_frame, module.debug_frame_bases, exprs, status));
   out["sections"] = std::move(sections);
   if (module.eh_frame_hdr) {
-    nlohmann::json hdr;
+    nlohmann::json hdr = nlohmann::json::object();
     hdr["version"] = module.eh_frame_hdr->version;
     hdr["eh_frame_ptr"] = module.eh_frame_hdr->eh_frame_ptr;
     hdr["fde_count"] = module.eh_frame_hdr->fde_count;

@@ -92,6 +92,13 @@ samples = int(re.search(r'user stacks walked in the kernel: (\d+) samples', text
 sys.exit(0 if m and samples > 100 and float(m.group(3)) <= 165 else 1)
 EOF
 
+# Every sample the program counted reaches the profile: the last counts, drained after the
+# command ended, are not lost (nothing is dropped for full maps in a run this small).
+walked=$(grep -oE 'user stacks walked in the kernel: [0-9]+ samples' plain.err | grep -oE '[0-9]+')
+[ -n "$walked" ] && [ "$walked" -gt 100 ] && [ "$(total plain.folded)" -eq "$walked" ] &&
+  ok "every sample counted in the kernel is in the profile ($walked)" ||
+  bad "samples counted in the kernel: ${walked:-none}, in the profile: $(total plain.folded)"
+
 # ---- threads, fork + exec, a signal handler ----
 for mode in threads fork signal; do
   "$ehelf" record --unwind kernel --kernel-copy-every 3 -o "$mode.folded" -- "$target" "$mode" 300 \
@@ -132,18 +139,32 @@ for out in k.svg k.pb.gz k.txt; do
   fmt=""
   [ "$out" = k.txt ] && fmt="-f script"
   # shellcheck disable=SC2086
-  "$ehelf" record -q --unwind kernel $fmt -o "$out" -- "$target" split 100 > /dev/null 2> out.err ||
+  "$ehelf" record -q --unwind kernel $fmt -o "$out" -- "$target" split 200 > /dev/null 2> out.err ||
     bad "record -o $out: $(cat out.err)"
   [ -s "$out" ] || bad "$out is empty"
 done
 grep -q '<svg' k.svg && ok "svg output" || bad "svg: $(head -c 300 k.svg)"
-/usr/bin/python3 - k.pb.gz "$scripts_dir" > pprof.txt 2>&1 << 'EOF' && ok "pprof output names path_a" || bad "pprof: $(tail -5 pprof.txt)"
+# A pprof Sample is a distinct stack with its count (value[0]), not one sample: the split has two
+# stacks in user space (a few more with kernel frames), so the samples are the values' sum, and
+# the split's 70/30 is there too. (split 200: ~180 ms of CPU at 999 Hz here, some 180 samples.)
+/usr/bin/python3 - k.pb.gz "$scripts_dir" > pprof.txt 2>&1 << 'EOF' && ok "pprof output: $(cat pprof.txt)" || bad "pprof: $(tail -5 pprof.txt)"
 import sys
 sys.path.insert(0, sys.argv[2])
 import pprof_profile
 p = pprof_profile.load(sys.argv[1])
-names = {p.string_table[f.name] for f in p.function}
-sys.exit(0 if 'path_a' in names and len(p.sample) > 10 else 1)
+s = p.string_table
+assert [(s[v.type], s[v.unit]) for v in p.sample_type][0] == ('samples', 'count')
+functions = {f.id: s[f.name] for f in p.function}
+locations = {l.id: l for l in p.location}
+total = a = b = 0
+for smp in p.sample:
+    names = [functions[locations[i].line[0].function_id] for i in smp.location_id]
+    total += smp.value[0]
+    user = [n for n in names if n in ('spin', 'path_a', 'path_b', 'main')]
+    if user[:3] == ['spin', 'path_a', 'main']: a += smp.value[0]
+    if user[:3] == ['spin', 'path_b', 'main']: b += smp.value[0]
+print(f"path_a {a}, path_b {b} of {total} samples in {len(p.sample)} stacks")
+sys.exit(0 if total >= 30 and a + b >= 0.8 * total and a > b > 0 else 1)
 EOF
 grep -q 'path_a' k.txt && ok "script output names path_a" || bad "script: $(head -20 k.txt)"
 
