@@ -30,6 +30,9 @@ def ehelf_numbers(stderr):
     m = re.search(r'(\d+) from the perf rings, (\d+) from the maps \(([\d.]+) per sample\)', stderr)
     if m:
         out['bytes_per_sample'] = float(m.group(3))
+    m = re.search(r'walked in user space: .* \(([\d.]+) per sample\)', stderr)
+    if m:
+        out['bytes_per_sample'] = float(m.group(1))
     m = re.search(r'BPF program: (\d+) runs, (\d+) ns each \(([\d.]+) ns per frame\)', stderr)
     if m:
         out['bpf_ns_per_sample'] = int(m.group(2))

@@ -170,7 +170,9 @@ int run_record(const Options& o) {
     si.top = o.top;
     si.frames_outside_modules = rec->unwinder->frames_outside_modules();
     fmt::print(stderr, "{}", record::summary_text(si));
-    if (rec->in_kernel) fmt::print(stderr, "{}", record::kernel_walk_summary(*rec));
+    fmt::print(stderr, "{}",
+               rec->in_kernel ? record::kernel_walk_summary(*rec)
+                              : record::user_walk_summary(*rec));
   }
   return rec->exit_status;
 }

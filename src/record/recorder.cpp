@@ -631,6 +631,13 @@ Result<Recording> record(const RecordOptions& o, const std::atomic<int>* stop_re
   return rec;
 }
 
+std::string user_walk_summary(const Recording& rec) {
+  const uint64_t samples = rec.profile.samples();
+  return fmt::format("user stacks walked in user space: bytes out of the kernel: {} from the perf "
+                     "rings ({:.1f} per sample)\n",
+                     rec.ring_bytes, samples ? double(rec.ring_bytes) / double(samples) : 0.0);
+}
+
 std::string kernel_walk_summary(const Recording& rec) {
   const bpf::KernelWalkStats& k = rec.kernel_walk;
   std::string out = fmt::format(

@@ -90,5 +90,8 @@ Result<Recording> record(const RecordOptions& options, const std::atomic<int>* s
 // The summary's lines on the in-kernel walk: its walks by why they ended, the rows it had, what
 // left the kernel, and copy mode's comparison.
 std::string kernel_walk_summary(const Recording& rec);
+// The summary's line for a user-mode recording: the bytes the kernel handed over (each sample's
+// registers and stack copy, the side band), in all and per sample.
+std::string user_walk_summary(const Recording& rec);
 
 } // namespace ehelf::record

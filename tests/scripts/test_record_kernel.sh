@@ -79,6 +79,11 @@ python3 -c "import sys; r1=$a/max(1,$a+$b); r2=$ua/max(1,$ua+$ub); sys.exit(0 if
   ok "the kernel's split agrees with the user-space walk's ($ua/$ub)" ||
   bad "splits differ: kernel $a/$b, user $ua/$ub"
 grep -q 'user stacks walked in the kernel' user.err && bad "--unwind user walked in the kernel"
+# User mode says what left the kernel too: each sample's registers and stack copy (~16 KiB).
+per_user=$(grep -oE 'walked in user space: .*\(([0-9.]+) per sample\)' user.err | grep -oE '[0-9.]+ per' | cut -d' ' -f1)
+python3 -c "import sys; sys.exit(0 if ${per_user:-0} > 8000 else 1)" &&
+  ok "user mode: ${per_user} bytes out of the kernel per sample" ||
+  bad "user mode's bytes per sample: '${per_user}': $(grep 'user space' user.err)"
 
 # ---- no stack bytes out of the kernel without copy mode ----
 "$ehelf" record --unwind kernel -o plain.folded -- "$target" split 200 > /dev/null 2> plain.err ||
