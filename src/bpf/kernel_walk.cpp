@@ -125,10 +125,16 @@ struct FileTable {
   uint32_t id = 0; // in the tables map
   RangePool::Range rows{};
   uint32_t kind = EHELF_MAPPING_TABLE;
-  std::vector<Segment> segments; // for the bias of each mapping of it
-  std::string path;              // for the stats
-  uint32_t users = 0;            // processes mapping it
+  std::vector<Segment> segments;                      // for the bias of each mapping of it
+  std::string path;                                   // for the stats
+  uint32_t users = 0;                                 // processes mapping it
+  std::chrono::steady_clock::time_point idle_since{}; // when `users` last fell to 0
 };
+
+// How long a table no process maps is kept: the next process of a loop that runs the same
+// program (a build's compilers, a shell script's commands) maps it again within this, and its
+// samples walk at once instead of waiting for the table to load again.
+constexpr std::chrono::seconds kKeepIdle{2};
 
 struct ProcessEntry {
   RangePool::Range mappings{};
@@ -245,6 +251,7 @@ struct KernelWalk::State {
       key.mtime_ns = uint64_t(st.st_mtim.tv_sec) * 1000000000ull + uint64_t(st.st_mtim.tv_nsec);
     }
     if (auto it = files.find(key); it != files.end()) return &it->second;
+    if (files.size() >= EHELF_MAX_TABLES - 1) free_idle(true); // room before kKeepIdle
     if (files.size() >= EHELF_MAX_TABLES - 1) return nullptr;
 
     LoadPolicy policy;
@@ -295,7 +302,25 @@ struct KernelWalk::State {
     retired.push_back({std::chrono::steady_clock::now(), pool, range, table_id});
   }
 
+  // Tables no process has mapped for kKeepIdle (all of them when `all`) are freed.
+  void free_idle(bool all) {
+    const auto now = std::chrono::steady_clock::now();
+    for (auto it = files.begin(); it != files.end();) {
+      FileTable& f = it->second;
+      if (f.users > 0 || (!all && now - f.idle_since < kKeepIdle)) {
+        ++it;
+        continue;
+      }
+      if (f.kind == EHELF_MAPPING_TABLE) {
+        __atomic_store_n(&tables.values[f.id].row_count, 0u, __ATOMIC_RELEASE);
+        retire(&row_pool, f.rows, f.id);
+      }
+      it = files.erase(it);
+    }
+  }
+
   void free_retired() {
+    free_idle(false);
     const auto now = std::chrono::steady_clock::now();
     std::erase_if(retired, [&](const Retired& r) {
       if (now - r.at < std::chrono::milliseconds(250)) return false;
@@ -309,12 +334,7 @@ struct KernelWalk::State {
     for (const FileKey& key : keys) {
       auto it = files.find(key);
       if (it == files.end() || --it->second.users > 0) continue;
-      FileTable& f = it->second;
-      if (f.kind == EHELF_MAPPING_TABLE) {
-        __atomic_store_n(&tables.values[f.id].row_count, 0u, __ATOMIC_RELEASE);
-        retire(&row_pool, f.rows, f.id);
-      }
-      files.erase(it);
+      it->second.idle_since = std::chrono::steady_clock::now(); // freed by free_idle, if unused
     }
   }
 
