@@ -43,6 +43,8 @@ const void* our_fde(uint64_t pc, uint64_t& func) {
 // The FDE of `pc` with its bases (tbase and dbase 0 on x86_64, as libgcc's). Frames we do not
 // know (registered with libgcc's __register_frame: JIT code) are asked of libgcc.
 EH_API const void* _Unwind_Find_FDE(void* pc, DwarfEhBases* bases) {
+  DwarfEhBases unused{};
+  if (!bases) bases = &unused; // libgcc's would write through a null; a caller's slip, not a crash
   uint64_t func = 0;
   if (const void* fde = our_fde(reinterpret_cast<uint64_t>(pc), func)) {
     bases->tbase = nullptr;
