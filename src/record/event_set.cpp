@@ -97,9 +97,10 @@ perf_event_attr make_attr(const SamplingOptions& o, const Target& t, bool kernel
   if (o.stack_size == 0) {
     // The user stack is walked in the kernel: the ring holds the side band alone (mmaps, execs,
     // forks, exits: a few records), and each wakes the reader, which reloads the process's
-    // mappings before its samples land in code it does not know yet.
-    a.watermark = 0;
-    a.wakeup_events = 1;
+    // mappings before its samples land in code it does not know yet. A watermark of one byte:
+    // wakeup_events would count samples only, and the BPF program keeps them out of the ring.
+    a.watermark = 1;
+    a.wakeup_watermark = 1;
   }
   return a;
 }
