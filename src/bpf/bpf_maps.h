@@ -24,12 +24,12 @@
 #define EHELF_KERNEL_FRAMES 127 /* the kernel's perf_event_max_stack default */
 #define EHELF_NOT_EXPRESSIBLE_KINDS 16
 
-/* A file's rows: [first_row, first_row + row_count) of the pool; pcs relative to `base`. */
+/* A file's rows: [first_row, first_row + row_count) of the pool, its page index from first_index
+ * (bpf_walk.h); pcs relative to `base`. A row_count of 0: no table (written last when loading,
+ * first when freeing). */
 struct ehelf_table {
-  __u64 first_row;
+  struct ehelf_bpf_table_view rows;
   __u64 base;
-  __u32 row_count;
-  __u32 reserved;
 };
 
 enum ehelf_mapping_kind {
@@ -68,6 +68,17 @@ struct ehelf_copy {
   struct ehelf_stack stack;
 };
 
+/* The bytes of the sampled stack last read, from `base`: one bpf_probe_read_user costs about as
+ * much for a kilobyte as for 8 bytes (~80 ns here), and the next frames' words are mostly just
+ * above the last ones read. A power of two (the verifier's bound on an offset into it). */
+#define EHELF_WINDOW_BYTES 1024
+struct ehelf_stack_window {
+  __u64 base;
+  __u32 length; /* 0: empty */
+  __u32 reserved;
+  __u8 bytes[EHELF_WINDOW_BYTES];
+};
+
 /* One walk in progress, per CPU (too large for the BPF stack). */
 struct ehelf_walk {
   struct ehelf_bpf_regs regs;
@@ -75,10 +86,12 @@ struct ehelf_walk {
   __u32 tgid;
   __u32 first_mapping;
   __u32 mapping_count;
+  __u32 last_mapping; /* where find_mapping looks first */
   __u32 depth;
   __u32 stop;
   __u32 signal; /* the last step went through a signal frame */
   struct ehelf_copy copy;
+  struct ehelf_stack_window window;
 };
 
 struct ehelf_count_key {

@@ -143,6 +143,32 @@ ehelf_bpf_row encode_bpf_row(const UnwindTable& table, RowView row, const Functi
   return from_rule(rule, rule.kind == UnwindRule::CfaRsp ? EHELF_ROW_CFA_RSP : EHELF_ROW_CFA_RBP);
 }
 
+namespace {
+
+// The page index of `t`'s rows (BpfTable::page_index).
+void add_page_index(BpfTable& t) {
+  const uint64_t span = uint64_t(t.rows.back().pc) + 1; // the last row starts below this
+  uint32_t shift = 4;
+  while (shift < 31 && (span >> shift) + 1 > t.rows.size())
+    ++shift;
+  t.page_shift = shift;
+  t.page_count = uint32_t(((span - 1) >> shift) + 1);
+  std::vector<uint32_t> entries(size_t(t.page_count) + 1);
+  size_t below = 0; // rows starting below the page
+  for (uint32_t page = 0; page <= t.page_count; ++page) {
+    const uint64_t start = uint64_t(page) << shift;
+    while (below < t.rows.size() && t.rows[below].pc < start)
+      ++below;
+    entries[page] = uint32_t(below);
+  }
+  t.page_index.assign((entries.size() + EHELF_PAGE_ENTRIES - 1) / EHELF_PAGE_ENTRIES,
+                      ehelf_bpf_row{});
+  static_assert(sizeof(ehelf_bpf_page_entries) == sizeof(ehelf_bpf_row));
+  std::memcpy(t.page_index.data(), entries.data(), entries.size() * sizeof(uint32_t));
+}
+
+} // namespace
+
 Result<BpfTable> encode_bpf_rows(const UnwindTable& table) {
   BpfTable out;
   const std::span<const TableRange> ranges = table.ranges();
@@ -177,6 +203,7 @@ Result<BpfTable> encode_bpf_rows(const UnwindTable& table) {
     end = range.end;
   }
   push(end, none);
+  add_page_index(out);
   for (const ehelf_bpf_row& r : out.rows) {
     ++out.rows_by_kind[r.kind];
     if (r.kind == EHELF_ROW_STOP && uint32_t(r.cfa_offset) < kNotExpressibleCount)

@@ -34,9 +34,14 @@ std::string_view bpf_row_kind_name(unsigned kind); // "none", "cfa_rsp", ...
 struct BpfTable {
   uint64_t base = 0;               // the lowest address of the table: rows' pc are relative to it
   std::vector<ehelf_bpf_row> rows; // sorted by pc; the last is a NONE row at the table's end
+  // The page index (bpf_walk.h), EHELF_PAGE_ENTRIES entries a row: page_count + 1 entries over
+  // pages of 2^page_shift bytes, the smallest pages (at least 16 bytes) for which the index
+  // holds no more entries than there are rows (at most a quarter more memory).
+  std::vector<ehelf_bpf_row> page_index;
+  uint32_t page_count = 0, page_shift = 0;
   std::array<uint64_t, kBpfRowKindCount> rows_by_kind{};       // over `rows`
   std::array<uint64_t, kNotExpressibleCount> stop_by_reason{}; // STOP rows, by cfa_offset
-  size_t bytes() const { return rows.size() * sizeof(ehelf_bpf_row); }
+  size_t bytes() const { return (page_index.size() + rows.size()) * sizeof(ehelf_bpf_row); }
 };
 
 // The rows of `table` (its ranges sorted and disjoint, as UnwindTable::finish leaves them). An

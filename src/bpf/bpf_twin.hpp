@@ -17,6 +17,10 @@ namespace ehelf {
 // `regs` hold the caller's rip, rsp and rbp (rbp cleared when unknown; other registers untouched)
 // and `signal_frame` says whether the caller's pc is exact; otherwise `regs` are unchanged
 // (EHELF_STOP_NO_ENTRY also for a pc outside the table).
+// The index in table.rows of the row covering `pc`, or -1: the kernel's search through the page
+// index (bpf_walk.h's ehelf_bpf_find_row).
+int64_t bpf_twin_find_row(const BpfTable& table, uint64_t pc);
+
 int bpf_twin_step(const BpfTable& table, uint64_t pc, RegisterState& regs, MemoryReader& mem,
                   bool& signal_frame);
 

@@ -64,6 +64,24 @@ struct ehelf_bpf_row {
   __s32 rbp_offset; /* see the kinds; PLT: the threshold on rip & 15 */
 };
 
+/* A table's page index: entry p is the number of rows that start below p << page_shift (entry
+ * page_count: all of them), so that the row covering an address of page p is among rows
+ * [entry p - 1, entry p + 1). Four entries fill a row's 16 bytes: the index is stored in rows
+ * just before the table's own, in the same pool. */
+#define EHELF_PAGE_ENTRIES 4
+struct ehelf_bpf_page_entries {
+  __u32 rows_before[EHELF_PAGE_ENTRIES];
+};
+
+/* Where a table's rows and page index are (in the pool, or in the twin's vectors). */
+struct ehelf_bpf_table_view {
+  __u64 first_row;
+  __u64 first_index;
+  __u32 row_count;
+  __u32 page_count; /* pages covered; the index holds page_count + 1 entries */
+  __u32 page_shift;
+};
+
 /* Why a walk in the kernel ended (counted per reason; OK while it goes on). */
 enum ehelf_walk_stop {
   EHELF_STOP_OK = 0,
@@ -148,11 +166,11 @@ EHELF_INLINE int ehelf_bpf_step(const struct ehelf_bpf_row *row, struct ehelf_bp
   return EHELF_STOP_OK;
 }
 
-/* The global index of the row covering `rel` (relative to the table's base) among `count` rows
- * from `first`, or -1 (before the first row, or a row that could not be read). A binary search of
- * at most 32 rounds: a bounded loop the verifier accepts for any table size. */
-EHELF_INLINE __s64 ehelf_bpf_find_row(void *ctx, __u64 first, __u32 count, __u32 rel) {
-  __u32 lo = 0, hi = count; /* rows before lo start at or below rel; rows from hi above it */
+/* The global index of the row covering `rel` (relative to the table's base) among the rows from
+ * `first`, knowing that rows before `lo` start at or below rel and rows from `hi` above it; or -1
+ * (before the first row, or a row that could not be read). A binary search of at most 32 rounds:
+ * a bounded loop the verifier accepts for any table size. */
+EHELF_INLINE __s64 ehelf_bpf_search_rows(void *ctx, __u64 first, __u32 lo, __u32 hi, __u32 rel) {
   for (int round = 0; round < 32 && lo < hi; round++) {
     __u32 mid = lo + (hi - lo) / 2;
     const struct ehelf_bpf_row *row = EHELF_ROW_AT(ctx, first + mid);
@@ -163,6 +181,34 @@ EHELF_INLINE __s64 ehelf_bpf_find_row(void *ctx, __u64 first, __u32 count, __u32
       hi = mid;
   }
   return lo == 0 ? -1 : (__s64)(first + lo - 1);
+}
+
+/* Entry `page` of a page index (EHELF_PAGE_ENTRIES to a row, from `first_index`) into *out; 0
+ * when read. */
+EHELF_INLINE int ehelf_bpf_page_entry(void *ctx, __u64 first_index, __u32 page, __u32 *out) {
+  const struct ehelf_bpf_row *row = EHELF_ROW_AT(ctx, first_index + page / EHELF_PAGE_ENTRIES);
+  if (!row) return -1;
+  const struct ehelf_bpf_page_entries *entries = (const struct ehelf_bpf_page_entries *)row;
+  *out = entries->rows_before[page % EHELF_PAGE_ENTRIES];
+  return 0;
+}
+
+/* The global index of the row of `t` covering `rel`, or -1: the page index bounds the search to
+ * the rows that start in rel's page (and the one before them), a few where a binary search over
+ * the whole table would read a cache line per round. Bounds that do not make sense (a table
+ * being replaced under the walk) fall back to the whole table. */
+EHELF_INLINE __s64 ehelf_bpf_find_row(void *ctx, const struct ehelf_bpf_table_view *t, __u32 rel) {
+  __u32 lo = t->row_count, hi = t->row_count;
+  const __u32 page = rel >> (t->page_shift & 31);
+  if (page < t->page_count) {
+    if (ehelf_bpf_page_entry(ctx, t->first_index, page, &lo) ||
+        ehelf_bpf_page_entry(ctx, t->first_index, page + 1, &hi) || lo > hi ||
+        hi > t->row_count) {
+      lo = 0;
+      hi = t->row_count;
+    }
+  }
+  return ehelf_bpf_search_rows(ctx, t->first_row, lo, hi, rel);
 }
 
 #endif /* the step */

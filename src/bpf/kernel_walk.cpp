@@ -279,9 +279,11 @@ struct KernelWalk::State {
       // Code without tables (or tables the rows cannot hold): rbp is followed.
       f.kind = EHELF_MAPPING_FRAME_POINTER;
     } else {
-      auto rows = allocate_rows(encoded->rows.size());
+      // The page index, then the rows, in one range of the pool.
+      auto rows = allocate_rows(encoded->page_index.size() + encoded->rows.size());
       if (!rows) return nullptr;
-      write_rows(rows->first, encoded->rows);
+      write_rows(rows->first, encoded->page_index);
+      write_rows(rows->first + encoded->page_index.size(), encoded->rows);
       f.rows = *rows;
       if (!free_table_ids.empty()) {
         f.id = free_table_ids.back();
@@ -290,10 +292,12 @@ struct KernelWalk::State {
         f.id = next_table_id++;
       }
       ehelf_table& t = tables.values[f.id];
-      t.first_row = rows->first;
+      t.rows.first_index = rows->first;
+      t.rows.first_row = rows->first + encoded->page_index.size();
+      t.rows.page_count = encoded->page_count;
+      t.rows.page_shift = encoded->page_shift;
       t.base = encoded->base;
-      t.reserved = 0;
-      __atomic_store_n(&t.row_count, uint32_t(encoded->rows.size()), __ATOMIC_RELEASE);
+      __atomic_store_n(&t.rows.row_count, uint32_t(encoded->rows.size()), __ATOMIC_RELEASE);
     }
     return &files.emplace(key, std::move(f)).first->second;
   }
@@ -312,7 +316,7 @@ struct KernelWalk::State {
         continue;
       }
       if (f.kind == EHELF_MAPPING_TABLE) {
-        __atomic_store_n(&tables.values[f.id].row_count, 0u, __ATOMIC_RELEASE);
+        __atomic_store_n(&tables.values[f.id].rows.row_count, 0u, __ATOMIC_RELEASE);
         retire(&row_pool, f.rows, f.id);
       }
       it = files.erase(it);
@@ -340,6 +344,8 @@ struct KernelWalk::State {
 
   void refresh(uint32_t pid) {
     pending.erase(pid);
+    // Answered: the process's next walk that needs more asks at once, not 20 ms after this ask.
+    bpf_map_delete_elem(bpf_map__fd(skel->maps.asked), &pid);
     auto maps = read_proc_maps(int(pid), /*executable_only=*/true);
     if (!maps) { // gone
       forget(pid);

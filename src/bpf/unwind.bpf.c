@@ -23,10 +23,11 @@
 
 #include "bpf_maps.h"
 
-#define EHELF_READ_U64(ctx, addr, out) bpf_probe_read_user((out), 8, (const void *)(addr))
+#define EHELF_READ_U64(ctx, addr, out) read_user((struct ehelf_walk *)(ctx), (addr), (out))
 #define EHELF_ROW_AT(ctx, index) row_at(index)
 
 static const struct ehelf_bpf_row *row_at(__u64 index);
+static int read_user(struct ehelf_walk *w, __u64 addr, __u64 *out);
 
 #include "bpf_walk.h" /* again: now the step */
 
@@ -161,13 +162,44 @@ static void request(__u32 tgid, __u64 pc, __u32 reason) {
   if (bpf_ringbuf_output(&requests, &r, sizeof(r), 0)) count_stat(EHELF_STAT_REQUESTS_LOST);
 }
 
-/* The mapping of the walk's process holding `pc`, or 0. A binary search of at most 32 rounds. */
-static const struct ehelf_mapping *find_mapping(const struct ehelf_walk *w, __u64 pc) {
+/* The 8 bytes of the sampled thread's memory at `addr` (0: read), through the walk's window: a
+ * word outside it fills it from the word's address to at most the end of that word's page (so
+ * that the read touches no page the word's own read would not), and a word not 8-aligned, or one
+ * whose window cannot be read, is read alone. */
+static int read_user(struct ehelf_walk *w, __u64 addr, __u64 *out) {
+  struct ehelf_stack_window *win = &w->window;
+  if (addr & 7) return bpf_probe_read_user(out, 8, (const void *)addr);
+  __u64 offset = addr - win->base;
+  if (addr < win->base || offset + 8 > win->length) {
+    __u64 length = 4096 - (addr & 4095);
+    if (length > EHELF_WINDOW_BYTES) length = EHELF_WINDOW_BYTES;
+    /* The verifier's view of the length: at least 8, at most the window. */
+    length &= EHELF_WINDOW_BYTES * 2 - 8;
+    if (length < 8 || length > EHELF_WINDOW_BYTES ||
+        bpf_probe_read_user(win->bytes, (__u32)length, (const void *)addr)) {
+      win->length = 0;
+      return bpf_probe_read_user(out, 8, (const void *)addr);
+    }
+    win->base = addr;
+    win->length = (__u32)length;
+    offset = 0;
+  }
+  /* In bounds for the verifier: an 8-aligned offset below the window's end. */
+  *out = *(const __u64 *)&win->bytes[offset & (EHELF_WINDOW_BYTES - 8)];
+  return 0;
+}
+
+/* The mapping of the walk's process holding `pc`, or 0: the last one found when it holds it
+ * (callers are mostly in the callee's file), else a binary search of at most 32 rounds. */
+static const struct ehelf_mapping *find_mapping(struct ehelf_walk *w, __u64 pc) {
+  __u32 index = w->last_mapping;
+  const struct ehelf_mapping *m = bpf_map_lookup_elem(&mappings, &index);
+  if (m && index - w->first_mapping < w->mapping_count && m->start <= pc && pc < m->end) return m;
   __u32 lo = 0, hi = w->mapping_count;
   for (int round = 0; round < 32 && lo < hi; round++) {
     __u32 mid = lo + (hi - lo) / 2;
-    __u32 index = w->first_mapping + mid;
-    const struct ehelf_mapping *m = bpf_map_lookup_elem(&mappings, &index);
+    index = w->first_mapping + mid;
+    m = bpf_map_lookup_elem(&mappings, &index);
     if (!m) return 0;
     if (m->start <= pc)
       lo = mid + 1;
@@ -175,9 +207,10 @@ static const struct ehelf_mapping *find_mapping(const struct ehelf_walk *w, __u6
       hi = mid;
   }
   if (lo == 0) return 0;
-  __u32 index = w->first_mapping + lo - 1;
-  const struct ehelf_mapping *m = bpf_map_lookup_elem(&mappings, &index);
+  index = w->first_mapping + lo - 1;
+  m = bpf_map_lookup_elem(&mappings, &index);
   if (!m || pc >= m->end) return 0;
+  w->last_mapping = index;
   return m;
 }
 
@@ -191,9 +224,9 @@ static const struct ehelf_bpf_row frame_pointer_row = {
 };
 
 /* Follows rbp as GeneralStep does outside tables: only when it gives a return address. */
-static int frame_pointer_step(struct ehelf_bpf_regs *r) {
+static int frame_pointer_step(struct ehelf_walk *w, struct ehelf_bpf_regs *r) {
   struct ehelf_bpf_regs caller = *r;
-  if (ehelf_bpf_step(&frame_pointer_row, &caller, 0) != EHELF_STOP_OK || caller.rip == 0)
+  if (ehelf_bpf_step(&frame_pointer_row, &caller, w) != EHELF_STOP_OK || caller.rip == 0)
     return -1;
   *r = caller;
   return 0;
@@ -203,10 +236,10 @@ static int frame_pointer_step(struct ehelf_bpf_regs *r) {
 static int table_step(struct ehelf_walk *w, const struct ehelf_mapping *m, __u64 lookup) {
   __u32 id = m->table;
   const struct ehelf_table *t = bpf_map_lookup_elem(&tables, &id);
-  if (!t || t->row_count == 0) return EHELF_STOP_NO_TABLE_YET;
+  if (!t || t->rows.row_count == 0) return EHELF_STOP_NO_TABLE_YET;
   __u64 rel = lookup - m->bias - t->base;
   if (lookup < m->bias + t->base || rel > 0xffffffffull) return EHELF_STOP_NO_ENTRY;
-  __s64 index = ehelf_bpf_find_row(0, t->first_row, t->row_count, (__u32)rel);
+  __s64 index = ehelf_bpf_find_row(0, &t->rows, (__u32)rel);
   if (index < 0) return EHELF_STOP_NO_ENTRY;
   const struct ehelf_bpf_row *row = row_at((__u64)index);
   if (!row) return EHELF_STOP_ROW_MISSING;
@@ -215,7 +248,7 @@ static int table_step(struct ehelf_walk *w, const struct ehelf_mapping *m, __u64
     if (reason < EHELF_NOT_EXPRESSIBLE_KINDS) count_stat(EHELF_STAT_NOT_EXPRESSIBLE + reason);
   }
   w->signal = row->kind == EHELF_ROW_SIGNAL || (row->flags & EHELF_ROW_SIGNAL_FRAME);
-  return ehelf_bpf_step(row, &w->regs, 0);
+  return ehelf_bpf_step(row, &w->regs, w);
 }
 
 /* One frame: records the pc, then steps to the caller. 0: go on; 1: the walk ended. */
@@ -242,13 +275,13 @@ static long walk_frame(__u32 index, void *unused) {
   const struct ehelf_mapping *m = find_mapping(w, pc);
   if (!m) {
     /* Code in no mapping of a file: JIT code keeping frame pointers, as GeneralStep walks it. */
-    stop = frame_pointer_step(&w->regs) == 0 ? EHELF_STOP_OK : EHELF_STOP_NO_MAPPING;
+    stop = frame_pointer_step(w, &w->regs) == 0 ? EHELF_STOP_OK : EHELF_STOP_NO_MAPPING;
     w->copy.outside += 1;
     /* Or code mapped since user space read the process's mappings (dlopen): it reads them
      * again. */
     if (stop == EHELF_STOP_NO_MAPPING) request(w->tgid, pc, EHELF_STOP_NO_MAPPING);
   } else if (m->kind == EHELF_MAPPING_FRAME_POINTER) {
-    stop = frame_pointer_step(&w->regs) == 0 ? EHELF_STOP_OK : EHELF_STOP_NO_ENTRY;
+    stop = frame_pointer_step(w, &w->regs) == 0 ? EHELF_STOP_OK : EHELF_STOP_NO_ENTRY;
   } else if (m->kind == EHELF_MAPPING_TABLE) {
     stop = table_step(w, m, interrupted ? pc : pc - 1);
     /* A return address at a function's entry (makecontext's __start_context): looked up as is,
@@ -258,7 +291,7 @@ static long walk_frame(__u32 index, void *unused) {
      * it leads into a mapping, as GeneralStep does. */
     if (stop == EHELF_STOP_NO_ENTRY) {
       struct ehelf_bpf_regs caller = w->regs;
-      if (frame_pointer_step(&caller) == 0 && find_mapping(w, caller.rip - 1)) {
+      if (frame_pointer_step(w, &caller) == 0 && find_mapping(w, caller.rip - 1)) {
         w->regs = caller;
         w->signal = 0;
         stop = EHELF_STOP_OK;
@@ -339,6 +372,7 @@ int ehelf_sample(struct bpf_perf_event_data *ctx) {
   w->stop = EHELF_STOP_OK;
   w->hash = 0xcbf29ce484222325ull;
   w->signal = 0;
+  w->window.length = 0; /* another thread's stack, or this one's changed */
   count_stat(EHELF_STAT_SAMPLES);
   if (w->tgid != 0 && user_regs(ctx, &w->regs) == 0) {
     w->copy.ip = w->regs.rip;
@@ -347,6 +381,7 @@ int ehelf_sample(struct bpf_perf_event_data *ctx) {
     if (p) {
       w->first_mapping = p->first_mapping;
       w->mapping_count = p->mapping_count;
+      w->last_mapping = p->first_mapping;
       bpf_loop(EHELF_MAX_FRAMES, walk_frame, 0, 0);
     } else {
       /* Its first pc is kept: the stack says where the sample was, if not how it got there. */

@@ -357,6 +357,47 @@ TEST(BpfRows, RowsAreReadelfsRowsMergedAndKindsAgree) {
   }
 }
 
+// The page index bounds the kernel's search to a page's rows; it must find the row a search of
+// the whole table finds, at every row's first address, the byte before it and the last byte of
+// every page, on libraries whose rows are dense (libc, libstdc++) and on a sparse hand-made
+// table (gaps of megabytes between functions), and cost at most a quarter more memory.
+TEST(BpfRows, ThePageIndexFindsTheRowAWholeTableSearchFinds) {
+  std::vector<BpfTable> tables;
+  for (const std::string& path :
+       {std::string(test::libc_path()), std::string("/usr/lib/x86_64-linux-gnu/libstdc++.so.6")})
+    tables.push_back(rows_of(table_of(path)));
+  UnwindTable sparse;
+  const uint32_t fn = sparse.add_function(FunctionInfo{});
+  const std::vector<ColumnRule> columns = {
+      ColumnRule{x86_64::RIP, RegisterRule{RegisterRule::Kind::Offset, 0, -8, kNoExpression}}};
+  const uint32_t row =
+      sparse.intern_row(CfaRule{CfaRule::Kind::RegOffset, x86_64::RSP, 8, kNoExpression}, columns);
+  for (uint64_t begin : {0x1000ull, 0x1010ull, 0x250000ull, 0x250001ull, 0x9000000ull})
+    sparse.add_range(TableRange{begin, begin + 1, row, fn, 0});
+  sparse.finish();
+  tables.push_back(rows_of(sparse));
+  for (const BpfTable& t : tables) {
+    SCOPED_TRACE(fmt::format("{} rows, pages of 2^{}", t.rows.size(), t.page_shift));
+    ASSERT_FALSE(t.rows.empty());
+    EXPECT_LE(t.page_index.size() * EHELF_PAGE_ENTRIES, t.rows.size() + 2 * EHELF_PAGE_ENTRIES);
+    EXPECT_GE(t.page_index.size() * EHELF_PAGE_ENTRIES, size_t(t.page_count) + 1);
+    std::vector<uint64_t> probes = {t.base - 1, t.base + (uint64_t(1) << 32)};
+    for (const ehelf_bpf_row& r : t.rows)
+      for (uint64_t d : {0, 1, 2})
+        probes.push_back(t.base + r.pc - d);
+    for (uint64_t page = 0; page <= t.page_count + 1; ++page)
+      probes.push_back(t.base + (page << t.page_shift) - 1);
+    size_t checked = 0;
+    for (uint64_t pc : probes) {
+      const ehelf_bpf_row* want = row_at(t, pc);
+      const int64_t got = bpf_twin_find_row(t, pc);
+      ASSERT_EQ(got < 0 ? nullptr : &t.rows[size_t(got)], want) << fmt::format("at {:#x}", pc);
+      ++checked;
+    }
+    EXPECT_GT(checked, t.rows.size());
+  }
+}
+
 // ---- hand-built tables: odd rules give STOP rows (with their reason) or a refusal ----
 
 struct HandTable {
