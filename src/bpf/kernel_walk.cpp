@@ -122,8 +122,9 @@ struct FileKey {
 };
 
 struct FileTable {
-  uint32_t id = 0; // in the tables map
-  RangePool::Range rows{};
+  uint32_t id = 0;         // in the tables map
+  RangePool::Range rows{}; // the page index, then the rows
+  uint64_t row_count = 0;  // the rows alone
   uint32_t kind = EHELF_MAPPING_TABLE;
   std::vector<Segment> segments;                      // for the bias of each mapping of it
   std::string path;                                   // for the stats
@@ -285,6 +286,7 @@ struct KernelWalk::State {
       write_rows(rows->first, encoded->page_index);
       write_rows(rows->first + encoded->page_index.size(), encoded->rows);
       f.rows = *rows;
+      f.row_count = encoded->rows.size();
       if (!free_table_ids.empty()) {
         f.id = free_table_ids.back();
         free_table_ids.pop_back();
@@ -626,13 +628,13 @@ KernelWalkStats KernelWalk::stats() const {
     out.not_expressible[i] = total(EHELF_STAT_NOT_EXPRESSIBLE + i);
   for (const auto& [key, f] : s.files) {
     ++out.files;
-    out.rows += f.rows.count;
-    if (f.rows.count > out.largest_file_rows) {
-      out.largest_file_rows = f.rows.count;
+    out.rows += f.row_count;
+    out.row_bytes += f.rows.count * sizeof(ehelf_bpf_row);
+    if (f.row_count > out.largest_file_rows) {
+      out.largest_file_rows = f.row_count;
       out.largest_file = f.path;
     }
   }
-  out.row_bytes = out.rows * sizeof(ehelf_bpf_row);
   out.processes = s.processes.size();
   for (const auto& [pid, p] : s.processes)
     out.mappings += p.mappings.count;

@@ -60,7 +60,7 @@ struct KernelWalkStats {
   std::array<uint64_t, kWalkStopCount> stops{}; // walks by why they ended
   std::array<uint64_t, 16> not_expressible{};   // STOP rows met, by NotExpressible reason
   uint64_t requests_lost = 0, counts_full = 0, stacks_full = 0, copies_lost = 0;
-  uint64_t files = 0, rows = 0, row_bytes = 0; // tables loaded now
+  uint64_t files = 0, rows = 0, row_bytes = 0; // tables loaded now (bytes: page indexes too)
   uint64_t largest_file_rows = 0;
   std::string largest_file;
   uint64_t processes = 0, mappings = 0; // processes with mappings loaded now
