@@ -180,7 +180,8 @@ struct KernelWalk::State {
   std::unordered_map<uint32_t, ProcessEntry> processes;
   std::vector<Retired> retired;
   std::unordered_map<uint64_t, std::pair<std::vector<uint64_t>, unsigned>> known_stacks;
-  std::unordered_set<uint32_t> pending; // processes asked for by the program
+  std::unordered_set<uint64_t> stacks_in_map; // counted since the stacks map was last emptied
+  std::unordered_set<uint32_t> pending;       // processes asked for by the program
   std::function<void(const CopiedWalk&)> on_copy;
   uint64_t requests_answered = 0, bytes_read = 0;
 
@@ -575,8 +576,8 @@ void KernelWalk::drain(const std::function<void(const KernelStack&)>& use) {
                                                                          stack_value->pcs + depth),
                                                    unsigned(stack_value->stop)))
                   .first;
-      bpf_map_delete_elem(stacks, &k.stack); // kept here now; the program adds it again if seen
     }
+    s.stacks_in_map.insert(k.stack);
     out.pid = k.pid;
     out.tid = k.tid;
     out.comm.assign(value.comm, strnlen(value.comm, sizeof(value.comm)));
@@ -594,6 +595,23 @@ void KernelWalk::drain(const std::function<void(const KernelStack&)>& use) {
         }
     }
     use(out);
+  }
+  // The stacks map keeps what the program put in it, so that a stack seen again costs it a
+  // lookup, not an insertion. Once half full, the stacks read here leave it (those still in use
+  // come back at their next sample), leaving room for as many new ones before the next drain;
+  // those not read yet stay, for the counts the program is writing now.
+  if (s.stacks_in_map.size() >= EHELF_MAX_STACKS / 2) {
+    std::vector<uint64_t> read;
+    uint64_t stack_key = 0, next_stack = 0;
+    for (bool start = true;
+         bpf_map_get_next_key(stacks, start ? nullptr : &stack_key, &next_stack) == 0;
+         start = false) {
+      if (s.known_stacks.count(next_stack)) read.push_back(next_stack);
+      stack_key = next_stack;
+    }
+    for (uint64_t key : read)
+      bpf_map_delete_elem(stacks, &key);
+    s.stacks_in_map.clear();
   }
 }
 

@@ -320,9 +320,11 @@ public:
     }
   }
 
-  // After a batch of records: the processes that changed reloaded, the requests answered, the
-  // counted stacks added to the profile against the maps of now.
-  void step() {
+  // After a batch of records: the processes that changed reloaded, the requests answered, and
+  // (every 100 ms, or `everything` now) the counted stacks added to the profile against the maps
+  // of now. Batches come at every side-band record; a drain empties the count maps, and each
+  // stack counted again after it costs the program an insertion.
+  void step(bool everything) {
     for (const auto& [parent, child] : forks_)
       walk_.inherit_process(parent, child);
     forks_.clear();
@@ -335,6 +337,9 @@ public:
     dirty_.clear();
     gone_.clear();
     walk_.serve_requests();
+    const auto drain_time = std::chrono::steady_clock::now();
+    if (!everything && drain_time - last_drain_ < std::chrono::milliseconds(100)) return;
+    last_drain_ = drain_time;
     const uint64_t now = perf_clock_now();
     walk_.drain([&](const bpf::KernelStack& k) {
       raw_.pid = k.pid;
@@ -374,6 +379,7 @@ private:
   std::vector<std::pair<uint32_t, uint32_t>> forks_;                  // (parent, child)
   std::unordered_map<uint32_t, std::deque<bpf::CopiedWalk>> waiting_; // by thread, in order
   perf::RawStack raw_;
+  std::chrono::steady_clock::time_point last_drain_{};
 };
 
 // Everything the rings hold now, in time order, fed to the unwinder and the profile (or, in
@@ -386,7 +392,8 @@ public:
   uint64_t records() const { return records_; }
   uint64_t bytes() const { return bytes_; }
 
-  void operator()() {
+  // `everything`: the kernel's counts too, whenever they were last read.
+  void operator()(bool everything = false) {
     batch_.clear();
     for (RingBuffer& ring : events_.rings()) {
       const uint64_t corrupt = ring.corrupt_bytes();
@@ -425,7 +432,7 @@ public:
     batch_.clear();
     for (RingBuffer& ring : events_.rings())
       ring.release();
-    if (kernel_side_) kernel_side_->step();
+    if (kernel_side_) kernel_side_->step(everything);
   }
 
 private:
@@ -595,6 +602,7 @@ Result<Recording> record(const RecordOptions& o, const std::atomic<int>* stop_re
     if (stopped()) break;
     if (o.interval > 0 && o.on_interval &&
         std::chrono::duration<double>(Clock::now() - interval_start).count() >= o.interval) {
+      drain(/*everything=*/true);
       rec.seconds = std::chrono::duration<double>(Clock::now() - interval_start).count();
       if (kernel_names.valid()) rec.unwinder->set_kernel_symbols(kernel_names.get());
       if (walk) rec.kernel_walk = walk->stats();
@@ -621,7 +629,7 @@ Result<Recording> record(const RecordOptions& o, const std::atomic<int>* stop_re
   }
   rec.seconds = std::chrono::duration<double>(Clock::now() - interval_start).count();
   events.disable();
-  drain();
+  drain(/*everything=*/true);
   // Stopped early: the command ends as under perf record.
   if (command.running()) rec.exit_status = command.terminate(stop_requests);
   rec.ring_records = drain.records();
