@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "dwarf/cfa_interpreter.hpp"
+#include "dwarf/cfi_limits.hpp"
 #include "dwarf/constants.hpp"
 #include "model/dw_op.hpp"
 #include "model/expression.hpp"
@@ -108,6 +109,10 @@ private:
   void count_program(std::span<const CfaInstruction> program, const CieFacts* cie,
                      CieFacts* out_cie);
 
+  // The module's rows so far: past cfi_limits::kMaxRowsPerModule its tables are refused, as
+  // verify and compile refuse them (a 300 KB file can hold 87 million rows in small FDEs).
+  uint64_t module_rows_ = 0;
+  bool refused_ = false;
   CfiStats& s_;
   const StatsOptions& opt_;
   FileFlags& flags_;
@@ -304,10 +309,17 @@ void Gatherer::section(const CfiSection& sec, const PointerBases& bases, const s
     if (fde.cie >= sec.cies.size()) continue; // the parser never produces this
     const Cie& cie = sec.cies[fde.cie];
     rows = 0;
+    if (refused_) break;
     Status st = interp.run(sec, cie, fde, bases, emit);
     if (st) {
       s_.rows += rows;
       ++s_.rows_per_fde[row_bucket(rows)];
+      module_rows_ += rows;
+      if (module_rows_ > cfi_limits::kMaxRowsPerModule) {
+        error(file, fmt::format("{}+{:#x}: more than {} rows in the module's tables: refused",
+                                sec.name, fde.offset, cfi_limits::kMaxRowsPerModule));
+        refused_ = true;
+      }
     } else {
       ++rejected;
       if (!first) first = st.error();

@@ -101,7 +101,11 @@ size_t LateModules::slot_holding(uint64_t pc) const {
 bool LateModules::check_slot(size_t i) const {
   uint64_t now = 0;
   if (fingerprint_of(slots_[i].image, now) && now == slots_[i].fingerprint) return true;
-  published_[i].store(false, std::memory_order_release);
+  // Withdrawn once (concurrent checks of one slot both find it changed).
+  if (!published_[i].exchange(false, std::memory_order_acq_rel)) return false;
+  withdrawal_order_[i].store(withdrawals_.fetch_add(1, std::memory_order_relaxed),
+                             std::memory_order_relaxed);
+  withdrawn_[i].store(true, std::memory_order_release);
   generation_.fetch_add(1, std::memory_order_acq_rel);
   last_discovery_ns_.store(0, std::memory_order_relaxed); // what is there now: found at once
   return false;
@@ -125,6 +129,28 @@ bool LateModules::check_slots_at(const uint64_t* pcs, size_t n) const {
   return all_current;
 }
 
+size_t LateModules::claim_slot() const {
+  if (claimed_.load(std::memory_order_relaxed) < kSlots) {
+    const size_t i = claimed_.fetch_add(1, std::memory_order_relaxed);
+    if (i < kSlots) return i;
+  }
+  if (reuses_.load(std::memory_order_relaxed) >= kMaxReuses) return kSlots;
+  for (;;) {
+    size_t oldest = kSlots;
+    for (size_t i = 0; i < kSlots; ++i)
+      if (withdrawn_[i].load(std::memory_order_acquire) &&
+          (oldest == kSlots || withdrawal_order_[i].load(std::memory_order_relaxed) <
+                                   withdrawal_order_[oldest].load(std::memory_order_relaxed)))
+        oldest = i;
+    if (oldest == kSlots) return kSlots;
+    bool was = true;
+    if (withdrawn_[oldest].compare_exchange_strong(was, false, std::memory_order_acq_rel)) {
+      reuses_.fetch_add(1, std::memory_order_relaxed);
+      return oldest;
+    }
+  }
+}
+
 const Module* LateModules::discover(uint64_t pc) const {
   const uint64_t now = now_ns();
   uint64_t last = last_discovery_ns_.load(std::memory_order_relaxed);
@@ -143,9 +169,10 @@ const Module* LateModules::discover(uint64_t pc) const {
     Module found;
     uint64_t fingerprint = 0;
     if (!module_holding(lm.l_addr, pc, found) || !fingerprint_of(lm.l_addr, fingerprint)) continue;
-    const size_t i = claimed_.fetch_add(1, std::memory_order_relaxed);
+    const size_t i = claim_slot();
     if (i >= kSlots) return nullptr;
     Slot& s = slots_[i];
+    s.data->forget_loaded_rows();
     s.module.start = found.start;
     s.module.end = found.end;
     s.module.bias = found.bias;
@@ -161,6 +188,7 @@ const Module* LateModules::discover(uint64_t pc) const {
       if (!read_own_memory(p + len, &name[len], 1) || name[len] == '\0') break;
     s.module.path.assign(name, len);
     find_rows_in_memory(s.module, *s.data);
+    generation_.fetch_add(1, std::memory_order_acq_rel);
     published_[i].store(true, std::memory_order_release);
     return &s.module;
   }

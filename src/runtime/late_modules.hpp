@@ -6,8 +6,9 @@
 // unmapped by a concurrent dlclose makes a read fail instead of faulting; nothing takes the
 // loader's lock (dl_iterate_phdr does). The module then goes into one of a fixed number of slots
 // made ahead with their ModuleData, claimed with an atomic counter and published with a release
-// store: no allocation, no lock. Slots are never reused; when all are taken, or while the list
-// is being changed (r_state not RT_CONSISTENT), a pc in an unknown module ends the walk, until
+// store: no allocation, no lock. Once all are taken, slots whose library went away are given to
+// new ones (see check_slot_at); while the list is being changed (r_state not RT_CONSISTENT), or
+// when every slot holds a library still loaded, a pc in an unknown module ends the walk, until
 // the owner rebuilds its map outside signal context (unw_flush_cache).
 #pragma once
 
@@ -26,6 +27,7 @@ public:
   // Discoveries at most this often (a walk ending in JIT code must not walk the loader's list
   // each time).
   static constexpr uint64_t kMinIntervalNs = 1'000'000;
+  static constexpr uint64_t kMaxReuses = 4096;
 
   LateModules();
   const Module* find(uint64_t pc) const override;
@@ -35,10 +37,14 @@ public:
   // bytes (ELF and program headers, notes: the build id): these check it again, with
   // process_vm_readv, before a walk trusts the slot (or after a walk, which is then made
   // again), and withdraw a slot whose image changed or went away: the next find() discovers
-  // what is there now, at once, in a slot of its own. A withdrawn slot is never used again (a
-  // walk may still read it, and its copied pages may hold the other library's bytes), so a
-  // process that loads more than kSlots libraries after its map was made ends walks in the
-  // later ones until the map is rebuilt (unw_flush_cache).
+  // what is there now, at once, in a slot of its own. Once every slot has been claimed, withdrawn
+  // ones are given to new libraries, the longest withdrawn first, each with a new copy of its
+  // rows (the old copy stays mapped). A walk that found the slot before its withdrawal and still
+  // reads it then may read the new library's bounds: every read of this process's memory goes
+  // through process_vm_readv or a copy, so it can give wrong frames (a walk in a library being
+  // unloaded, which the check after it makes again), never a fault. At most kMaxReuses
+  // reuses (each keeps its old copy's mapping), then as before: walks end in new libraries
+  // until the map is rebuilt.
   //
   // False if the published slot holding `pc` (if any) no longer holds its library.
   bool check_slot_at(uint64_t pc) const;
@@ -64,7 +70,14 @@ private:
   };
   std::unique_ptr<Slot[]> slots_;
   mutable std::atomic<size_t> claimed_{0};
+  // Where the next new library goes: a slot never claimed, or one withdrawn (claimed back by
+  // exchanging withdrawn_ from true, so that two discoveries never share one); kSlots: none.
+  size_t claim_slot() const;
   mutable std::atomic<bool> published_[kSlots] = {};
+  mutable std::atomic<bool> withdrawn_[kSlots] = {};
+  mutable std::atomic<uint64_t> withdrawal_order_[kSlots] = {}; // when withdrawn (a counter)
+  mutable std::atomic<uint64_t> withdrawals_{0};
+  mutable std::atomic<uint64_t> reuses_{0};
   mutable std::atomic<uint64_t> last_discovery_ns_{0};
   mutable std::atomic<uint64_t> generation_{0};
 };

@@ -88,6 +88,13 @@ struct ModuleData {
   bool has_rows() const { return rows.usable() || loaded.hdr; }
   // Any unwind data: a table or rows on demand.
   bool has_unwind_data() const { return has_table() || has_rows(); }
+  // For a LateModules slot given to another library: the rows of the loaded image are found
+  // again from `loaded`, in a copy of their own. The old copy stays mapped (a walk that began
+  // before may still read it).
+  void forget_loaded_rows() {
+    loaded = {};
+    loaded_rows_.store(nullptr, std::memory_order_release);
+  }
   // The function (FDE) holding `svma`, from the table or found on demand.
   std::optional<FunctionInfo> function_at(uint64_t svma) const;
 

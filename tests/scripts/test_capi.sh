@@ -158,17 +158,19 @@ echo "dlopen: walks go through a library loaded after initialisation"
 # A plugin dlclosed and replaced by another library at its address (tests/capi/reload_user.c,
 # reload_lib.c built twice), walked from a signal handler, where unw_flush_cache is not
 # allowed: every walk must reach main through what is loaded now (the old library's rows
-# truncated half of them before).
+# truncated half of them before). 100 rounds, 200 libraries: more than the 64 slots for
+# libraries found late, so withdrawn slots must be given to new ones (64 of 200 reached main
+# while they were not).
 cc -O2 -shared -fPIC -o "$TMP/libreload_a.so" "$CAPI/reload_lib.c"
 cc -O2 -shared -fPIC -DDEEP -o "$TMP/libreload_b.so" "$CAPI/reload_lib.c"
 cc "${CFLAGS[@]}" -rdynamic -o "$TMP/reload_ours" "$CAPI/reload_user.c" $OURS -ldl
-timeout 60 "$TMP/reload_ours" "$TMP/libreload_a.so" "$TMP/libreload_b.so" 20 > "$TMP/reload.txt" ||
+timeout 60 "$TMP/reload_ours" "$TMP/libreload_a.so" "$TMP/libreload_b.so" 100 > "$TMP/reload.txt" ||
   { cat "$TMP/reload.txt"; fail "reload_user exited with $?"; }
 tail -1 "$TMP/reload.txt"
 if grep -q '^REACHED .* (0 at a reused address)$' "$TMP/reload.txt"; then
   echo "SKIP reload: no library was mapped where the previous one was"
 else
-  grep -qx 'REACHED 40 of 40 walks reached main (.*)' "$TMP/reload.txt" ||
+  grep -qx 'REACHED 200 of 200 walks reached main (.*)' "$TMP/reload.txt" ||
     { cat "$TMP/reload.txt"; fail "walks through a library replaced at its address stop short"; }
 fi
 
