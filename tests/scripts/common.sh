@@ -16,7 +16,9 @@ fail=0
 # reserves terabytes of address space and cannot start under `ulimit -v`. Read from the file
 # (readelf), not by running the loader (ldd), which did not list libasan under CI once.
 sanitized=0
-readelf -d "$ehelf" 2>/dev/null | grep -q 'libasan\|libtsan' && sanitized=1
+# (Whole outputs before grep -q: under pipefail, a producer still writing when grep -q has found
+# its line dies of SIGPIPE and the pipeline fails, whatever grep found.)
+grep -q 'libasan\|libtsan' <<<"$(readelf -d "$ehelf" 2>/dev/null)" && sanitized=1
 ok() { echo "ok   $*"; }
 bad() { echo "FAIL $*"; fail=1; }
 # wait_blocked PID PROGRAM [SYSCALL]: waits, 10 s at most, until PID runs PROGRAM (its exec

@@ -43,7 +43,7 @@ make_bomb distinct 45000 6 --distinct || { echo "FAIL: could not build the disti
 # 4.5 million rows in 100 FDEs, each within the limits of one FDE: the module's limit refuses it
 # (stats counted all its rows before: 87 million of them in a 300 KB file took 17 s).
 make_bomb spread 45000 100 || { echo "FAIL: could not build the spread bomb"; exit 1; }
-readelf -SW bomb | grep -q ' .debug_frame .* C ' || bad "objcopy did not compress .debug_frame"
+grep -q ' .debug_frame .* C ' <<<"$(readelf -SW bomb)" || bad "objcopy did not compress .debug_frame"
 echo "bomb: $(stat -c %s bomb) bytes ($(stat -c %s bomb.big) before compression)"
 
 # 320 MiB: the limits keep a table far below; before them, 433 to 714 MB. (Under ASan, whose

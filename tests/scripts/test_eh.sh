@@ -11,7 +11,7 @@ lib="$(cd "$build" && pwd)/lib/libehelf-eh.so.0"
 # A sanitized build (EHELF_SANITIZE): the library needs AddressSanitizer's runtime loaded first,
 # in both runs alike (it intercepts __cxa_throw, pthread_create and backtrace()).
 pre=""
-if readelf -d "$lib" | grep -q libasan; then
+if grep -q libasan <<<"$(readelf -d "$lib")"; then
   pre="$(g++ -print-file-name=libasan.so)"
   # The runtime's replaced module maps are never freed; the caller's options kept otherwise.
   export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
@@ -43,7 +43,7 @@ if [ "$exports" = "$expected" ]; then ok "exports: 18 functions, libgcc_s's vers
 libgcc=$(objdump -T /lib/x86_64-linux-gnu/libgcc_s.so.1 | awk '/_Unwind_/ {print $NF, $(NF-1)}' | sort)
 missing=$(comm -23 <(echo "$expected") <(echo "$libgcc"))
 [ -z "$missing" ] && ok "each export is libgcc_s's, same version" || bad "not in libgcc_s: $missing"
-if readelf -d "$lib" | grep -q 'libgcc_s\|libstdc++'; then
+if grep -q 'libgcc_s\|libstdc++' <<<"$(readelf -d "$lib")"; then
   [ -n "$pre" ] && ok "sanitized build links the shared libstdc++ (as libehelf-unwind)" ||
     bad "libehelf-eh depends on libgcc_s or libstdc++"
 else ok "no dependency on libgcc_s or libstdc++"; fi
@@ -95,7 +95,7 @@ libs=$(sed -n 's/^Libs: -L${libdir} //p' "$2/src/eh/ehelf-eh.pc.in")
 san=(); [ -n "$pre" ] && san=(-fsanitize=address,undefined)
 if g++ -O2 "${san[@]}" -pthread "$src/cases.cpp" -o "$work/cases_linked" -L"$(dirname "$lib")" $libs \
   -Wl,-rpath,"$(dirname "$lib")"; then
-  readelf -d "$work/cases_linked" | grep -q 'NEEDED.*libehelf-eh.so.0' ||
+  grep -q 'NEEDED.*libehelf-eh.so.0' <<<"$(readelf -d "$work/cases_linked")" ||
     bad "linked: libehelf-eh.so.0 is not a dependency"
   g++ -O2 "${san[@]}" -pthread "$src/cases.cpp" -o "$work/cases_plain"
   "$work/cases_plain" > "$work/plain.out" 2>&1

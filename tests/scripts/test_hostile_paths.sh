@@ -55,7 +55,7 @@ for p in "${paths[@]}"; do
   problems=()
   diff -q <(defined "$out") plain.defined >/dev/null || problems+=("defines $(defined "$out" | diff - plain.defined | grep '^<' | tr '\n' ' ')")
   diff -q <(dynamic "$out") want.dynamic >/dev/null || problems+=("exports $(dynamic "$out" | tr '\n' ' ')")
-  nm -a "$out" | grep -q pwned && problems+=("a symbol named pwned")
+  grep -q pwned <<<"$(nm -a "$out")" && problems+=("a symbol named pwned")
   [ "$(needed "$out")" = 0 ] || problems+=("NEEDED/INIT/FINI/TEXTREL in the dynamic section")
   cmp -s <(tail -n +2 "$out.c") plain.rest || problems+=("the source differs beyond its first line")
   first=$(head -n 1 "$out.c")

@@ -29,9 +29,9 @@ if objcopy --compress-debug-sections=zstd "$work/rec_debug_frame" "$work/rec_deb
 fi
 
 # The .debug_frame flavours must really have one (else the comparison would prove nothing).
-readelf -SW "$work/rec_debug_frame" | grep -q '\.debug_frame'
-readelf -SW "$work/rec_debug_frame_zlib" | grep '\.debug_frame' | grep -q ' C '
-"$ehelf" dump "$work/rec_debug_frame" | grep -q 'Contents of the .debug_frame section'
+grep -q '\.debug_frame' <<<"$(readelf -SW "$work/rec_debug_frame")"
+grep '\.debug_frame' <<<"$(readelf -SW "$work/rec_debug_frame_zlib")" | grep -q ' C '
+grep -q 'Contents of the .debug_frame section' <<<"$("$ehelf" dump "$work/rec_debug_frame")"
 
 ls "$work"/* > "$work/list"
 for f in /usr/lib/x86_64-linux-gnu/libc.so.6 /usr/lib/x86_64-linux-gnu/libstdc++.so.6 \

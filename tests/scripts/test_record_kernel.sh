@@ -192,8 +192,8 @@ for _ in $(seq 100); do [ "$(ours)" -eq 0 ] && break; sleep 0.05; done
 [ "$(ours)" -eq 0 ] && ok "after SIGKILL: no program of ours stays loaded" ||
   bad "after SIGKILL: $(bpftool prog list | grep -A2 ehelf_sample)"
 # (The kernel frees a program's maps a moment after the program.)
-for _ in $(seq 100); do bpftool map list 2> /dev/null | grep -qE 'ehelf|counts0|row_shards' || break; sleep 0.05; done
-bpftool map list 2> /dev/null | grep -qE 'ehelf|counts0|row_shards' &&
+for _ in $(seq 100); do grep -qE 'ehelf|counts0|row_shards' <<<"$(bpftool map list 2> /dev/null)" || break; sleep 0.05; done
+grep -qE 'ehelf|counts0|row_shards' <<<"$(bpftool map list 2> /dev/null)" &&
   bad "maps left: $(bpftool map list | grep -E 'ehelf|counts0|row_shards')" || ok "no map of ours stays"
 kill -0 "$waiter" 2> /dev/null && ok "the process recorded is left running" || bad "the process recorded died"
 kill "$waiter"

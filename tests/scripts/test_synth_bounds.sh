@@ -35,7 +35,7 @@ if nop_program nops 1000000; then
   limit 400000 timeout 120 "$ehelf" synth "$work/nops" -o "$work/nops.out" --json > "$work/nops.json"
   status=$?
   if [ "$status" = 0 ] && python3 -c 'import json,sys;d=json.load(open(sys.argv[1]));assert d["instructions"]>1000000,d["instructions"]' "$work/nops.json" &&
-    readelf -wF "$work/nops.out" | grep -q "FDE"; then
+    grep -q "FDE" <<<"$(readelf -wF "$work/nops.out")"; then
     ok "1 MB of nops: synthesized$([ "$sanitized" = 1 ] || echo " under ulimit -v 400000") ($(python3 -c 'import json,sys;print(json.load(open(sys.argv[1]))["instructions"])' "$work/nops.json") instructions)"
   else
     bad "1 MB of nops under ulimit -v 400000: exit $status"
