@@ -50,6 +50,10 @@ struct ehelf_mapping {
 struct ehelf_process {
   __u32 first_mapping; /* in the mappings pool */
   __u32 mapping_count;
+  /* The process's address space (its mm_struct's address) when the program first walked it
+   * after user space wrote the entry (0 until then): a sample in another one comes after an
+   * exec, whose mappings user space has not read yet. */
+  __u64 address_space;
 };
 
 struct ehelf_stack {

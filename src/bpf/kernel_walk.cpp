@@ -4,6 +4,7 @@
 #include <bpf/libbpf.h>
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -11,7 +12,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <set>
@@ -24,6 +28,7 @@
 #include "bpf/bpf_maps.h"
 #include "bpf/bpf_rows.hpp"
 #include "bpf/range_pool.hpp"
+#include "elf/elf_file.hpp"
 #include "runtime/memory.hpp"
 #include "runtime/module_map.hpp"
 #include "runtime/proc_files.hpp"
@@ -126,9 +131,10 @@ struct FileTable {
   RangePool::Range rows{}; // the page index, then the rows
   uint64_t row_count = 0;  // the rows alone
   uint32_t kind = EHELF_MAPPING_TABLE;
-  std::vector<Segment> segments;                      // for the bias of each mapping of it
-  std::string path;                                   // for the stats
-  uint32_t users = 0;                                 // processes mapping it
+  uint64_t building = 0;         // the build under way (TableBuilder's serial), 0: built
+  std::vector<Segment> segments; // for the bias of each mapping of it
+  std::string path;              // for the stats
+  uint32_t users = 0;            // processes mapping it
   std::chrono::steady_clock::time_point idle_since{}; // when `users` last fell to 0
 };
 
@@ -155,6 +161,117 @@ struct Retired {
   RangePool* pool;
   RangePool::Range range;
   uint32_t table_id; // UINT32_MAX: none
+};
+
+// What building a file's rows gives: its segments (for the bias of each mapping), its rows or why
+// there are none (then rbp is followed in its code); `elf` false when it is no ELF file.
+struct BuiltTable {
+  bool elf = false;
+  std::vector<Segment> segments;
+  Result<BpfTable> rows = Error::plain("not built");
+};
+
+BuiltTable build_table(const std::string& path, std::vector<uint8_t> image,
+                       const LoadPolicy& policy) {
+  BuiltTable out;
+  const std::shared_ptr<const ModuleData> data =
+      image.empty() ? load_module(path, policy) : load_module_image(std::move(image), path, policy);
+  if (!data->elf) return out;
+  out.elf = true;
+  out.segments = data->elf->segments();
+  out.rows = data->has_table() ? encode_bpf_rows(*data->table)
+                               : Result<BpfTable>(Error::plain("no unwind table"));
+  return out;
+}
+
+// Builds tables on a thread of its own, so that a large file (cc1: 478,579 rows, ~150 ms) does
+// not hold up the processes whose files are known already: their mappings are published at once,
+// and this file's samples stop at "table not loaded yet" until its rows are. Each job owns a
+// descriptor of the file (it may be gone from the process by then); a finished one wakes the
+// reader through an eventfd.
+class TableBuilder {
+public:
+  struct Job {
+    uint64_t serial = 0;
+    FileKey key;
+    int fd = -1; // closed by the builder
+    LoadPolicy policy;
+  };
+  struct Done {
+    uint64_t serial = 0;
+    FileKey key;
+    BuiltTable table;
+    std::exception_ptr failure; // what the build threw (memory exhausted): rethrown by take()
+  };
+
+  TableBuilder() : event_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+  ~TableBuilder() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    if (worker_.joinable()) worker_.join();
+    for (Job& j : jobs_)
+      ::close(j.fd);
+    if (event_ >= 0) ::close(event_);
+  }
+  int fd() const { return event_; }
+
+  void submit(Job job) {
+    {
+      std::lock_guard lock(mutex_);
+      if (!worker_.joinable()) worker_ = std::thread([this] { run(); });
+      jobs_.push_back(std::move(job));
+    }
+    wake_.notify_one();
+  }
+
+  std::vector<Done> take() {
+    uint64_t count = 0;
+    if (event_ >= 0) (void)!::read(event_, &count, sizeof count);
+    std::vector<Done> out;
+    {
+      std::lock_guard lock(mutex_);
+      out.swap(done_);
+    }
+    for (const Done& d : out)
+      if (d.failure) std::rethrow_exception(d.failure);
+    return out;
+  }
+
+private:
+  void run() {
+    std::unique_lock lock(mutex_);
+    while (true) {
+      wake_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+      if (stop_) return;
+      Job job = std::move(jobs_.front());
+      jobs_.pop_front();
+      lock.unlock();
+      Done d;
+      d.serial = job.serial;
+      d.key = job.key;
+      try {
+        d.table = build_table(fmt::format("/proc/self/fd/{}", job.fd), {}, job.policy);
+      } catch (...) {
+        d.failure = std::current_exception();
+      }
+      ::close(job.fd);
+      lock.lock();
+      done_.push_back(std::move(d));
+      const uint64_t one = 1;
+      if (event_ >= 0) (void)!::write(event_, &one, sizeof one);
+    }
+  }
+
+  int event_ = -1;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<Job> jobs_;
+  std::vector<Done> done_;
+  bool stop_ = false;
+  std::thread worker_; // started by the first job; last, so that it stops before the rest goes
 };
 
 } // namespace
@@ -184,6 +301,9 @@ struct KernelWalk::State {
   std::unordered_set<uint32_t> pending;       // processes asked for by the program
   std::function<void(const CopiedWalk&)> on_copy;
   uint64_t requests_answered = 0, bytes_read = 0;
+  uint64_t next_build = 1;
+  // Declared last: destroyed first, its thread stopped before what it reports to goes.
+  TableBuilder builder;
 
   ~State() {
     for (bpf_link* l : links)
@@ -232,9 +352,9 @@ struct KernelWalk::State {
     }
   }
 
-  // The file's table, loaded (and its rows written) if no process had it yet; null if the file
-  // cannot be read.
-  FileTable* file_for(uint32_t pid, const ProcMapping& m, FileKey& key) {
+  // The file's table if a process had it already, else a new one: built now (`now`, and the
+  // vDSO) or by the builder; null if the file cannot be read.
+  FileTable* file_for(uint32_t pid, const ProcMapping& m, FileKey& key, bool now = false) {
     std::string open_path;
     if (m.path == "[vdso]") {
       key.vdso = m.path;
@@ -260,49 +380,98 @@ struct KernelWalk::State {
     policy.compiled = false;
     policy.compact = false;
     policy.extra_debug_dirs = options.debug_dirs;
-    std::shared_ptr<const ModuleData> data;
     FileTable f;
     f.path = m.path;
     if (!key.vdso.empty()) {
-      // The vDSO is a few pages: anything larger is not one.
+      // The vDSO is a few pages (anything larger is not one): built here, at once.
       if (m.end - m.start > (uint64_t(1) << 20)) return nullptr;
       std::vector<uint8_t> image(m.end - m.start);
       ProcessMemory memory{pid_t(pid)};
       if (!memory.read(m.start, image.data(), image.size())) return nullptr;
-      data = load_module_image(std::move(image), m.path, policy);
-    } else {
-      data = load_module(open_path, policy);
+      BuiltTable built = build_table(m.path, std::move(image), policy);
+      if (!built.elf) return nullptr;
+      FileTable& placed = files.emplace(key, std::move(f)).first->second;
+      install(placed, std::move(built));
+      return &placed;
     }
-    if (!data->elf) return nullptr;
-    f.segments = data->elf->segments();
-    auto encoded = data->has_table() ? encode_bpf_rows(*data->table)
-                                     : Result<BpfTable>(Error::plain("no unwind table"));
-    if (!encoded || encoded->rows.empty()) {
-      // Code without tables (or tables the rows cannot hold): rbp is followed.
-      f.kind = EHELF_MAPPING_FRAME_POINTER;
-    } else {
-      // The page index, then the rows, in one range of the pool.
-      auto rows = allocate_rows(encoded->page_index.size() + encoded->rows.size());
-      if (!rows) return nullptr;
-      write_rows(rows->first, encoded->page_index);
-      write_rows(rows->first + encoded->page_index.size(), encoded->rows);
-      f.rows = *rows;
-      f.row_count = encoded->rows.size();
-      if (!free_table_ids.empty()) {
-        f.id = free_table_ids.back();
-        free_table_ids.pop_back();
-      } else {
-        f.id = next_table_id++;
-      }
-      ehelf_table& t = tables.values[f.id];
-      t.rows.first_index = rows->first;
-      t.rows.first_row = rows->first + encoded->page_index.size();
-      t.rows.page_count = encoded->page_count;
-      t.rows.page_shift = encoded->page_shift;
-      t.base = encoded->base;
-      __atomic_store_n(&t.rows.row_count, uint32_t(encoded->rows.size()), __ATOMIC_RELEASE);
+    if (now) {
+      BuiltTable built = build_table(open_path, {}, policy);
+      if (!built.elf) return nullptr;
+      FileTable& placed = files.emplace(key, std::move(f)).first->second;
+      install(placed, std::move(built));
+      return &placed;
     }
+    // Built by the builder: its segments now (the headers alone), its rows when they are ready;
+    // until then its table has no rows and the walk stops there ("table not loaded yet").
+    const int fd = ::open(open_path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return nullptr;
+    auto elf = ElfFile::open(fmt::format("/proc/self/fd/{}", fd));
+    if (!elf) {
+      ::close(fd);
+      return nullptr;
+    }
+    f.segments = (*elf)->segments();
+    f.id = take_table_id();
+    f.building = next_build++;
+    __atomic_store_n(&tables.values[f.id].rows.row_count, 0u, __ATOMIC_RELEASE);
+    builder.submit({f.building, key, fd, policy});
     return &files.emplace(key, std::move(f)).first->second;
+  }
+
+  uint32_t take_table_id() {
+    if (free_table_ids.empty()) return next_table_id++;
+    const uint32_t id = free_table_ids.back();
+    free_table_ids.pop_back();
+    return id;
+  }
+
+  // A built table's rows written and published (or, without rows, rbp followed in its code).
+  // False when it became a frame-pointer file after its mappings were published with its table.
+  bool install(FileTable& f, BuiltTable built) {
+    f.segments = std::move(built.segments);
+    std::optional<RangePool::Range> rows;
+    if (built.rows && !built.rows->rows.empty())
+      rows = allocate_rows(built.rows->page_index.size() + built.rows->rows.size());
+    if (!rows) {
+      // Code without tables (or tables the rows cannot hold): rbp is followed.
+      const bool had_table = f.id != 0;
+      if (had_table) retire(&row_pool, RangePool::Range{}, f.id);
+      f.id = 0;
+      f.kind = EHELF_MAPPING_FRAME_POINTER;
+      return !had_table;
+    }
+    const BpfTable& encoded = *built.rows;
+    // The page index, then the rows, in one range of the pool.
+    write_rows(rows->first, encoded.page_index);
+    write_rows(rows->first + encoded.page_index.size(), encoded.rows);
+    f.rows = *rows;
+    f.row_count = encoded.rows.size();
+    if (f.id == 0) f.id = take_table_id();
+    f.kind = EHELF_MAPPING_TABLE;
+    ehelf_table& t = tables.values[f.id];
+    t.rows.first_index = rows->first;
+    t.rows.first_row = rows->first + encoded.page_index.size();
+    t.rows.page_count = encoded.page_count;
+    t.rows.page_shift = encoded.page_shift;
+    t.base = encoded.base;
+    __atomic_store_n(&t.rows.row_count, uint32_t(encoded.rows.size()), __ATOMIC_RELEASE);
+    return true;
+  }
+
+  // The builder's finished tables installed; processes mapping one that turned out to have no
+  // rows read again (their mappings then follow rbp in it).
+  void take_built() {
+    std::vector<uint32_t> again;
+    for (TableBuilder::Done& d : builder.take()) {
+      auto it = files.find(d.key);
+      if (it == files.end() || it->second.building != d.serial) continue; // freed meanwhile
+      it->second.building = 0;
+      if (install(it->second, std::move(d.table))) continue;
+      for (const auto& [pid, p] : processes)
+        if (p.files.count(d.key)) again.push_back(pid);
+    }
+    for (uint32_t pid : again)
+      refresh(pid);
   }
 
   void retire(RangePool* pool, RangePool::Range range, uint32_t table_id) {
@@ -318,7 +487,7 @@ struct KernelWalk::State {
         ++it;
         continue;
       }
-      if (f.kind == EHELF_MAPPING_TABLE) {
+      if (f.kind == EHELF_MAPPING_TABLE && f.id != 0) { // (being built: its result is dropped)
         __atomic_store_n(&tables.values[f.id].rows.row_count, 0u, __ATOMIC_RELEASE);
         retire(&row_pool, f.rows, f.id);
       }
@@ -520,7 +689,8 @@ void KernelWalk::preload_files(const std::vector<std::string>& paths) {
     ProcMapping m;
     m.path = path;
     FileKey key;
-    if (FileTable* f = s_->file_for(0, m, key)) ++f->users; // kept: no process releases it
+    if (FileTable* f = s_->file_for(0, m, key, /*now=*/true))
+      ++f->users; // kept: no process releases it
   }
 }
 
@@ -529,6 +699,7 @@ void KernelWalk::forget_process(uint32_t pid) {
 }
 
 void KernelWalk::serve_requests() {
+  s_->take_built();
   ring_buffer__consume(s_->requests);
   std::vector<uint32_t> asked(s_->pending.begin(), s_->pending.end());
   for (uint32_t pid : asked)
@@ -538,6 +709,10 @@ void KernelWalk::serve_requests() {
 
 int KernelWalk::requests_fd() const {
   return ring_buffer__epoll_fd(s_->requests);
+}
+
+int KernelWalk::built_fd() const {
+  return s_->builder.fd();
 }
 
 void KernelWalk::drain(const std::function<void(const KernelStack&)>& use) {

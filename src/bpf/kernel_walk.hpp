@@ -99,6 +99,8 @@ public:
   void serve_requests();
   // Polls readable when the program has sent requests: a loop waiting on it answers at once.
   int requests_fd() const;
+  // Polls readable when tables built off this thread are ready (serve_requests installs them).
+  int built_fd() const;
   // Every stack counted since the last drain.
   void drain(const std::function<void(const KernelStack&)>& use);
   // Copy mode: the walks of samples handed to perf too, since the last call.

@@ -19,6 +19,7 @@
 #include <linux/ptrace.h>
 #include <linux/types.h>
 
+#include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 
 #include "bpf_maps.h"
@@ -316,6 +317,18 @@ static long walk_frame(__u32 index, void *unused) {
   return 0;
 }
 
+/* Only the field read here, placed by the running kernel's BTF (CO-RE). */
+struct mm_struct;
+struct task_struct___ehelf {
+  struct mm_struct *mm;
+} __attribute__((preserve_access_index));
+
+/* The sampled thread's address space: a new one after each exec. */
+static __u64 current_address_space(void) {
+  struct task_struct___ehelf *task = (void *)bpf_get_current_task_btf();
+  return (__u64)BPF_CORE_READ(task, mm);
+}
+
 /* The user registers of the sampled thread: the sample's own when it interrupted user code,
  * else those saved at its entry into the kernel. 0 for a kernel thread. */
 static int user_regs(struct bpf_perf_event_data *ctx, struct ehelf_bpf_regs *r) {
@@ -377,7 +390,16 @@ int ehelf_sample(struct bpf_perf_event_data *ctx) {
   if (w->tgid != 0 && user_regs(ctx, &w->regs) == 0) {
     w->copy.ip = w->regs.rip;
     w->copy.sp = w->regs.rsp;
-    const struct ehelf_process *p = bpf_map_lookup_elem(&processes, &w->tgid);
+    struct ehelf_process *p = bpf_map_lookup_elem(&processes, &w->tgid);
+    /* Mappings read before an exec describe the program before it: not walked with (they would
+     * stop at no entry, or give the old program's frames) until user space reads the new ones. */
+    if (p) {
+      const __u64 space = current_address_space();
+      if (p->address_space == 0)
+        p->address_space = space;
+      else if (p->address_space != space)
+        p = 0;
+    }
     if (p) {
       w->first_mapping = p->first_mapping;
       w->mapping_count = p->mapping_count;

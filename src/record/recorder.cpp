@@ -597,7 +597,8 @@ Result<Recording> record(const RecordOptions& o, const std::atomic<int>* stop_re
   Clock::time_point interval_start = start;
   unsigned intervals = 0;
   for (;;) {
-    events.wait(100, {command.exit_fd(), walk ? walk->requests_fd() : -1});
+    events.wait(100,
+                {command.exit_fd(), walk ? walk->requests_fd() : -1, walk ? walk->built_fd() : -1});
     drain();
     if (stopped()) break;
     if (o.interval > 0 && o.on_interval &&

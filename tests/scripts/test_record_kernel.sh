@@ -173,6 +173,55 @@ sys.exit(0 if total >= 30 and a + b >= 0.8 * total and a > b > 0 else 1)
 EOF
 grep -q 'path_a' k.txt && ok "script output names path_a" || bad "script: $(head -20 k.txt)"
 
+# ---- a library without unwind tables, dlopen'd while the walk runs ----
+# Its table is built off the reader's thread, finds no rows, and its mappings become frame-pointer
+# ones: the kernel then walks its frames by rbp, through to main, as the user-space walk does.
+cat > notab.c << 'EOF'
+#include <stdint.h>
+__attribute__((noinline)) uint64_t notab_inner(uint64_t x) {
+  for (int i = 0; i < 1000; ++i) x = x * 6364136223846793005u + 1442695040888963407u;
+  __asm__ volatile("" : "+r"(x));
+  return x;
+}
+__attribute__((noinline)) uint64_t notab_spin(double seconds) {
+  uint64_t x = 1, n = (uint64_t)(seconds * 2e5);
+  for (uint64_t i = 0; i < n; ++i) x = notab_inner(x);
+  return x;
+}
+EOF
+cat > notab_main.c << 'EOF'
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+  (void)argc;
+  usleep(200000); /* the walk is running before the library is mapped */
+  void *lib = dlopen(argv[1], RTLD_NOW);
+  if (!lib) { fprintf(stderr, "%s\n", dlerror()); return 1; }
+  uint64_t (*spin)(double) = (uint64_t(*)(double))dlsym(lib, "notab_spin");
+  printf("%llu\n", (unsigned long long)spin(1.0));
+  return 0;
+}
+EOF
+if gcc -O0 -shared -fPIC -nostartfiles -fno-omit-frame-pointer \
+     -fno-asynchronous-unwind-tables \
+     -fno-unwind-tables -o libnotab.so notab.c &&
+   objcopy --remove-section .eh_frame --remove-section .eh_frame_hdr libnotab.so &&
+   gcc -O1 -o notab_main notab_main.c -ldl; then
+  grep -q eh_frame <<<"$(readelf -SW libnotab.so)" && bad "libnotab.so still has an .eh_frame"
+  "$ehelf" record --unwind kernel --kernel-copy-every 2 -o notab.folded -- ./notab_main \
+    "$work/libnotab.so" > /dev/null 2> notab.err || bad "record notab: $(cat notab.err)"
+  copy_check "no tables" notab.err
+  through=$(count notab.folded ';main;notab_spin;notab_inner( |;)')
+  inner=$(count notab.folded 'notab_inner( |;)')
+  [ "$inner" -ge 100 ] && [ $((through * 10)) -ge $((inner * 9)) ] &&
+    ok "no tables: $through of $inner samples in notab_inner walked by rbp through to main" ||
+    bad "no tables: $through of $inner samples through to main: $(sort -t' ' -k2 -n -r notab.folded | head -3)"
+else
+  bad "could not build the library without tables"
+fi
+
 # ---- -p, and nothing of ours left in the kernel, after a SIGKILL too ----
 [ "$(ours)" -eq 0 ] && ok "no program of ours loaded after the runs" || bad "programs left: $(bpftool prog list | grep -A2 ehelf_sample)"
 "$target" wait > wait.out &
