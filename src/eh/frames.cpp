@@ -119,9 +119,9 @@ void FrameWalk::load() {
   ctx_.ra = c.regs.get(x86_64::RIP);
   const uint64_t key = ctx_.ra * 2 + (c.exact ? 1 : 0);
   const ClaimedProcCache claimed(*c.local);
-  ProcEntry* e = claimed.entry(ctx_.ra, c.exact);
-  if (e && e->key == key) {
-    ctx_.has_fde = e->has_fde;
+  ProcEntry* e = claimed.get() ? &claimed.get()->entry(ctx_.ra, c.exact) : nullptr;
+  if (e && e->key == key) { // (only frames with an FDE are kept)
+    ctx_.has_fde = true;
     ctx_.lsda = e->lsda;
     ctx_.func = e->func;
     ctx_.personality = e->personality;
@@ -131,7 +131,7 @@ void FrameWalk::load() {
     ctx_.lsda = ctx_.has_fde ? info.lsda : 0;
     ctx_.func = ctx_.has_fde ? info.start_ip : 0;
     ctx_.personality = ctx_.has_fde ? info.handler : 0;
-    if (e && ctx_.has_fde) *e = ProcEntry{key, ctx_.lsda, ctx_.func, ctx_.personality, true};
+    if (e && ctx_.has_fde) *e = ProcEntry{key, ctx_.lsda, ctx_.func, ctx_.personality};
   }
   // A frame interrupted by a signal (after the trampoline's): its pc is the instruction itself.
   ctx_.flags = kExtendedContextBit | (c.exact ? kSignalFrameBit : 0);
