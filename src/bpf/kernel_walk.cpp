@@ -682,15 +682,14 @@ void KernelWalk::inherit_process(uint32_t parent, uint32_t child) {
   s_->inherit(parent, child);
 }
 
-void KernelWalk::preload_files(const std::vector<std::string>& paths) {
+void KernelWalk::preload_files(const std::vector<std::string>& paths, bool now) {
   for (const std::string& path : paths) {
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
     ProcMapping m;
     m.path = path;
     FileKey key;
-    if (FileTable* f = s_->file_for(0, m, key, /*now=*/true))
-      ++f->users; // kept: no process releases it
+    if (FileTable* f = s_->file_for(0, m, key, now)) ++f->users; // kept: no process releases it
   }
 }
 

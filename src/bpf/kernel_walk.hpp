@@ -90,9 +90,10 @@ public:
   // samples walk before anything reads its /proc/PID/maps. Nothing when the child already has
   // its own (its exec was seen first) or the parent has none.
   void inherit_process(uint32_t parent, uint32_t child);
-  // Loads the tables of these files now and keeps them for the whole run (the files most
-  // processes map, the command about to run), so that their first samples walk at once.
-  void preload_files(const std::vector<std::string>& paths);
+  // Loads the tables of these files and keeps them for the whole run (the files most processes
+  // map, the command about to run), so that their first samples walk at once: now, or (`now`
+  // false) on the builder's thread.
+  void preload_files(const std::vector<std::string>& paths, bool now);
   // The process is gone: its mappings are dropped, and the tables only it used.
   void forget_process(uint32_t pid);
   // Answers the program's requests (processes and files without tables yet). Call often.

@@ -516,17 +516,18 @@ Result<Recording> record(const RecordOptions& o, const std::atomic<int>* stop_re
   }
   EventSet& events = *opened_events;
   if (walk) {
-    // Tables loaded before anything runs, so that the first samples walk: the files this process
-    // maps (libc, ld.so, libstdc++: what most programs map too), the command's executable, the
-    // processes already running that are recorded.
+    // Tables loaded before anything runs, so that the first samples walk: the command's
+    // executable and the libraries it needs, now (it waits for them); the files this process
+    // maps (libc, ld.so, libstdc++: what most programs map too) on the builder's thread, as it
+    // runs; the processes already running that are recorded.
     // (ehelf's own executable is no other program's.)
-    std::vector<std::string> files;
+    std::vector<std::string> files, likely;
     char self[4096];
     const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
     const std::string own = n > 0 ? std::string(self, size_t(n)) : std::string();
     for (const ProcMapping& m :
          read_proc_maps(::getpid(), true).value_or(std::vector<ProcMapping>{}))
-      if (!m.path.empty() && m.path[0] == '/' && m.path != own) files.push_back(m.path);
+      if (!m.path.empty() && m.path[0] == '/' && m.path != own) likely.push_back(m.path);
     // The command's executable and the libraries it needs (as the loader will find them).
     if (!o.command.empty()) {
       // A script's interpreter (through `env`, and scripts run by scripts) is what runs.
@@ -540,7 +541,8 @@ Result<Recording> record(const RecordOptions& o, const std::atomic<int>* stop_re
         for (std::string& library : needed_libraries(runs))
           files.push_back(std::move(library));
     }
-    walk->preload_files(files);
+    walk->preload_files(files, /*now=*/true);
+    walk->preload_files(likely, /*now=*/false);
     if (target.kind == Target::Processes) {
       for (int pid : target.pids)
         walk->refresh_process(uint32_t(pid));
