@@ -4,7 +4,7 @@
 # on recordings made here: xz -9 and python3 with DWARF call graphs, the whole system while they
 # run (many processes sharing modules), a pipe recording read from standard input, a -g recording
 # and one without call graph. Each run must end without a ThreadSanitizer report and give what
-# -j 1 gives.
+# -j 1 gives. Then ehelf record --unwind kernel (its table builder thread) where BPF loads.
 # Usage: threads_under_tsan.sh EHELF   (build-tsan/bin/ehelf: scripts/build.sh tsan). Run by
 # scripts/test.sh after ctest, not by ctest (whose script tests, tests/scripts/test_*.sh, get the
 # ASan build).
@@ -74,3 +74,18 @@ rc=$?
 [ $rc -eq 66 ] && { cat two.err; fail "pipe on stdin: ThreadSanitizer report"; }
 [ $rc -eq 0 ] && [ -s two.out ] || fail "pipe on stdin: exit $rc"
 echo "ok: ehelf perf -j2 under ThreadSanitizer on ${files[*]} and a pipe: no report, -j1's output"
+
+# ehelf record --unwind kernel: its tables built on a thread of their own while the reader
+# publishes processes and drains counts (a loop of compilers: new processes, a large cc1 table,
+# files known and not), and the background kallsyms reader. Root only (the BPF program).
+printf 'int f(int x) { return x * 2; }\n' > small.c
+if [ "$(id -u)" -eq 0 ] && "$EHELF" record -q --unwind kernel -o probe.folded -- true 2> /dev/null; then
+  "$EHELF" record -q --unwind kernel -F 4000 -o kernel.folded -- \
+    sh -c 'for i in 1 2 3 4 5; do gcc -O2 -c small.c -o small.o; done; python3 work.py' 2> kernel.err
+  rc=$?
+  [ $rc -eq 66 ] && { cat kernel.err; fail "record --unwind kernel: ThreadSanitizer report"; }
+  [ $rc -eq 0 ] && [ -s kernel.folded ] || { cat kernel.err; fail "record --unwind kernel: exit $rc"; }
+  echo "ok: ehelf record --unwind kernel under ThreadSanitizer (a compiler loop, python3): no report"
+else
+  echo "SKIP ehelf record --unwind kernel under ThreadSanitizer: the BPF program cannot be loaded here"
+fi
