@@ -70,7 +70,8 @@ python3 -c "import sys; a,b=$a,$b; r=a/max(1,a+b); sys.exit(0 if 0.62<=r<=0.78 a
   ok "split in the kernel: path_a $a of $((a + b)) (70% expected), all $all" ||
   bad "split in the kernel: path_a $a, path_b $b of $all: $(sort -t' ' -k2 -n -r split.folded | head -5)"
 grep -qE '^record_target;_start;__libc_start_main[^;]*;__libc_start_call_main;main;path_a;spin ' split.folded &&
-  ok "split: kernel stacks reach _start" || bad "split: no stack from _start: $(head -3 split.folded)"
+  ok "split: kernel stacks reach _start" ||
+  bad "split: no stack from _start: $(grep -m5 'path_a' split.folded; grep 'stopped early' split.err)"
 "$ehelf" record --unwind user -o split-user.folded -- "$target" split 400 > /dev/null 2> user.err ||
   bad "record --unwind user: $(cat user.err)"
 ua=$(count split-user.folded ';main;path_a;spin( |;)')
