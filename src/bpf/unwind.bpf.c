@@ -317,16 +317,43 @@ static long walk_frame(__u32 index, void *unused) {
   return 0;
 }
 
-/* Only the field read here, placed by the running kernel's BTF (CO-RE). */
-struct mm_struct;
+/* Only the fields read here, placed by the running kernel's BTF (CO-RE). */
+struct mm_struct___ehelf {
+  unsigned long start_code;
+} __attribute__((preserve_access_index));
 struct task_struct___ehelf {
-  struct mm_struct *mm;
+  struct mm_struct___ehelf *mm;
+  struct task_struct___ehelf *real_parent;
+  int tgid;
 } __attribute__((preserve_access_index));
 
 /* The sampled thread's address space: a new one after each exec. */
 static __u64 current_address_space(void) {
   struct task_struct___ehelf *task = (void *)bpf_get_current_task_btf();
   return (__u64)BPF_CORE_READ(task, mm);
+}
+
+/* For a process user space has not read yet: the entry of the nearest of its first 4 ancestors
+ * that has one, when it is a fork of that ancestor that has not exec'd since (each process on the
+ * way has its executable where the ancestor has: a fork copies the address space; an exec, or a
+ * child reparented to another process, has another), and the entry is the ancestor's now (walked
+ * in its present address space, or not walked since user space wrote it). A child that lives a millisecond dies before user space reads
+ * its fork record, and its children before theirs. */
+static const struct ehelf_process *forked_from(void) {
+  struct task_struct___ehelf *task = (void *)bpf_get_current_task_btf();
+  const unsigned long code = BPF_CORE_READ(task, mm, start_code);
+  if (code == 0) return 0;
+  for (int level = 0; level < 4; level++) {
+    struct task_struct___ehelf *parent = BPF_CORE_READ(task, real_parent);
+    if (!parent || BPF_CORE_READ(parent, mm, start_code) != code) return 0;
+    __u32 parent_tgid = (__u32)BPF_CORE_READ(parent, tgid);
+    const struct ehelf_process *p = bpf_map_lookup_elem(&processes, &parent_tgid);
+    if (p) /* (0: not walked since user space wrote it, for the address space of then) */
+      return p->address_space == 0 || p->address_space == (__u64)BPF_CORE_READ(parent, mm) ? p
+                                                                                          : 0;
+    task = parent;
+  }
+  return 0;
 }
 
 /* The user registers of the sampled thread: the sample's own when it interrupted user code,
@@ -400,11 +427,14 @@ int ehelf_sample(struct bpf_perf_event_data *ctx) {
       else if (p->address_space != space)
         p = 0;
     }
-    if (p) {
-      w->first_mapping = p->first_mapping;
-      w->mapping_count = p->mapping_count;
-      w->last_mapping = p->first_mapping;
+    const struct ehelf_process *walked = p;
+    if (!walked) walked = forked_from();
+    if (walked) {
+      w->first_mapping = walked->first_mapping;
+      w->mapping_count = walked->mapping_count;
+      w->last_mapping = walked->first_mapping;
       bpf_loop(EHELF_MAX_FRAMES, walk_frame, 0, 0);
+      if (!p) request(w->tgid, w->regs.rip, EHELF_STOP_NO_PROCESS);
     } else {
       /* Its first pc is kept: the stack says where the sample was, if not how it got there. */
       w->copy.stack.pcs[0] = w->regs.rip;
