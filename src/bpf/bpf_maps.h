@@ -35,7 +35,7 @@ struct ehelf_table {
 enum ehelf_mapping_kind {
   EHELF_MAPPING_TABLE = 0,         /* rows in `table` */
   EHELF_MAPPING_FRAME_POINTER = 1, /* a file without tables: rbp is followed */
-  EHELF_MAPPING_PENDING = 2,       /* a table not built yet: the walk stops, user space is asked */
+  /* (A table being built is a TABLE mapping whose table has no rows yet.) */
 };
 
 /* [start, end) of a process maps a file whose address A is at A + bias. */

@@ -382,20 +382,16 @@ struct KernelWalk::State {
     policy.extra_debug_dirs = options.debug_dirs;
     FileTable f;
     f.path = m.path;
-    if (!key.vdso.empty()) {
-      // The vDSO is a few pages (anything larger is not one): built here, at once.
-      if (m.end - m.start > (uint64_t(1) << 20)) return nullptr;
-      std::vector<uint8_t> image(m.end - m.start);
-      ProcessMemory memory{pid_t(pid)};
-      if (!memory.read(m.start, image.data(), image.size())) return nullptr;
-      BuiltTable built = build_table(m.path, std::move(image), policy);
-      if (!built.elf) return nullptr;
-      FileTable& placed = files.emplace(key, std::move(f)).first->second;
-      install(placed, std::move(built));
-      return &placed;
-    }
-    if (now) {
-      BuiltTable built = build_table(open_path, {}, policy);
+    if (now || !key.vdso.empty()) { // built here, at once
+      std::vector<uint8_t> image;
+      if (!key.vdso.empty()) {
+        // The vDSO is a few pages: anything larger is not one.
+        if (m.end - m.start > (uint64_t(1) << 20)) return nullptr;
+        image.resize(m.end - m.start);
+        ProcessMemory memory{pid_t(pid)};
+        if (!memory.read(m.start, image.data(), image.size())) return nullptr;
+      }
+      BuiltTable built = build_table(image.empty() ? open_path : m.path, std::move(image), policy);
       if (!built.elf) return nullptr;
       FileTable& placed = files.emplace(key, std::move(f)).first->second;
       install(placed, std::move(built));

@@ -10,8 +10,9 @@
  *   tables     table id -> its range of rows in the row pool
  *   row_shards the row pool: shards of 2^20 rows (array of maps), added as tables need them, so
  *              that no file is ever skipped for a full shard
- *   stacks     hash of a walk -> its pcs (kept until user space evicts them);  counts0/counts1: (stack, pid, tid, kernel stack) ->
- *              samples, period, comm; user space drains the one not in use (`active`)
+ *   stacks     hash of a walk -> its pcs (kept until user space evicts them)
+ *   counts0/counts1: (stack, pid, tid, kernel stack) -> samples, period, comm; user space
+ *              drains the one not in use (`active`)
  *   requests   (tgid, pc) of samples in a process or at an address with no table yet
  */
 #include <linux/bpf.h>
@@ -298,7 +299,7 @@ static long walk_frame(__u32 index, void *unused) {
         stop = EHELF_STOP_OK;
       }
     }
-  } else {
+  } else { /* a kind this program does not know: user space reads the process again */
     stop = EHELF_STOP_NO_TABLE_YET;
     request(w->tgid, pc, EHELF_STOP_NO_TABLE_YET);
   }
@@ -320,6 +321,7 @@ static long walk_frame(__u32 index, void *unused) {
 /* Only the fields read here, placed by the running kernel's BTF (CO-RE). */
 struct mm_struct___ehelf {
   unsigned long start_code;
+  unsigned long start_stack;
 } __attribute__((preserve_access_index));
 struct task_struct___ehelf {
   struct mm_struct___ehelf *mm;
@@ -335,17 +337,21 @@ static __u64 current_address_space(void) {
 
 /* For a process user space has not read yet: the entry of the nearest of its first 4 ancestors
  * that has one, when it is a fork of that ancestor that has not exec'd since (each process on the
- * way has its executable where the ancestor has: a fork copies the address space; an exec, or a
- * child reparented to another process, has another), and the entry is the ancestor's now (walked
- * in its present address space, or not walked since user space wrote it). A child that lives a millisecond dies before user space reads
- * its fork record, and its children before theirs. */
+ * way has its executable and its stack where the ancestor has them: a fork copies the address
+ * space; an exec, or a child reparented to another process, has others), and the entry is the
+ * ancestor's now (walked in its present address space, or not walked since user space wrote it).
+ * A child that lives a millisecond dies before user space reads its fork record, and its children
+ * before theirs. */
 static const struct ehelf_process *forked_from(void) {
   struct task_struct___ehelf *task = (void *)bpf_get_current_task_btf();
   const unsigned long code = BPF_CORE_READ(task, mm, start_code);
+  const unsigned long stack = BPF_CORE_READ(task, mm, start_stack);
   if (code == 0) return 0;
   for (int level = 0; level < 4; level++) {
     struct task_struct___ehelf *parent = BPF_CORE_READ(task, real_parent);
-    if (!parent || BPF_CORE_READ(parent, mm, start_code) != code) return 0;
+    if (!parent || BPF_CORE_READ(parent, mm, start_code) != code ||
+        BPF_CORE_READ(parent, mm, start_stack) != stack)
+      return 0;
     __u32 parent_tgid = (__u32)BPF_CORE_READ(parent, tgid);
     const struct ehelf_process *p = bpf_map_lookup_elem(&processes, &parent_tgid);
     if (p) /* (0: not walked since user space wrote it, for the address space of then) */
