@@ -74,50 +74,27 @@ cd "$work"
 start=$EPOCHREALTIME
 root=0
 [ "$(id -u)" = 0 ] && root=1
-npass=0 nfail=0 nskip=0
-
 # ---- helpers -----------------------------------------------------------------------------------
 
-report() { # NAME PASS|FAIL|SKIP DETAIL
-  printf '%-24s %-4s %s\n' "$1" "$2" "$3"
-  case $2 in
-    PASS) npass=$((npass + 1)) ;;
-    FAIL) nfail=$((nfail + 1)) ;;
-    *) nskip=$((nskip + 1)) ;;
-  esac
-}
-verdict() { # NAME CONDITION-STATUS DETAIL: PASS when the status is 0
-  if [ "$2" = 0 ]; then report "$1" PASS "$3"; else report "$1" FAIL "$3"; fi
-}
+CAMPAIGN_NAME_WIDTH=24
+source "$repo/scripts/campaign-lib.sh"
 # The first line of FILE (or the one matching PATTERN), control bytes shown (cat -v), the
 # work directory's path left out, cut.
 line_of() { # FILE [PATTERN]
   if [ -n "${2:-}" ]; then grep -E -m1 -- "$2" "$1" 2>/dev/null; else head -1 "$1"; fi |
     cat -v | sed "s|$work/||g" | cut -c1-170 || true
 }
-since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.2f", b - a }'; }
-mb() { awk -v k="$1" 'BEGIN { printf "%.1f MB", k / 1024 }'; }
 # ehelf ARGS... under `ulimit -v KB` and `timeout SECONDS`, stdin from /dev/null: status in $rc,
 # peak RSS in KB in $kb, wall seconds in $secs.
 run() { # KB SECONDS OUT ERR ARGS...
-  local limit=$1 seconds=$2 out=$3 err=$4 t0=$EPOCHREALTIME
+  local limit=$1 seconds=$2 out=$3 err=$4
   shift 4
-  rc=0
-  (
-    ulimit -v "$limit"
-    exec /usr/bin/time -f '%M' -o "$work/rss" timeout -k 5 "$seconds" "$ehelf" "$@"
-  ) >"$out" 2>"$err" </dev/null || rc=$?
-  secs=$(since "$t0")
-  kb=$(tail -1 "$work/rss" 2>/dev/null || true)
-  case $kb in '' | *[!0-9]*) kb=0 ;; esac
+  run_bounded "$limit" "$seconds" "$out" "$err" "$work/rss" "$@"
 }
 killed() { [ "$rc" -ge 124 ]; } # a timeout, a signal (SIGABRT: 134), not an exit of its own
 lines() { wc -l <"$1" | tr -d ' '; }
 # The body of the quoted here-document that starts on the first line of FILE containing START
 # and ends at a line equal to TAG: the test's generator, reused as it is.
-heredoc() { # FILE START TAG
-  awk -v start="$2" -v tag="$3" 'on && $0 == tag { exit } on { print } !on && index($0, start) { on = 1 }' "$1"
-}
 start_bg() { # COMMAND...: started in the background, its pid in $bg_pid (killed at exit)
   "$@" &
   bg_pid=$!

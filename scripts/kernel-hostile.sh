@@ -94,17 +94,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 cd "$work"
 start=$EPOCHREALTIME
-npass=0 nfail=0 nskip=0
-
-report() { # NAME PASS|FAIL|SKIP DETAIL
-  printf '%-16s %-4s %s\n' "$1" "$2" "$3"
-  case $2 in
-    PASS) npass=$((npass + 1)) ;;
-    FAIL) nfail=$((nfail + 1)) ;;
-    *) nskip=$((nskip + 1)) ;;
-  esac
-}
-since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
+source "$repo/scripts/campaign-lib.sh"
 le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a <= b) }'; } # A <= B, decimals
 alive() { # PID: exists, is not a zombie, is not stopped
   local s
@@ -229,16 +219,9 @@ measure_kmem_at() { # AT
 # ---- running ehelf -----------------------------------------------------------------------------
 # ehelf ARGS... under ulimit -v and timeout: $rc, $kb (peak RSS), $secs; stderr in NAME.err.
 run() { # NAME SECONDS ARGS...
-  local name=$1 seconds=$2 t0=$EPOCHREALTIME
+  local name=$1 seconds=$2
   shift 2
-  rc=0
-  (
-    ulimit -v "$vm_bound_kb"
-    exec /usr/bin/time -f '%M' -o "$work/$name.rss" timeout -k 5 "$seconds" "$ehelf" "$@"
-  ) >"$work/$name.out" 2>"$work/$name.err" </dev/null || rc=$?
-  secs=$(since "$t0")
-  kb=$(tail -1 "$work/$name.rss" 2>/dev/null || true)
-  case $kb in '' | *[!0-9]*) kb=0 ;; esac
+  run_bounded "$vm_bound_kb" "$seconds" "$work/$name.out" "$work/$name.err" "$work/$name.rss" "$@"
   echo "$rc $kb $secs" >"$work/$name.result"
 }
 # run, with the kernel memory of its maps measured AT seconds in (in $kmem).
@@ -291,6 +274,13 @@ leftovers() {
   local left
   left=$(ours | wc -l)
   echo "$left"
+}
+# After a command run: $left (its processes still there) and $problem (what went wrong with it).
+command_problems() {
+  left=$(leftovers)
+  problem=
+  [ "$native_rc" = 0 ] || problem=" status $native_rc natively;"
+  [ "$left" = 0 ] || problem+=" $left processes left;"
 }
 
 # ---- set-up ------------------------------------------------------------------------------------
@@ -586,19 +576,7 @@ int main(int argc, char **argv) {
   return 0;
 }
 EOF
-cat >spin.c <<'EOF'
-#include <stdio.h>
-__attribute__((noinline)) void spin(void) {
-  for (volatile unsigned long i = 0;; ++i) {
-  }
-}
-int main(void) {
-  puts("ready"); /* spinning from now on */
-  fflush(stdout);
-  spin();
-  return 0;
-}
-EOF
+heredoc "$repo/tests/scripts/test_cfi_bomb.sh" "cat >spin.c <<'EOF'" EOF >spin.c
 cat >storm.sh <<'EOF'
 #!/bin/sh
 # storm.sh N TINY: N programs exec'd one after another, half /bin/true and half TINY; fails if
@@ -673,10 +651,7 @@ if want storm-chain; then
 native "$work/execchain" 2000
 run storm-chain 90 record --unwind kernel -F 999 -f folded -o "$work/storm-chain.folded" -- \
   "$work/execchain" 2000
-left=$(leftovers)
-problem=
-[ "$native_rc" = 0 ] || problem=" status $native_rc natively;"
-[ "$left" = 0 ] || problem+=" $left processes left;"
+command_problems
 judge storm-chain "$(cmd_limit)" "native=${native_secs}s execs=2000 left=$left" "$problem"
 kill_ours
 fi
@@ -706,10 +681,7 @@ native "$work/forkbomb" 13 3 2000
 native_count=$(head -1 native.out || true)
 run forkbomb 90 record --unwind kernel -F 999 -f folded -o "$work/forkbomb.folded" -- \
   "$work/forkbomb" 13 3 2000
-left=$(leftovers)
-problem=
-[ "$native_rc" = 0 ] || problem=" status $native_rc natively;"
-[ "$left" = 0 ] || problem+=" $left processes left;"
+command_problems
 judge forkbomb "$(cmd_limit)" "native=${native_secs}s ($native_count) recorded=($(head -1 forkbomb.out)) left=$left" "$problem"
 kill_ours
 fi
@@ -871,10 +843,7 @@ nfiles=$(find hostile -type f | wc -l)
 native "$work/mapper" 5 hostile/*
 run_at 4 elf-crafted 60 record --unwind kernel -F 999 -f folded -o "$work/elf-crafted.folded" -- \
   "$work/mapper" 5 hostile/*
-left=$(leftovers)
-problem=
-[ "$native_rc" = 0 ] || problem=" status $native_rc natively;"
-[ "$left" = 0 ] || problem+=" $left processes left;"
+command_problems
 judge elf-crafted "$(cmd_limit)" "kmem@4s=${kmem}MiB files=$nfiles (crafted $crafted, mutants $mutants) native: $(head -1 native.out) stderr-lines=$(wc -l <elf-crafted.err) left=$left" "$problem"
 kill_ours
 fi
