@@ -4,6 +4,8 @@
 // is in bench/run_unwind.sh, the "ehelf C API unw_step loop" row.)
 #include <gtest/gtest.h>
 
+#include <map>
+#include <set>
 #include <vector>
 
 #include "runtime/general_step.hpp"
@@ -91,11 +93,22 @@ TEST(RuntimeRowCache, CursorStepsFromRememberedRowsEqualStepsFromFoundRows) {
     }
   }
   // The walk after the one that filled the cache took every row from it (all of these frames'
-  // rows are expression-free: no PLT entry or signal frame on this stack).
-  size_t hits = 0;
+  // rows are expression-free: no PLT entry or signal frame on this stack), except where more
+  // distinct pcs of this walk than a set has ways fall in one set: with ASLR that happens in
+  // about one run in a hundred, and those pcs evict each other by design.
+  std::map<size_t, std::set<uint64_t>> keys_per_set;
   for (const Frame& f : walks[2])
+    keys_per_set[RowCache::set_of(f.key)].insert(f.key);
+  size_t hits = 0, expected = 0;
+  for (const Frame& f : walks[2]) {
     hits += f.remembered_before;
-  EXPECT_EQ(hits, walks[2].size());
+    expected += keys_per_set[RowCache::set_of(f.key)].size() <= RowCache::kWays;
+    if (keys_per_set[RowCache::set_of(f.key)].size() <= RowCache::kWays) {
+      EXPECT_TRUE(f.remembered_before) << std::hex << f.key;
+    }
+  }
+  EXPECT_GE(hits, expected);
+  EXPECT_GT(expected, walks[2].size() / 2);
 }
 
 // Rows the cache cannot hold as they are are not kept: an expression, an offset over 32 bits.
