@@ -20,23 +20,11 @@ Cursor* cursor_of(unw_cursor_t* cursor) {
   return std::launder(reinterpret_cast<Cursor*>(cursor));
 }
 
-namespace {
-
-// unw_context_t is a ucontext_t: gregs slot of each DWARF register. getcontext.S stores them at
-// these offsets.
-constexpr int kGregOfDwarf[x86_64::kGeneralRegs] = {
-    REG_RAX, REG_RDX, REG_RCX, REG_RBX, REG_RSI, REG_RDI, REG_RBP, REG_RSP, REG_R8,
-    REG_R9,  REG_R10, REG_R11, REG_R12, REG_R13, REG_R14, REG_R15, REG_RIP};
+// unw_context_t is a ucontext_t: getcontext.S stores the registers where greg_of_dwarf says.
 static_assert(offsetof(ucontext_t, uc_mcontext.gregs) == 40, "getcontext.S assumes gregs at 40");
 static_assert(REG_R8 == 0 && REG_RDI == 8 && REG_RBX == 11 && REG_RAX == 13 && REG_RSP == 15 &&
                   REG_RIP == 16,
               "getcontext.S assumes glibc's gregs order");
-
-} // namespace
-
-int greg_of_dwarf(unsigned reg) {
-  return kGregOfDwarf[reg];
-}
 
 namespace {
 
@@ -125,8 +113,8 @@ int init_local(unw_cursor_t* cursor, const unw_context_t* context, bool exact) {
   // The first frame's registers are in the context, where libunwind's save locations point too
   // (the context must outlive the cursor: unw_init_local(3)).
   for (unsigned r = 0; r < x86_64::kGeneralRegs; ++r) {
-    c->regs.set(r, static_cast<uint64_t>(context->uc_mcontext.gregs[kGregOfDwarf[r]]));
-    c->saved.set(r, reinterpret_cast<uint64_t>(&context->uc_mcontext.gregs[kGregOfDwarf[r]]));
+    c->regs.set(r, static_cast<uint64_t>(context->uc_mcontext.gregs[greg_of_dwarf(r)]));
+    c->saved.set(r, reinterpret_cast<uint64_t>(&context->uc_mcontext.gregs[greg_of_dwarf(r)]));
   }
   for (const DirectRange& r : mem.ranges())
     c->ranges[c->range_count++] = AddressRange{r.begin, r.end};

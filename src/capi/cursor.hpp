@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <sys/ucontext.h>
 
 #include "capi/address_space.hpp"
 #include "model/register_state.hpp"
@@ -33,8 +34,14 @@ struct Cursor {
 
 Cursor* cursor_of(unw_cursor_t* cursor);
 
-// The ucontext_t gregs slot of DWARF register `reg` (unw_context_t is a ucontext_t).
-int greg_of_dwarf(unsigned reg);
+// The ucontext_t gregs slot of DWARF register `reg` (unw_context_t is a ucontext_t); inline:
+// each walk's start reads and points at all 17 (every throw's phases, every _Unwind_Resume).
+inline int greg_of_dwarf(unsigned reg) {
+  constexpr int kGregOfDwarf[x86_64::kGeneralRegs] = {
+      REG_RAX, REG_RDX, REG_RCX, REG_RBX, REG_RSI, REG_RDI, REG_RBP, REG_RSP, REG_R8,
+      REG_R9,  REG_R10, REG_R11, REG_R12, REG_R13, REG_R14, REG_R15, REG_RIP};
+  return kGregOfDwarf[reg];
+}
 
 int init_local(unw_cursor_t* cursor, const unw_context_t* context, bool exact);
 int init_remote(unw_cursor_t* cursor, unw_addr_space* as, void* arg);

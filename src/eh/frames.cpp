@@ -28,13 +28,21 @@ int init(capi::Cursor& c, const unw_context_t& uc) {
   LocalMemory mem;
   mem.add(thread_stack_at(capi::walk_caller_sp()));
   mem.add(capi::walk_stack_range());
-  c = capi::Cursor{};
+  // Field by field rather than `c = Cursor{}` (a 464-byte cursor cleared, then written again:
+  // a tenth of an _Unwind_Resume's time). A field added to Cursor changes its size: set it here.
+  static_assert(sizeof(capi::Cursor) == 464, "every Cursor field is set below");
+  c.magic = capi::Cursor::kMagic;
+  c.remote = c.exact = c.done = c.last_entry_signal = false;
+  c.signal_context = 0;
   c.as = &capi::g_local_space_object;
+  c.arg = nullptr;
   c.local = s;
   for (unsigned r = 0; r < x86_64::kGeneralRegs; ++r) {
-    c.regs.set(r, static_cast<uint64_t>(uc.uc_mcontext.gregs[capi::greg_of_dwarf(r)]));
-    c.saved.set(r, reinterpret_cast<uint64_t>(&uc.uc_mcontext.gregs[capi::greg_of_dwarf(r)]));
+    c.regs.value[r] = static_cast<uint64_t>(uc.uc_mcontext.gregs[capi::greg_of_dwarf(r)]);
+    c.saved.address[r] = reinterpret_cast<uint64_t>(&uc.uc_mcontext.gregs[capi::greg_of_dwarf(r)]);
   }
+  c.regs.valid = c.saved.valid = (1u << x86_64::kGeneralRegs) - 1;
+  c.range_count = 0;
   for (const DirectRange& r : mem.ranges())
     c.ranges[c.range_count++] = AddressRange{r.begin, r.end};
   return UNW_ESUCCESS;
@@ -54,24 +62,20 @@ int init_on_walk_stack(capi::Cursor& c, const unw_context_t& uc) {
 }
 // One step of the cursor's frame, in place: capi::step without what the unwinder does not use
 // (each register's save slot, for unw_get_save_loc; the stack ranges set up again per step; rbp
-// followed from a caller in no known module). 1: the caller; 0: the frame is the outermost (its
-// return address undefined); FrameWalk::kLostCaller: the caller is in code the runtime does not
-// know (JIT code, or a library it did not find: one loaded while another thread changes the
-// loader's list, or when its slots for late libraries are used up), where libgcc_s takes over;
-// other negative values: the frame could not be unwound.
+// followed from a caller in no known module; whether the caller's pc is known, which load()
+// finds out from its FDE). 1: the caller; 0: the frame is the outermost (its return address
+// undefined); other negative values: the frame could not be unwound.
 struct StepArgs {
   capi::Cursor* cursor;
   capi::SelfMemory* memory;
+  RowCache* rows;
 };
-int step(capi::Cursor& c, capi::SelfMemory& mem) {
-  if (c.done) return 0;
+int step(capi::Cursor& c, capi::SelfMemory& mem, RowCache* rows) {
   RegisterState regs = c.regs;
   FrameInfo info;
   StopReason r;
   try {
-    const capi::ClaimedCaches caches(*c.local);
-    r = c.local->walker.step_every_register(regs, mem, c.exact, info, nullptr,
-                                            caches.get() ? &caches.get()->rows : nullptr);
+    r = c.local->walker.step_every_register(regs, mem, c.exact, info, nullptr, rows);
   } catch (...) { // only error paths allocate (their messages)
     return -UNW_EUNSPEC;
   }
@@ -80,19 +84,26 @@ int step(capi::Cursor& c, capi::SelfMemory& mem) {
     return 0;
   }
   if (r != StopReason::None) return -UNW_EBADFRAME;
-  if (!capi::known_pc(c.local->map, regs.get(x86_64::RIP))) return FrameWalk::kLostCaller;
   c.regs = regs;
   c.exact = info.signal_frame; // after a signal frame the pc is the interrupted instruction
   c.signal_context = 0;        // (resume.cpp's rt_sigreturn is not how a landing is entered)
   return 1;
 }
+// A row remembered for the frame's pc is applied on the thrower's stack (a few hundred bytes, as
+// libgcc's step takes); finding one (the CFA programs, expressions: about 10 KiB) runs on the
+// walk stack.
 int step_on_walk_stack(capi::Cursor& c, capi::SelfMemory& mem) {
-  StepArgs a{&c, &mem};
+  if (c.done) return 0;
+  // (check_late_module ran in load(), for this frame)
+  const capi::ClaimedCaches caches(*c.local);
+  RowCache* rows = caches.get() ? &caches.get()->rows : nullptr;
+  if (rows && rows->find(RuleCache::key(c.regs.get(x86_64::RIP), c.exact)))
+    return step(c, mem, rows);
+  StepArgs a{&c, &mem, rows};
   return capi::on_walk_stack(
       [](void* p) {
-        // (check_late_module ran in load(), for this frame)
         auto* args = static_cast<StepArgs*>(p);
-        return step(*args->cursor, *args->memory);
+        return step(*args->cursor, *args->memory, args->rows);
       },
       &a);
 }
@@ -108,30 +119,34 @@ __attribute__((constructor)) void at_load() {
 bool FrameWalk::start(const unw_context_t& uc) {
   if (init_on_walk_stack(ctx_.cursor, uc) != UNW_ESUCCESS) return false;
   mem_ = capi::local_memory(ctx_.cursor); // the walk's stack ranges, set up once
-  load();
+  (void)load();                           // (the first frame is the entry point's own)
   return true;
 }
 
-void FrameWalk::load() {
+bool FrameWalk::load() {
   capi::Cursor& c = ctx_.cursor;
   // A late library replaced at this pc is forgotten first (and the caches with it).
   capi::check_late_module(c);
   ctx_.ra = c.regs.get(x86_64::RIP);
   const uint64_t key = ctx_.ra * 2 + (c.exact ? 1 : 0);
-  const ClaimedProcCache claimed(*c.local);
-  ProcEntry* e = claimed.get() ? &claimed.get()->entry(ctx_.ra, c.exact) : nullptr;
-  if (e && e->key == key) { // (only frames with an FDE are kept)
-    ctx_.has_fde = true;
-    ctx_.lsda = e->lsda;
-    ctx_.func = e->func;
-    ctx_.personality = e->personality;
-  } else {
-    unw_proc_info_t info;
-    ctx_.has_fde = capi::get_proc_info(c, &info) == UNW_ESUCCESS;
-    ctx_.lsda = ctx_.has_fde ? info.lsda : 0;
-    ctx_.func = ctx_.has_fde ? info.start_ip : 0;
-    ctx_.personality = ctx_.has_fde ? info.handler : 0;
-    if (e && ctx_.has_fde) *e = ProcEntry{key, ctx_.lsda, ctx_.func, ctx_.personality};
+  bool known = true;
+  {
+    const ClaimedProcCache claimed(*c.local);
+    ProcEntry* e = claimed.get() ? &claimed.get()->entry(ctx_.ra, c.exact) : nullptr;
+    if (e && e->key == key) { // (only frames with an FDE, in known modules, are kept)
+      ctx_.has_fde = true;
+      ctx_.lsda = e->lsda;
+      ctx_.func = e->func;
+      ctx_.personality = e->personality;
+    } else {
+      unw_proc_info_t info;
+      ctx_.has_fde = capi::get_proc_info(c, &info) == UNW_ESUCCESS;
+      ctx_.lsda = ctx_.has_fde ? info.lsda : 0;
+      ctx_.func = ctx_.has_fde ? info.start_ip : 0;
+      ctx_.personality = ctx_.has_fde ? info.handler : 0;
+      if (e && ctx_.has_fde) *e = ProcEntry{key, ctx_.lsda, ctx_.func, ctx_.personality};
+      known = ctx_.has_fde || capi::known_pc(c.local->map, ctx_.ra);
+    }
   }
   // A frame interrupted by a signal (after the trampoline's): its pc is the instruction itself.
   ctx_.flags = kExtendedContextBit | (c.exact ? kSignalFrameBit : 0);
@@ -139,6 +154,7 @@ void FrameWalk::load() {
   // pointer (uw_update_context computes the callee's CFA, then moves to the caller): what
   // _Unwind_GetCFA answers and frames are identified by, in libgcc and LLVM's libunwind alike.
   ctx_.cfa = c.regs.get(x86_64::RSP);
+  return known;
 }
 
 int FrameWalk::advance() {
@@ -146,10 +162,7 @@ int FrameWalk::advance() {
   // The last frame's CFA, for the end context, while the cursor is still on it.
   unw_word_t last_cfa = 0;
   const int r = step_on_walk_stack(ctx_.cursor, mem_);
-  if (r > 0) {
-    load();
-    return 1;
-  }
+  if (r > 0) return load() ? 1 : kLostCaller;
   if (r < 0) return r;
   // The end context, as libgcc's after the outermost frame: pc 0, and as the stack pointer the
   // last frame's CFA (where its rules leave it; 0 if they cannot). capi::step left the cursor

@@ -17,12 +17,15 @@ public:
   // then: a personality's landing is installed from them). 1: a frame; 0: the current frame
   // was the last, the context is now the end context (pc 0, no FDE, as libgcc's walk ends);
   // < 0: the caller could not be unwound (a bad frame), or kLostCaller: it is in code the
-  // runtime does not know (JIT code, a library it did not find), where libgcc_s takes over.
+  // runtime does not know (JIT code, a library it did not find), where libgcc_s takes over; the
+  // context is not to be used after either.
   int advance();
   static constexpr int kLostCaller = -1000;
 
 private:
-  void load(); // fills ctx_ from ctx_.cursor: what the FDE says, the stack pointer
+  // Fills ctx_ from ctx_.cursor: what the FDE says, the stack pointer. False when the frame's pc
+  // is in no module the runtime knows.
+  bool load();
   _Unwind_Context ctx_;
   capi::SelfMemory mem_; // the walk's memory: its stack ranges read directly
 };

@@ -144,15 +144,7 @@ StopReason GeneralStep::step_found(const ModuleData& data, uint64_t svma, Regist
                                    MemoryReader& mem, bool& signal_frame, BackendKind& backend,
                                    RuleCache* cache, uint64_t key, Slots saved,
                                    RowCache* kept_rows) {
-  // Only a step that evaluates the row whatever it holds (the every-register step) keeps rows.
-  if (kept_rows && backend == BackendKind::Interpreter)
-    if (const CachedRow* remembered = kept_rows->find(key)) {
-      signal_frame = remembered->signal_frame;
-      if constexpr (kEveryRegister<Slots>)
-        return apply_cached(*remembered, regs, mem, saved);
-      else
-        return apply_cached(*remembered, regs, mem, nullptr);
-    }
+  // (A row kept in `kept_rows` was taken by step_with before the module search.)
   FoundRow row;
   const RowLookup* rows = data.row_lookup();
   if (!rows) return StopReason::NoTable;
@@ -279,10 +271,21 @@ retry:
   bool signal_frame = false;
   StopReason r = StopReason::None;
 
-  HotRule* slot = nullptr;
+  // A row this thread evaluated before at this pc (every-register steps through rows found on
+  // demand keep them): taken before the module search, as the rule cache's hit below is.
+  if (rows)
+    if (const CachedRow* remembered = rows->find(RuleCache::key(pc, exact_pc))) {
+      info.backend = BackendKind::Interpreter;
+      signal_frame = remembered->signal_frame;
+      if constexpr (kEveryRegister<Slots>)
+        r = apply_cached(*remembered, regs, mem, saved);
+      else
+        r = apply_cached(*remembered, regs, mem, nullptr);
+      goto done;
+    }
   if (cache) {
     const uint64_t key = RuleCache::key(pc, exact_pc);
-    slot = cache->find(key);
+    const HotRule* slot = cache->find(key);
     if (slot && slot->op != HotRule::kEmpty) {
       info.module = map_.find(lookup);
       info.backend = BackendKind::Table;

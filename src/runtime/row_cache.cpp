@@ -49,6 +49,9 @@ bool CachedRow::from(RowView row, const FunctionInfo& fn, uint64_t key, CachedRo
       lo / 8 <= INT16_MAX) {
     c.slots_lo8 = static_cast<int16_t>(lo / 8);
     c.slots_words = static_cast<uint8_t>((hi - lo) / 8 + 1);
+    c.only_slots = true;
+    for (unsigned i = 0; i < c.count; ++i)
+      c.only_slots &= c.columns[i].kind == RegisterRule::Kind::Offset;
   }
   out = c;
   return true;
@@ -77,66 +80,91 @@ StopReason apply_cached(const CachedRow& row, RegisterState& regs, MemoryReader&
                         SaveSlots* saved) {
   if (!regs.has(row.cfa_reg)) return StopReason::MissingRegister;
   const uint64_t cfa = regs.get(row.cfa_reg) + static_cast<uint64_t>(int64_t(row.cfa_offset));
-  RegisterState caller = regs; // no rule: same value (callee-saved convention)
   // The save slots in one read where they can be (a read of each word alone answers the same).
   uint64_t span[CachedRow::kMaxSpanWords];
   const uint64_t span_at = cfa + static_cast<uint64_t>(int64_t(row.slots_lo8) * 8);
   const bool span_read =
       row.slots_words && mem.read(span_at, span, size_t(row.slots_words) * sizeof(uint64_t));
-  // For `saved`: the registers given a rule other than same value, those read from memory, and
-  // where (evaluate_row's bookkeeping).
-  uint32_t ruled = 0, read = 0;
+  // Each column's value is found from the callee's registers first and written after (a
+  // register rule reads the callee's value; on failure `regs` is unchanged). For `saved`: the
+  // registers given a rule other than same value, those read from memory, and where
+  // (evaluate_row's bookkeeping).
+  uint64_t value[CachedRow::kMaxColumns];
+  uint32_t ruled = 0, read = 0, known = 0, unknown = 0; // bits by column
   uint64_t read_at[x86_64::kGeneralRegs];
   bool rip_ruled = false, rsp_ruled = false;
-  for (unsigned i = 0; i < row.count; ++i) {
-    const CachedRow::Column& c = row.columns[i];
-    rip_ruled |= c.column == x86_64::RIP;
-    rsp_ruled |= c.column == x86_64::RSP;
-    if (c.kind != RegisterRule::Kind::SameValue) ruled |= 1u << c.column;
-    uint64_t v = 0;
-    switch (c.kind) {
-    case RegisterRule::Kind::SameValue:
-      continue;
-    case RegisterRule::Kind::Offset: {
-      const uint64_t at = cfa + static_cast<uint64_t>(int64_t(c.offset));
-      if (span_read)
-        v = span[(at - span_at) / 8];
-      else if (!mem.read_u64(at, v)) {
-        // Only the return address is essential (as in evaluate_row).
-        if (c.column == row.return_column) return StopReason::BadRead;
-        caller.clear(c.column);
-        continue;
-      }
+  if (span_read && row.only_slots) {
+    // The general loop's Offset case for every column, read from the span (no read can fail).
+    for (unsigned i = 0; i < row.count; ++i) {
+      const CachedRow::Column& c = row.columns[i];
+      value[i] = span[c.offset / 8 - row.slots_lo8]; // (offsets are multiples of 8 here)
       read |= 1u << c.column;
-      read_at[c.column] = at;
-      break;
     }
-    case RegisterRule::Kind::ValOffset:
-      v = cfa + static_cast<uint64_t>(int64_t(c.offset));
-      break;
-    case RegisterRule::Kind::Register:
-      if (!regs.has(c.reg)) {
-        caller.clear(c.column);
+    ruled = known = read;
+    rip_ruled = read >> x86_64::RIP & 1u;
+    rsp_ruled = read >> x86_64::RSP & 1u;
+    if (saved)
+      for (unsigned i = 0; i < row.count; ++i)
+        read_at[row.columns[i].column] =
+            cfa + static_cast<uint64_t>(int64_t(row.columns[i].offset));
+  } else {
+    for (unsigned i = 0; i < row.count; ++i) {
+      const CachedRow::Column& c = row.columns[i];
+      const uint32_t bit = 1u << c.column;
+      rip_ruled |= c.column == x86_64::RIP;
+      rsp_ruled |= c.column == x86_64::RSP;
+      switch (c.kind) {
+      case RegisterRule::Kind::SameValue: // no rule: same value (callee-saved convention)
+        continue;
+      case RegisterRule::Kind::Offset: {
+        ruled |= bit;
+        const uint64_t at = cfa + static_cast<uint64_t>(int64_t(c.offset));
+        if (span_read) {
+          value[i] = span[(at - span_at) / 8];
+        } else if (!mem.read_u64(at, value[i])) {
+          // Only the return address is essential (as in evaluate_row).
+          if (c.column == row.return_column) return StopReason::BadRead;
+          unknown |= bit;
+          continue;
+        }
+        read |= bit;
+        read_at[c.column] = at;
+        break;
+      }
+      case RegisterRule::Kind::ValOffset:
+        ruled |= bit;
+        value[i] = cfa + static_cast<uint64_t>(int64_t(c.offset));
+        break;
+      case RegisterRule::Kind::Register:
+        ruled |= bit;
+        if (!regs.has(c.reg)) {
+          unknown |= bit;
+          continue;
+        }
+        value[i] = regs.get(c.reg);
+        break;
+      default: // Undefined, Architectural (expressions are never kept)
+        ruled |= bit;
+        unknown |= bit;
         continue;
       }
-      v = regs.get(c.reg);
-      break;
-    default: // Undefined, Architectural (expressions are never kept)
-      caller.clear(c.column);
-      continue;
+      known |= bit;
     }
-    caller.set(c.column, v);
   }
+  // The caller's registers: the callee's where no rule says otherwise.
+  for (unsigned i = 0; i < row.count; ++i)
+    if (known >> row.columns[i].column & 1u) regs.value[row.columns[i].column] = value[i];
+  regs.valid = (regs.valid & ~unknown) | known;
   // The caller's rip is the return address; its rsp is the CFA unless a rule says otherwise.
   if (row.return_column != x86_64::RIP) {
-    if (caller.has(row.return_column))
-      caller.set(x86_64::RIP, caller.get(row.return_column));
+    if (regs.has(row.return_column))
+      regs.set(x86_64::RIP, regs.get(row.return_column));
     else
-      caller.clear(x86_64::RIP);
+      regs.clear(x86_64::RIP);
   } else if (!rip_ruled) {
-    caller.clear(x86_64::RIP);
+    regs.clear(x86_64::RIP);
   }
-  if (!rsp_ruled) caller.set(x86_64::RSP, cfa);
+  if (!rsp_ruled) regs.set(x86_64::RSP, cfa);
   if (saved) {
     // rsp without a rule is the CFA, a value held nowhere; rip is the return-address column.
     if (!rsp_ruled) ruled |= 1u << x86_64::RSP;
@@ -146,14 +174,13 @@ StopReason apply_cached(const CachedRow& row, RegisterState& regs, MemoryReader&
       saved->set(reg, read_at[reg]);
     }
     if (row.return_column != x86_64::RIP) {
-      if (saved->has(row.return_column) && caller.has(x86_64::RIP))
+      if (saved->has(row.return_column) && regs.has(x86_64::RIP))
         saved->set(x86_64::RIP, saved->address[row.return_column]);
       else
         saved->clear(x86_64::RIP);
     }
-    if (!caller.has(x86_64::RIP)) saved->clear(x86_64::RIP);
+    if (!regs.has(x86_64::RIP)) saved->clear(x86_64::RIP);
   }
-  regs = caller;
   return StopReason::None;
 }
 

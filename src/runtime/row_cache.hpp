@@ -44,6 +44,9 @@ struct CachedRow {
   static constexpr unsigned kMaxSpanWords = 8;
   int16_t slots_lo8 = 0;
   uint8_t slots_words = 0;
+  // Every column is a save slot in the span (a compiler's rows: the return address and the
+  // callee-saved registers its prologue pushed): a step takes each from the span directly.
+  bool only_slots = false;
   Column columns[kMaxColumns];
 
   // The cached form of `row` (of the function `fn`), or false when it has none (expressions,
