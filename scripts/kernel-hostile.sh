@@ -611,9 +611,7 @@ if [ "$native_rc" != 0 ]; then
 else
   run_at 3 dlopen-cmd 90 record --unwind kernel -F 999 -f folded -o "$work/dlopen-cmd.folded" -- \
     "$work/dlmany" "$work/libs" 3000 3
-  left=$(leftovers)
-  problem=
-  [ "$left" = 0 ] || problem=" $left processes left;"
+  command_problems # (natively it succeeded: this branch)
   judge dlopen-cmd "$(cmd_limit)" "kmem@3s=${kmem}MiB native=${native_secs}s libs=3000 left=$left" "$problem"
 fi
 kill_ours
@@ -867,10 +865,7 @@ if python3 "$repo/tests/scripts/cfi_bomb.py" 2000000 >bomb/bomb.S &&
   run elf-bomb 60 record --unwind kernel -F 999 -f folded -o "$work/elf-bomb.folded" -- \
     "$work/mapper" 5 "${bombs[@]}"
   bomb_rc=$rc bomb_kb=$kb bomb_secs=$secs
-  left=$(leftovers)
-  problem=
-  [ "$native_rc" = 0 ] || problem=" status $native_rc natively;"
-  [ "$left" = 0 ] || problem+=" $left processes left;"
+  command_problems
   # And the bomb as a program of its own (main and spin described only by the bomb), with -p.
   start_bg bomb-run.out "$work/bomb/bomb"
   target=$bg_pid
