@@ -4,7 +4,6 @@
 #include <bpf/libbpf.h>
 #include <fcntl.h>
 #include <linux/capability.h>
-#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -12,14 +11,10 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
-#include <deque>
-#include <exception>
 #include <map>
 #include <mutex>
 #include <set>
-#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -28,6 +23,7 @@
 #include "bpf/bpf_maps.h"
 #include "bpf/bpf_rows.hpp"
 #include "bpf/range_pool.hpp"
+#include "bpf/table_builder.hpp"
 #include "elf/elf_file.hpp"
 #include "runtime/memory.hpp"
 #include "runtime/module_map.hpp"
@@ -118,14 +114,6 @@ template <class T> struct MappedArray {
   }
 };
 
-// Which file a mapping shows: its identity as the kernel sees it, and when it last changed (a
-// file rewritten in place is another file).
-struct FileKey {
-  uint64_t dev = 0, ino = 0, size = 0, mtime_ns = 0;
-  std::string vdso; // "[vdso]" (one image for every process: the same kernel)
-  auto operator<=>(const FileKey&) const = default;
-};
-
 struct FileTable {
   uint32_t id = 0;         // in the tables map
   RangePool::Range rows{}; // the page index, then the rows
@@ -161,117 +149,6 @@ struct Retired {
   RangePool* pool;
   RangePool::Range range;
   uint32_t table_id; // UINT32_MAX: none
-};
-
-// What building a file's rows gives: its segments (for the bias of each mapping), its rows or why
-// there are none (then rbp is followed in its code); `elf` false when it is no ELF file.
-struct BuiltTable {
-  bool elf = false;
-  std::vector<Segment> segments;
-  Result<BpfTable> rows = Error::plain("not built");
-};
-
-BuiltTable build_table(const std::string& path, std::vector<uint8_t> image,
-                       const LoadPolicy& policy) {
-  BuiltTable out;
-  const std::shared_ptr<const ModuleData> data =
-      image.empty() ? load_module(path, policy) : load_module_image(std::move(image), path, policy);
-  if (!data->elf) return out;
-  out.elf = true;
-  out.segments = data->elf->segments();
-  out.rows = data->has_table() ? encode_bpf_rows(*data->table)
-                               : Result<BpfTable>(Error::plain("no unwind table"));
-  return out;
-}
-
-// Builds tables on a thread of its own, so that a large file (cc1: 478,579 rows, ~150 ms) does
-// not hold up the processes whose files are known already: their mappings are published at once,
-// and this file's samples stop at "table not loaded yet" until its rows are. Each job owns a
-// descriptor of the file (it may be gone from the process by then); a finished one wakes the
-// reader through an eventfd.
-class TableBuilder {
-public:
-  struct Job {
-    uint64_t serial = 0;
-    FileKey key;
-    int fd = -1; // closed by the builder
-    LoadPolicy policy;
-  };
-  struct Done {
-    uint64_t serial = 0;
-    FileKey key;
-    BuiltTable table;
-    std::exception_ptr failure; // what the build threw (memory exhausted): rethrown by take()
-  };
-
-  TableBuilder() : event_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
-  ~TableBuilder() {
-    {
-      std::lock_guard lock(mutex_);
-      stop_ = true;
-    }
-    wake_.notify_all();
-    if (worker_.joinable()) worker_.join();
-    for (Job& j : jobs_)
-      ::close(j.fd);
-    if (event_ >= 0) ::close(event_);
-  }
-  int fd() const { return event_; }
-
-  void submit(Job job) {
-    {
-      std::lock_guard lock(mutex_);
-      if (!worker_.joinable()) worker_ = std::thread([this] { run(); });
-      jobs_.push_back(std::move(job));
-    }
-    wake_.notify_one();
-  }
-
-  std::vector<Done> take() {
-    uint64_t count = 0;
-    if (event_ >= 0) (void)!::read(event_, &count, sizeof count);
-    std::vector<Done> out;
-    {
-      std::lock_guard lock(mutex_);
-      out.swap(done_);
-    }
-    for (const Done& d : out)
-      if (d.failure) std::rethrow_exception(d.failure);
-    return out;
-  }
-
-private:
-  void run() {
-    std::unique_lock lock(mutex_);
-    while (true) {
-      wake_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
-      if (stop_) return;
-      Job job = std::move(jobs_.front());
-      jobs_.pop_front();
-      lock.unlock();
-      Done d;
-      d.serial = job.serial;
-      d.key = job.key;
-      try {
-        d.table = build_table(fmt::format("/proc/self/fd/{}", job.fd), {}, job.policy);
-      } catch (...) {
-        d.failure = std::current_exception();
-      }
-      ::close(job.fd);
-      lock.lock();
-      done_.push_back(std::move(d));
-      const uint64_t one = 1;
-      if (event_ >= 0) (void)!::write(event_, &one, sizeof one);
-    }
-  }
-
-  int event_ = -1;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<Job> jobs_;
-  std::vector<Done> done_;
-  bool stop_ = false;
-  std::thread worker_; // started by the first job; last, so that it stops before the rest goes
 };
 
 } // namespace
