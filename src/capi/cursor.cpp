@@ -102,23 +102,37 @@ int init_local(unw_cursor_t* cursor, const unw_context_t* context, bool exact) {
   LocalMemory mem;
   local_ranges(mem);
   Cursor* c = new (cursor) Cursor{};
-  c->as = &g_local_space_object;
-  c->local = s;
+  start_local(*c, *s, *context, mem);
   // A pc at a function's first instruction is an interrupted one (a signal handler's ucontext
   // faulting there, a makecontext context), never the return address unw_getcontext leaves:
   // a call that is its function's last instruction does not return. Looked up at pc - 1, as a
   // return address is, it would take the previous function's row and skip the caller.
   const auto pc = static_cast<uint64_t>(context->uc_mcontext.gregs[REG_RIP]);
   c->exact = exact || is_function_entry(s->map, pc);
+  return UNW_ESUCCESS;
+}
+
+void start_local(Cursor& c, LocalSpace& s, const unw_context_t& context,
+                 const LocalMemory& ranges) {
+  // Field by field rather than `c = Cursor{}` (a 464-byte cursor cleared, then written again: a
+  // tenth of an _Unwind_Resume's time). A field added to Cursor changes its size: set it here.
+  static_assert(sizeof(Cursor) == 464, "every Cursor field is set below");
+  c.magic = Cursor::kMagic;
+  c.remote = c.exact = c.done = c.last_entry_signal = false;
+  c.signal_context = 0;
+  c.as = &g_local_space_object;
+  c.arg = nullptr;
+  c.local = &s;
   // The first frame's registers are in the context, where libunwind's save locations point too
   // (the context must outlive the cursor: unw_init_local(3)).
   for (unsigned r = 0; r < x86_64::kGeneralRegs; ++r) {
-    c->regs.set(r, static_cast<uint64_t>(context->uc_mcontext.gregs[greg_of_dwarf(r)]));
-    c->saved.set(r, reinterpret_cast<uint64_t>(&context->uc_mcontext.gregs[greg_of_dwarf(r)]));
+    c.regs.value[r] = static_cast<uint64_t>(context.uc_mcontext.gregs[greg_of_dwarf(r)]);
+    c.saved.address[r] = reinterpret_cast<uint64_t>(&context.uc_mcontext.gregs[greg_of_dwarf(r)]);
   }
-  for (const DirectRange& r : mem.ranges())
-    c->ranges[c->range_count++] = AddressRange{r.begin, r.end};
-  return UNW_ESUCCESS;
+  c.regs.valid = c.saved.valid = (1u << x86_64::kGeneralRegs) - 1;
+  c.range_count = 0;
+  for (const DirectRange& r : ranges.ranges())
+    c.ranges[c.range_count++] = AddressRange{r.begin, r.end};
 }
 
 int init_remote(unw_cursor_t* cursor, unw_addr_space* as, void* arg) {

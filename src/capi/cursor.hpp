@@ -44,6 +44,9 @@ inline int greg_of_dwarf(unsigned reg) {
 }
 
 int init_local(unw_cursor_t* cursor, const unw_context_t* context, bool exact);
+// Makes `c` a local cursor of space `s` on the frame `context` holds (its registers, their save
+// slots in it), reading `ranges` directly; not exact (init_local decides that). Every field set.
+void start_local(Cursor& c, LocalSpace& s, const unw_context_t& context, const LocalMemory& ranges);
 int init_remote(unw_cursor_t* cursor, unw_addr_space* as, void* arg);
 int step(Cursor& c);
 // Before a local cursor's frame is unwound: if its module is a library loaded after the space

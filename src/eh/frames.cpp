@@ -28,23 +28,7 @@ int init(capi::Cursor& c, const unw_context_t& uc) {
   LocalMemory mem;
   mem.add(thread_stack_at(capi::walk_caller_sp()));
   mem.add(capi::walk_stack_range());
-  // Field by field rather than `c = Cursor{}` (a 464-byte cursor cleared, then written again:
-  // a tenth of an _Unwind_Resume's time). A field added to Cursor changes its size: set it here.
-  static_assert(sizeof(capi::Cursor) == 464, "every Cursor field is set below");
-  c.magic = capi::Cursor::kMagic;
-  c.remote = c.exact = c.done = c.last_entry_signal = false;
-  c.signal_context = 0;
-  c.as = &capi::g_local_space_object;
-  c.arg = nullptr;
-  c.local = s;
-  for (unsigned r = 0; r < x86_64::kGeneralRegs; ++r) {
-    c.regs.value[r] = static_cast<uint64_t>(uc.uc_mcontext.gregs[capi::greg_of_dwarf(r)]);
-    c.saved.address[r] = reinterpret_cast<uint64_t>(&uc.uc_mcontext.gregs[capi::greg_of_dwarf(r)]);
-  }
-  c.regs.valid = c.saved.valid = (1u << x86_64::kGeneralRegs) - 1;
-  c.range_count = 0;
-  for (const DirectRange& r : mem.ranges())
-    c.ranges[c.range_count++] = AddressRange{r.begin, r.end};
+  capi::start_local(c, *s, uc, mem);
   return UNW_ESUCCESS;
 }
 struct InitArgs {
