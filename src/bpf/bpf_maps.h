@@ -36,6 +36,9 @@ enum ehelf_mapping_kind {
   EHELF_MAPPING_TABLE = 0,         /* rows in `table` */
   EHELF_MAPPING_FRAME_POINTER = 1, /* a file without tables: rbp is followed */
   /* (A table being built is a TABLE mapping whose table has no rows yet.) */
+  /* Only in a walk's found mappings (found with bpf_find_vma): */
+  EHELF_MAPPING_NO_FILE = 2,      /* executable memory of no file: JIT code, rbp is followed */
+  EHELF_MAPPING_UNKNOWN_FILE = 3, /* a file user space has not published (yet) */
 };
 
 /* [start, end) of a process maps a file whose address A is at A + bias. */
@@ -45,6 +48,37 @@ struct ehelf_mapping {
   __u64 bias;
   __u32 table;
   __u32 kind; /* enum ehelf_mapping_kind */
+};
+
+/* A file as the kernel names it, for the walk of a pc in none of the process's mappings user
+ * space wrote (a process that exec'd since, or a library dlopen'd since): bpf_find_vma gives the
+ * pc's mapping and its file's inode, this map the file's table. The same fields as the stat(2)
+ * user space keys its tables by (a file rewritten in place has another mtime), the device in the
+ * kernel's encoding (MAJOR << 20 | MINOR). */
+struct ehelf_file_key {
+  __u64 ino;
+  __u64 size;
+  __s64 mtime_sec;
+  __u32 mtime_nsec;
+  __u32 dev;
+};
+
+/* The file's executable segments (at most EHELF_FILE_SEGMENTS), for a mapping's bias: a mapping
+ * whose file offset O is in [offset, offset + filesz) maps address vaddr + O - offset at its
+ * start. A file with more has only these walked this way. */
+#define EHELF_FILE_SEGMENTS 2
+struct ehelf_file_segment {
+  __u64 offset;
+  __u64 filesz;
+  __u64 vaddr;
+};
+
+struct ehelf_file {
+  __u32 table;
+  __u32 kind; /* EHELF_MAPPING_TABLE or _FRAME_POINTER */
+  __u32 segment_count;
+  __u32 reserved;
+  struct ehelf_file_segment segments[EHELF_FILE_SEGMENTS];
 };
 
 struct ehelf_process {
@@ -83,6 +117,19 @@ struct ehelf_stack_window {
   __u8 bytes[EHELF_WINDOW_BYTES];
 };
 
+/* Mappings found with bpf_find_vma, kept per process (the `learned` map) while user space has
+ * not read its own: a program, libc, ld.so and a few libraries. bpf_find_vma can be called once
+ * per sample (the mmap lock it takes in the interrupt is released by an irq_work, which is busy
+ * until the program returns), so a process's files are learned one per sample: a walk that needs
+ * a second one it does not know stops there. */
+#define EHELF_FOUND_MAPPINGS 8
+struct ehelf_learned {
+  __u64 address_space; /* the mm they were found in */
+  __u32 count;
+  __u32 next; /* the one replaced when full */
+  struct ehelf_mapping found[EHELF_FOUND_MAPPINGS];
+};
+
 /* One walk in progress, per CPU (too large for the BPF stack). */
 struct ehelf_walk {
   struct ehelf_bpf_regs regs;
@@ -94,6 +141,12 @@ struct ehelf_walk {
   __u32 depth;
   __u32 stop;
   __u32 signal; /* the last step went through a signal frame */
+  __u32 known_process; /* its mappings are those user space wrote (or its parent's) */
+  __u8 learned_read;  /* `learned` holds the process's entry of the learned map, if any */
+  __u8 vma_asked;     /* bpf_find_vma was called in this sample */
+  __u8 learned_added; /* `learned` gained a mapping: written back at the end */
+  __u8 vma_deferred;  /* a pc was in no mapping known, and bpf_find_vma was used already */
+  struct ehelf_learned learned;
   struct ehelf_copy copy;
   struct ehelf_stack_window window;
 };
@@ -126,6 +179,8 @@ enum ehelf_stat {
   EHELF_STAT_COUNTS_FULL = 3,
   EHELF_STAT_STACKS_FULL = 4,
   EHELF_STAT_COPIES_LOST = 5,
+  EHELF_STAT_VMA_FILES = 6,   /* mappings found with bpf_find_vma, of a file with a table */
+  EHELF_STAT_VMA_UNKNOWN = 7, /* ... of a file user space had not published */
   EHELF_STAT_STOPS = 8,                                             /* + enum ehelf_walk_stop */
   EHELF_STAT_NOT_EXPRESSIBLE = EHELF_STAT_STOPS + EHELF_STOP_COUNT, /* + the STOP row's reason */
   EHELF_STAT_COUNT = EHELF_STAT_NOT_EXPRESSIBLE + EHELF_NOT_EXPRESSIBLE_KINDS,

@@ -2,11 +2,13 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <elf.h>
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -271,7 +273,7 @@ struct KernelWalk::State {
       BuiltTable built = build_table(image.empty() ? open_path : m.path, std::move(image), policy);
       if (!built.elf) return nullptr;
       FileTable& placed = files.emplace(key, std::move(f)).first->second;
-      install(placed, std::move(built));
+      install(key, placed, std::move(built));
       return &placed;
     }
     // Built by the builder: its segments now (the headers alone), its rows when they are ready;
@@ -288,7 +290,43 @@ struct KernelWalk::State {
     f.building = next_build++;
     __atomic_store_n(&tables.values[f.id].rows.row_count, 0u, __ATOMIC_RELEASE);
     builder.submit({f.building, key, fd, policy});
-    return &files.emplace(key, std::move(f)).first->second;
+    FileTable& placed = files.emplace(key, std::move(f)).first->second;
+    publish(key, placed);
+    return &placed;
+  }
+
+  // A file's table published by its inode, for the walk of a pc in no mapping written here (a
+  // process that exec'd since its mappings were read, a library dlopen'd since): the kernel
+  // finds the pc's file with bpf_find_vma. The vDSO, which no file names, by its address.
+  void publish(const FileKey& key, const FileTable& f) {
+    if (!key.vdso.empty()) return; // (refresh() publishes it with a process's address of it)
+    ehelf_file value{};
+    value.kind = f.kind;
+    value.table = f.kind == EHELF_MAPPING_TABLE ? f.id : 0;
+    for (const Segment& seg : f.segments)
+      if (seg.type == PT_LOAD && (seg.flags & PF_X) && value.segment_count < EHELF_FILE_SEGMENTS)
+        value.segments[value.segment_count++] = {seg.offset, seg.filesz, seg.vaddr};
+    const ehelf_file_key k = kernel_key(key);
+    bpf_map_update_elem(bpf_map__fd(skel->maps.files), &k, &value, BPF_ANY);
+  }
+  void withdraw(const FileKey& key, const FileTable& f) {
+    if (!key.vdso.empty()) {
+      if (f.id != 0 && skel->bss->vdso_table == f.id)
+        __atomic_store_n(&skel->bss->vdso_table, 0u, __ATOMIC_RELEASE);
+      return;
+    }
+    const ehelf_file_key k = kernel_key(key);
+    bpf_map_delete_elem(bpf_map__fd(skel->maps.files), &k);
+  }
+  // stat(2)'s fields in the kernel's encodings (a device is MAJOR << 20 | MINOR in the kernel).
+  static ehelf_file_key kernel_key(const FileKey& key) {
+    ehelf_file_key k{};
+    k.ino = key.ino;
+    k.size = key.size;
+    k.mtime_sec = int64_t(key.mtime_ns / 1000000000ull);
+    k.mtime_nsec = uint32_t(key.mtime_ns % 1000000000ull);
+    k.dev = uint32_t((major(key.dev) << 20) | (minor(key.dev) & 0xfffff));
+    return k;
   }
 
   uint32_t take_table_id() {
@@ -300,7 +338,7 @@ struct KernelWalk::State {
 
   // A built table's rows written and published (or, without rows, rbp followed in its code).
   // False when it became a frame-pointer file after its mappings were published with its table.
-  bool install(FileTable& f, BuiltTable built) {
+  bool install(const FileKey& key, FileTable& f, BuiltTable built) {
     f.segments = std::move(built.segments);
     std::optional<RangePool::Range> rows;
     if (built.rows && !built.rows->rows.empty())
@@ -311,6 +349,7 @@ struct KernelWalk::State {
       if (had_table) retire(&row_pool, RangePool::Range{}, f.id);
       f.id = 0;
       f.kind = EHELF_MAPPING_FRAME_POINTER;
+      publish(key, f);
       return !had_table;
     }
     const BpfTable& encoded = *built.rows;
@@ -328,6 +367,7 @@ struct KernelWalk::State {
     t.rows.page_shift = encoded.page_shift;
     t.base = encoded.base;
     __atomic_store_n(&t.rows.row_count, uint32_t(encoded.rows.size()), __ATOMIC_RELEASE);
+    publish(key, f);
     return true;
   }
 
@@ -339,7 +379,7 @@ struct KernelWalk::State {
       auto it = files.find(d.key);
       if (it == files.end() || it->second.building != d.serial) continue; // freed meanwhile
       it->second.building = 0;
-      if (install(it->second, std::move(d.table))) continue;
+      if (install(d.key, it->second, std::move(d.table))) continue;
       for (const auto& [pid, p] : processes)
         if (p.files.count(d.key)) again.push_back(pid);
     }
@@ -360,6 +400,7 @@ struct KernelWalk::State {
         ++it;
         continue;
       }
+      withdraw(it->first, f);
       if (f.kind == EHELF_MAPPING_TABLE && f.id != 0) { // (being built: its result is dropped)
         __atomic_store_n(&tables.values[f.id].rows.row_count, 0u, __ATOMIC_RELEASE);
         retire(&row_pool, f.rows, f.id);
@@ -391,6 +432,8 @@ struct KernelWalk::State {
     pending.erase(pid);
     // Answered: the process's next walk that needs more asks at once, not 20 ms after this ask.
     bpf_map_delete_elem(bpf_map__fd(skel->maps.asked), &pid);
+    // What the program found itself in the process may describe what is mapped no longer.
+    bpf_map_delete_elem(bpf_map__fd(skel->maps.learned), &pid);
     auto maps = read_proc_maps(int(pid), /*executable_only=*/true);
     if (!maps) { // gone
       forget(pid);
@@ -412,6 +455,11 @@ struct KernelWalk::State {
       e.table = f->id;
       e.kind = f->kind;
       list.push_back(e);
+      if (!key.vdso.empty() && f->kind == EHELF_MAPPING_TABLE && f->id != 0 &&
+          skel->bss->vdso_table != f->id) { // the vDSO for the walks that find it themselves
+        skel->bss->vdso_bias_from_start = *bias - m.start;
+        __atomic_store_n(&skel->bss->vdso_table, f->id, __ATOMIC_RELEASE);
+      }
       if (used.insert(key).second) ++f->users;
     }
     std::sort(list.begin(), list.end(),
@@ -459,6 +507,7 @@ struct KernelWalk::State {
 
   void forget(uint32_t pid) {
     auto it = processes.find(pid);
+    bpf_map_delete_elem(bpf_map__fd(skel->maps.learned), &pid);
     if (it == processes.end()) return;
     bpf_map_delete_elem(bpf_map__fd(skel->maps.processes), &pid);
     retire(&mapping_pool, it->second.mappings, UINT32_MAX);
@@ -493,6 +542,7 @@ Result<std::unique_ptr<KernelWalk>> KernelWalk::load(const KernelWalkOptions& op
   if (!s->skel) return failed(fmt::format("cannot open it: {}", std::strerror(errno)));
   s->skel->rodata->max_depth = std::clamp<uint32_t>(options.max_depth, 1, EHELF_MAX_FRAMES);
   s->skel->rodata->copy_every = options.copy_every;
+  s->skel->rodata->find_mappings_only = options.find_mappings_only ? 1 : 0;
   s->skel->rodata->kernel_stacks = options.kernel_stacks ? 1 : 0;
   if (ehelf_unwind__load(s->skel) != 0)
     return failed(fmt::format("the kernel refused it: {}", std::strerror(errno)));
@@ -687,6 +737,8 @@ KernelWalkStats KernelWalk::stats() const {
   out.counts_full = total(EHELF_STAT_COUNTS_FULL);
   out.stacks_full = total(EHELF_STAT_STACKS_FULL);
   out.copies_lost = total(EHELF_STAT_COPIES_LOST);
+  out.found_files = total(EHELF_STAT_VMA_FILES);
+  out.found_unknown = total(EHELF_STAT_VMA_UNKNOWN);
   for (unsigned i = 0; i < kWalkStopCount; ++i)
     out.stops[i] = total(EHELF_STAT_STOPS + i);
   for (unsigned i = 0; i < out.not_expressible.size(); ++i)

@@ -28,6 +28,12 @@ struct KernelWalkOptions {
   // Hand every Nth sample to perf too, with its stack copy (0: none): the copy mode in which the
   // user-space walk of the same samples checks the kernel's.
   uint32_t copy_every = 0;
+  // Where the walk finds a pc's file: false (the default) in the process's mappings read from
+  // /proc/PID/maps (a search of a sorted list), the kernel's own mapping of it (bpf_find_vma)
+  // only for a pc outside them (a process between its exec and that read, a library dlopen'd
+  // since); true: always the kernel's, once per file a walk meets (what the fallback does,
+  // for every sample: how the tests hold it to copy mode).
+  bool find_mappings_only = false;
   std::vector<std::string> debug_dirs; // where separate debug files are looked up first
 };
 
@@ -60,6 +66,9 @@ struct KernelWalkStats {
   std::array<uint64_t, kWalkStopCount> stops{}; // walks by why they ended
   std::array<uint64_t, 16> not_expressible{};   // STOP rows met, by NotExpressible reason
   uint64_t requests_lost = 0, counts_full = 0, stacks_full = 0, copies_lost = 0;
+  // Mappings the kernel found itself (bpf_find_vma: a pc in none of those written here) whose
+  // file had a published table, and those whose file had none yet.
+  uint64_t found_files = 0, found_unknown = 0;
   uint64_t files = 0, rows = 0, row_bytes = 0; // tables loaded now (bytes: page indexes too)
   uint64_t largest_file_rows = 0;
   std::string largest_file;

@@ -13,6 +13,8 @@
  *   stacks     hash of a walk -> its pcs (kept until user space evicts them)
  *   counts0/counts1: (stack, pid, tid, kernel stack) -> samples, period, comm; user space
  *              drains the one not in use (`active`)
+ *   files      a file's inode -> its table, for pcs in none of a process's mappings
+ *   learned    tgid -> the mappings the program found itself (bpf_find_vma) in that process
  *   requests   (tgid, pc) of samples in a process or at an address with no table yet
  */
 #include <linux/bpf.h>
@@ -39,9 +41,15 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL"; /* bpf_probe_read_user is for GP
 const volatile __u32 max_depth = EHELF_MAX_FRAMES;
 const volatile __u32 copy_every = 0; /* also hand every Nth sample to perf (its stack copy) */
 const volatile __u32 kernel_stacks = 1;
+const volatile __u32 find_mappings_only = 0; /* KernelWalkOptions::find_mappings_only */
 
 /* Which counts map the program writes (user space flips it, then drains the other). */
 volatile __u32 active = 0;
+
+/* The vDSO's table (no file names it; every process maps the same image): its id (0: none yet)
+ * and its bias less the vDSO's start. */
+volatile __u32 vdso_table = 0;
+volatile __u64 vdso_bias_from_start = 0;
 
 /* Every array user space fills is BPF_F_MMAPABLE: written in place, no system call per entry. */
 struct inner_rows {
@@ -83,6 +91,21 @@ struct {
   __type(key, __u32);
   __type(value, struct ehelf_process);
 } processes SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(map_flags, BPF_F_NO_PREALLOC);
+  __uint(max_entries, EHELF_MAX_TABLES);
+  __type(key, struct ehelf_file_key);
+  __type(value, struct ehelf_file);
+} files SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, 4096);
+  __type(key, __u32);
+  __type(value, struct ehelf_learned);
+} learned SEC(".maps");
 
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -216,6 +239,166 @@ static const struct ehelf_mapping *find_mapping(struct ehelf_walk *w, __u64 pc) 
   return m;
 }
 
+/* Only the fields read here, placed by the running kernel's BTF (CO-RE). */
+struct super_block___ehelf {
+  __u32 s_dev;
+} __attribute__((preserve_access_index));
+struct inode___ehelf {
+  struct super_block___ehelf *i_sb;
+  unsigned long i_ino;
+  long long i_size;
+  long long i_mtime_sec; /* (since 6.11; before, the file is not found this way) */
+  __u32 i_mtime_nsec;
+} __attribute__((preserve_access_index));
+struct file___ehelf {
+  struct inode___ehelf *f_inode;
+} __attribute__((preserve_access_index));
+struct vm_area_struct___ehelf {
+  unsigned long vm_start;
+  unsigned long vm_end;
+  unsigned long vm_flags;
+  unsigned long vm_pgoff;
+  struct file___ehelf *vm_file;
+} __attribute__((preserve_access_index));
+struct mm_struct___ehelf {
+  unsigned long start_code;
+  unsigned long start_stack;
+  struct {
+    void *vdso;
+  } context;
+} __attribute__((preserve_access_index));
+struct task_struct___ehelf {
+  struct mm_struct___ehelf *mm;
+  struct task_struct___ehelf *real_parent;
+  int tgid;
+} __attribute__((preserve_access_index));
+
+#define EHELF_VM_EXEC 0x4 /* include/linux/mm.h */
+
+/* What bpf_find_vma's callback saw of the pc's mapping. */
+struct vma_seen {
+  __u64 start, end, offset, vdso;
+  struct ehelf_file_key key;
+  __u32 has_file, exec;
+};
+
+static long see_vma(void *task, void *vma, void *ctx) {
+  struct vma_seen *seen = ctx;
+  struct vm_area_struct___ehelf *v = vma;
+  struct file___ehelf *file = BPF_CORE_READ(v, vm_file);
+  seen->start = BPF_CORE_READ(v, vm_start);
+  seen->end = BPF_CORE_READ(v, vm_end);
+  seen->offset = BPF_CORE_READ(v, vm_pgoff) << 12;
+  seen->exec = (BPF_CORE_READ(v, vm_flags) & EHELF_VM_EXEC) != 0;
+  seen->vdso = (__u64)BPF_CORE_READ((struct task_struct___ehelf *)task, mm, context.vdso);
+  if (!file || !bpf_core_field_exists(struct inode___ehelf, i_mtime_sec)) return 0;
+  struct inode___ehelf *inode = BPF_CORE_READ(file, f_inode);
+  seen->key.ino = BPF_CORE_READ(inode, i_ino);
+  seen->key.size = (__u64)BPF_CORE_READ(inode, i_size);
+  seen->key.mtime_sec = BPF_CORE_READ(inode, i_mtime_sec);
+  seen->key.mtime_nsec = BPF_CORE_READ(inode, i_mtime_nsec);
+  seen->key.dev = BPF_CORE_READ(inode, i_sb, s_dev);
+  seen->has_file = 1;
+  return 0;
+}
+
+/* The sampled thread's address space: a new one after each exec. */
+static __u64 current_address_space(void) {
+  struct task_struct___ehelf *task = (void *)bpf_get_current_task_btf();
+  return (__u64)BPF_CORE_READ(task, mm);
+}
+
+/* The walk's learned mapping holding `pc`, or 0. */
+static const struct ehelf_mapping *learned_mapping(struct ehelf_walk *w, __u64 pc) {
+  for (int i = 0; i < EHELF_FOUND_MAPPINGS; i++) {
+    if ((__u32)i >= w->learned.count) break;
+    const struct ehelf_mapping *m = &w->learned.found[i];
+    if (m->start <= pc && pc < m->end) return m;
+  }
+  return 0;
+}
+
+/* The mapping holding `pc` as the kernel has it, for a pc in none of those user space wrote (a
+ * process that exec'd since, a library dlopen'd since): its file's table when user space
+ * published one for that inode (the tables are per file: a new process of a known program, or
+ * a library another process loaded, walks from its first sample), else a mapping of kind
+ * NO_FILE or UNKNOWN_FILE; 0 when no executable mapping holds it, or when this sample has
+ * asked the kernel already (EHELF_FOUND_MAPPINGS). What is found is kept for the process's
+ * next samples. */
+static const struct ehelf_mapping *found_mapping(struct ehelf_walk *w, __u64 pc) {
+  const struct ehelf_mapping *known = learned_mapping(w, pc);
+  if (known) return known;
+  if (!w->learned_read) {
+    w->learned_read = 1;
+    const __u64 space = current_address_space();
+    const struct ehelf_learned *l = bpf_map_lookup_elem(&learned, &w->tgid);
+    if (l && l->address_space == space) {
+      w->learned = *l;
+      known = learned_mapping(w, pc);
+      if (known) return known;
+    } else {
+      w->learned.address_space = space;
+    }
+  }
+  if (w->vma_asked) {
+    w->vma_deferred = 1;
+    return 0;
+  }
+  w->vma_asked = 1;
+  struct vma_seen seen = {};
+  if (bpf_find_vma(bpf_get_current_task_btf(), pc, see_vma, &seen, 0) != 0 || !seen.exec ||
+      pc < seen.start || pc >= seen.end)
+    return 0; /* (also when the mmap lock was taken: -EBUSY) */
+  __u32 slot = w->learned.count;
+  if (slot >= EHELF_FOUND_MAPPINGS) {
+    slot = w->learned.next % EHELF_FOUND_MAPPINGS;
+    w->learned.next += 1;
+  } else {
+    w->learned.count += 1;
+  }
+  struct ehelf_mapping *m = &w->learned.found[slot & (EHELF_FOUND_MAPPINGS - 1)];
+  w->learned_added = 1;
+  m->start = seen.start;
+  m->end = seen.end;
+  m->bias = 0;
+  m->table = 0;
+  m->kind = EHELF_MAPPING_UNKNOWN_FILE;
+  if (!seen.has_file) {
+    if (vdso_table != 0 && seen.start == seen.vdso) {
+      m->kind = EHELF_MAPPING_TABLE;
+      m->table = vdso_table;
+      m->bias = seen.start + vdso_bias_from_start;
+    } else {
+      m->kind = EHELF_MAPPING_NO_FILE;
+    }
+    return m;
+  }
+  const struct ehelf_file *f = bpf_map_lookup_elem(&files, &seen.key);
+  if (!f) {
+    count_stat(EHELF_STAT_VMA_UNKNOWN);
+    return m;
+  }
+  for (int i = 0; i < EHELF_FILE_SEGMENTS; i++) {
+    const struct ehelf_file_segment *s = &f->segments[i];
+    if ((__u32)i >= f->segment_count) break;
+    if (seen.offset >= s->offset && seen.offset < s->offset + (s->filesz ? s->filesz : 1)) {
+      m->bias = seen.start - (s->vaddr + (seen.offset - s->offset));
+      m->table = f->table;
+      m->kind = f->kind;
+      count_stat(EHELF_STAT_VMA_FILES);
+      break;
+    }
+  }
+  return m;
+}
+
+/* Whether `pc` is in a file's mapping (one written by user space, or one the kernel found). */
+static int in_file(struct ehelf_walk *w, __u64 pc) {
+  if (find_mapping(w, pc)) return 1;
+  const struct ehelf_mapping *m = found_mapping(w, pc);
+  return m && m->kind != EHELF_MAPPING_NO_FILE;
+}
+
 /* The frame-pointer rule (runtime/unwind_rule.hpp: kFramePointerRule), for code without tables. */
 static const struct ehelf_bpf_row frame_pointer_row = {
     .kind = EHELF_ROW_CFA_RBP,
@@ -276,6 +459,25 @@ static long walk_frame(__u32 index, void *unused) {
   w->signal = 0;
   const struct ehelf_mapping *m = find_mapping(w, pc);
   if (!m) {
+    m = found_mapping(w, pc);
+    /* A process user space has not read, in a file the sample could not ask the kernel about:
+     * the next sample will. */
+    if (!m && w->vma_deferred && !w->known_process) {
+      w->stop = EHELF_STOP_NO_PROCESS;
+      return 1;
+    }
+  }
+  if (m && m->kind == EHELF_MAPPING_UNKNOWN_FILE) {
+    /* A file user space has not read yet: a library mapped since it read the process's
+     * mappings, which it reads again; in a process it has not read, the walk waits for that. */
+    request(w->tgid, pc, EHELF_STOP_NO_MAPPING);
+    if (!w->known_process) {
+      w->stop = EHELF_STOP_NO_PROCESS;
+      return 1;
+    }
+  }
+  if (m && (m->kind == EHELF_MAPPING_NO_FILE || m->kind == EHELF_MAPPING_UNKNOWN_FILE)) m = 0;
+  if (!m) {
     /* Code in no mapping of a file: JIT code keeping frame pointers, as GeneralStep walks it. */
     stop = frame_pointer_step(w, &w->regs) == 0 ? EHELF_STOP_OK : EHELF_STOP_NO_MAPPING;
     w->copy.outside += 1;
@@ -293,7 +495,7 @@ static long walk_frame(__u32 index, void *unused) {
      * it leads into a mapping, as GeneralStep does. */
     if (stop == EHELF_STOP_NO_ENTRY) {
       struct ehelf_bpf_regs caller = w->regs;
-      if (frame_pointer_step(w, &caller) == 0 && find_mapping(w, caller.rip - 1)) {
+      if (frame_pointer_step(w, &caller) == 0 && in_file(w, caller.rip - 1)) {
         w->regs = caller;
         w->signal = 0;
         stop = EHELF_STOP_OK;
@@ -316,23 +518,6 @@ static long walk_frame(__u32 index, void *unused) {
     return 1;
   }
   return 0;
-}
-
-/* Only the fields read here, placed by the running kernel's BTF (CO-RE). */
-struct mm_struct___ehelf {
-  unsigned long start_code;
-  unsigned long start_stack;
-} __attribute__((preserve_access_index));
-struct task_struct___ehelf {
-  struct mm_struct___ehelf *mm;
-  struct task_struct___ehelf *real_parent;
-  int tgid;
-} __attribute__((preserve_access_index));
-
-/* The sampled thread's address space: a new one after each exec. */
-static __u64 current_address_space(void) {
-  struct task_struct___ehelf *task = (void *)bpf_get_current_task_btf();
-  return (__u64)BPF_CORE_READ(task, mm);
 }
 
 /* For a process user space has not read yet: the entry of the nearest of its first 4 ancestors
@@ -423,7 +608,8 @@ int ehelf_sample(struct bpf_perf_event_data *ctx) {
   if (w->tgid != 0 && user_regs(ctx, &w->regs) == 0) {
     w->copy.ip = w->regs.rip;
     w->copy.sp = w->regs.rsp;
-    struct ehelf_process *p = bpf_map_lookup_elem(&processes, &w->tgid);
+    struct ehelf_process *p =
+        find_mappings_only ? 0 : bpf_map_lookup_elem(&processes, &w->tgid);
     /* Mappings read before an exec describe the program before it: not walked with (they would
      * stop at no entry, or give the old program's frames) until user space reads the new ones. */
     if (p) {
@@ -434,21 +620,21 @@ int ehelf_sample(struct bpf_perf_event_data *ctx) {
         p = 0;
     }
     const struct ehelf_process *walked = p;
-    if (!walked) walked = forked_from();
-    if (walked) {
-      w->first_mapping = walked->first_mapping;
-      w->mapping_count = walked->mapping_count;
-      w->last_mapping = walked->first_mapping;
-      bpf_loop(EHELF_MAX_FRAMES, walk_frame, 0, 0);
-      if (!p) request(w->tgid, w->regs.rip, EHELF_STOP_NO_PROCESS);
-    } else {
-      /* Its first pc is kept: the stack says where the sample was, if not how it got there. */
-      w->copy.stack.pcs[0] = w->regs.rip;
-      w->depth = 1;
-      w->hash = (w->hash ^ w->regs.rip) * 0x100000001b3ull;
-      w->stop = EHELF_STOP_NO_PROCESS;
-      request(w->tgid, w->regs.rip, EHELF_STOP_NO_PROCESS);
-    }
+    if (!walked && !find_mappings_only) walked = forked_from();
+    w->learned.count = 0;
+    w->learned.next = 0;
+    w->learned_read = w->vma_asked = w->learned_added = w->vma_deferred = 0;
+    w->known_process = walked != 0;
+    w->first_mapping = walked ? walked->first_mapping : 0;
+    w->mapping_count = walked ? walked->mapping_count : 0;
+    w->last_mapping = w->first_mapping;
+    /* A process user space has not read (since its exec) is walked through the files the
+     * kernel says its pcs are in, as far as user space has their tables. */
+    bpf_loop(EHELF_MAX_FRAMES, walk_frame, 0, 0);
+    if (!p && !find_mappings_only) request(w->tgid, w->regs.rip, EHELF_STOP_NO_PROCESS);
+    /* What this walk found, for the process's next ones (another CPU's walk may write its own
+     * at the same time: one of the two is kept, the other found again). */
+    if (w->learned_added) bpf_map_update_elem(&learned, &w->tgid, &w->learned, BPF_ANY);
   } else {
     w->copy.ip = w->copy.sp = 0;
     w->stop = EHELF_STOP_END; /* a kernel thread: no user stack */

@@ -37,6 +37,7 @@ struct Options {
   bool raw = false; // mangled names
   std::string unwind = "auto";
   uint32_t copy_every = 0;
+  std::string kernel_mappings = "read";
   double interval = 0;
   std::string title;
   size_t top = 10;
@@ -77,6 +78,7 @@ int run_record(const Options& o) {
               : o.unwind == "user" ? record::UnwindMode::User
                                    : record::UnwindMode::Auto;
   ro.kernel_copy_every = o.copy_every;
+  ro.kernel_find_mappings = o.kernel_mappings == "found";
   ro.pids = o.pids;
   ro.tids = o.tids;
   const int targets = int(!ro.command.empty()) + int(!ro.pids.empty()) + int(!ro.tids.empty()) +
@@ -247,6 +249,12 @@ void register_record(CLI::App& app) {
   cmd->add_option("--kernel-copy-every", opt->copy_every,
                   "Kernel mode's check: also copy every Nth sample's stack, walk it in user "
                   "space too and compare the two walks (the summary says how they agree)");
+  cmd->add_option("--kernel-mappings", opt->kernel_mappings,
+                  "Kernel mode: where the walk finds the file of a pc: read (default: the "
+                  "process's mappings, read from /proc/PID/maps; the kernel's own only for a pc "
+                  "outside them, as between an exec and that read) or found (always the "
+                  "kernel's, once per file in each walk: slower; the fallback, for every sample)")
+      ->check(CLI::IsMember({"read", "found"}));
   add_debug_dir_option(cmd, opt->debug_dirs);
   cmd->add_flag("-r,--raw", opt->raw, "Do not demangle C++ names");
   cmd->add_flag("--pid-roots", opt->with_pid, "folded/svg: one root per process (comm-PID)");

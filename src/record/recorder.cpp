@@ -481,6 +481,7 @@ Result<Recording> record(const RecordOptions& o, const std::atomic<int>* stop_re
       ko.max_depth = uint32_t(std::min<size_t>(o.max_depth, 512));
       ko.kernel_stacks = o.sampling.kernel;
       ko.copy_every = o.kernel_copy_every;
+      ko.find_mappings_only = o.kernel_find_mappings;
       ko.debug_dirs = o.debug_dirs;
       auto loaded = bpf::KernelWalk::load(ko);
       if (loaded)
@@ -668,6 +669,10 @@ std::string kernel_walk_summary(const Recording& rec) {
       rows += fmt::format("{}{} {}", rows.empty() ? "" : ", ",
                           not_expressible_name(NotExpressible(i)), k.not_expressible[i]);
   if (!rows.empty()) out += "  rows not expressible in the kernel: " + rows + "\n";
+  if (k.found_files || k.found_unknown)
+    out += fmt::format("  mappings found in the kernel (pcs outside those read from /proc): {} "
+                       "of files with a table, {} of files without one yet\n",
+                       k.found_files, k.found_unknown);
   const uint64_t lost = k.requests_lost + k.counts_full + k.stacks_full + k.copies_lost;
   if (lost)
     out += fmt::format("  dropped: {} requests, {} counts, {} stacks, {} copies (maps full)\n",

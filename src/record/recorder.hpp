@@ -37,8 +37,8 @@ enum class UnwindMode { Auto, Kernel, User };
 // walked here as well, compared with the kernel's walks of them frame for frame.
 struct CopyComparison {
   uint64_t compared = 0, identical = 0;
-  uint64_t not_loaded = 0;           // the kernel's walk stopped: process or table not loaded yet
-  uint64_t not_expressible = 0;      // the kernel's walk stopped at a row BPF cannot express
+  uint64_t not_loaded = 0;      // the kernel's walk stopped: process or table not loaded yet
+  uint64_t not_expressible = 0; // the kernel's walk stopped at a row BPF cannot express
   // The copy ended first: the user-space walk stopped at a read past the stack bytes perf copied
   // (--stack-size) where the kernel, reading the live stack, went on; every frame the copy had
   // is the kernel's too.
@@ -66,7 +66,8 @@ struct RecordOptions {
   // The last, partial interval is left in the Recording as usual.
   double interval = 0;
   std::function<Status(struct Recording&, unsigned index)> on_interval;
-  uint32_t kernel_copy_every = 0; // kernel mode: also copy every Nth sample's stack (copy mode)
+  uint32_t kernel_copy_every = 0;    // kernel mode: also copy every Nth sample's stack (copy mode)
+  bool kernel_find_mappings = false; // kernel mode: KernelWalkOptions::find_mappings_only
   // Told at once what was given up to start (EventSet::note: kernel frames, ring size, the rate).
   std::function<void(const std::string&)> on_note;
 };

@@ -140,6 +140,39 @@ run_real python3 "$python" -c 'import json; d=[{"k": i, "v": str(i)*5} for i in 
 run_real xz xz -9 -k -T1 -c input.txt
 run_real sqlite3 sqlite3 :memory: 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x<3000000) SELECT count(*), sum(x*x % 7) FROM c;'
 
+# ---- the kernel's own mappings ----
+# A process between its exec and ehelf's read of its /proc/PID/maps (and a library dlopen'd since)
+# is walked through the mappings the program finds itself (bpf_find_vma: the pc's file by inode,
+# its table if ehelf has one). --kernel-mappings found walks every sample that way: held to the
+# user-space walk in copy mode like the default, on the split, fork + exec and python3 (whose
+# modules are dlopen'd).
+found_check() { # NAME ERR: the summary's count of mappings the program found with a table
+  local n
+  n=$(grep -oE 'mappings found in the kernel .*: [0-9]+ of files with a table' "$2" | grep -oE '[0-9]+ of files' | grep -oE '[0-9]+')
+  [ "${n:-0}" -gt 0 ] && ok "$1: $n mappings found by the program" ||
+    bad "$1: no mapping found by the program: $(grep -A6 'walked in the kernel' "$2")"
+}
+"$ehelf" record --unwind kernel --kernel-mappings found --kernel-copy-every 3 -o found-split.folded \
+  -- "$target" split 300 > /dev/null 2> found-split.err || bad "record found split: $(cat found-split.err)"
+copy_check "found: split" found-split.err
+found_check "found: split" found-split.err
+fa=$(count found-split.folded ';main;path_a;spin( |;)')
+fb=$(count found-split.folded ';main;path_b;spin( |;)')
+python3 -c "import sys; a,b=$fa,$fb; sys.exit(0 if 0.62<=a/max(1,a+b)<=0.78 and a+b>=0.8*$(total found-split.folded) else 1)" &&
+  ok "found: the split through main: path_a $fa, path_b $fb" ||
+  bad "found: split $fa/$fb of $(total found-split.folded): $(sort -t' ' -k2 -n -r found-split.folded | head -3)"
+"$ehelf" record --unwind kernel --kernel-mappings found --kernel-copy-every 3 -o found-fork.folded \
+  -- "$target" fork 300 > /dev/null 2> found-fork.err || bad "record found fork: $(cat found-fork.err)"
+copy_check "found: fork + exec" found-fork.err
+found_check "found: fork + exec" found-fork.err
+"$ehelf" record --unwind kernel --kernel-mappings found --kernel-copy-every 2 -F 1999 -o found-python.folded \
+  -- "$python" -c 'import json; d=[{"k": i} for i in range(300000)]; json.loads(json.dumps(d))' \
+  > /dev/null 2> found-python.err || bad "record found python3: $(tail -3 found-python.err)"
+copy_check "found: python3" found-python.err
+found_check "found: python3" found-python.err
+"$ehelf" record --unwind kernel --kernel-mappings elsewhere -- true > /dev/null 2> flag.err &&
+  bad "--kernel-mappings elsewhere accepted"
+
 # ---- every output format ----
 for out in k.svg k.pb.gz k.txt; do
   fmt=""
