@@ -11,11 +11,21 @@ uint64_t mix(uint64_t h, uint64_t v) {
   return h;
 }
 
-uint64_t hash_rule(uint64_t h, const RegisterRule& r) {
-  h = mix(h, static_cast<uint64_t>(r.kind));
-  h = mix(h, r.reg);
-  h = mix(h, static_cast<uint64_t>(r.offset));
-  return mix(h, r.expr);
+// A row's hash for interning: two multiply steps per rule (its small fields packed in one word,
+// its offset in another).
+constexpr uint64_t kHashMultiplier = 0x9e3779b97f4a7c15ULL;
+uint64_t hash_step(uint64_t h, uint64_t v) {
+  return (h ^ v) * kHashMultiplier;
+}
+uint64_t hash_row(const CfaRule& cfa, std::span<const ColumnRule> columns) {
+  uint64_t h = hash_step(
+      hash_step(0, uint64_t(cfa.kind) | uint64_t(cfa.reg) << 8 | uint64_t(cfa.expr) << 32),
+      uint64_t(cfa.offset));
+  for (const auto& c : columns)
+    h = hash_step(hash_step(h, uint64_t(c.rule.kind) | uint64_t(c.rule.reg) << 8 |
+                                   uint64_t(c.column) << 24 | uint64_t(c.rule.expr) << 40),
+                  uint64_t(c.rule.offset));
+  return h ^ (h >> 29);
 }
 
 } // namespace
@@ -45,24 +55,36 @@ uint32_t UnwindTable::add_function(const FunctionInfo& f) {
 }
 
 uint32_t UnwindTable::intern_row(const CfaRule& cfa, std::span<const ColumnRule> columns) {
-  uint64_t h =
-      mix(mix(mix(0, static_cast<uint64_t>(cfa.kind)), cfa.reg), static_cast<uint64_t>(cfa.offset));
-  h = mix(h, cfa.expr);
-  for (const auto& c : columns)
-    h = hash_rule(mix(h, c.column), c.rule);
-  auto [lo, hi] = row_index_.equal_range(h);
-  for (auto it = lo; it != hi; ++it) {
-    const RowRecord& r = rows_[it->second];
+  const uint64_t h = hash_row(cfa, columns);
+  if (row_index_.empty()) row_index_.resize(256);
+  size_t mask = row_index_.size() - 1;
+  size_t at = size_t(h) & mask;
+  for (; row_index_[at].row_plus_one != 0; at = (at + 1) & mask) {
+    if (row_index_[at].hash != h) continue;
+    const uint32_t index = row_index_[at].row_plus_one - 1;
+    const RowRecord& r = rows_[index];
     if (r.cfa == cfa && r.count == columns.size() &&
         std::equal(columns.begin(), columns.end(), column_rules_.begin() + r.first))
-      return it->second;
+      return index;
   }
   RowRecord rec{cfa, static_cast<uint32_t>(column_rules_.size()),
                 static_cast<uint32_t>(columns.size())};
   column_rules_.insert(column_rules_.end(), columns.begin(), columns.end());
   rows_.push_back(rec);
-  auto idx = static_cast<uint32_t>(rows_.size() - 1);
-  row_index_.emplace(h, idx);
+  const auto idx = static_cast<uint32_t>(rows_.size() - 1);
+  row_index_[at] = {h, idx + 1};
+  if (rows_.size() * 2 > row_index_.size()) { // at most half full: rehash into twice the room
+    std::vector<InternSlot> old(row_index_.size() * 2);
+    old.swap(row_index_);
+    mask = row_index_.size() - 1;
+    for (const InternSlot& s : old) {
+      if (s.row_plus_one == 0) continue;
+      size_t to = size_t(s.hash) & mask;
+      while (row_index_[to].row_plus_one != 0)
+        to = (to + 1) & mask;
+      row_index_[to] = s;
+    }
+  }
   return idx;
 }
 
@@ -93,7 +115,7 @@ void UnwindTable::finish() {
   }
   ranges_ = std::move(out);
   ranges_.shrink_to_fit();
-  row_index_.clear();
+  row_index_ = {};
   expr_index_.clear();
 }
 

@@ -133,7 +133,15 @@ private:
   std::vector<ColumnRule> column_rules_;
   std::vector<Expression> expressions_;
   std::vector<FunctionInfo> functions_;
-  std::unordered_multimap<uint64_t, uint32_t> row_index_;
+  // Rows interned while building (emptied by finish()): open addressing over a power-of-two
+  // array of (hash, row + 1), 0 empty, at most half full. Every range of a table interns its row
+  // (cc1: 444,000 ranges, 822 distinct rows), so this is the build's hot loop: a node-based
+  // multimap's modulo and pointer chase took a third of the build.
+  struct InternSlot {
+    uint64_t hash = 0;
+    uint32_t row_plus_one = 0;
+  };
+  std::vector<InternSlot> row_index_;
   std::unordered_multimap<uint64_t, uint32_t> expr_index_;
   size_t overlaps_ = 0;
 };
