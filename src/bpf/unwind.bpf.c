@@ -318,16 +318,19 @@ static const struct ehelf_mapping *learned_mapping(struct ehelf_walk *w, __u64 p
   return 0;
 }
 
-/* The mapping holding `pc` as the kernel has it, for a pc in none of those user space wrote (a
- * process that exec'd since, a library dlopen'd since): its file's table when user space
- * published one for that inode (the tables are per file: a new process of a known program, or
- * a library another process loaded, walks from its first sample), else a mapping of kind
- * NO_FILE or UNKNOWN_FILE; 0 when no executable mapping holds it, or when this sample has
- * asked the kernel already (EHELF_FOUND_MAPPINGS). What is found is kept for the process's
- * next samples. */
-static const struct ehelf_mapping *found_mapping(struct ehelf_walk *w, __u64 pc) {
+/* The index in w->learned of the mapping holding `pc` as the kernel has it, for a pc in none of
+ * those user space wrote (a process that exec'd since, a library dlopen'd since): its file's
+ * table when user space published one for that inode (the tables are per file: a new process
+ * of a known program, or a library another process loaded, walks from its first sample), else a
+ * mapping of kind NO_FILE or UNKNOWN_FILE; -1 when no executable mapping holds it, or when this
+ * sample has asked the kernel already (EHELF_FOUND_MAPPINGS). What is found is kept for the
+ * process's next samples.
+ * Verifier: a global function, checked once on its own; inlined at its two call sites, it made
+ * the verifier's walk of the program ten times longer (50 -> 440 ms to load). */
+__attribute__((noinline)) int learned_index(struct ehelf_walk *w, __u64 pc) {
+  if (!w) return -1;
   const struct ehelf_mapping *known = learned_mapping(w, pc);
-  if (known) return known;
+  if (known) return (int)(known - w->learned.found);
   if (!w->learned_read) {
     w->learned_read = 1;
     const __u64 space = current_address_space();
@@ -335,20 +338,20 @@ static const struct ehelf_mapping *found_mapping(struct ehelf_walk *w, __u64 pc)
     if (l && l->address_space == space) {
       w->learned = *l;
       known = learned_mapping(w, pc);
-      if (known) return known;
+      if (known) return (int)(known - w->learned.found);
     } else {
       w->learned.address_space = space;
     }
   }
   if (w->vma_asked) {
     w->vma_deferred = 1;
-    return 0;
+    return -1;
   }
   w->vma_asked = 1;
   struct vma_seen seen = {};
   if (bpf_find_vma(bpf_get_current_task_btf(), pc, see_vma, &seen, 0) != 0 || !seen.exec ||
       pc < seen.start || pc >= seen.end)
-    return 0; /* (also when the mmap lock was taken: -EBUSY) */
+    return -1; /* (also when the mmap lock was taken: -EBUSY) */
   __u32 slot = w->learned.count;
   if (slot >= EHELF_FOUND_MAPPINGS) {
     slot = w->learned.next % EHELF_FOUND_MAPPINGS;
@@ -356,7 +359,8 @@ static const struct ehelf_mapping *found_mapping(struct ehelf_walk *w, __u64 pc)
   } else {
     w->learned.count += 1;
   }
-  struct ehelf_mapping *m = &w->learned.found[slot & (EHELF_FOUND_MAPPINGS - 1)];
+  slot &= EHELF_FOUND_MAPPINGS - 1;
+  struct ehelf_mapping *m = &w->learned.found[slot];
   w->learned_added = 1;
   m->start = seen.start;
   m->end = seen.end;
@@ -371,12 +375,12 @@ static const struct ehelf_mapping *found_mapping(struct ehelf_walk *w, __u64 pc)
     } else {
       m->kind = EHELF_MAPPING_NO_FILE;
     }
-    return m;
+    return (int)slot;
   }
   const struct ehelf_file *f = bpf_map_lookup_elem(&files, &seen.key);
   if (!f) {
     count_stat(EHELF_STAT_VMA_UNKNOWN);
-    return m;
+    return (int)slot;
   }
   for (int i = 0; i < EHELF_FILE_SEGMENTS; i++) {
     const struct ehelf_file_segment *s = &f->segments[i];
@@ -389,14 +393,17 @@ static const struct ehelf_mapping *found_mapping(struct ehelf_walk *w, __u64 pc)
       break;
     }
   }
-  return m;
+  return (int)slot;
 }
+
+
 
 /* Whether `pc` is in a file's mapping (one written by user space, or one the kernel found). */
 static int in_file(struct ehelf_walk *w, __u64 pc) {
   if (find_mapping(w, pc)) return 1;
-  const struct ehelf_mapping *m = found_mapping(w, pc);
-  return m && m->kind != EHELF_MAPPING_NO_FILE;
+  const int found = learned_index(w, pc);
+  return found >= 0 &&
+         w->learned.found[found & (EHELF_FOUND_MAPPINGS - 1)].kind != EHELF_MAPPING_NO_FILE;
 }
 
 /* The frame-pointer rule (runtime/unwind_rule.hpp: kFramePointerRule), for code without tables. */
@@ -409,7 +416,8 @@ static const struct ehelf_bpf_row frame_pointer_row = {
 };
 
 /* Follows rbp as GeneralStep does outside tables: only when it gives a return address. */
-static int frame_pointer_step(struct ehelf_walk *w, struct ehelf_bpf_regs *r) {
+__attribute__((noinline)) int frame_pointer_step(struct ehelf_walk *w, struct ehelf_bpf_regs *r) {
+  if (!w || !r) return -1;
   struct ehelf_bpf_regs caller = *r;
   if (ehelf_bpf_step(&frame_pointer_row, &caller, w) != EHELF_STOP_OK || caller.rip == 0)
     return -1;
@@ -417,13 +425,14 @@ static int frame_pointer_step(struct ehelf_walk *w, struct ehelf_bpf_regs *r) {
   return 0;
 }
 
-/* The row for the walk's pc in mapping `m` (looked up at pc - 1 unless exact), or a stop. */
-static int table_step(struct ehelf_walk *w, const struct ehelf_mapping *m, __u64 lookup) {
-  __u32 id = m->table;
+/* The row for the walk's pc in table `id` mapped with `bias` (looked up at pc - 1 unless exact),
+ * or a stop. */
+__attribute__((noinline)) int table_step(struct ehelf_walk *w, __u32 id, __u64 bias, __u64 lookup) {
+  if (!w) return EHELF_STOP_NO_TABLE_YET;
   const struct ehelf_table *t = bpf_map_lookup_elem(&tables, &id);
   if (!t || t->rows.row_count == 0) return EHELF_STOP_NO_TABLE_YET;
-  __u64 rel = lookup - m->bias - t->base;
-  if (lookup < m->bias + t->base || rel > 0xffffffffull) return EHELF_STOP_NO_ENTRY;
+  __u64 rel = lookup - bias - t->base;
+  if (lookup < bias + t->base || rel > 0xffffffffull) return EHELF_STOP_NO_ENTRY;
   __s64 index = ehelf_bpf_find_row(0, &t->rows, (__u32)rel);
   if (index < 0) return EHELF_STOP_NO_ENTRY;
   const struct ehelf_bpf_row *row = row_at((__u64)index);
@@ -457,17 +466,30 @@ static long walk_frame(__u32 index, void *unused) {
   const __u8 interrupted = w->regs.exact_pc;
   int stop;
   w->signal = 0;
-  const struct ehelf_mapping *m = find_mapping(w, pc);
-  if (!m) {
-    m = found_mapping(w, pc);
-    /* A process user space has not read, in a file the sample could not ask the kernel about:
-     * the next sample will. */
-    if (!m && w->vma_deferred && !w->known_process) {
+  /* The pc's mapping, as scalars: one written by user space or one the kernel found (two kinds
+   * of pointer, which the verifier would follow apart through the rest of the frame). */
+  __u32 kind = EHELF_MAPPING_NO_FILE, table = 0;
+  __u64 bias = 0;
+  const struct ehelf_mapping *known = find_mapping(w, pc);
+  if (known) {
+    kind = known->kind;
+    table = known->table;
+    bias = known->bias;
+  } else {
+    const int found = learned_index(w, pc);
+    if (found >= 0) {
+      const struct ehelf_mapping *f = &w->learned.found[found & (EHELF_FOUND_MAPPINGS - 1)];
+      kind = f->kind;
+      table = f->table;
+      bias = f->bias;
+    } else if (w->vma_deferred && !w->known_process) {
+      /* A process user space has not read, in a file the sample could not ask the kernel
+       * about: the next sample will. */
       w->stop = EHELF_STOP_NO_PROCESS;
       return 1;
     }
   }
-  if (m && m->kind == EHELF_MAPPING_UNKNOWN_FILE) {
+  if (kind == EHELF_MAPPING_UNKNOWN_FILE) {
     /* A file user space has not read yet: a library mapped since it read the process's
      * mappings, which it reads again; in a process it has not read, the walk waits for that. */
     request(w->tgid, pc, EHELF_STOP_NO_MAPPING);
@@ -476,21 +498,21 @@ static long walk_frame(__u32 index, void *unused) {
       return 1;
     }
   }
-  if (m && (m->kind == EHELF_MAPPING_NO_FILE || m->kind == EHELF_MAPPING_UNKNOWN_FILE)) m = 0;
-  if (!m) {
+  const int mapped = kind != EHELF_MAPPING_NO_FILE && kind != EHELF_MAPPING_UNKNOWN_FILE;
+  if (!mapped) {
     /* Code in no mapping of a file: JIT code keeping frame pointers, as GeneralStep walks it. */
     stop = frame_pointer_step(w, &w->regs) == 0 ? EHELF_STOP_OK : EHELF_STOP_NO_MAPPING;
     w->copy.outside += 1;
     /* Or code mapped since user space read the process's mappings (dlopen): it reads them
      * again. */
     if (stop == EHELF_STOP_NO_MAPPING) request(w->tgid, pc, EHELF_STOP_NO_MAPPING);
-  } else if (m->kind == EHELF_MAPPING_FRAME_POINTER) {
+  } else if (kind == EHELF_MAPPING_FRAME_POINTER) {
     stop = frame_pointer_step(w, &w->regs) == 0 ? EHELF_STOP_OK : EHELF_STOP_NO_ENTRY;
-  } else if (m->kind == EHELF_MAPPING_TABLE) {
-    stop = table_step(w, m, interrupted ? pc : pc - 1);
+  } else if (kind == EHELF_MAPPING_TABLE) {
+    stop = table_step(w, table, bias, interrupted ? pc : pc - 1);
     /* A return address at a function's entry (makecontext's __start_context): looked up as is,
      * as gdb and GeneralStep do. */
-    if (stop == EHELF_STOP_NO_ENTRY && !interrupted) stop = table_step(w, m, pc);
+    if (stop == EHELF_STOP_NO_ENTRY && !interrupted) stop = table_step(w, table, bias, pc);
     /* Code without an entry in a file with tables (crt's, hand-written): rbp is followed when
      * it leads into a mapping, as GeneralStep does. */
     if (stop == EHELF_STOP_NO_ENTRY) {
@@ -510,8 +532,8 @@ static long walk_frame(__u32 index, void *unused) {
    * was followed from code in no mapping, the pc is rather in code not loaded yet. */
   if (stop == EHELF_STOP_OK && !w->signal &&
       (w->regs.rsp < sp || (w->regs.rsp == sp && !interrupted))) {
-    stop = m ? EHELF_STOP_CFA_NOT_GROWING : EHELF_STOP_NO_MAPPING;
-    if (!m) request(w->tgid, pc, EHELF_STOP_NO_MAPPING);
+    stop = mapped ? EHELF_STOP_CFA_NOT_GROWING : EHELF_STOP_NO_MAPPING;
+    if (!mapped) request(w->tgid, pc, EHELF_STOP_NO_MAPPING);
   }
   if (stop != EHELF_STOP_OK) {
     w->stop = stop;
