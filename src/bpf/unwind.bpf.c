@@ -304,8 +304,9 @@ static long see_vma(void *task, void *vma, void *ctx) {
 
 /* The sampled thread's address space: a new one after each exec. */
 static __u64 current_address_space(void) {
+  /* A direct load (the task is a BTF pointer), not a bpf_probe_read_kernel call. */
   struct task_struct___ehelf *task = (void *)bpf_get_current_task_btf();
-  return (__u64)BPF_CORE_READ(task, mm);
+  return (__u64)task->mm;
 }
 
 /* The walk's learned mapping holding `pc`, or 0. */
@@ -589,7 +590,9 @@ static int user_regs(struct bpf_perf_event_data *ctx, struct ehelf_bpf_regs *r) 
   return 0;
 }
 
-static void count_stack(struct bpf_perf_event_data *ctx, struct ehelf_walk *w, __u32 tid) {
+/* Counts the walk's stack; 1 when its count is new in this map (its stack must be in `stacks`),
+ * 0 when it was there (its stack is, or user space has read it: it evicts only those). */
+static int count_stack(struct bpf_perf_event_data *ctx, struct ehelf_walk *w, __u32 tid) {
   struct ehelf_count_key key = {.stack = w->hash, .pid = w->tgid, .tid = tid, .kernel = -1};
   if (kernel_stacks) key.kernel = (__s32)bpf_get_stackid(ctx, &kernel_stack_traces, 0);
   void *counts = active ? (void *)&counts1 : (void *)&counts0;
@@ -597,19 +600,21 @@ static void count_stack(struct bpf_perf_event_data *ctx, struct ehelf_walk *w, _
   if (c) {
     __sync_fetch_and_add(&c->samples, 1);
     __sync_fetch_and_add(&c->period, ctx->sample_period);
-    return;
+    return 0;
   }
   struct ehelf_count fresh = {.samples = 1, .period = ctx->sample_period};
   bpf_get_current_comm(fresh.comm, sizeof(fresh.comm));
   if (bpf_map_update_elem(counts, &key, &fresh, BPF_NOEXIST)) {
-    c = bpf_map_lookup_elem(counts, &key); /* another CPU added it first */
+    c = bpf_map_lookup_elem(counts, &key); /* another CPU added it first (and its stack) */
     if (!c) {
       count_stat(EHELF_STAT_COUNTS_FULL);
-      return;
+      return 0;
     }
     __sync_fetch_and_add(&c->samples, 1);
     __sync_fetch_and_add(&c->period, ctx->sample_period);
+    return 0;
   }
+  return 1;
 }
 
 SEC("perf_event")
@@ -671,12 +676,14 @@ int ehelf_sample(struct bpf_perf_event_data *ctx) {
   w->copy.stack.depth = w->depth;
   w->copy.stack.stop = w->stop;
   /* Stacks stay in the map across drains (user space evicts them in bulk when it fills): a stack
-   * seen before costs a lookup, where inserting costs an allocation and a 4 KiB copy (~600 ns). */
-  if (!bpf_map_lookup_elem(&stacks, &w->hash) &&
+   * seen before costs a lookup, where inserting costs an allocation and a 4 KiB copy (~600 ns);
+   * one counted already since the last drain costs nothing more. The stack is in the map before
+   * user space reads the count: it reads a map 2 ms after the program stopped writing it, and a
+   * run of the program takes microseconds. */
+  if (count_stack(ctx, w, tid) && !bpf_map_lookup_elem(&stacks, &w->hash) &&
       bpf_map_update_elem(&stacks, &w->hash, &w->copy.stack, BPF_NOEXIST) &&
       !bpf_map_lookup_elem(&stacks, &w->hash))
     count_stat(EHELF_STAT_STACKS_FULL);
-  count_stack(ctx, w, tid);
   if (copy_every && w->tgid != 0) {
     __u64 *seen = bpf_map_lookup_elem(&stats, &zero);
     if (seen && *seen % copy_every == 0) {
