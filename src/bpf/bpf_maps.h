@@ -151,6 +151,16 @@ struct ehelf_walk {
   struct ehelf_stack_window window;
 };
 
+/* The in-kernel walk's row cache (unwind.bpf.c: row_cache): 2^12 entries per CPU. */
+#define EHELF_ROW_CACHE_BITS 12
+struct ehelf_row_cache_entry {
+  __u32 table;
+  __u32 rel; /* the pc looked up, relative to the table's base */
+  __u32 generation;
+  __u32 reserved;
+  struct ehelf_bpf_row row;
+};
+
 struct ehelf_count_key {
   __u64 stack; /* the stacks map's key */
   __u32 pid;

@@ -329,6 +329,9 @@ struct KernelWalk::State {
     return k;
   }
 
+  // Rows the program cached before this belong to tables as they were (unwind.bpf.c: row_cache).
+  void new_generation() { __atomic_fetch_add(&skel->bss->table_generation, 1u, __ATOMIC_RELEASE); }
+
   uint32_t take_table_id() {
     if (free_table_ids.empty()) return next_table_id++;
     const uint32_t id = free_table_ids.back();
@@ -367,6 +370,7 @@ struct KernelWalk::State {
     t.rows.page_shift = encoded.page_shift;
     t.base = encoded.base;
     __atomic_store_n(&t.rows.row_count, uint32_t(encoded.rows.size()), __ATOMIC_RELEASE);
+    new_generation();
     publish(key, f);
     return true;
   }
@@ -403,6 +407,7 @@ struct KernelWalk::State {
       withdraw(it->first, f);
       if (f.kind == EHELF_MAPPING_TABLE && f.id != 0) { // (being built: its result is dropped)
         __atomic_store_n(&tables.values[f.id].rows.row_count, 0u, __ATOMIC_RELEASE);
+        new_generation();
         retire(&row_pool, f.rows, f.id);
       }
       it = files.erase(it);

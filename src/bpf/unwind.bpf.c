@@ -46,6 +46,10 @@ const volatile __u32 find_mappings_only = 0; /* KernelWalkOptions::find_mappings
 /* Which counts map the program writes (user space flips it, then drains the other). */
 volatile __u32 active = 0;
 
+/* Bumped by user space whenever it publishes or withdraws a table's rows: rows cached before
+ * belong to another generation (a table id is reused for another file once freed). */
+volatile __u32 table_generation = 0;
+
 /* The vDSO's table (no file names it; every process maps the same image): its id (0: none yet)
  * and its bias less the vDSO's start. */
 volatile __u32 vdso_table = 0;
@@ -113,6 +117,16 @@ struct {
   __type(key, __u32);
   __type(value, struct ehelf_walk);
 } scratch SEC(".maps");
+
+/* Rows by (table, pc looked up), per CPU, direct-mapped: a sample's return addresses are mostly
+ * those of the samples before it, and a hit is one lookup where the page index and the binary
+ * search read about six rows. */
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1u << EHELF_ROW_CACHE_BITS);
+  __type(key, __u32);
+  __type(value, struct ehelf_row_cache_entry);
+} row_cache SEC(".maps");
 
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
@@ -434,16 +448,32 @@ __attribute__((noinline)) int table_step(struct ehelf_walk *w, __u32 id, __u64 b
   if (!t || t->rows.row_count == 0) return EHELF_STOP_NO_TABLE_YET;
   __u64 rel = lookup - bias - t->base;
   if (lookup < bias + t->base || rel > 0xffffffffull) return EHELF_STOP_NO_ENTRY;
-  __s64 index = ehelf_bpf_find_row(0, &t->rows, (__u32)rel);
-  if (index < 0) return EHELF_STOP_NO_ENTRY;
-  const struct ehelf_bpf_row *row = row_at((__u64)index);
-  if (!row) return EHELF_STOP_ROW_MISSING;
-  if (row->kind == EHELF_ROW_STOP) {
-    __u32 reason = (__u32)row->cfa_offset;
+  struct ehelf_bpf_row row;
+  const __u32 generation = table_generation;
+  __u32 slot = (((__u32)rel * 0x9e3779b1u) ^ (id * 0x85ebca6bu)) >> (32 - EHELF_ROW_CACHE_BITS);
+  struct ehelf_row_cache_entry *cached = bpf_map_lookup_elem(&row_cache, &slot);
+  if (cached && cached->table == id && cached->rel == (__u32)rel &&
+      cached->generation == generation) {
+    row = cached->row;
+  } else {
+    __s64 index = ehelf_bpf_find_row(0, &t->rows, (__u32)rel);
+    if (index < 0) return EHELF_STOP_NO_ENTRY;
+    const struct ehelf_bpf_row *found = row_at((__u64)index);
+    if (!found) return EHELF_STOP_ROW_MISSING;
+    row = *found;
+    if (cached) {
+      cached->table = id;
+      cached->rel = (__u32)rel;
+      cached->generation = generation;
+      cached->row = row;
+    }
+  }
+  if (row.kind == EHELF_ROW_STOP) {
+    __u32 reason = (__u32)row.cfa_offset;
     if (reason < EHELF_NOT_EXPRESSIBLE_KINDS) count_stat(EHELF_STAT_NOT_EXPRESSIBLE + reason);
   }
-  w->signal = row->kind == EHELF_ROW_SIGNAL || (row->flags & EHELF_ROW_SIGNAL_FRAME);
-  return ehelf_bpf_step(row, &w->regs, w);
+  w->signal = row.kind == EHELF_ROW_SIGNAL || (row.flags & EHELF_ROW_SIGNAL_FRAME);
+  return ehelf_bpf_step(&row, &w->regs, w);
 }
 
 /* One frame: records the pc, then steps to the caller. 0: go on; 1: the walk ended. */
