@@ -85,6 +85,7 @@ def main():
     workloads = {
         'C fixture (split)': [os.path.join(a.fixtures, 'record_target'), 'split', units],
         'C threads': [os.path.join(a.fixtures, 'record_target'), 'threads', units],
+        'C, 31 frames deep': [os.path.join(a.fixtures, 'record_target'), 'deep', units],
         'xz -9': ['xz', '-9', '-k', '-T1', '-c', data],
         'python3': ['python3', '-c', 'import json; d=[{"k": i, "v": str(i)*5} for i in range(%d)]; '
                     'json.loads(json.dumps(d)); sorted(d, key=lambda x: x["v"])'

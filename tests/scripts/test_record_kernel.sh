@@ -106,7 +106,7 @@ walked=$(grep -oE 'user stacks walked in the kernel: [0-9]+ samples' plain.err |
   bad "samples counted in the kernel: ${walked:-none}, in the profile: $(total plain.folded)"
 
 # ---- threads, fork + exec, a signal handler ----
-for mode in threads fork signal; do
+for mode in threads fork signal deep; do
   "$ehelf" record --unwind kernel --kernel-copy-every 3 -o "$mode.folded" -- "$target" "$mode" 300 \
     > /dev/null 2> "$mode.err" || bad "record $mode: $(cat "$mode.err")"
   copy_check "$mode" "$mode.err"
@@ -115,6 +115,11 @@ done
   ok "threads: both threads' work seen" || bad "threads: $(head -5 threads.folded)"
 [ "$(count fork.folded ';child_work;spin')" -gt 20 ] && [ "$(count fork.folded ';parent_work;spin')" -gt 20 ] &&
   ok "fork + exec: the child's and the parent's work seen" || bad "fork: $(sort -t' ' -k2 -n -r fork.folded | head -5)"
+# 26 frames of descend between main and spin, every one walked in the kernel.
+deep_through=$(count deep.folded ';main(;descend){26};spin( |;)')
+[ "$deep_through" -ge "$(( $(total deep.folded) * 9 / 10 ))" ] && [ "$deep_through" -gt 20 ] &&
+  ok "deep: $deep_through of $(total deep.folded) samples through 26 frames of descend" ||
+  bad "deep: $deep_through of $(total deep.folded) through: $(sort -t' ' -k2 -n -r deep.folded | head -2)"
 # Through the signal frame (__restore_rt: the kernel's rt_sigframe rows) back to main_work.
 [ "$(count signal.folded ';main_work;[^;]*handler_work')" -gt 0 ] || [ "$(count signal.folded ';main_work;.*handler_work')" -gt 0 ] &&
   ok "signal: handler stacks go through the signal frame into main_work" ||
