@@ -548,10 +548,16 @@ static long walk_frame(__u32 index, void *unused) {
      * it leads into a mapping, as GeneralStep does. */
     if (stop == EHELF_STOP_NO_ENTRY) {
       struct ehelf_bpf_regs caller = w->regs;
-      if (frame_pointer_step(w, &caller) == 0 && in_file(w, caller.rip - 1)) {
-        w->regs = caller;
-        w->signal = 0;
-        stop = EHELF_STOP_OK;
+      w->vma_deferred = 0;
+      if (frame_pointer_step(w, &caller) == 0) {
+        if (in_file(w, caller.rip - 1)) {
+          w->regs = caller;
+          w->signal = 0;
+          stop = EHELF_STOP_OK;
+        } else if (w->vma_deferred && !w->known_process) {
+          /* (whether rbp leads into a file of a process not read yet: the next sample asks) */
+          stop = EHELF_STOP_NO_PROCESS;
+        }
       }
     }
   } else { /* a kind this program does not know: user space reads the process again */
