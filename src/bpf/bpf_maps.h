@@ -147,6 +147,15 @@ struct ehelf_walk {
   __u8 learned_added; /* `learned` gained a mapping: written back at the end */
   __u8 vma_deferred;  /* a pc was in no mapping known, and bpf_find_vma was used already */
   struct ehelf_learned learned;
+  struct {
+    __u32 tgid;
+    __u32 generation; /* unwind.bpf.c's process_generation when read */
+    __u64 address_space;
+    __u32 first_mapping;
+    __u32 mapping_count;
+    __u32 valid;
+    __u32 reserved;
+  } last_process; /* the processes map's entry this CPU read last (kept across samples) */
   struct ehelf_copy copy;
   struct ehelf_stack_window window;
 };

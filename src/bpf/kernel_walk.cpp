@@ -329,6 +329,12 @@ struct KernelWalk::State {
     return k;
   }
 
+  // After each change of the processes map: each CPU's copy of the entry it read last is stale
+  // (unwind.bpf.c: process_generation; bumped after the change, which the program reads after
+  // the generation).
+  void process_changed() {
+    __atomic_fetch_add(&skel->bss->process_generation, 1u, __ATOMIC_RELEASE);
+  }
   // Rows the program cached before this belong to tables as they were (unwind.bpf.c: row_cache).
   void new_generation() { __atomic_fetch_add(&skel->bss->table_generation, 1u, __ATOMIC_RELEASE); }
 
@@ -484,6 +490,7 @@ struct KernelWalk::State {
     std::copy(list.begin(), list.end(), mappings.values + range->first);
     const ehelf_process value{uint32_t(range->first), uint32_t(list.size())};
     bpf_map_update_elem(bpf_map__fd(skel->maps.processes), &pid, &value, BPF_ANY);
+    process_changed();
     if (p.mappings.count) retire(&mapping_pool, p.mappings, UINT32_MAX);
     p.mappings = *range;
     p.list = std::move(list);
@@ -501,6 +508,7 @@ struct KernelWalk::State {
     std::copy(from.list.begin(), from.list.end(), mappings.values + range->first);
     const ehelf_process value{uint32_t(range->first), uint32_t(from.list.size())};
     bpf_map_update_elem(bpf_map__fd(skel->maps.processes), &child, &value, BPF_ANY);
+    process_changed();
     ProcessEntry p;
     p.mappings = *range;
     p.list = from.list;
@@ -515,6 +523,7 @@ struct KernelWalk::State {
     bpf_map_delete_elem(bpf_map__fd(skel->maps.learned), &pid);
     if (it == processes.end()) return;
     bpf_map_delete_elem(bpf_map__fd(skel->maps.processes), &pid);
+    process_changed();
     retire(&mapping_pool, it->second.mappings, UINT32_MAX);
     release_files(it->second.files);
     processes.erase(it);

@@ -49,6 +49,9 @@ volatile __u32 active = 0;
 /* Bumped by user space whenever it publishes or withdraws a table's rows: rows cached before
  * belong to another generation (a table id is reused for another file once freed). */
 volatile __u32 table_generation = 0;
+/* Bumped by user space whenever it writes or deletes a process's entry (ehelf_walk's
+ * last_process is then read again). */
+volatile __u32 process_generation = 0;
 
 /* The vDSO's table (no file names it; every process maps the same image): its id (0: none yet)
  * and its bias less the vDSO's start. */
@@ -671,30 +674,50 @@ int ehelf_sample(struct bpf_perf_event_data *ctx) {
   if (w->tgid != 0 && user_regs(ctx, &w->regs) == 0) {
     w->copy.ip = w->regs.rip;
     w->copy.sp = w->regs.rsp;
-    struct ehelf_process *p =
-        find_mappings_only ? 0 : bpf_map_lookup_elem(&processes, &w->tgid);
-    /* Mappings read before an exec describe the program before it: not walked with (they would
-     * stop at no entry, or give the old program's frames) until user space reads the new ones. */
-    if (p) {
-      const __u64 space = current_address_space();
-      if (p->address_space == 0)
-        p->address_space = space;
-      else if (p->address_space != space)
-        p = 0;
+    /* The process's entry: the one this CPU used last while user space has changed no entry
+     * since (a CPU mostly samples one process after another: no hash lookup), else the map's. */
+    const __u32 generation = process_generation;
+    const __u64 space = current_address_space();
+    int present = 0;
+    if (!find_mappings_only && w->last_process.valid && w->last_process.tgid == w->tgid &&
+        w->last_process.generation == generation) {
+      present = w->last_process.address_space == space;
+    } else if (!find_mappings_only) {
+      w->last_process.valid = 0;
+      struct ehelf_process *p = bpf_map_lookup_elem(&processes, &w->tgid);
+      /* Mappings read before an exec describe the program before it: not walked with (they
+       * would stop at no entry, or give the old program's frames) until user space reads the
+       * new ones. */
+      if (p) {
+        if (p->address_space == 0) p->address_space = space;
+        present = p->address_space == space;
+        w->last_process.tgid = w->tgid;
+        w->last_process.generation = generation;
+        w->last_process.address_space = p->address_space;
+        w->last_process.first_mapping = p->first_mapping;
+        w->last_process.mapping_count = p->mapping_count;
+        w->last_process.valid = 1;
+      }
     }
-    const struct ehelf_process *walked = p;
-    if (!walked && !find_mappings_only) walked = forked_from();
+    w->known_process = present;
+    w->first_mapping = present ? w->last_process.first_mapping : 0;
+    w->mapping_count = present ? w->last_process.mapping_count : 0;
+    if (!present && !find_mappings_only) {
+      const struct ehelf_process *parent = forked_from();
+      if (parent) {
+        w->known_process = 1;
+        w->first_mapping = parent->first_mapping;
+        w->mapping_count = parent->mapping_count;
+      }
+    }
     w->learned.count = 0;
     w->learned.next = 0;
     w->learned_read = w->vma_asked = w->learned_added = w->vma_deferred = 0;
-    w->known_process = walked != 0;
-    w->first_mapping = walked ? walked->first_mapping : 0;
-    w->mapping_count = walked ? walked->mapping_count : 0;
     w->last_mapping = w->first_mapping;
     /* A process user space has not read (since its exec) is walked through the files the
      * kernel says its pcs are in, as far as user space has their tables. */
     bpf_loop(EHELF_MAX_FRAMES, walk_frame, 0, 0);
-    if (!p && !find_mappings_only) request(w->tgid, w->regs.rip, EHELF_STOP_NO_PROCESS);
+    if (!present && !find_mappings_only) request(w->tgid, w->regs.rip, EHELF_STOP_NO_PROCESS);
     /* What this walk found, for the process's next ones (another CPU's walk may write its own
      * at the same time: one of the two is kept, the other found again). */
     if (w->learned_added) bpf_map_update_elem(&learned, &w->tgid, &w->learned, BPF_ANY);
