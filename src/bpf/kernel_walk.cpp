@@ -443,8 +443,6 @@ struct KernelWalk::State {
     pending.erase(pid);
     // Answered: the process's next walk that needs more asks at once, not 20 ms after this ask.
     bpf_map_delete_elem(bpf_map__fd(skel->maps.asked), &pid);
-    // What the program found itself in the process may describe what is mapped no longer.
-    bpf_map_delete_elem(bpf_map__fd(skel->maps.learned), &pid);
     auto maps = read_proc_maps(int(pid), /*executable_only=*/true);
     if (!maps) { // gone
       forget(pid);
@@ -475,6 +473,7 @@ struct KernelWalk::State {
     }
     std::sort(list.begin(), list.end(),
               [](const ehelf_mapping& a, const ehelf_mapping& b) { return a.start < b.start; });
+    keep_learned(pid, list);
     ProcessEntry& p = processes[pid];
     if (p.mappings.count && same_mappings(p.list, list)) { // asked again, nothing changed
       release_files(used);
@@ -497,6 +496,32 @@ struct KernelWalk::State {
     release_files(p.files);
     p.files = std::move(used);
     ++requests_answered;
+  }
+
+  // What the program found itself in the process (unwind.bpf.c: learned) may describe what is
+  // mapped no longer: only the mappings `now` still has, file, bias and table alike, are kept
+  // (so that the walks of --kernel-mappings found do not learn a process's files again at every
+  // read of its maps); mappings of no file, or of a file unknown then, are found again.
+  void keep_learned(uint32_t pid, const std::vector<ehelf_mapping>& now) {
+    const int fd = bpf_map__fd(skel->maps.learned);
+    ehelf_learned learned{};
+    if (bpf_map_lookup_elem(fd, &pid, &learned) != 0) return;
+    ehelf_learned kept = learned;
+    kept.count = kept.next = 0;
+    for (uint32_t i = 0; i < std::min<uint32_t>(learned.count, EHELF_FOUND_MAPPINGS); ++i) {
+      const ehelf_mapping& m = learned.found[i];
+      const bool still = std::any_of(now.begin(), now.end(), [&](const ehelf_mapping& n) {
+        return n.start == m.start && n.end == m.end && n.bias == m.bias && n.table == m.table &&
+               n.kind == m.kind;
+      });
+      if (still && (m.kind == EHELF_MAPPING_TABLE || m.kind == EHELF_MAPPING_FRAME_POINTER))
+        kept.found[kept.count++] = m;
+    }
+    if (kept.count == learned.count) return;
+    if (kept.count == 0)
+      bpf_map_delete_elem(fd, &pid);
+    else
+      bpf_map_update_elem(fd, &pid, &kept, BPF_ANY);
   }
 
   void inherit(uint32_t parent, uint32_t child) {
