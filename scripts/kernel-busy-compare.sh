@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The in-kernel walk against the user-space walk of the same samples, system-wide (-a) on a busy
+# machine: compression (xz), an interpreter (python3), a compiler loop (g++), a database
+# (sqlite3) and a threaded program, each in a loop, while `ehelf record -a --unwind kernel` runs
+# in copy mode (every Nth sample is also handed to perf with its stack copy and walked in user
+# space). Prints the summary's copy mode line (identical share, each difference by category)
+# and fails if any difference is "other". A campaign outside the default CI (root, ~25 s);
+# test_record_kernel.sh checks the same comparison program by program.
+#
+#   bash scripts/kernel-busy-compare.sh [BUILD_DIR] [SECONDS] [EVERY]
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="$(cd "${1:-$repo/build}" && pwd)"
+seconds="${2:-15}"
+every="${3:-4}"
+ehelf="$build/bin/ehelf"
+target="$build/tests/fixtures/record_target"
+if [ "$(id -u)" -ne 0 ]; then
+  echo "SKIP: the in-kernel walk needs root"
+  exit 77
+fi
+for tool in xz python3 g++ sqlite3; do
+  command -v "$tool" > /dev/null || { echo "SKIP: $tool not installed"; exit 77; }
+done
+work=$(mktemp -d)
+trap 'kill $(jobs -p) 2> /dev/null || true; rm -rf "$work"' EXIT
+head -c 8000000 /dev/urandom > "$work/input.bin"
+printf '#include <map>\n#include <string>\nstd::map<std::string, int> m;\nint f() { m["a"] = 1; return int(m.size()); }\n' > "$work/unit.cpp"
+
+busy() { # runs CMD... in a loop until the time is up
+  local end=$((SECONDS + seconds + 4))
+  while [ $SECONDS -lt $end ]; do "$@" > /dev/null 2>&1 || true; done
+}
+busy xz -9 -k -T1 -c "$work/input.bin" &
+busy python3 -c 'import json; d=[{"k": i, "v": str(i)*5} for i in range(200000)]; json.loads(json.dumps(d)); sorted(d, key=lambda x: x["v"])' &
+busy g++ -O2 -c "$work/unit.cpp" -o "$work/unit.o" &
+busy sqlite3 :memory: 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x<1000000) SELECT count(*), sum(x*x % 7) FROM c;' &
+busy "$target" threads 100 &
+sleep 2
+"$ehelf" record -a --unwind kernel --kernel-copy-every "$every" -d "$seconds" \
+  -o "$work/all.folded" 2> "$work/all.err"
+wait
+grep -A12 'walked in the kernel' "$work/all.err"
+line=$(grep 'copy mode: ' "$work/all.err" || true)
+[ -n "$line" ] || { echo "FAIL: no copy mode line"; exit 1; }
+other=$(grep -oE '[0-9]+ other' <<< "$line" | grep -oE '[0-9]+')
+if [ "${other:-1}" -ne 0 ]; then
+  echo "FAIL: ${other:-?} samples differ otherwise"
+  exit 1
+fi
+echo "PASS: no sample differs but by a known category"
