@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <zstd.h>
 
+#include "perf/perf_bytes.hpp"
 #include "support/byte_cursor.hpp"
 #include "support/read_fully.hpp"
 
@@ -28,32 +29,6 @@ constexpr size_t kMaxRecords = size_t(1) << 24; // 16M records, ~3 GB of Record
 constexpr unsigned kFeatBuildId = 2, kFeatHostname = 3, kFeatOsRelease = 4, kFeatArch = 6,
                    kFeatEventDesc = 12;
 
-// misc bits.
-constexpr uint16_t kMiscCommExec = 1 << 13;
-constexpr uint16_t kMiscMmapBuildId = 1 << 14;
-constexpr uint16_t kMiscBuildIdSize = 1 << 15;
-
-// read_format bits.
-constexpr uint64_t kFormatTotalTimeEnabled = 1, kFormatTotalTimeRunning = 2, kFormatId = 4,
-                   kFormatGroup = 8, kFormatLost = 16;
-constexpr uint64_t kBranchHwIndex = 1 << 17;
-
-// A NUL-terminated string inside `c`'s remaining bytes, up to `limit` of them; the cursor moves
-// past the limit. Fails the cursor if no NUL is found.
-std::string_view read_cstring(ByteCursor& c, size_t limit) {
-  const size_t n = std::min(limit, c.remaining());
-  const uint8_t* p = c.data().data() + c.pos();
-  const void* nul = std::memchr(p, 0, n);
-  if (!nul) {
-    c.fail();
-    return {};
-  }
-  std::string_view s(reinterpret_cast<const char*>(p),
-                     static_cast<size_t>(static_cast<const uint8_t*>(nul) - p));
-  c.skip(n);
-  return s;
-}
-
 // perf's string feature: u32 length, then that many bytes (NUL padded).
 std::string read_feature_string(ByteCursor& c) {
   const uint32_t len = c.u32();
@@ -66,40 +41,6 @@ std::string read_feature_string(ByteCursor& c) {
     return {};
   }
   return std::string(s);
-}
-
-std::span<const uint8_t> take(ByteCursor& c, uint64_t n) {
-  if (n > c.remaining()) {
-    c.fail();
-    return {};
-  }
-  std::span<const uint8_t> s = c.data().subspan(c.pos(), n);
-  c.skip(n);
-  return s;
-}
-
-// The number of u64 words of a sample_id trailer, and the position of its time in it.
-struct TrailerLayout {
-  size_t words = 0;
-  int time_word = -1;
-};
-
-TrailerLayout trailer_layout(const EventAttr& a) {
-  TrailerLayout t;
-  const uint64_t st = a.sample_type;
-  if (st & sample::kTid) ++t.words;
-  if (st & sample::kTime) t.time_word = static_cast<int>(t.words++);
-  if (st & sample::kId) ++t.words;
-  if (st & sample::kStreamId) ++t.words;
-  if (st & sample::kCpu) ++t.words;
-  if (st & sample::kIdentifier) ++t.words;
-  return t;
-}
-
-uint64_t load_u64(const uint8_t* p) {
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-  return v;
 }
 
 } // namespace
@@ -301,7 +242,7 @@ Status PerfData::parse_build_ids(std::span<const uint8_t> raw, uint64_t offset) 
       return error_at(at, fmt::format("build-id entry of {} bytes does not fit", size));
     BuildIdEntry e;
     e.pid = c.u32();
-    std::span<const uint8_t> id = take(c, 24);
+    std::span<const uint8_t> id = c.bytes(24);
     size_t len = 20;
     if (misc & kMiscBuildIdSize) len = std::min<size_t>(id[20], 20);
     e.build_id.assign(id.begin(), id.begin() + static_cast<long>(len));
@@ -433,205 +374,6 @@ const EventAttr* PerfData::attr_for_id(uint64_t id) const {
   if (attrs_.size() == 1) return &attrs_.front();
   auto it = attr_of_id_.find(id);
   return it == attr_of_id_.end() ? nullptr : &attrs_[it->second];
-}
-
-namespace {
-
-// Decodes a sample's body (after the header) in PERF_SAMPLE_* order.
-bool decode_sample(ByteCursor& c, const EventAttr& a, SampleRecord& s, std::string& why) {
-  const uint64_t st = a.sample_type;
-  s.attr = &a;
-  if (st & sample::kIdentifier) s.id = c.u64();
-  if (st & sample::kIp) s.ip = c.u64();
-  if (st & sample::kTid) {
-    s.pid = c.u32();
-    s.tid = c.u32();
-  }
-  if (st & sample::kTime) s.time = c.u64();
-  if (st & sample::kAddr) s.addr = c.u64();
-  if (st & sample::kId) s.id = c.u64();
-  if (st & sample::kStreamId) s.stream_id = c.u64();
-  if (st & sample::kCpu) {
-    s.cpu = c.u32();
-    c.u32();
-  }
-  if (st & sample::kPeriod) s.period = c.u64();
-  if (st & sample::kRead) {
-    const uint64_t rf = a.read_format;
-    const uint64_t per_value = 1 + ((rf & kFormatId) ? 1 : 0) + ((rf & kFormatLost) ? 1 : 0);
-    const uint64_t times =
-        ((rf & kFormatTotalTimeEnabled) ? 1 : 0) + ((rf & kFormatTotalTimeRunning) ? 1 : 0);
-    if (rf & kFormatGroup) {
-      const uint64_t nr = c.u64();
-      if (nr > c.remaining() / 8 / per_value) {
-        why = fmt::format("read group of {} values does not fit", nr);
-        return false;
-      }
-      c.skip(8 * (times + nr * per_value));
-    } else {
-      c.skip(8 * (times + per_value));
-    }
-  }
-  if (st & sample::kCallchain) {
-    const uint64_t nr = c.u64();
-    if (nr > c.remaining() / 8) {
-      why = fmt::format("callchain of {} entries does not fit", nr);
-      return false;
-    }
-    s.callchain = take(c, 8 * nr);
-  }
-  if (st & sample::kRaw) take(c, c.u32());
-  if (st & sample::kBranchStack) {
-    const uint64_t nr = c.u64();
-    if (a.branch_sample_type & kBranchHwIndex) c.u64();
-    if (nr > c.remaining() / 24) {
-      why = fmt::format("branch stack of {} entries does not fit", nr);
-      return false;
-    }
-    c.skip(24 * nr);
-  }
-  if (st & sample::kRegsUser) {
-    s.regs_abi = c.u64();
-    s.regs_mask = a.sample_regs_user;
-    if (s.regs_abi) s.regs = take(c, 8 * uint64_t(std::popcount(a.sample_regs_user)));
-  }
-  if (st & sample::kStackUser) {
-    const uint64_t size = c.u64();
-    if (size > c.remaining()) {
-      why = fmt::format("user stack of {} bytes does not fit", size);
-      return false;
-    }
-    s.stack = take(c, size);
-    if (size) {
-      s.stack_dyn_size = c.u64();
-      if (s.stack_dyn_size > size) s.stack_dyn_size = size; // never more than was copied
-    }
-  }
-  if (st & (sample::kWeight | sample::kWeightStruct)) c.u64();
-  if (st & sample::kDataSrc) c.u64();
-  if (st & sample::kTransaction) c.u64();
-  if (st & sample::kRegsIntr) {
-    if (c.u64()) c.skip(8 * uint64_t(std::popcount(a.sample_regs_intr)));
-  }
-  if (st & sample::kPhysAddr) c.u64();
-  if (st & sample::kCgroup) c.u64();
-  if (st & sample::kDataPageSize) c.u64();
-  if (st & sample::kCodePageSize) c.u64();
-  if (st & sample::kAux) take(c, c.u64());
-  if (!c.ok()) {
-    why = "sample is shorter than its sample_type says";
-    return false;
-  }
-  return true;
-}
-
-} // namespace
-
-bool decode_kernel_record(std::span<const uint8_t> body, uint64_t body_offset, const EventAttr& a,
-                          Record& r, std::string& why) {
-  ByteCursor c(body, body_offset);
-  if (r.type == record_type::kSample) {
-    SampleRecord s;
-    if (!decode_sample(c, a, s, why)) return false;
-    r.time = s.time;
-    r.body = s;
-    return true;
-  }
-  size_t trailer = 0;
-  if (a.sample_id_all()) {
-    TrailerLayout t = trailer_layout(a);
-    trailer = 8 * t.words;
-    if (trailer > body.size()) {
-      why = "record too short for its sample id";
-      return false;
-    }
-    if (t.time_word >= 0)
-      r.time = load_u64(body.data() + body.size() - trailer + 8 * size_t(t.time_word));
-  }
-  const size_t payload = body.size() - trailer;
-  switch (r.type) {
-  case record_type::kMmap:
-  case record_type::kMmap2: {
-    MmapRecord m;
-    m.mmap2 = r.type == record_type::kMmap2;
-    m.pid = c.u32();
-    m.tid = c.u32();
-    m.start = c.u64();
-    m.len = c.u64();
-    m.pgoff = c.u64();
-    if (m.mmap2) {
-      if (r.misc & kMiscMmapBuildId) {
-        const uint8_t n = c.u8();
-        c.skip(3);
-        std::span<const uint8_t> id = take(c, 20);
-        if (c.ok()) m.build_id = id.first(std::min<size_t>(n, 20));
-      } else {
-        c.skip(24); // maj, min, ino, ino_generation
-      }
-      m.prot = c.u32();
-      m.flags = c.u32();
-    }
-    if (c.ok() && c.pos() <= payload) m.filename = read_cstring(c, payload - c.pos());
-    if (!c.ok() || c.pos() > payload) {
-      why = "mmap record is truncated or its file name is not terminated";
-      return false;
-    }
-    r.body = m;
-    return true;
-  }
-  case record_type::kComm: {
-    CommRecord cm;
-    cm.pid = c.u32();
-    cm.tid = c.u32();
-    cm.exec = (r.misc & kMiscCommExec) != 0;
-    if (c.ok() && c.pos() <= payload) cm.comm = read_cstring(c, payload - c.pos());
-    if (!c.ok() || c.pos() > payload) {
-      why = "comm record is truncated or its name is not terminated";
-      return false;
-    }
-    r.body = cm;
-    return true;
-  }
-  case record_type::kFork:
-  case record_type::kExit: {
-    TaskRecord t;
-    t.pid = c.u32();
-    t.ppid = c.u32();
-    t.tid = c.u32();
-    t.ptid = c.u32();
-    t.time = c.u64();
-    if (!c.ok() || c.pos() > payload) {
-      why = "fork/exit record is truncated";
-      return false;
-    }
-    if (!r.time) r.time = t.time;
-    r.body = t;
-    return true;
-  }
-  case record_type::kLost: {
-    LostRecord l;
-    l.id = c.u64();
-    l.lost = c.u64();
-    if (!c.ok() || c.pos() > payload) {
-      why = "lost record is truncated";
-      return false;
-    }
-    r.body = l;
-    return true;
-  }
-  case record_type::kLostSamples: {
-    LostRecord l;
-    l.lost = c.u64();
-    if (!c.ok() || c.pos() > payload) {
-      why = "lost samples record is truncated";
-      return false;
-    }
-    r.body = l;
-    return true;
-  }
-  default:
-    return true;
-  }
 }
 
 Status PerfData::decode_records(const Window& w, size_t& pos, const size_t end, size_t budget,
