@@ -2,6 +2,8 @@
 // the per-pc cache and the comparison with the rows.
 #include "check/validator.hpp"
 
+#include "check/checker.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -37,16 +39,6 @@
 
 namespace ehelf::check {
 namespace {
-
-// What the checker knows of one pc, found once.
-struct PcInfo {
-  bool decoded = false;
-  x86::Instruction insn;
-  const Module* module = nullptr;
-  const ModuleData* data = nullptr;
-  const TableRange* range = nullptr; // null: no row covers the pc
-  bool checked = false;              // the module is among those to check
-};
 
 // Whether a system call (its number in rax) makes a process: clone, fork, vfork, clone3.
 bool makes_process(uint64_t number) {
@@ -110,138 +102,9 @@ pid_t thread_group(pid_t tid) {
   return tgid;
 }
 
-class Checker final : SiteNames {
-public:
-  explicit Checker(const CheckOptions& options) : options_(options), judge_(*this) {}
-  Result<CheckResult> run();
+} // namespace
 
-private:
-  // One traced process (the program, or a child followed with --follow-fork): its modules, its
-  // memory and what is known of each pc in it.
-  struct Process {
-    pid_t pid = 0;
-    std::optional<ModuleMap> map;
-    std::optional<ProcessMemory> memory;
-    std::unordered_map<uint64_t, PcInfo> pcs;
-    size_t threads = 0;         // its threads followed now
-    bool shares_memory = false; // a vfork child, in its parent's memory: no breakpoints
-    // Its children that are no threads of it but share its memory (clone(CLONE_VM) without
-    // CLONE_VFORK: they run while it runs): while one does, no breakpoints either.
-    std::vector<pid_t> memory_sharers;
-    // The breakpoints at the ends of its threads' straight-line runs: the byte each replaced,
-    // and how many runs end there. Written through /proc/PID/mem (byte by byte, whether the
-    // threads are stopped or not).
-    struct Breakpoint {
-      uint8_t original = 0;
-      unsigned users = 0;
-    };
-    std::map<uint64_t, Breakpoint> breakpoints;
-    int mem = -1; // /proc/PID/mem, read-write
-    ~Process() {
-      if (mem >= 0) ::close(mem);
-    }
-    // Threads in flight over a system call that makes a process (clone, fork, vfork, clone3) or
-    // changes mappings: while one is, no breakpoint is set (a child would inherit it, or run it
-    // in shared memory; code made writable could be written over it by another thread).
-    unsigned spawning = 0;
-    // The executable mappings the program may write (pages made writable and executable, JIT
-    // buffers): code there can change under a breakpoint or after it was decoded, so no
-    // straight-line run goes through or ends there, and each step decodes it again. Read again
-    // after each system call that changes mappings.
-    std::vector<std::pair<uint64_t, uint64_t>> writable_code;
-    bool mappings_changed = true;
-    // The program handles (or ignores) SIGTRAP: a trap the kernel raises for a step or a
-    // breakpoint while one of its threads blocks SIGTRAP would reset that disposition (the
-    // kernel forces such traps through), so such a thread runs unobserved (Thread::unobserved).
-    bool traps_caught = false;
-    // Stopped threads waiting to be stepped: over an instruction where a breakpoint is (until it
-    // goes), or over a system call that makes a process or changes mappings (until no breakpoint
-    // is left: at 0).
-    struct Parked {
-      pid_t tid;
-      int signal;
-      uint64_t breakpoint;
-    };
-    std::vector<Parked> parked;
-  };
-  struct Thread {
-    Process* process = nullptr;
-    ShadowStack stack;
-    bool fresh = true;     // not stopped yet (a new thread's first stop is a SIGSTOP)
-    bool stepping = false; // `before` is the instruction being stepped
-    bool injected = false; // the step delivers a signal
-    bool running = false;  // resumed, not stopped since
-    bool spawning = false; // counted in its process's `spawning`
-    // In the stop its program asked for (SIGSTOP, SIGTSTP...): left stopped until a SIGCONT.
-    bool group_stopped = false;
-    // Stepping a system call, stopped at its entry (PTRACE_SYSCALL): its exit ends the step.
-    bool syscall_entered = false;
-    // Blocking SIGTRAP in a program that handles it (in the handler, in raise): it runs from
-    // system call to system call, unchecked, until one leaves SIGTRAP unblocked; `unobserved_rsp`
-    // is where the stack was when it began.
-    bool unobserved = false;
-    uint64_t unobserved_rsp = 0;
-    user_regs_struct before{};
-    bool decoded = false;  // the stepped instruction (a copy: the pc cache is cleared when
-    x86::Instruction insn; // libraries come and go)
-    Block block;           // the straight-line run in progress, if active
-  };
-
-  Status start();
-  Process& add_process(pid_t pid);
-  Thread& add_thread(pid_t tid, Process& process);
-  void forget_thread(pid_t tid);
-  void new_child(Thread& parent, int event, pid_t child);
-  void exec_called(Thread& t);
-  const PcInfo& info_for(Process& p, uint64_t pc);
-  void refresh_modules(Process& p);
-  void check(pid_t tid, Thread& t, const RegisterState& regs, const PcInfo& info);
-  void at_instruction(pid_t tid, Thread& t, const user_regs_struct& now);
-  void step_from(pid_t tid, Thread& t, const user_regs_struct& now, int signal);
-  bool checks_statically(const PcInfo& info, const RegisterState& regs) const;
-  bool plan_block(pid_t tid, Thread& t, const user_regs_struct& now);
-  void commit_block(pid_t tid, Thread& t, size_t count);
-  void block_stopped(pid_t tid, Thread& t, int sig);
-  std::string function(const Site& site) override;
-  std::string instruction(const Site& site) override;
-  void step(pid_t tid, Thread& t, int signal);
-  void after_step(pid_t tid, Thread& t);
-  void account(Thread& t, const user_regs_struct& now);
-  void spawned(Thread& t, const user_regs_struct& now);
-  bool memory_shared(Process& p);
-  static bool code_writable(Process& p, uint64_t address);
-  bool our_trap(pid_t tid) const;
-  void program_signal(pid_t tid, Thread& t, int signal);
-  void resume_continued();
-  void syscall_returned(pid_t tid, Thread& t);
-  bool handler_entered(const Thread& t, const user_regs_struct& after, uint64_t& restorer);
-  static void unpatched(const Process& p, uint64_t address, uint8_t* code, size_t n);
-  bool plant(Process& p, uint64_t address);
-  void unplant(Process& p, uint64_t address);
-  bool conflicts(const Process& p, pid_t tid, uint64_t address) const;
-  void unpark(Process& p, uint64_t breakpoint);
-  bool module_selected(const Module& m) const;
-
-  const CheckOptions& options_;
-  std::optional<TracedProgram> program_;
-  pid_t pid_ = 0;
-  std::unordered_map<pid_t, std::unique_ptr<Process>> processes_;
-  // Followed children whose first stop came before their parent's fork event: held stopped
-  // until the event says which thread they are a copy of.
-  std::set<pid_t> early_children_;
-  Process* judging_ = nullptr; // the process of the instruction being checked (for SiteNames)
-  x86::Decoder decoder_;
-  Symbolizer names_;
-  LoadPolicy policy_;
-  std::map<std::pair<std::string, uint64_t>, std::shared_ptr<const ModuleData>> loaded_;
-  std::unordered_map<pid_t, Thread> threads_;
-  RowCheck judge_;
-  CheckResult& result_ = judge_.result();
-  std::unique_ptr<TraceWriter> trace_; // --record
-  bool stop_ = false;
-  size_t group_stopped_ = 0; // threads with group_stopped set
-  std::string error_;
-};
+namespace detail {
 
 bool Checker::module_selected(const Module& m) const {
   if (options_.only.empty()) return true;
@@ -367,67 +230,6 @@ void Checker::step(pid_t tid, Thread& t, int signal) {
   }
   t.injected = signal != 0;
   t.running = true;
-}
-
-// The code bytes [address, address + n) as the program has them, without our breakpoints.
-void Checker::unpatched(const Process& p, uint64_t address, uint8_t* code, size_t n) {
-  for (auto it = p.breakpoints.lower_bound(address);
-       it != p.breakpoints.end() && it->first - address < n; ++it)
-    code[it->first - address] = it->second.original;
-}
-
-bool Checker::plant(Process& p, uint64_t address) {
-  auto [it, added] = p.breakpoints.try_emplace(address);
-  if (added) {
-    const uint8_t trap = 0xcc;
-    if (::pread(p.mem, &it->second.original, 1, off_t(address)) != 1 ||
-        ::pwrite(p.mem, &trap, 1, off_t(address)) != 1) {
-      p.breakpoints.erase(it);
-      return false;
-    }
-  }
-  ++it->second.users;
-  return true;
-}
-
-void Checker::unplant(Process& p, uint64_t address) {
-  auto it = p.breakpoints.find(address);
-  if (it == p.breakpoints.end() || --it->second.users > 0) return;
-  // A program that wrote over the breakpoint keeps what it wrote.
-  uint8_t current = 0;
-  if (::pread(p.mem, &current, 1, off_t(address)) == 1 && current == 0xcc)
-    (void)!::pwrite(p.mem, &it->second.original, 1, off_t(address));
-  p.breakpoints.erase(it);
-  unpark(p, address);
-  if (p.breakpoints.empty()) unpark(p, 0);
-}
-
-// Steps the threads parked for `breakpoint` (0: for a process-making system call).
-void Checker::unpark(Process& p, uint64_t breakpoint) {
-  std::vector<Process::Parked> waiting;
-  std::erase_if(p.parked, [&](const Process::Parked& w) {
-    if (w.breakpoint != breakpoint) return false;
-    waiting.push_back(w);
-    return true;
-  });
-  for (const Process::Parked& w : waiting)
-    if (auto it = threads_.find(w.tid); it != threads_.end()) step(w.tid, it->second, w.signal);
-}
-
-// Whether a breakpoint at `address` could be run by another thread of the process than `tid`:
-// one in flight over the instruction there, or running a straight-line run through it (ending
-// there is fine: the breakpoint is shared).
-bool Checker::conflicts(const Process& p, pid_t tid, uint64_t address) const {
-  for (const auto& [other, u] : threads_) {
-    if (other == tid || u.process != &p || !u.running) continue;
-    if (u.block.active) {
-      for (const Block::Step& st : u.block.steps)
-        if (st.before.get(x86_64::RIP) == address) return true;
-    } else if (u.before.rip == address) {
-      return true;
-    }
-  }
-  return false;
 }
 
 // The kernel's rt_sigframe at the handler's rsp: the restorer, then a ucontext whose
@@ -635,147 +437,6 @@ void Checker::step_from(pid_t tid, Thread& t, const user_regs_struct& now, int s
   t.insn = info.insn;
   t.stepping = true;
   step(tid, t, signal);
-}
-
-// Whether check() can judge the instruction from `regs` alone (no memory, no unknown register).
-bool Checker::checks_statically(const PcInfo& info, const RegisterState& regs) const {
-  if (!info.checked || !info.data || !info.data->table || !info.range) return true;
-  RowView row = info.data->table->row(info.range->row);
-  const RegisterRule* ra = row.rule_for(x86_64::RIP);
-  if (describes_jump_target(ra)) return true;
-  if (row.cfa.kind != CfaRule::Kind::RegOffset || !regs.has(row.cfa.reg)) return false;
-  if (ra && ra->kind != RegisterRule::Kind::Undefined &&
-      !(ra->kind == RegisterRule::Kind::Offset && ra->offset == -8))
-    return false;
-  for (uint16_t reg : kCalleeSaved) {
-    const RegisterRule* rule = row.rule_for(reg);
-    if (!rule || rule->kind == RegisterRule::Kind::SameValue) {
-      if (!regs.has(reg)) return false;
-    } else if (rule->kind != RegisterRule::Kind::Offset &&
-               rule->kind != RegisterRule::Kind::Undefined) {
-      return false;
-    }
-  }
-  return true;
-}
-
-// Past the single-step loop: from here to the next branch, system call or instruction the x86
-// layer cannot follow, the registers each instruction needs are known from the current ones, so
-// the run goes on to a breakpoint there and its instructions are checked as if stepped. Not in a
-// vfork child (a breakpoint would be in its parent's memory too), nor while a thread makes a
-// process; with several threads, a run ends where another's does (the breakpoint is shared) or
-// before, and never where another thread could run into it (conflicts()).
-bool Checker::plan_block(pid_t tid, Thread& t, const user_regs_struct& now) {
-  Process& p = *t.process;
-  if (memory_shared(p) || p.spawning || t.stack.mode() == Mode::altstack ||
-      std::any_of(threads_.begin(), threads_.end(),
-                  [&](const auto& u) { return u.second.process == &p && u.second.unobserved; }) ||
-      p.breakpoints.count(now.rip) || code_writable(p, now.rip) ||
-      std::any_of(p.parked.begin(), p.parked.end(),
-                  [](const Process::Parked& w) { return w.breakpoint == 0; }))
-    return false;
-  uint64_t budget = kMaxBlock;
-  if (options_.max_steps)
-    // Leave the last step of the budget to the instruction at the breakpoint.
-    budget = std::min<uint64_t>(
-        budget, options_.max_steps - std::min(options_.max_steps, result_.summary.steps + 1));
-  Block& b = t.block;
-  b.steps.clear();
-  RegisterState regs = to_register_state(now);
-  while (b.steps.size() < budget) {
-    const uint64_t pc = regs.get(x86_64::RIP);
-    if (!p.map->find(pc)) break; // info_for would read the maps again
-    const PcInfo& info = info_for(p, pc);
-    if (!info.decoded) break;
-    // On through direct calls and jumps (where they go is in the instruction; a call's frame
-    // takes the callee-saved registers' values at entry, so those must be known).
-    const x86::Flow flow = info.insn.flow;
-    bool known_callee_saved = true;
-    for (uint16_t r : kCalleeSaved)
-      known_callee_saved &= regs.has(r);
-    if (flow != x86::Flow::next && flow != x86::Flow::jump &&
-        !(flow == x86::Flow::call && known_callee_saved))
-      break;
-    if (!checks_statically(info, regs)) break;
-    RegisterState after;
-    if (!simulate(info.insn, regs, after)) break;
-    if (flow == x86::Flow::jump || flow == x86::Flow::call)
-      after.set(x86_64::RIP, info.insn.target);
-    if (flow == x86::Flow::call) after.set(x86_64::RSP, after.get(x86_64::RSP) - 8);
-    // Each address at most once, and never the breakpoint's: the run is one straight path. Not
-    // into code the program may write (the run ends before it).
-    const uint64_t next = after.get(x86_64::RIP);
-    if (next == pc || code_writable(p, next) ||
-        std::any_of(b.steps.begin(), b.steps.end(),
-                    [&](const Block::Step& st) { return st.before.get(x86_64::RIP) == next; }))
-      break;
-    b.steps.push_back({regs, info.insn});
-    regs = after;
-    if (p.breakpoints.count(next)) break; // another run's end: this one ends there too
-  }
-  if (b.steps.size() < 2) return false;
-  b.end = regs;
-  b.end_pc = regs.get(x86_64::RIP);
-  if (conflicts(p, tid, b.end_pc) || !plant(p, b.end_pc)) return false;
-  if (::ptrace(PTRACE_CONT, tid, nullptr, nullptr) != 0) {
-    unplant(p, b.end_pc);
-    return false;
-  }
-  b.active = true;
-  t.stepping = false;
-  t.running = true;
-  ++result_.summary.blocks;
-  if (p.threads > 1) ++result_.summary.blocks_among_threads;
-  return true;
-}
-
-// The first `count` instructions of the thread's block ran: check and account for each, as the
-// single-step loop would have.
-void Checker::commit_block(pid_t tid, Thread& t, size_t count) {
-  const Block& b = t.block;
-  for (size_t i = 0; i < count; ++i) {
-    const Block::Step& st = b.steps[i];
-    ++result_.summary.steps;
-    const PcInfo& info = info_for(*t.process, st.before.get(x86_64::RIP));
-    if (t.stack.checkable() && info.checked && info.data) check(tid, t, st.before, info);
-    const RegisterState& after = i + 1 < b.steps.size() ? b.steps[i + 1].before : b.end;
-    size_t frames = t.stack.frames().size();
-    result_.summary.resyncs += t.stack.executed(st.insn, st.before, after);
-    if (t.stack.frames().size() > frames) ++result_.summary.calls;
-  }
-}
-
-// The thread stopped while running a block: at its breakpoint, or earlier by a signal.
-void Checker::block_stopped(pid_t tid, Thread& t, int sig) {
-  Block& b = t.block;
-  b.active = false;
-  unplant(*t.process, b.end_pc);
-  user_regs_struct now;
-  if (::ptrace(PTRACE_GETREGS, tid, nullptr, &now) != 0) return;
-  if (sig == SIGTRAP && now.rip == b.end_pc + 1) {
-    now.rip = b.end_pc;
-    ::ptrace(PTRACE_SETREGS, tid, nullptr, &now);
-    RegisterState actual = to_register_state(now);
-    for (unsigned r = 0; r < x86_64::kGeneralRegs; ++r)
-      if (b.end.has(r) && b.end.get(r) != actual.get(r)) {
-        ++result_.summary.block_mismatches;
-        break;
-      }
-    commit_block(tid, t, b.steps.size());
-    at_instruction(tid, t, now);
-    return;
-  }
-  // A signal before the end: the instructions before the pc ran; the one at the pc did not.
-  size_t ran = 0;
-  while (ran < b.steps.size() && b.steps[ran].before.get(x86_64::RIP) != now.rip)
-    ++ran;
-  if (ran == b.steps.size() && now.rip != b.end_pc) {
-    ++result_.summary.block_mismatches; // nowhere in the block: nothing is trusted
-    ran = 0;
-  }
-  commit_block(tid, t, ran);
-  // Any signal but our breakpoint's is the program's (its int3 included: no step traps here).
-  step_from(tid, t, now, sig);
 }
 
 Checker::Process& Checker::add_process(pid_t pid) {
@@ -1017,10 +678,10 @@ Result<CheckResult> Checker::run() {
   return judge_.finish();
 }
 
-} // namespace
+} // namespace detail
 
 Result<CheckResult> run_check(const CheckOptions& options) {
-  Checker checker(options);
+  detail::Checker checker(options);
   return checker.run();
 }
 
