@@ -7,6 +7,9 @@
 // across FDEs), so that hostile files print what readelf prints too. It shares no parsing with
 // dwarf/cfi_section, which follows DWARF and refuses what readelf reads anyway.
 // docs/readelf-wF-format.md has every rule, and the few places where ehelf stays safe instead.
+// readelf_frames.cpp is one file of ~900 lines on purpose: its walker follows binutils' dwarf.c
+// (display_debug_frames, its Frame_Chunk, its two passes) in that code's order, so that the two
+// are read side by side when readelf's output changes.
 #pragma once
 
 #include <cstdio>
