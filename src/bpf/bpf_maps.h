@@ -88,6 +88,10 @@ struct ehelf_process {
    * after user space wrote the entry (0 until then): a sample in another one comes after an
    * exec, whose mappings user space has not read yet. */
   __u64 address_space;
+  /* 1: its parent's mappings, written at its fork: the first walk takes them only if the
+   * process still runs its parent's program (it may have exec'd before its first sample). */
+  __u32 inherited;
+  __u32 reserved;
 };
 
 struct ehelf_stack {

@@ -531,7 +531,7 @@ struct KernelWalk::State {
     auto range = mapping_pool.allocate(std::max<size_t>(from.list.size(), 1));
     if (!range) return;
     std::copy(from.list.begin(), from.list.end(), mappings.values + range->first);
-    const ehelf_process value{uint32_t(range->first), uint32_t(from.list.size())};
+    const ehelf_process value{uint32_t(range->first), uint32_t(from.list.size()), 0, 1, 0};
     bpf_map_update_elem(bpf_map__fd(skel->maps.processes), &child, &value, BPF_ANY);
     process_changed();
     ProcessEntry p;

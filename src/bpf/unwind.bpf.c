@@ -582,6 +582,15 @@ static long walk_frame(__u32 index, void *unused) {
   return 0;
 }
 
+/* Whether the sampled process runs its parent's program where the parent has it (a fork that
+ * has not exec'd since): the same executable and stack addresses, as forked_from checks. */
+static int same_program_as_parent(void) {
+  struct task_struct___ehelf *task = (void *)bpf_get_current_task_btf();
+  const unsigned long code = BPF_CORE_READ(task, mm, start_code);
+  return code != 0 && BPF_CORE_READ(task, real_parent, mm, start_code) == code &&
+         BPF_CORE_READ(task, real_parent, mm, start_stack) == BPF_CORE_READ(task, mm, start_stack);
+}
+
 /* For a process user space has not read yet: the entry of the nearest of its first 4 ancestors
  * that has one, when it is a fork of that ancestor that has not exec'd since (each process on the
  * way has its executable and its stack where the ancestor has them: a fork copies the address
@@ -689,7 +698,10 @@ int ehelf_sample(struct bpf_perf_event_data *ctx) {
        * would stop at no entry, or give the old program's frames) until user space reads the
        * new ones. */
       if (p) {
-        if (p->address_space == 0) p->address_space = space;
+        /* (An entry copied from the parent at the fork is the child's only while it runs the
+         * parent's program: not after an exec that came before its first sample.) */
+        if (p->address_space == 0 && (!p->inherited || same_program_as_parent()))
+          p->address_space = space;
         present = p->address_space == space;
         w->last_process.tgid = w->tgid;
         w->last_process.generation = generation;
