@@ -124,6 +124,12 @@ bool decode_kernel_record(std::span<const uint8_t> body, uint64_t body_offset, c
       r.time = load_u64(body.data() + body.size() - trailer + 8 * size_t(t.time_word));
   }
   const size_t payload = body.size() - trailer;
+  // Whether the fields read so far fit before the sample id trailer; `why` says what is short.
+  auto complete = [&](const char* what) {
+    if (c.ok() && c.pos() <= payload) return true;
+    why = what;
+    return false;
+  };
   switch (r.type) {
   case record_type::kMmap:
   case record_type::kMmap2: {
@@ -147,10 +153,7 @@ bool decode_kernel_record(std::span<const uint8_t> body, uint64_t body_offset, c
       m.flags = c.u32();
     }
     if (c.ok() && c.pos() <= payload) m.filename = read_cstring(c, payload - c.pos());
-    if (!c.ok() || c.pos() > payload) {
-      why = "mmap record is truncated or its file name is not terminated";
-      return false;
-    }
+    if (!complete("mmap record is truncated or its file name is not terminated")) return false;
     r.body = m;
     return true;
   }
@@ -160,10 +163,7 @@ bool decode_kernel_record(std::span<const uint8_t> body, uint64_t body_offset, c
     cm.tid = c.u32();
     cm.exec = (r.misc & kMiscCommExec) != 0;
     if (c.ok() && c.pos() <= payload) cm.comm = read_cstring(c, payload - c.pos());
-    if (!c.ok() || c.pos() > payload) {
-      why = "comm record is truncated or its name is not terminated";
-      return false;
-    }
+    if (!complete("comm record is truncated or its name is not terminated")) return false;
     r.body = cm;
     return true;
   }
@@ -175,10 +175,7 @@ bool decode_kernel_record(std::span<const uint8_t> body, uint64_t body_offset, c
     t.tid = c.u32();
     t.ptid = c.u32();
     t.time = c.u64();
-    if (!c.ok() || c.pos() > payload) {
-      why = "fork/exit record is truncated";
-      return false;
-    }
+    if (!complete("fork/exit record is truncated")) return false;
     if (!r.time) r.time = t.time;
     r.body = t;
     return true;
@@ -187,20 +184,14 @@ bool decode_kernel_record(std::span<const uint8_t> body, uint64_t body_offset, c
     LostRecord l;
     l.id = c.u64();
     l.lost = c.u64();
-    if (!c.ok() || c.pos() > payload) {
-      why = "lost record is truncated";
-      return false;
-    }
+    if (!complete("lost record is truncated")) return false;
     r.body = l;
     return true;
   }
   case record_type::kLostSamples: {
     LostRecord l;
     l.lost = c.u64();
-    if (!c.ok() || c.pos() > payload) {
-      why = "lost samples record is truncated";
-      return false;
-    }
+    if (!complete("lost samples record is truncated")) return false;
     r.body = l;
     return true;
   }
