@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # C++ throw-and-catch through 1, 10 and 100 frames, with and without a destructor in each frame,
 # in 1 and 2 threads: libgcc_s (as built), libehelf-eh and LLVM's libunwind 14 (each preloaded),
-# side by side in one run: nanoseconds, and instructions (callgrind). Writes bench/results/eh.md.
+# side by side in one run: nanoseconds, and instructions (callgrind); and the costs of frames
+# registered at run time (__register_frame). Writes bench/results/eh.md.
 # Environment: EH_BUILD, a build directory where the target ehelf_eh is built (default: build/,
 # configured and built here in the release configuration).
 set -euo pipefail
@@ -101,6 +102,31 @@ if command -v valgrind > /dev/null; then
 else
   echo "(valgrind not installed: no instruction counts)" >> "$tmp/table"
 fi
+# The __register_frame family (JIT code): a register + deregister pair, and a throw through one
+# registered JIT frame, with 0, 100 and 1,000 other objects registered.
+g++ -O2 bench/eh/register_bench.cpp -o "$tmp/register_bench"
+{
+  echo
+  echo "Frames registered at run time (\`bench/eh/register_bench.cpp\`: one-FDE objects registered by"
+  echo "their FDE's address, the form all three take): nanoseconds per \`__register_frame\` +"
+  echo "\`__deregister_frame\` pair, and per throw-and-catch through one registered JIT frame, with"
+  echo "LIVE other objects registered; the median of 7 rounds:"
+  echo
+  echo "| operation | live objects | unwinder | ns | × libgcc_s |"
+  echo "|---|---:|---|---:|---:|"
+} >> "$tmp/table"
+for op in register throw; do
+  for live in 0 100 1000; do
+    declare -A rns=()
+    for i in "${!names[@]}"; do
+      rns[$i]=$(LD_PRELOAD="${preloads[$i]}" "$tmp/register_bench" $op $live 2> /dev/null || echo "failed")
+    done
+    for i in "${!names[@]}"; do
+      ratio=$(awk -v t="${rns[$i]}" -v g="${rns[0]}" 'BEGIN { if (t + 0 > 0) printf "%.2f", t / g; else print "-" }')
+      echo "| $op | $live | ${names[$i]} | ${rns[$i]} | $ratio |" >> "$tmp/table"
+    done
+  done
+done
 mkdir -p bench/results
 cp "$tmp/table" "$out"
 cat "$out"

@@ -134,9 +134,9 @@ run_target() { # NAME
     done
     rm -f "$work/recursion.elf"
   fi
-  if [ "$name" = fuzz_row_lookup ]; then
+  if [ "$name" = fuzz_row_lookup ] || [ "$name" = fuzz_registered_frames ]; then
     # .eh_frame sections of a compiled fixture and of the hand-written CFI one, behind the
-    # selector byte (0: a search table is built for the section's FDEs).
+    # selector byte (0: a search table is built for the section's FDEs; registered as a section).
     cc -O2 tests/fixtures/recursion.c -o "$work/recursion.elf"
     cc -nostartfiles -static -nostdlib tests/fixtures/cfi_variety.S -o "$work/cfi.elf"
     for elf in "$work"/*.elf; do

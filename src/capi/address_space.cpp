@@ -15,6 +15,7 @@
 #include "model/dw_op.hpp"
 #include "runtime/proc_files.hpp"
 #include "runtime/process_probe.hpp"
+#include "runtime/registered_frames.hpp"
 
 namespace ehelf::capi {
 
@@ -97,6 +98,7 @@ constinit unw_addr_space g_local_space_object{.local = true};
 
 LocalSpace::LocalSpace(ModuleMap m) : map(std::move(m)), walker(map, local_options()) {
   map.set_late_source(&late);
+  map.set_registered_source(&registered_frames());
 }
 
 // It is built when the library is loaded (above), so walks, also the first of the process

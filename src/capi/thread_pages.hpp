@@ -16,6 +16,7 @@
 
 #include "capi/address_space.hpp"
 #include "capi/thread_exit_key.hpp"
+#include "runtime/registered_frames.hpp"
 
 namespace ehelf::capi {
 
@@ -46,7 +47,8 @@ private:
   struct Block {
     volatile sig_atomic_t busy = 0; // a walk is using them
     const LocalSpace* space = nullptr;
-    uint64_t late_generation = 0; // space->late's generation when they were last emptied
+    // The generations of space->late and of the registered frames when they were last emptied.
+    uint64_t late_generation = 0;
     Contents contents;
   };
 
@@ -63,7 +65,8 @@ private:
     if (b->busy) return nullptr;
     b->busy = 1;
     std::atomic_signal_fence(std::memory_order_seq_cst);
-    const uint64_t generation = s.late.generation();
+    // Both only grow: their sum changes whenever either does.
+    const uint64_t generation = s.late.generation() + registered_frames().generation();
     if (b->space != &s || b->late_generation != generation) {
       b->contents.clear();
       b->space = &s;

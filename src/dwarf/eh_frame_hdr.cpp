@@ -50,25 +50,32 @@ Result<EhFrameHdr> parse_eh_frame_hdr(std::span<const uint8_t> data, uint64_t ad
 }
 
 std::optional<std::vector<uint8_t>> encode_eh_frame_hdr(std::vector<EhFrameHdr::Entry> entries,
-                                                        uint64_t frame_addr, uint64_t hdr_addr) {
-  // Each field is the 32-bit difference from the header (its eh_frame_ptr field for pcrel).
+                                                        uint64_t frame_addr, uint64_t hdr_addr,
+                                                        SearchTableWidth width) {
+  // Each field is the difference from the header (its eh_frame_ptr field for pcrel).
   const auto fits = [hdr_addr](uint64_t addr) {
     const auto d = static_cast<int64_t>(addr - hdr_addr);
     return d >= INT32_MIN && d <= INT32_MAX;
   };
-  std::vector<uint8_t> hdr = {1, dw::EH_PE_pcrel | dw::EH_PE_sdata4, dw::EH_PE_udata4,
-                              dw::EH_PE_datarel | dw::EH_PE_sdata4};
   if (!fits(frame_addr - 4) || entries.size() > UINT32_MAX) return std::nullopt;
+  bool narrow = true;
+  for (const EhFrameHdr::Entry& e : entries)
+    narrow = narrow && fits(e.initial_location) && fits(e.fde_address);
+  if (!narrow && width == SearchTableWidth::Narrow) return std::nullopt;
+  const uint8_t entry_encoding = narrow ? dw::EH_PE_sdata4 : dw::EH_PE_sdata8;
+  std::vector<uint8_t> hdr = {1, dw::EH_PE_pcrel | dw::EH_PE_sdata4, dw::EH_PE_udata4,
+                              static_cast<uint8_t>(dw::EH_PE_datarel | entry_encoding)};
   put_u32(hdr, static_cast<uint32_t>(frame_addr - (hdr_addr + 4)));
   put_u32(hdr, static_cast<uint32_t>(entries.size()));
   std::sort(entries.begin(), entries.end(),
             [](const auto& a, const auto& b) { return a.initial_location < b.initial_location; });
-  hdr.reserve(hdr.size() + 8 * entries.size());
-  for (const EhFrameHdr::Entry& e : entries) {
-    if (!fits(e.initial_location) || !fits(e.fde_address)) return std::nullopt;
-    put_u32(hdr, static_cast<uint32_t>(e.initial_location - hdr_addr));
-    put_u32(hdr, static_cast<uint32_t>(e.fde_address - hdr_addr));
-  }
+  hdr.reserve(hdr.size() + (narrow ? 8 : 16) * entries.size());
+  for (const EhFrameHdr::Entry& e : entries)
+    for (const uint64_t addr : {e.initial_location, e.fde_address}) {
+      const uint64_t d = addr - hdr_addr;
+      put_u32(hdr, static_cast<uint32_t>(d));
+      if (!narrow) put_u32(hdr, static_cast<uint32_t>(d >> 32));
+    }
   return hdr;
 }
 

@@ -30,11 +30,20 @@ struct EhFrameHdr {
 // Parses the header at SVMA `address`.
 Result<EhFrameHdr> parse_eh_frame_hdr(std::span<const uint8_t> data, uint64_t address);
 
+// How wide the search table's entries may be.
+enum class SearchTableWidth : uint8_t {
+  Narrow,       // datarel|sdata4 only, as linkers write it (and libgcc's binary search reads)
+  WideIfNeeded, // datarel|sdata8 when an address is more than 2 GiB from the header (frames
+                // registered at run time: JIT code and its FDEs are anywhere)
+};
+
 // An .eh_frame_hdr at SVMA `hdr_addr` for .eh_frame at `frame_addr`, whose search table lists
 // `entries` (sorted here), encoded as GNU ld writes it: eh_frame_ptr pcrel|sdata4, fde_count
-// udata4, table datarel|sdata4. None when an address is more than 2 GiB from the header.
-std::optional<std::vector<uint8_t>> encode_eh_frame_hdr(std::vector<EhFrameHdr::Entry> entries,
-                                                        uint64_t frame_addr, uint64_t hdr_addr);
+// udata4, table datarel|sdata4 (or sdata8, see above). None when `frame_addr` or (narrow) an
+// entry's address is more than 2 GiB from the header.
+std::optional<std::vector<uint8_t>>
+encode_eh_frame_hdr(std::vector<EhFrameHdr::Entry> entries, uint64_t frame_addr, uint64_t hdr_addr,
+                    SearchTableWidth width = SearchTableWidth::Narrow);
 
 // Problems found when checking the search table against .eh_frame (empty: consistent).
 std::vector<std::string> verify_eh_frame_hdr(const EhFrameHdr& hdr, const CfiSection& eh_frame);

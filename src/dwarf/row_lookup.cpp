@@ -345,8 +345,12 @@ std::optional<uint64_t> RowLookup::eh_frame_address(std::span<const uint8_t> hdr
 namespace {
 // The header's search table: its offset in the header, its entry count, and the .eh_frame
 // address the header records. False when there is none binary search can use.
+// Entries are datarel sdata4 (what every linker writes) or datarel sdata8 (what
+// encode_eh_frame_hdr writes for frames registered at run time, whose code and FDEs may be more
+// than 2 GiB apart); `entry_size` is 8 or 16.
 bool read_search_table(std::span<const uint8_t> hdr_start, uint64_t hdr_addr, uint64_t hdr_size,
-                       uint64_t& eh_frame_ptr, uint64_t& table_offset, uint64_t& count) {
+                       uint64_t& eh_frame_ptr, uint64_t& table_offset, uint64_t& count,
+                       unsigned& entry_size) {
   ByteCursor c(hdr_start);
   PointerBases bases;
   uint8_t count_enc = 0, table_enc = 0;
@@ -354,16 +358,23 @@ bool read_search_table(std::span<const uint8_t> hdr_start, uint64_t hdr_addr, ui
   if (count_enc == dw::EH_PE_omit || (count_enc & 0x70) != 0 ||
       !read_encoded_pointer(c, count_enc, bases, count))
     return false;
-  if (table_enc != (dw::EH_PE_datarel | dw::EH_PE_sdata4)) return false;
+  if (table_enc == (dw::EH_PE_datarel | dw::EH_PE_sdata4))
+    entry_size = 8;
+  else if (table_enc == (dw::EH_PE_datarel | dw::EH_PE_sdata8))
+    entry_size = 16;
+  else
+    return false;
   table_offset = c.pos();
-  return count != 0 && hdr_size >= table_offset && count <= (hdr_size - table_offset) / 8;
+  return count != 0 && hdr_size >= table_offset && count <= (hdr_size - table_offset) / entry_size;
 }
 } // namespace
 
 bool RowLookup::has_search_table(std::span<const uint8_t> hdr_start, uint64_t hdr_addr,
                                  uint64_t hdr_size) {
   uint64_t eh_frame_ptr = 0, table_offset = 0, count = 0;
-  return read_search_table(hdr_start, hdr_addr, hdr_size, eh_frame_ptr, table_offset, count);
+  unsigned entry_size = 0;
+  return read_search_table(hdr_start, hdr_addr, hdr_size, eh_frame_ptr, table_offset, count,
+                           entry_size);
 }
 
 bool RowLookup::init(const CfiImage& image) {
@@ -371,11 +382,13 @@ bool RowLookup::init(const CfiImage& image) {
   count_ = 0;
   if (!image.ready(image.hdr.data(), std::min<size_t>(image.hdr.size(), 32))) return false;
   uint64_t eh_frame_ptr = 0, table_offset = 0, count = 0;
+  unsigned entry_size = 0;
   if (!read_search_table(image.hdr, image.hdr_addr, image.hdr.size(), eh_frame_ptr, table_offset,
-                         count) ||
+                         count, entry_size) ||
       eh_frame_ptr != image.eh_frame_addr)
     return false;
   table_offset_ = table_offset;
+  entry_size_ = entry_size;
   count_ = count;
   return true;
 }
@@ -401,19 +414,31 @@ struct RowLookup::LocatedFde {
   uint64_t program_at = 0;
 };
 
+uint64_t RowLookup::entry_value(uint64_t i, unsigned half, bool& present) const {
+  const uint8_t* at = image_.hdr.data() + table_offset_ + entry_size_ * i + entry_size_ / 2 * half;
+  int64_t v = 0;
+  if (!image_.ready(at, entry_size_ / 2)) {
+    present = false;
+  } else if (entry_size_ == 8) {
+    int32_t narrow = 0;
+    std::memcpy(&narrow, at, 4);
+    v = narrow;
+  } else {
+    std::memcpy(&v, at, 8);
+  }
+  return image_.hdr_addr + static_cast<uint64_t>(v);
+}
+
 RowStatus RowLookup::locate(uint64_t svma, LocatedFde& out) const {
   if (!count_) return RowStatus::NoEntry;
-  // The last entry whose initial location is at or below svma. Entries: two signed 32-bit
-  // values relative to the header (datarel sdata4), sorted by location.
-  const uint8_t* table = image_.hdr.data() + table_offset_;
+  // The last entry whose initial location is at or below svma. Entries: two signed values
+  // relative to the header (datarel sdata4 or sdata8), sorted by location.
   bool present = true; // every entry read could be had (CfiImage::fill)
   auto entry = [&](uint64_t i, unsigned half) {
-    int32_t v = 0;
-    if (image_.ready(table + 8 * i + 4 * half, 4))
-      std::memcpy(&v, table + 8 * i + 4 * half, 4);
-    else
-      present = false;
-    return image_.hdr_addr + static_cast<uint64_t>(int64_t{v});
+    bool ok = true;
+    const uint64_t v = entry_value(i, half, ok);
+    present = present && ok;
+    return v;
   };
   if (svma < entry(0, 0)) return present ? RowStatus::NoEntry : RowStatus::Malformed;
   uint64_t lo = 0, n = count_;
@@ -525,12 +550,10 @@ RowStatus RowLookup::find(uint64_t svma, FoundRow& out) const {
 std::optional<UnwindTable> RowLookup::whole_table() const {
   UnwindTable table;
   uint64_t rows = 0;
-  const uint8_t* entries = image_.hdr.data() + table_offset_;
   for (uint64_t i = 0; i < count_; ++i) {
-    int32_t rel = 0;
-    if (!image_.ready(entries + 8 * i, 4)) continue;
-    std::memcpy(&rel, entries + 8 * i, 4);
-    uint64_t pc = image_.hdr_addr + static_cast<uint64_t>(int64_t{rel});
+    bool present = true;
+    uint64_t pc = entry_value(i, 0, present);
+    if (!present) continue;
     FoundRow row;
     uint32_t function = UINT32_MAX;
     // Row by row through the FDE: each lookup gives the row's extent, the next starts there.

@@ -75,7 +75,8 @@ public:
 
   RowLookup() = default;
   // Checks the header; false when it has no search table this can use (binary search needs
-  // fixed-size entries: GNU ld, gold, lld and mold all write DW_EH_PE_datarel | sdata4).
+  // fixed-size entries: GNU ld, gold, lld and mold all write DW_EH_PE_datarel | sdata4; tables
+  // made for frames registered at run time may be datarel | sdata8).
   bool init(const CfiImage& image);
   // The SVMA of .eh_frame as the header at `hdr_addr` records it (a loaded image's way to find
   // the section); none if the header is malformed.
@@ -105,9 +106,14 @@ private:
   struct LocatedFde;
   RowStatus locate(uint64_t svma, LocatedFde& out) const;
 
+  // Entry i's initial location (half 0) or FDE address (half 1); `present` false when its bytes
+  // could not be had.
+  uint64_t entry_value(uint64_t i, unsigned half, bool& present) const;
+
   CfiImage image_;
   uint64_t table_offset_ = 0; // of the search table within hdr
   uint64_t count_ = 0;
+  unsigned entry_size_ = 8; // datarel sdata4 entries (8 bytes) or sdata8 (16)
 };
 
 } // namespace ehelf

@@ -170,10 +170,15 @@ public:
   const Module* find(uint64_t pc) const {
     if (const Module* m = find_listed(pc)) [[likely]]
       return m;
+    if (registered_)
+      if (const Module* m = registered_->find(pc)) return m;
     return late_ ? late_->find(pc) : nullptr;
   }
-  // Where find() looks for pcs in none of the listed modules (null: nowhere). Not owned.
+  // Where find() looks for pcs in none of the listed modules (null: nowhere), not owned: the
+  // frames the program registered (RegisteredFrames: a lookup in memory), then the libraries
+  // loaded since the map was made (LateModules: may read the loader's list).
   void set_late_source(const LateModuleSource* late) { late_ = late; }
+  void set_registered_source(const LateModuleSource* registered) { registered_ = registered; }
   // Differs between any two maps, and changes with add(), finish() and copies: what was taken
   // from modules() (RuleCache's module memo) holds while the generation does.
   uint64_t generation() const { return generation_.value; }
@@ -204,6 +209,7 @@ private:
   const Module* find_listed(uint64_t pc) const;
 
   const LateModuleSource* late_ = nullptr;
+  const LateModuleSource* registered_ = nullptr;
   std::vector<Module> modules_;
   // [start, end) of each module, in order, for find()'s search (built by finish(), dropped by
   // add(): find() searches modules_ meanwhile).

@@ -1,23 +1,47 @@
-// A throw through JIT code: a function written into executable memory at run time, its FDE
-// registered with __register_frame (libgcc_s's: libehelf-eh does not export the registration
-// functions). The callback it calls throws; a destructor below it runs, the handler above it
-// catches. With libehelf-eh the raise and the resume are handed to libgcc_s when they meet the
-// JIT frame, which only libgcc_s knows.
+// Throws through JIT code: functions written into executable memory at run time, their FDEs
+// registered with the __register_frame family. The callback each calls throws; a destructor
+// below it runs, the handler above it catches. Run as built (libgcc_s registers and unwinds)
+// and with libehelf-eh preloaded (ours registers and unwinds; glibc's pthread_exit still runs
+// libgcc_s's unwinder, which finds the JIT frames through our _Unwind_Find_FDE); the output must
+// be the same.
+//
+//   jit           the family as exported: __register_frame (FDEs on the heap, gigabytes from
+//                 the code: a wide search table), __register_frame_info (FDEs beside the code),
+//                 __register_frame_info_table, code replaced at the same address after a
+//                 deregistration, _Unwind_Backtrace and _Unwind_Find_FDE over JIT frames, threads
+//                 throwing through JIT code while another registers and deregisters.
+//   jit libgcc    FDEs registered through libgcc_s's own __register_frame and deregistered
+//                 through its __deregister_frame (dlvsym): they call __register_frame_info and
+//                 __deregister_frame_info through libgcc_s's PLT, so with libehelf-eh loaded
+//                 first the frames are registered with ours (and libgcc_s frees the object it
+//                 allocated, which ours gives back).
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdexcept>
+#include <string>
 #include <sys/mman.h>
+#include <thread>
 #include <unwind.h>
 #include <vector>
 
+#include "jit_code.hpp"
+
 extern "C" void __register_frame(void*);
 extern "C" void __deregister_frame(void*);
+extern "C" void __register_frame_info(const void*, void*);
+extern "C" void* __deregister_frame_info(const void*);
+extern "C" void __register_frame_info_table(void*, void*);
+extern "C" const void* _Unwind_Find_FDE(void*, void*);
 
 struct Noisy {
   const char* name;
-  ~Noisy() { std::printf("  ~%s\n", name); }
+  ~Noisy() {
+    if (name) std::printf("  ~%s\n", name);
+  }
 };
 
 extern "C" void callback() {
@@ -25,106 +49,191 @@ extern "C" void callback() {
   throw std::runtime_error("thrown under JIT code");
 }
 
+extern "C" void quiet_callback() {
+  Noisy n{nullptr};
+  throw 7;
+}
+
 extern "C" void exits() {
   Noisy n{"exits'"};
   pthread_exit(nullptr);
 }
 
+// The return addresses _Unwind_Backtrace sees from here.
+std::vector<uintptr_t> g_trace;
+extern "C" void traces() {
+  g_trace.clear();
+  _Unwind_Backtrace(
+      [](_Unwind_Context* ctx, void*) {
+        g_trace.push_back(_Unwind_GetIP(ctx));
+        return _URC_NO_REASON;
+      },
+      nullptr);
+}
+
 namespace {
 
-// push rbp; mov rbp, rsp; call *rdi; pop rbp; ret
-const uint8_t kWithFramePointer[] = {0x55, 0x48, 0x89, 0xe5, 0xff, 0xd7, 0x5d, 0xc3};
-// Its CFA program: +1: cfa = rsp+16, rbp at cfa-16; +4: cfa = rbp+16; +7: cfa = rsp+8.
-const uint8_t kWithFramePointerCfi[] = {0x41, 0x0e, 16, 0x86, 2, 0x43, 0x0d, 6, 0x43, 0x0c, 7, 8};
-// sub rsp, 8; call *rdi; add rsp, 8; ret: no frame pointer, rbp left as the caller had it.
-const uint8_t kWithout[] = {0x48, 0x83, 0xec, 0x08, 0xff, 0xd7, 0x48, 0x83, 0xc4, 0x08, 0xc3};
-// +4: cfa = rsp+16; +10: cfa = rsp+8.
-const uint8_t kWithoutCfi[] = {0x44, 0x0e, 16, 0x46, 0x0e, 8};
+using Jit = void (*)(void (*)());
 
-void put32(std::vector<uint8_t>& v, uint32_t x) {
-  for (int i = 0; i < 4; ++i)
-    v.push_back(uint8_t(x >> (8 * i)));
-}
-void put64(std::vector<uint8_t>& v, uint64_t x) {
-  for (int i = 0; i < 8; ++i)
-    v.push_back(uint8_t(x >> (8 * i)));
-}
-void pad_and_set_length(std::vector<uint8_t>& v, size_t start) {
-  while ((v.size() - start) % 8)
-    v.push_back(0); // DW_CFA_nop
-  const uint32_t length = uint32_t(v.size() - start - 4);
-  std::memcpy(&v[start], &length, 4);
+void throw_through(uint8_t* code, const char* label) {
+  std::printf("JIT code %s\n", label);
+  for (int i = 0; i < 2; ++i) {
+    try {
+      Noisy n{"main's"};
+      reinterpret_cast<Jit>(code)(callback);
+      std::puts("not reached");
+    } catch (const std::exception& e) {
+      std::printf("caught: %s\n", e.what());
+    }
+  }
 }
 
-// .eh_frame for `size` bytes of code at `pc` with CFA program `cfi`: a CIE (augmentation "zR",
-// absolute pointers, cfa = rsp+8 and the return address at cfa-8) and one FDE.
-std::vector<uint8_t> eh_frame_for(uint64_t pc, size_t size, const uint8_t* cfi, size_t cfi_size) {
-  std::vector<uint8_t> v;
-  put32(v, 0);                                               // CIE length, set below
-  put32(v, 0);                                               // CIE id
-  v.insert(v.end(), {1, 'z', 'R', 0, 1, 0x78, 16, 1, 0x00}); // version .. R: DW_EH_PE_absptr
-  v.insert(v.end(), {0x0c, 7, 8, 0x90, 1});                  // cfa = rsp+8; rip at cfa-8
-  pad_and_set_length(v, 0);
-  const size_t fde = v.size();
-  put32(v, 0);                  // FDE length, set below
-  put32(v, uint32_t(v.size())); // CIE pointer: back to offset 0
-  put64(v, pc);                 // pc_begin
-  put64(v, size);               // pc_range
-  v.push_back(0);               // augmentation data length
-  v.insert(v.end(), cfi, cfi + cfi_size);
-  pad_and_set_length(v, fde);
-  put32(v, 0); // terminator
-  return v;
+void exit_through(uint8_t* code) {
+  // A forced unwind (pthread_exit: libgcc_s's unwinder, run by glibc) through the JIT frame,
+  // continued from the landing pads below it by the _Unwind_Resume the program binds to.
+  pthread_t t;
+  pthread_create(
+      &t, nullptr,
+      [](void* c) -> void* {
+        Noisy n{"thread's"};
+        reinterpret_cast<Jit>(c)(exits);
+        return nullptr;
+      },
+      code);
+  pthread_join(t, nullptr);
+  std::puts("joined");
+}
+
+void trace_through(uint8_t* code, size_t size) {
+  reinterpret_cast<Jit>(code)(traces);
+  bool jit = false;
+  for (uintptr_t ip : g_trace)
+    jit = jit || (ip > uintptr_t(code) && ip <= uintptr_t(code) + size);
+  // (the same program under both unwinders: the same number of frames up to the outermost)
+  std::printf("backtrace: JIT frame %s, %zu frames\n", jit ? "seen" : "missing", g_trace.size());
+}
+
+void find_fde(uint8_t* pc, const uint8_t* expected_fde, uint8_t* function) {
+  void* bases[3] = {};
+  const void* fde = _Unwind_Find_FDE(pc, bases);
+  std::printf("_Unwind_Find_FDE: %s, function %s; enclosing function %s\n",
+              fde == expected_fde ? "the registered FDE" : "another",
+              bases[2] == function ? "right" : "wrong",
+              _Unwind_FindEnclosingFunction(pc + 1) == function ? "right" : "wrong");
+}
+
+int with_libgcc_registration(uint8_t* mem) {
+  void* libgcc = dlopen("libgcc_s.so.1", RTLD_NOW);
+  auto reg = reinterpret_cast<void (*)(void*)>(dlvsym(libgcc, "__register_frame", "GCC_3.0"));
+  auto dereg = reinterpret_cast<void (*)(void*)>(dlvsym(libgcc, "__deregister_frame", "GCC_3.0"));
+  if (!reg || !dereg) return 77;
+  // Without a frame pointer (one with would be unwound by ours through rbp even if ours did not
+  // know its FDE, as code in no module is).
+  std::memcpy(mem, kWithout, sizeof kWithout);
+  std::vector<uint8_t> f =
+      eh_frame_for(uint64_t(mem), sizeof kWithout, kWithoutCfi, sizeof kWithoutCfi);
+  reg(f.data());
+  throw_through(mem, "registered with libgcc_s's own __register_frame");
+  dereg(f.data());
+  return 0;
 }
 
 } // namespace
 
-int main() {
+int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   auto* mem = static_cast<uint8_t*>(
-      mmap(nullptr, 4096, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+      mmap(nullptr, 8192, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
   if (mem == MAP_FAILED) return 77;
-  uint8_t* without = mem + 64;
-  std::memcpy(mem, kWithFramePointer, sizeof kWithFramePointer);
-  std::memcpy(without, kWithout, sizeof kWithout);
-  std::vector<uint8_t> frames[2] = {eh_frame_for(reinterpret_cast<uint64_t>(mem),
-                                                 sizeof kWithFramePointer, kWithFramePointerCfi,
-                                                 sizeof kWithFramePointerCfi),
-                                    eh_frame_for(reinterpret_cast<uint64_t>(without),
-                                                 sizeof kWithout, kWithoutCfi, sizeof kWithoutCfi)};
-  for (auto& f : frames)
+  if (argc > 1 && std::string(argv[1]) == "libgcc") return with_libgcc_registration(mem);
+  uint8_t* const first = mem;       // code at the start of the page
+  uint8_t* const second = mem + 64; // and 64 bytes in
+
+  // 1. __register_frame, the FDEs on the heap (far from the code).
+  std::memcpy(first, kWithFramePointer, sizeof kWithFramePointer);
+  std::memcpy(second, kWithout, sizeof kWithout);
+  std::vector<uint8_t> heap[2] = {
+      eh_frame_for(uint64_t(first), sizeof kWithFramePointer, kWithFramePointerCfi,
+                   sizeof kWithFramePointerCfi),
+      eh_frame_for(uint64_t(second), sizeof kWithout, kWithoutCfi, sizeof kWithoutCfi)};
+  for (auto& f : heap)
     __register_frame(f.data());
-  std::printf("enclosing function found: %s\n",
-              _Unwind_FindEnclosingFunction(mem + 6) == mem ? "yes" : "no");
-  for (uint8_t* code : {mem, without}) {
-    auto jit = reinterpret_cast<void (*)(void (*)())>(code);
-    std::printf("JIT code %s a frame pointer\n", code == mem ? "with" : "without");
-    for (int i = 0; i < 3; ++i) {
-      try {
-        Noisy n{"main's"};
-        jit(callback);
-        std::puts("not reached");
-      } catch (const std::exception& e) {
-        std::printf("caught: %s\n", e.what());
-      }
-    }
-  }
-  // A forced unwind (pthread_exit) through the JIT frames: libgcc_s's, continued by ours from
-  // the landing pad below them, handed back to libgcc_s at them.
-  for (uint8_t* code : {mem, without}) {
-    pthread_t t;
-    pthread_create(
-        &t, nullptr,
-        [](void* c) -> void* {
-          Noisy n{"thread's"};
-          reinterpret_cast<void (*)(void (*)())>(c)(exits);
-          return nullptr;
-        },
-        code);
-    pthread_join(t, nullptr);
-    std::puts("joined");
-  }
-  for (auto& f : frames)
+  find_fde(first + 6, heap[0].data() + kFdeOffset, first);
+  throw_through(first, "with a frame pointer");
+  throw_through(second, "without a frame pointer");
+  exit_through(first);
+  exit_through(second);
+  trace_through(second, sizeof kWithout);
+  for (auto& f : heap)
     __deregister_frame(f.data());
+
+  // 2. Other code at the same addresses, __register_frame_info with the FDEs in the code's own
+  // page: what was known of the old code must not be used.
+  std::memcpy(first, kWithout, sizeof kWithout);
+  std::memcpy(second, kWithFramePointer, sizeof kWithFramePointer);
+  static char objects[2][64];
+  std::vector<uint8_t> near[2] = {
+      eh_frame_for(uint64_t(first), sizeof kWithout, kWithoutCfi, sizeof kWithoutCfi),
+      eh_frame_for(uint64_t(second), sizeof kWithFramePointer, kWithFramePointerCfi,
+                   sizeof kWithFramePointerCfi)};
+  uint8_t* placed[2] = {mem + 4096, mem + 4096 + 512};
+  for (int i = 0; i < 2; ++i) {
+    std::memcpy(placed[i], near[i].data(), near[i].size());
+    __register_frame_info(placed[i], objects[i]);
+  }
+  find_fde(second + 6, placed[1] + kFdeOffset, second);
+  throw_through(first, "replaced, without a frame pointer");
+  throw_through(second, "replaced, with a frame pointer");
+  trace_through(first, sizeof kWithout);
+  for (int i = 0; i < 2; ++i)
+    std::printf("__deregister_frame_info gives back the object: %s\n",
+                __deregister_frame_info(placed[i]) == objects[i] ? "yes" : "no");
+
+  // 3. __register_frame_info_table: an array of pointers to FDEs.
+  std::vector<uint8_t> tabled =
+      eh_frame_for(uint64_t(first), sizeof kWithout, kWithoutCfi, sizeof kWithoutCfi);
+  void* table[2] = {tabled.data() + kFdeOffset, nullptr};
+  __register_frame_info_table(table, objects[0]);
+  throw_through(first, "registered as a table of FDEs");
+  std::printf("table: object given back: %s\n",
+              __deregister_frame_info(table) == objects[0] ? "yes" : "no");
+
+  // An FDE registered alone, its CIE before it (as LLVM's JIT registers FDEs for LLVM's
+  // libunwind): its records end at the next FDE's length, set to 0.
+  std::vector<uint8_t> two =
+      eh_frame_for(uint64_t(first), sizeof kWithout, kWithoutCfi, sizeof kWithoutCfi);
+  two.resize(two.size() + 8, 0);
+  __register_frame(two.data() + kFdeOffset);
+  throw_through(first, "registered as a lone FDE");
+  __deregister_frame(two.data() + kFdeOffset);
+
+  // 4. Threads throwing through JIT code while this thread registers and deregisters another
+  // function's FDEs.
+  std::vector<uint8_t> steady = eh_frame_for(uint64_t(second), sizeof kWithFramePointer,
+                                             kWithFramePointerCfi, sizeof kWithFramePointerCfi);
+  std::vector<uint8_t> churn =
+      eh_frame_for(uint64_t(mem + 2048), 16, kWithoutCfi, sizeof kWithoutCfi);
+  __register_frame(steady.data());
+  std::atomic<int> caught{0};
+  std::vector<std::thread> throwers;
+  for (int t = 0; t < 2; ++t)
+    throwers.emplace_back([&] {
+      for (int i = 0; i < 2000; ++i) {
+        try {
+          reinterpret_cast<Jit>(second)(quiet_callback);
+        } catch (int) {
+          caught.fetch_add(1);
+        }
+      }
+    });
+  for (int i = 0; i < 500 && caught.load() < 4000; ++i) {
+    __register_frame(churn.data());
+    __deregister_frame(churn.data());
+  }
+  for (auto& t : throwers)
+    t.join();
+  std::printf("threads: %d throws caught while frames were registered and deregistered\n",
+              caught.load());
+  __deregister_frame(steady.data());
   return 0;
 }

@@ -36,11 +36,20 @@ _Unwind_RaiseException GCC_3.0
 _Unwind_Resume GCC_3.0
 _Unwind_Resume_or_Rethrow GCC_3.3
 _Unwind_SetGR GCC_3.0
-_Unwind_SetIP GCC_3.0"
+_Unwind_SetIP GCC_3.0
+__deregister_frame GCC_3.0
+__deregister_frame_info GCC_3.0
+__deregister_frame_info_bases GCC_3.0
+__register_frame GCC_3.0
+__register_frame_info GCC_3.0
+__register_frame_info_bases GCC_3.0
+__register_frame_info_table GCC_3.0
+__register_frame_info_table_bases GCC_3.0
+__register_frame_table GCC_3.0"
 exports=$(objdump -T "$lib" | awk '$2 ~ /^[gw]$/ && $4 != "*ABS*" && $4 != "*UND*" {print $NF, $(NF-1)}' | sort)
-if [ "$exports" = "$expected" ]; then ok "exports: 18 functions, libgcc_s's versions"; else
+if [ "$exports" = "$expected" ]; then ok "exports: 27 functions, libgcc_s's versions"; else
   bad "exports differ:"; diff <(echo "$expected") <(echo "$exports"); fi
-libgcc=$(objdump -T /lib/x86_64-linux-gnu/libgcc_s.so.1 | awk '/_Unwind_/ {print $NF, $(NF-1)}' | sort)
+libgcc=$(objdump -T /lib/x86_64-linux-gnu/libgcc_s.so.1 | awk '/_Unwind_|register_frame/ {print $NF, $(NF-1)}' | sort)
 missing=$(comm -23 <(echo "$expected") <(echo "$libgcc"))
 [ -z "$missing" ] && ok "each export is libgcc_s's, same version" || bad "not in libgcc_s: $missing"
 if grep -q 'libgcc_s\|libstdc++' <<<"$(readelf -d "$lib")"; then
@@ -143,8 +152,15 @@ for cxx in "${compilers[@]}"; do
     grep -q "registers: restored" "$work/ours.out" || bad "$t: callee-saved verdict"
     run_pair "$t threads throwing while a library is loaded and unloaded" raise \
       "$b/dl_threads" "$b/dl_lib.so" "$b/dl_lib2.so"
-    # Frames only libgcc_s knows (JIT code, __register_frame): handed to libgcc_s.
-    run_pair "$t through a JIT frame registered with libgcc_s" handed "$b/jit"
+    # JIT code whose FDEs the program registers (the __register_frame family): unwound by ours,
+    # never handed to libgcc_s.
+    run_pair "$t through JIT frames registered with __register_frame and its family" raise "$b/jit"
+    grep -q "^ehelf-eh: .* 0 handed to libgcc" "$work/ours.all" ||
+      bad "$t: a raise through registered frames was handed to libgcc_s"
+    run_pair "$t through JIT frames registered through libgcc_s's own entry points" raise \
+      "$b/jit" libgcc
+    grep -q "^ehelf-eh: .* 0 handed to libgcc" "$work/ours.all" ||
+      bad "$t: a raise through frames registered through libgcc_s was handed to it"
     if [ $cxx = g++ ]; then
       run_pair "$t throw from a signal handler (-fnon-call-exceptions)" raise "$b/signal_throw"
     else # clang accepts the flag but makes no loads throwing: terminate, for libgcc_s too
@@ -175,11 +191,12 @@ elif [ -n "$pre" ]; then
   echo "SKIP gdb: not under AddressSanitizer's runtime (gdb is not built with it)"
 else
   g++ -O0 -g -pthread "$src/cases.cpp" -o "$work/cases_g"
-  gdb_args=(-nx -batch -ex 'print nosuchvar' -ex 'print 1 + 2' -ex 'break thrower' -ex 'run > /dev/null'
+  gdb_args=(-nx -batch -ex 'print nosuchvar' -ex 'print 1 + 2' -ex 'break thrower' -ex 'run > /dev/null 2>&1'
     -ex backtrace -ex 'print depth' -ex 'frame 99' -ex 'print *(int*)0' -ex 'ptype std::runtime_error'
     -ex 'info symbol 0' -ex 'list nosuchfunction' -ex finish -ex delete -ex continue)
   # Thread and process ids, and addresses, differ from run to run; the inferior's output goes to
-  # /dev/null (it would interleave with gdb's).
+  # /dev/null (it would interleave with gdb's: its counters line at its exit, written while gdb
+  # writes "[Inferior 1 (process N) exited normally]", once split that line).
   gdb_filter() { grep -v '^\[\|process [0-9]*\|Thread 0x\|^ehelf-eh: ' "$1" | sed 's/0x[0-9a-f]*/ADDR/g'; }
   (gdb "${gdb_args[@]}" "$work/cases_g" > "$work/gdb_ref.txt" 2>&1)
   (EHELF_EH_STATS=1 LD_PRELOAD="$lib" gdb "${gdb_args[@]}" "$work/cases_g" > "$work/gdb_ours.txt" 2>&1)
