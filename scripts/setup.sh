@@ -5,7 +5,7 @@ PACKAGES=(
   build-essential cmake pkg-config g++ clang libclang-rt-14-dev
   libcli11-dev libfmt-dev nlohmann-json3-dev zlib1g-dev libzstd-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  binutils python3 time ccache
+  binutils python3 time ccache curl xz-utils
   libunwind-dev libdw-dev valgrind strace libc6-dbg
   elfutils gdb linux-perf
   sqlite3
