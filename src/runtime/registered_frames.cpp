@@ -77,21 +77,15 @@ std::optional<std::vector<uint8_t>> copy_section(uint64_t begin) {
   return bytes;
 }
 
-// Where an FDE's CIE is: the CIE pointer is the distance back from its own field.
-bool cie_of(uint64_t fde, uint64_t& cie) {
-  uint32_t length = 0;
-  if (!read_own_memory(fde, &length, 4) || length == 0) return false;
-  uint64_t id_at = fde + 4, id = 0;
-  if (length == 0xffffffff) {
-    id_at = fde + 12;
-    if (!read_own_memory(id_at, &id, 8)) return false;
-  } else {
-    uint32_t narrow = 0;
-    if (!read_own_memory(id_at, &narrow, 4)) return false;
-    id = narrow;
-  }
-  if (id == 0 || id > id_at) return false; // a CIE, not an FDE
-  cie = id_at - id;
+// An FDE's size and where its CIE is (the CIE pointer is the distance back from its own field),
+// in one read. 64-bit FDEs are not taken (fde_at reads 32-bit ones only).
+bool fde_header(uint64_t fde, uint64_t& size, uint64_t& cie) {
+  uint32_t words[2] = {};
+  if (!read_own_memory(fde, words, sizeof words)) return false;
+  const uint32_t length = words[0], id = words[1];
+  if (length == 0 || length == 0xffffffff || id == 0 || id > fde + 4) return false;
+  size = 4 + uint64_t(length);
+  cie = fde + 4 - id;
   return true;
 }
 
@@ -154,7 +148,7 @@ std::vector<FoundFde> fdes_at(const std::vector<uint64_t>& fdes, const PointerBa
   uint64_t low = UINT64_MAX, high = 0;
   for (const uint64_t fde : fdes) {
     uint64_t cie = 0, fde_size = 0, cie_size = 0;
-    if (!cie_of(fde, cie) || !record_size(fde, fde_size) || !record_size(cie, cie_size)) continue;
+    if (!fde_header(fde, fde_size, cie) || !record_size(cie, cie_size)) continue;
     low = std::min({low, fde, cie});
     high = std::max({high, fde + fde_size, cie + cie_size});
     kept.push_back(fde);
