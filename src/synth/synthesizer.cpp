@@ -10,14 +10,14 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "elf/dynamic_relocations.hpp"
-#include "elf/plt_entries.hpp"
 #include "model/registers.hpp"
+#include "synth/assemble.hpp"
+#include "synth/discovery.hpp"
 #include "synth/exception_tables.hpp"
+#include "synth/late_starts.hpp"
 #include "x86/abi.hpp"
 #include "x86/decoder.hpp"
 #include "x86/jump_table.hpp"
-#include "x86/program_main.hpp"
 
 namespace ehelf::synth {
 
@@ -25,46 +25,16 @@ namespace {
 
 using x86::Reg;
 
-// Functions that never return to their caller.
-// glibc's error() and error_at_line(): they exit when their first argument is not 0.
-bool exits_unless_status_zero(std::string_view name) {
-  return name == "error" || name == "error_at_line";
-}
-
-bool known_noreturn(std::string_view name) {
-  static const std::set<std::string_view> names = {
-      "abort", "exit", "_exit", "_Exit", "quick_exit", "__stack_chk_fail", "__assert_fail",
-      "__assert_perror_fail", "__cxa_throw", "__cxa_rethrow", "_Unwind_Resume", "longjmp",
-      "siglongjmp", "__longjmp_chk", "__fortify_fail", "__chk_fail", "err", "errx", "verr", "verrx",
-      "pthread_exit", "__libc_fatal", "__libc_start_main", "__cxa_bad_cast", "__cxa_bad_typeid",
-      "__cxa_call_terminate", "_ZSt9terminatev", "__malloc_assert",
-      // GNAT's run time: raising an exception
-      "__gnat_raise_exception", "__gnat_reraise_zcx", "__gnat_last_chance_handler",
-      "ada__exceptions__raise_exception_always", "ada__exceptions__raise_exception",
-      "ada__exceptions__reraise_occurrence_always", "system__assertions__raise_assert_failure"};
-  if (auto at = name.find('@'); at != std::string_view::npos) name = name.substr(0, at);
-  return names.count(name) || name.find("__throw_") != std::string_view::npos ||
-         name.starts_with("__gnat_rcheck_"); // GNAT's failed checks raise
-}
-
-struct CodeSection {
-  uint64_t begin, end;
-  std::span<const uint8_t> bytes;
-};
-
-struct Synthesizer {
+// The phases between discovery (discovery.hpp) and the table (assemble.hpp): each function
+// explored from its entry (analyse), cold parts entered by jumps, landing pads, noreturn
+// functions inferred to a fixed point, and rounds of starts found late (late_starts.hpp). The
+// starts and facts discovered are extended as they go (the base).
+struct Synthesizer : Discovery {
+  Synthesizer(const ElfFile& file, Discovery discovered)
+      : Discovery(std::move(discovered)), elf(file) {}
   const ElfFile& elf;
-  const UnwindTable* shipped;
   x86::Decoder decoder;
-  std::vector<CodeSection> code;
-  std::map<uint64_t, std::string> names; // function starts -> name
-  std::set<uint64_t> cold;               // starts of split-off cold parts
-  // Starts known only from the shipped table's FDEs. In a stripped file these include the cold
-  // parts of split functions, entered by jumps (to their start or into their middle) with the
-  // parent's frame in place: such a part, never called, is analysed from the states of the jumps
-  // that reach it, each target with the first state found for it.
-  std::set<uint64_t> weak;
-  // The instruction starts of a linear sweep of such a start's code (up to its FDE's end), for
+  // The instruction starts of a linear sweep of a weak start's code (up to its FDE's end), for
   // split_off_part, made once per start.
   std::unordered_map<uint64_t, std::vector<uint64_t>> part_sweeps;
   std::map<uint64_t, std::vector<std::pair<uint64_t, FrameState>>> jumped_in;
@@ -73,8 +43,6 @@ struct Synthesizer {
   // may jump back into their body, not parts entered only by jumps; and the weak starts
   // analysed from their jumps alone.
   std::set<uint64_t> called, start_skipped;
-  std::map<uint64_t, uint64_t> known_ends; // start -> end from symbol sizes and FDEs
-  std::set<uint64_t> noreturn;             // starts of functions that never return
   // How each analysed function (by SynthResult::functions index) can end, for the inference of
   // noreturn functions: returning (ret, an unresolved indirect jump, a path lost, a jump into
   // another function's body), else only by its tail calls; and the calls whose next
@@ -86,22 +54,6 @@ struct Synthesizer {
   std::vector<Exits> exits;
   // Callees of another file whose next instruction a conflict says is dead: the calls saying so.
   std::map<uint64_t, std::set<uint64_t>> noreturn_evidence;
-  // Code addresses the file stores or computes as values (relative relocations, rip-relative
-  // `lea`, `mov $imm`): function pointers, mostly, but also labels (computed goto), so each
-  // becomes a start only if no analysis has reached it once the other starts are analysed.
-  std::set<uint64_t> address_taken;
-  // Every code address found so (kept): inside a function, the labels of its computed jumps
-  // (GNU C's `goto *p` in interpreters' dispatch loops, tables of labels in assembly).
-  std::set<uint64_t> code_pointers;
-  bool executable_not_pie = false; // ET_EXEC: code at fixed addresses, `mov $fn,%edi` possible
-  // A library's calls to its own exported functions go through its PLT: definition -> entries,
-  // and the entries.
-  std::unordered_map<uint64_t, std::vector<uint64_t>> plt_to_local;
-  std::set<uint64_t> plt_local_entries;
-  // glibc's error() and error_at_line(), which exit when their first argument is not 0 (the
-  // compiler knows it and puts nothing after such a call): their PLT entries and definitions.
-  std::set<uint64_t> exit_if_status;
-
   std::set<uint64_t> analysed;
   // Per function start: addresses inside another instruction of that function that a path
   // decoded as an instruction of its own (a jump into an instruction's middle, from a misread
@@ -114,46 +66,7 @@ struct Synthesizer {
   // so a re-analysis from another entry state (a cold part entered by a jump found later) moves
   // its pads with it.
   std::map<uint64_t, std::vector<uint64_t>> landing_pads;
-  uint64_t entry = 0;
   SynthResult result;
-
-  const CodeSection* section_of(uint64_t a) const {
-    for (const CodeSection& c : code)
-      if (a >= c.begin && a < c.end) return &c;
-    return nullptr;
-  }
-
-  uint64_t extent_end(uint64_t start) const {
-    const CodeSection* c = section_of(start);
-    uint64_t end = c ? c->end : start;
-    if (auto n = names.upper_bound(start); n != names.end()) end = std::min(end, n->first);
-    if (auto k = known_ends.find(start); k != known_ends.end() && k->second > start)
-      end = std::min(end, k->second);
-    return end;
-  }
-
-  // The end the file states (a symbol's size, a shipped FDE) for a function or part starting at
-  // `a`, else `a`: a stripped file's extents reach past the function, over other functions'
-  // code whose addresses are taken too.
-  uint64_t stated_end(uint64_t a) const {
-    if (auto k = known_ends.find(a); k != known_ends.end()) return k->second;
-    if (shipped)
-      if (const TableRange* r = shipped->find(a))
-        if (const FunctionInfo& f = shipped->function(r->function); f.pc_begin == a)
-          return f.pc_end;
-    return a;
-  }
-
-  // The start of the function whose extent, as the file states it (a symbol's size, a shipped
-  // FDE), holds `a` past its start (the body of another function, analysed as part of it), or 0.
-  uint64_t known_function_holding(uint64_t a) const {
-    if (auto it = known_ends.upper_bound(a); it != known_ends.begin())
-      if (--it; it->first < a && a < it->second) return it->first;
-    if (shipped)
-      if (const TableRange* r = shipped->find(a))
-        if (const uint64_t begin = shipped->function(r->function).pc_begin; begin < a) return begin;
-    return 0;
-  }
 
   // Whether a switch's target `a` outside its function lies in a part split off a function (its
   // cold cases): a .cold part, or in a stripped file code whose start is known only from an FDE,
@@ -167,7 +80,7 @@ struct Synthesizer {
     const uint64_t holder = names.count(a) ? a : known_function_holding(a);
     if (!holder || !weak.count(holder) || called.count(holder)) return false;
     const CodeSection* c = section_of(holder);
-    if (!c || a >= c->end || starts_with_prologue(*c, holder, c->end)) return false;
+    if (!c || a >= c->end || opens_frame(decoder, *c, holder, c->end)) return false;
     auto [sweep, fresh] = part_sweeps.try_emplace(holder);
     if (fresh) { // once per part (a hostile file's tables may ask for each of 65,536 entries)
       constexpr size_t kMaxInstructions = 4096;
@@ -181,119 +94,6 @@ struct Synthesizer {
                     });
     }
     return std::binary_search(sweep->second.begin(), sweep->second.end(), a);
-  }
-
-  // Whether the instruction at `a` (after an endbr64, before `end`) opens a frame: a push of
-  // rbx, rbp or r12-r15, or a `sub $imm,%rsp`.
-  bool starts_with_prologue(const CodeSection& c, uint64_t a, uint64_t end) const {
-    auto bytes = c.bytes.subspan(a - c.begin);
-    if (x86::starts_with_endbr64(bytes)) {
-      a += x86::kEndbr64.size(), bytes = bytes.subspan(x86::kEndbr64.size());
-      if (a >= end) return false;
-    }
-    auto in = decoder.decode(bytes, a);
-    if (!in || in->op_count == 0) return false;
-    const x86::StackOp& op = in->ops[0];
-    if (op.kind == x86::StackOp::Kind::rsp_add && op.disp < 0 && in->op_count == 1) return true;
-    if (in->op_count != 2 || op.kind != x86::StackOp::Kind::rsp_add || op.disp != -8) return false;
-    const x86::Reg r = in->ops[1].reg;
-    return in->ops[1].kind == x86::StackOp::Kind::store &&
-           (x86::callee_saved(r) || r == x86::Reg::none); // none: `push $imm` (kept as it was)
-  }
-
-  // The start of the .cold part holding `a` (landing pads jump into their middle), or 0.
-  uint64_t cold_part_of(uint64_t a) const {
-    auto it = cold.upper_bound(a);
-    if (it == cold.begin()) return 0;
-    --it;
-    return a < extent_end(*it) ? *it : 0;
-  }
-
-  void add_start(uint64_t a, std::string name) {
-    if (!section_of(a)) return;
-    auto [it, fresh] = names.try_emplace(a, std::move(name));
-    if (fresh && it->second.empty()) it->second = fmt::format("fn_{:x}", a);
-  }
-
-  void discover() {
-    for (const Section& s : elf.sections()) {
-      if (!(s.flags & SHF_EXECINSTR) || s.type == SHT_NOBITS || s.name.starts_with(".plt"))
-        continue;
-      auto data = elf.section_data(s);
-      if (!data) continue;
-      code.push_back({s.addr, s.addr + data->size(), *data});
-      result.text_bytes += data->size();
-    }
-    for (const Symbol& sym : elf.symbols()) {
-      if (sym.type != STT_FUNC || !section_of(sym.value)) continue;
-      std::string name(sym.name);
-      if (name.find(".cold") != std::string::npos) cold.insert(sym.value);
-      if (known_noreturn(name)) noreturn.insert(sym.value);
-      if (exits_unless_status_zero(name)) exit_if_status.insert(sym.value);
-      add_start(sym.value, name);
-      if (sym.size) known_ends[sym.value] = std::max(known_ends[sym.value], sym.value + sym.size);
-    }
-    discover_plt_noreturn();
-    if (auto main = x86::main_from_entry(elf)) add_start(*main, "main"); // stripped programs
-    for (const Section& s : elf.sections())
-      if (s.type == SHT_INIT_ARRAY || s.type == SHT_FINI_ARRAY || s.type == SHT_PREINIT_ARRAY)
-        if (auto data = elf.section_data(s))
-          for (size_t i = 0; i + 8 <= data->size(); i += 8) {
-            uint64_t a;
-            std::memcpy(&a, data->data() + i, 8);
-            add_start(a, ""); // constructors and destructors (when not left to relocations)
-          }
-    for (uint64_t a : relative_relocation_addends(elf))
-      if (section_of(a)) {
-        address_taken.insert(a);
-        code_pointers.insert(a);
-      }
-    if (shipped)
-      for (size_t i = 0; i < shipped->function_count(); ++i)
-        if (shipped->function(i).pc_end > shipped->function(i).pc_begin)
-          if (!names.count(shipped->function(i).pc_begin) &&
-              section_of(shipped->function(i).pc_begin)) {
-            add_start(shipped->function(i).pc_begin, "");
-            weak.insert(shipped->function(i).pc_begin);
-          }
-    add_start(elf.entry(), "_start");
-    executable_not_pie = elf.type() == ET_EXEC;
-    weak.erase(elf.entry());
-    entry = elf.entry();
-    // A fixed-address executable stores code addresses in its data as they are, without
-    // relocations: the aligned words there that fall in the code are labels computed jumps
-    // may go to (never starts by themselves: any constant could look like one).
-    if (executable_not_pie) {
-      for (const Section& s : elf.sections())
-        if ((s.flags & SHF_ALLOC) && !(s.flags & SHF_EXECINSTR) && s.type == SHT_PROGBITS)
-          if (auto data = elf.section_data(s))
-            for (size_t i = (8 - s.addr % 8) % 8; i + 8 <= data->size(); i += 8) {
-              uint64_t a;
-              std::memcpy(&a, data->data() + i, 8);
-              if (section_of(a)) code_pointers.insert(a);
-            }
-    }
-  }
-
-  // PLT stubs of noreturn functions: each PLT entry (elf/plt_entries) jumps through a GOT slot,
-  // and the dynamic relocations name the symbol each slot is bound to.
-  void discover_plt_noreturn() {
-    std::unordered_map<uint64_t, std::string_view> slot_names;
-    for (const NamedRelocation& r : dynamic_relocations(elf))
-      slot_names[r.offset] = r.name;
-    std::unordered_map<std::string_view, uint64_t> defined; // functions this file defines
-    for (const Symbol& sym : elf.symbols())
-      if (sym.type == STT_FUNC && section_of(sym.value)) defined.emplace(sym.name, sym.value);
-    for (const PltEntry& e : plt_entries(elf)) {
-      auto n = slot_names.find(e.slot);
-      if (n == slot_names.end()) continue;
-      if (known_noreturn(n->second)) noreturn.insert(e.address);
-      if (exits_unless_status_zero(n->second)) exit_if_status.insert(e.address);
-      if (auto d = defined.find(n->second); d != defined.end()) {
-        plt_to_local[d->second].push_back(e.address);
-        plt_local_entries.insert(e.address);
-      }
-    }
   }
 
   // Whether the call at `call` to `target` is one of those with a status other than 0 in edi,
@@ -459,7 +259,7 @@ struct Synthesizer {
       const bool jumped_to_start = std::any_of(j->second.begin(), j->second.end(),
                                                [&](const auto& e) { return e.first == start; });
       const bool function =
-          called.count(start) || (!jumped_to_start && c && starts_with_prologue(*c, start, c->end));
+          called.count(start) || (!jumped_to_start && c && opens_frame(decoder, *c, start, c->end));
       if (!function) {
         work.clear();
         start_skipped.insert(start);
@@ -917,75 +717,23 @@ struct Synthesizer {
     return true;
   }
 
-  // Code nothing found refers to (a stripped file's functions called only through pointers
-  // computed at run time, or never): in each gap between analysed code, past its padding (nop,
-  // int3), an instruction that opens a frame (push of rbx/rbp/r12-r15 or sub $imm,%rsp, maybe
-  // after endbr64) where a function can start: 16-byte aligned after padding, or right after a
-  // ret, jmp or ud2. Landing pads, the other code no jump reaches, open no frame. Only without
-  // tables (their FDEs name every function). False when none was found.
-  bool add_prologue_starts() {
-    if (shipped) return false;
-    bool added = false;
-    auto consider = [&](const CodeSection& c, uint64_t from, uint64_t to, bool after_end) {
-      // Past the padding (an undecodable byte stops there: no prologue decodes at it).
-      const uint64_t a = from + decoder.sweep(c.bytes.subspan(from - c.begin), from,
-                                              [&](const x86::Instruction& in, uint64_t off) {
-                                                return from + off < to && in.padding;
-                                              });
-      if (a >= to || names.count(a) || known_function_holding(a)) return;
-      if (!(a > from ? a % 16 == 0 : after_end)) return;
-      if (!starts_with_prologue(c, a, to)) return;
+  // New starts (late_starts.hpp): false when there is none.
+  bool add_starts(const std::vector<uint64_t>& starts) {
+    for (uint64_t a : starts)
       add_start(a, "");
-      added = true;
-    };
-    for (const CodeSection& c : code) {
-      auto it = std::lower_bound(
-          result.instructions.begin(), result.instructions.end(), c.begin,
-          [](const AnalysedInstruction& in, uint64_t v) { return in.address < v; });
-      uint64_t at = c.begin;
-      uint64_t last = 0; // the analysed instruction ending at `at` (0: the section's start)
-      // Whether no path goes on past `last` (decoded only where a gap follows it).
-      auto after_end = [&] {
-        if (!last) return true;
-        auto in = decoder.decode(c.bytes.subspan(last - c.begin), last);
-        return in && (in->flow == x86::Flow::ret || in->flow == x86::Flow::jump ||
-                      in->flow == x86::Flow::jump_indirect || in->flow == x86::Flow::trap ||
-                      (in->flow == x86::Flow::call && noreturn.count(in->target)));
-      };
-      for (; it != result.instructions.end() && it->address < c.end; ++it) {
-        if (it->address > at) consider(c, at, it->address, after_end());
-        if (it->address + it->length > at) {
-          at = it->address + it->length;
-          last = it->address;
-        }
-      }
-      if (at < c.end) consider(c, at, c.end, after_end());
-    }
-    return added;
+    return !starts.empty();
   }
-
-  // The address-taken code no analysis reached, outside the functions the file bounds: new
-  // starts. False when there is none.
   bool add_address_taken_starts() {
-    bool added = false;
-    for (uint64_t a : address_taken) {
-      if (names.count(a) || known_function_holding(a)) continue;
-      auto it = std::upper_bound(
-          result.instructions.begin(), result.instructions.end(), a,
-          [](uint64_t v, const AnalysedInstruction& in) { return v < in.address; });
-      if (it != result.instructions.begin() && a < std::prev(it)->address + std::prev(it)->length)
-        continue;
-      add_start(a, "");
-      added = true;
-    }
+    const bool added = add_starts(unreached_address_taken(*this, result));
     address_taken.clear(); // each is decided once: reached by an analysis, or a start
     return added;
   }
+  bool add_prologue_starts() { return add_starts(prologue_starts(*this, result, decoder)); }
 
   std::optional<ExceptionTables> exception_tables;
 
   void run() {
-    discover();
+    result.text_bytes = text_bytes;
     exception_tables.emplace(elf, shipped);
     // Rounds of discovery, each with something new (noreturn functions, address-taken or
     // prologue starts); bounded for hostile files (gdb without tables takes 9).
@@ -999,41 +747,7 @@ struct Synthesizer {
     if (refused) return;
     refresh_extents();
     trim_jumped_parts();
-    UnwindTable& t = result.table;
-    std::vector<uint32_t> first_part; // table function index of each function's first part
-    for (const SynthFunction& f : result.functions) {
-      first_part.push_back(static_cast<uint32_t>(t.function_count()));
-      for (const SynthFunction::Part& p : f.parts) {
-        FunctionInfo info;
-        info.pc_begin = p.begin;
-        info.pc_end = p.end;
-        if (p.lsda) {
-          info.lsda = p.lsda;
-          info.personality_slot = result.personality_slot;
-          info.personality = result.personality;
-        }
-        t.add_function(info);
-      }
-    }
-    std::vector<ColumnRule> columns;
-    CfaRule cfa;
-    ExpressionPool expressions(t);
-    // Each row written is its own instruction's: an instruction starting inside one written
-    // before and ending past it (two functions' analyses out of step) would have its row cover
-    // the instruction that follows (the table keeps the first range at each byte).
-    uint64_t written_end = 0;
-    for (const AnalysedInstruction& in : result.instructions) {
-      if (in.address < written_end && in.address + in.length > written_end) continue;
-      written_end = std::max(written_end, in.address + in.length);
-      if (state_row(result.state_of(in), result.functions[in.function].outermost, expressions,
-                    columns, cfa)) {
-        const SynthFunction& f = result.functions[in.function];
-        const auto part = static_cast<uint32_t>(&f.part_of(in.address) - f.parts.data());
-        t.add_range({in.address, in.address + in.length, t.intern_row(cfa, columns),
-                     first_part[in.function] + part, 0});
-      }
-    }
-    t.finish();
+    result.table = assemble_table(result);
   }
 };
 
@@ -1056,7 +770,7 @@ Result<SynthResult> synthesize(const ElfFile& elf, const UnwindTable* shipped) {
   // A file stripped of its tables may still load as a table without functions: that is no
   // table (with one, the FDEs name every function and the prologue scan is skipped).
   if (shipped && shipped->function_count() == 0) shipped = nullptr;
-  Synthesizer s{elf, shipped, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+  Synthesizer s(elf, discover(elf, shipped));
   s.run();
   if (s.refused) return std::move(*s.refused).in_file(elf.name());
   if (s.code.empty()) return Error::plain("no executable section").in_file(elf.name());
