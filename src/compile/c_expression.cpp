@@ -17,7 +17,10 @@ std::string literal(uint64_t v) {
 } // namespace
 
 std::optional<CExpression> translate_expression(const Expression& e, int (*slot_of)(unsigned),
-                                                const char* initial, const char* cfa, int& temp) {
+                                                const char* initial, const char* cfa, int& temp,
+                                                OnFailure on_failure) {
+  const char* need = on_failure == OnFailure::FailStep ? "NEED" : "NEED_OR_BREAK";
+  const char* read = on_failure == OnFailure::FailStep ? "READ" : "READ_OR_BREAK";
   CExpression out;
   std::vector<std::string> stack;
   // Every stack value becomes a named temporary: values are used more than once (dup, over)
@@ -31,7 +34,7 @@ std::optional<CExpression> translate_expression(const Expression& e, int (*slot_
   auto breg = [&](unsigned reg, uint64_t offset) {
     int slot = slot_of(reg);
     if (slot < 0) return false;
-    out.statements += fmt::format("NEED({}); ", slot);
+    out.statements += fmt::format("{}({}); ", need, slot);
     return push(fmt::format("R({}) + {}", slot, literal(offset)));
   };
   if (initial && !push(initial)) return std::nullopt;
@@ -98,7 +101,7 @@ std::optional<CExpression> translate_expression(const Expression& e, int (*slot_
         std::string addr = stack.back();
         stack.pop_back();
         std::string name = fmt::format("e{}", temp++);
-        out.statements += fmt::format("uint64_t {}; READ({}, {}); ", name, addr, name);
+        out.statements += fmt::format("uint64_t {}; {}({}, {}); ", name, read, addr, name);
         stack.push_back(name);
         break;
       }

@@ -30,6 +30,25 @@ std::string signed_literal(int64_t v) {
                : fmt::format("UINT64_C({})", v);
 }
 
+// One row body: its C text, and whether it only answers "needs interpreter" (the table
+// backend takes those rows).
+struct Body {
+  std::string text;
+  bool needs_interpreter = false;
+};
+
+Body interpreter_body() {
+  return {"return ehelf_fail(ctx, EHELF_NEEDS_INTERPRETER);", true};
+}
+
+// What a body does to a tracked register when it commits the caller's registers.
+enum class Fate : uint8_t {
+  Unchanged,       // kept as it is (same value, or no rule)
+  Set,             // set to n<slot>, known
+  Unknown,         // undefined: no longer known
+  SetUnlessFailed, // set to n<slot>, known unless u<slot> (a rule whose read or register failed)
+};
+
 // The body of a row of the common shape as one call of the shared ehelf_step (see its comment
 // in the generated prelude) with the row's constants, or empty if the row has another shape:
 // CFA = tracked register + offset; the return address (column 16) saved at CFA + 8k; the other
@@ -86,14 +105,14 @@ std::string shared_step_body(RowView row, uint16_t return_column, bool signal_fr
 
 // Writes the C body for one (row, function facts) pair. Mirrors UnwindTable::evaluate exactly on
 // the tracked registers; anything it cannot express returns "needs interpreter".
-std::string body_for(const UnwindTable& table, RowView row, uint16_t return_column,
-                     bool signal_frame, RegisterSet set) {
+Body body_for(const UnwindTable& table, RowView row, uint16_t return_column, bool signal_frame,
+              RegisterSet set) {
   int (*slot_of)(unsigned) = set == RegisterSet::Minimal ? slot_minimal : slot_callee_saved;
   const int nslots = set == RegisterSet::Minimal ? 4 : 8;
   if (std::string shared = shared_step_body(row, return_column, signal_frame, slot_of);
       !shared.empty())
-    return shared;
-  const std::string fallback = "return ehelf_fail(ctx, EHELF_NEEDS_INTERPRETER);";
+    return {shared};
+  const Body fallback = interpreter_body();
   std::string s;
   int temp = 0;
 
@@ -113,14 +132,13 @@ std::string body_for(const UnwindTable& table, RowView row, uint16_t return_colu
     break;
   }
   case CfaRule::Kind::Undefined:
-    return "return ehelf_fail(ctx, EHELF_NEEDS_INTERPRETER);";
+    return fallback;
   }
 
   // The return-address column's slot: the one read that must succeed.
   const int ra_slot = slot_of(return_column);
   // New values of the tracked registers, computed from the old ones before any is stored.
-  // kept[i]: 0 = unchanged, 1 = set to n<i>, 2 = becomes unknown.
-  std::vector<int> kept(nslots, 0);
+  std::vector<Fate> kept(nslots, Fate::Unchanged);
   for (const ColumnRule& c : row.columns) {
     int slot = slot_of(c.column);
     if (slot < 0) continue; // untracked column: its rule cannot affect tracked registers
@@ -128,7 +146,7 @@ std::string body_for(const UnwindTable& table, RowView row, uint16_t return_colu
     switch (r.kind) {
     case RegisterRule::Kind::Undefined:
     case RegisterRule::Kind::Architectural:
-      kept[slot] = 2;
+      kept[slot] = Fate::Unknown;
       break;
     case RegisterRule::Kind::SameValue:
       break;
@@ -136,54 +154,51 @@ std::string body_for(const UnwindTable& table, RowView row, uint16_t return_colu
       if (slot == ra_slot) {
         s += fmt::format("uint64_t n{}; READ(cfa + {}, n{}); ", slot, signed_literal(r.offset),
                          slot);
-        kept[slot] = 1;
+        kept[slot] = Fate::Set;
       } else {
         // As the interpreter: an unreadable save slot makes the register unknown, not the step
         // fail.
         s += fmt::format("uint64_t n{0} = 0; int u{0} = !ehelf_read(ctx, cfa + {1}, &n{0}, deref, "
                          "arg); ",
                          slot, signed_literal(r.offset));
-        kept[slot] = 3;
+        kept[slot] = Fate::SetUnlessFailed;
       }
       break;
     case RegisterRule::Kind::ValOffset:
       s += fmt::format("uint64_t n{} = cfa + {}; ", slot, signed_literal(r.offset));
-      kept[slot] = 1;
+      kept[slot] = Fate::Set;
       break;
     case RegisterRule::Kind::Register: {
       int from = slot_of(r.reg);
       if (from < 0) return fallback;
       s += fmt::format("uint64_t n{} = R({}); int u{} = !HAS({}); ", slot, from, slot, from);
-      kept[slot] = 3; // set, or unknown if the source register is unknown
+      kept[slot] = Fate::SetUnlessFailed; // unknown if the source register is unknown
       break;
     }
     case RegisterRule::Kind::Expression:
     case RegisterRule::Kind::ValExpression: {
-      auto e = translate_expression(table.expression(r.expr), slot_of, "cfa", "cfa", temp);
+      // As the interpreter: a failing rule for the return address fails the step, for another
+      // register makes it unknown (its expression runs in a block its failures break out of).
+      const bool ra = slot == ra_slot;
+      auto e = translate_expression(table.expression(r.expr), slot_of, "cfa", "cfa", temp,
+                                    ra ? OnFailure::FailStep : OnFailure::BreakBlock);
       if (!e) return fallback;
       bool deref = r.kind == RegisterRule::Kind::Expression;
-      if (slot == ra_slot) {
+      if (ra) {
         s += e->statements;
         if (deref)
           s += fmt::format("uint64_t n{}; READ({}, n{}); ", slot, e->value, slot);
         else
           s += fmt::format("uint64_t n{} = {}; ", slot, e->value);
-        kept[slot] = 1;
+        kept[slot] = Fate::Set;
       } else {
-        // As the interpreter: a failing rule for another register makes it unknown. The
-        // expression runs in a block its failures break out of.
-        std::string stmts = e->statements;
-        for (auto [from, to] : {std::pair<std::string, std::string>{"NEED(", "NEED_OR_BREAK("},
-                                {"READ(", "READ_OR_BREAK("}})
-          for (size_t at = 0; (at = stmts.find(from, at)) != std::string::npos; at += to.size())
-            stmts.replace(at, from.size(), to);
-        s += fmt::format("uint64_t n{0} = 0; int u{0} = 1; do {{ {1}", slot, stmts);
+        s += fmt::format("uint64_t n{0} = 0; int u{0} = 1; do {{ {1}", slot, e->statements);
         if (deref)
           s += fmt::format("READ_OR_BREAK({}, n{}); ", e->value, slot);
         else
           s += fmt::format("n{} = {}; ", slot, e->value);
         s += fmt::format("u{} = 0; }} while (0); ", slot);
-        kept[slot] = 3;
+        kept[slot] = Fate::SetUnlessFailed;
       }
       break;
     }
@@ -194,15 +209,22 @@ std::string body_for(const UnwindTable& table, RowView row, uint16_t return_colu
   bool rip_rule = row.rule_for(16) != nullptr;
   bool rsp_rule = row.rule_for(7) != nullptr;
   std::string commit = "uint32_t f = ctx->flags; ";
-  auto store = [&](int slot, int how) {
-    if (how == 1)
+  auto store = [&](int slot, Fate fate) {
+    switch (fate) {
+    case Fate::Unchanged:
+      break;
+    case Fate::Set:
       commit += fmt::format("ctx->regs[{0}] = n{0}; f |= EHELF_VALID({0}); ", slot);
-    else if (how == 2)
+      break;
+    case Fate::Unknown:
       commit += fmt::format("f &= ~EHELF_VALID({}); ", slot);
-    else if (how == 3)
+      break;
+    case Fate::SetUnlessFailed:
       commit += fmt::format("ctx->regs[{0}] = n{0}; f = u{0} ? (f & ~EHELF_VALID({0})) : "
                             "(f | EHELF_VALID({0})); ",
                             slot);
+      break;
+    }
   };
   for (int slot = 0; slot < nslots; ++slot)
     if (slot != 0) store(slot, kept[slot]);
@@ -221,7 +243,7 @@ std::string body_for(const UnwindTable& table, RowView row, uint16_t return_colu
   if (!rsp_rule) commit += "ctx->regs[1] = cfa; f |= EHELF_VALID(1); ";
   commit += signal_frame ? "f |= EHELF_FLAG_SIGNAL_FRAME; " : "f &= ~EHELF_FLAG_SIGNAL_FRAME; ";
   commit += "ctx->flags = f & ~EHELF_FLAG_ERROR; return EHELF_OK;";
-  return s + commit;
+  return {s + commit};
 }
 
 } // namespace
@@ -234,7 +256,7 @@ Result<std::string> generate_eh_elf_source(const UnwindTable& table, const Codeg
   stats.model_ranges = ranges.size();
 
   // Bodies: body 0 is "no entry"; others are deduplicated by their text.
-  std::vector<std::string> bodies = {"return ehelf_fail(ctx, EHELF_NO_ENTRY);"};
+  std::vector<Body> bodies = {{"return ehelf_fail(ctx, EHELF_NO_ENTRY);"}};
   std::unordered_map<std::string, uint32_t> body_index;
   // Cache by (row, return column, signal frame): rows repeat across thousands of ranges.
   std::unordered_map<uint64_t, uint32_t> by_row;
@@ -251,7 +273,6 @@ Result<std::string> generate_eh_elf_source(const UnwindTable& table, const Codeg
   if (stats.pc_high - stats.pc_low > UINT32_MAX)
     return Error::plain(fmt::format("the module's code spans {:#x} bytes; eh_elfs support 4 GiB",
                                     stats.pc_high - stats.pc_low));
-  const std::string fallback_marker = "EHELF_NEEDS_INTERPRETER";
   uint64_t body_bytes = 0;
   uint64_t prev_end = stats.pc_low;
   for (const TableRange& r : ranges) {
@@ -261,20 +282,20 @@ Result<std::string> generate_eh_elf_source(const UnwindTable& table, const Codeg
     if (auto it = by_row.find(key); it != by_row.end()) {
       body = it->second;
     } else {
-      std::string text =
+      Body made =
           body_for(table, table.row(r.row), fn.return_column, fn.signal_frame, options.registers);
-      auto [bit, inserted] = body_index.emplace(text, static_cast<uint32_t>(bodies.size()));
+      auto [bit, inserted] = body_index.emplace(made.text, static_cast<uint32_t>(bodies.size()));
       if (inserted) {
         if (bodies.size() > options.max_bodies)
           return too_large(fmt::format("more than {} distinct row bodies", options.max_bodies));
-        body_bytes += text.size();
-        bodies.push_back(text);
-        if (text.find(fallback_marker) != std::string::npos) ++stats.fallback_bodies;
+        body_bytes += made.text.size();
+        stats.fallback_bodies += made.needs_interpreter;
+        bodies.push_back(std::move(made));
       }
       body = bit->second;
       by_row.emplace(key, body);
     }
-    if (bodies[body].find(fallback_marker) != std::string::npos) ++stats.fallback_ranges;
+    stats.fallback_ranges += bodies[body].needs_interpreter;
     if (r.begin > prev_end) out.push_back({prev_end, kNoEntry}); // a gap between FDEs
     out.push_back({r.begin, body});
     prev_end = r.end;
@@ -448,7 +469,7 @@ static inline __attribute__((always_inline)) unsigned ehelf_lookup(uint64_t pc) 
   for (size_t i = 0; i < bodies.size(); ++i)
     c += fmt::format("static int ehelf_body_{}(ehelf_context_t* ctx, ehelf_deref_fn deref, "
                      "void* arg) {{ {} }}\n",
-                     i, bodies[i]);
+                     i, bodies[i].text);
   c += "typedef int (*ehelf_body_fn)(ehelf_context_t*, ehelf_deref_fn, void*);\n";
   c += "static const ehelf_body_fn ehelf_bodies[] = {";
   for (size_t i = 0; i < bodies.size(); ++i)
