@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# A rerun of issue 29's attacks ("Hostile inputs, third round") at the issue's scale, one at a
-# time, against a release build: each attack prints one line, NAME PASS|FAIL|SKIP and what was
+# (One file of 760 lines: a campaign of self-contained attacks sharing one set-up, read case by case.)
+# The third round of hostile inputs (row bombs, output paths, setuid, memory windows) at full
+# scale, one at a time, against a release build: each attack prints one line, NAME PASS|FAIL|SKIP and what was
 # measured (peak RSS from /usr/bin/time -f %M, seconds, exit status, the error line). Every ehelf
 # run is under `ulimit -v` (the whole script under a 6 GiB soft limit) and `timeout`.
 #

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Attacks on `ehelf record --unwind kernel` (issue 30's "Hostile" line), one at a time, each
+# (One file of 930 lines: a campaign of self-contained attacks sharing one set-up, read case by case.)
+# Attacks on `ehelf record --unwind kernel` (the in-kernel walk's hostile cases), one at a time, each
 # printing one line: NAME PASS|FAIL|SKIP and what was measured (ehelf's exit status, its peak
 # RSS from /usr/bin/time -f %M, wall seconds, samples, the summary's "kernel walks that stopped
 # early" line, what became of the recorded processes, the BPF map memory ehelf held mid-run

@@ -15,7 +15,6 @@
 #include <chrono>
 #include <cstring>
 #include <map>
-#include <mutex>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -24,6 +23,8 @@
 
 #include "bpf/bpf_maps.h"
 #include "bpf/bpf_rows.hpp"
+#include "bpf/libbpf_log.hpp"
+#include "bpf/mapped_array.hpp"
 #include "bpf/range_pool.hpp"
 #include "bpf/table_builder.hpp"
 #include "elf/elf_file.hpp"
@@ -69,52 +70,6 @@ std::string kernel_walk_unavailable() {
 }
 
 namespace {
-
-// libbpf's messages while loading, kept for an error (the verifier's log among them).
-std::mutex log_mutex;
-std::string* log_sink = nullptr;
-int keep_libbpf_message(enum libbpf_print_level level, const char* format, va_list args) {
-  if (level == LIBBPF_DEBUG) return 0;
-  std::lock_guard lock(log_mutex);
-  if (!log_sink) return 0;
-  char line[1024];
-  const int n = std::vsnprintf(line, sizeof(line), format, args);
-  if (n > 0) log_sink->append(line, std::min<size_t>(size_t(n), sizeof(line) - 1));
-  if (log_sink->size() > (1u << 20)) log_sink->erase(0, log_sink->size() - (1u << 19));
-  return 0;
-}
-
-// The last `count` lines of `text`, for an error message.
-std::string last_lines(const std::string& text, size_t count) {
-  size_t pos = text.size();
-  while (pos > 0 && text[pos - 1] == '\n')
-    --pos;
-  const size_t end = pos;
-  for (size_t n = 0; n < count && pos > 0; ++n) {
-    const size_t nl = text.rfind('\n', pos - 1);
-    pos = nl == std::string::npos ? 0 : nl;
-  }
-  return text.substr(pos == 0 ? 0 : pos + 1, end - (pos == 0 ? 0 : pos + 1));
-}
-
-// A BPF array map's values, mapped writable into this process (BPF_F_MMAPABLE): tables and
-// mappings are written in place, no system call per entry.
-template <class T> struct MappedArray {
-  T* values = nullptr;
-  size_t count = 0, bytes = 0;
-  Status map(int fd, size_t entries, const char* what) {
-    bytes = (entries * sizeof(T) + 4095) & ~size_t(4095);
-    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED)
-      return Error::plain(fmt::format("cannot map the BPF {} map: {}", what, std::strerror(errno)));
-    values = static_cast<T*>(p);
-    count = entries;
-    return Ok{};
-  }
-  ~MappedArray() {
-    if (values) ::munmap(values, bytes);
-  }
-};
 
 struct FileTable {
   uint32_t id = 0;         // in the tables map
@@ -560,21 +515,10 @@ Result<std::unique_ptr<KernelWalk>> KernelWalk::load(const KernelWalkOptions& op
     return Error::plain("the kernel walk cannot be loaded: " + why);
   auto s = std::make_unique<State>();
   s->options = options;
-  std::string log;
-  {
-    std::lock_guard lock(log_mutex);
-    log_sink = &log;
-  }
-  libbpf_set_print(keep_libbpf_message);
-  struct Unhook {
-    ~Unhook() {
-      std::lock_guard lock(log_mutex);
-      log_sink = nullptr;
-    }
-  } unhook;
+  const LibbpfLog log;
   auto failed = [&](const std::string& what) {
     std::string message = "the kernel walk's BPF program: " + what;
-    if (std::string tail = last_lines(log, 6); !tail.empty()) message += "\n" + tail;
+    if (std::string tail = log.last_lines(6); !tail.empty()) message += "\n" + tail;
     return Error::plain(std::move(message));
   };
   s->skel = ehelf_unwind__open();

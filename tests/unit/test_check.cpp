@@ -1,4 +1,4 @@
-// ehelf check (issue 12) on real programs: assembly fixtures with deliberately wrong CFI, each
+// ehelf check on real programs: assembly fixtures with deliberately wrong CFI, each
 // flagged exactly where its .ehelf_expect section says and nowhere else; correct programs
 // (hand-written assembly, a C program through libc compiled by gcc and clang at several levels,
 // C++ exceptions) with nothing reported beyond the compilers' and libgcc's own table findings,
