@@ -97,6 +97,7 @@ int step_on_walk_stack(capi::Cursor& c, capi::SelfMemory& mem) {
 namespace {
 __attribute__((constructor)) void at_load() {
   create_proc_cache_key();
+  create_trail_key();
 }
 } // namespace
 
@@ -139,6 +140,32 @@ bool FrameWalk::load() {
   // _Unwind_GetCFA answers and frames are identified by, in libgcc and LLVM's libunwind alike.
   ctx_.cfa = c.regs.get(x86_64::RSP);
   return known;
+}
+
+void FrameWalk::record(TrailFrame& out) const {
+  out.regs = ctx_.cursor.regs;
+  out.exact = ctx_.cursor.exact;
+  out.ra = ctx_.ra;
+  out.cfa = ctx_.cfa;
+  out.lsda = ctx_.lsda;
+  out.func = ctx_.func;
+  out.personality = ctx_.personality;
+  out.flags = ctx_.flags;
+  out.has_fde = ctx_.has_fde;
+}
+
+void FrameWalk::assume(const TrailFrame& f) {
+  capi::Cursor& c = ctx_.cursor;
+  c.regs = f.regs;
+  c.exact = f.exact;
+  c.signal_context = 0; // (as step() leaves it)
+  ctx_.ra = f.ra;
+  ctx_.cfa = f.cfa;
+  ctx_.lsda = f.lsda;
+  ctx_.func = f.func;
+  ctx_.personality = f.personality;
+  ctx_.flags = f.flags;
+  ctx_.has_fde = f.has_fde;
 }
 
 int FrameWalk::advance() {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "eh/context.hpp"
+#include "eh/trail.hpp"
 
 namespace ehelf::eh {
 
@@ -21,6 +22,11 @@ public:
   // context is not to be used after either.
   int advance();
   static constexpr int kLostCaller = -1000;
+  // The current frame, as a trail keeps it (trail.hpp).
+  void record(TrailFrame& out) const;
+  // Makes the current frame the one `f` recorded in a walk from the same context (the walk goes
+  // on from it with advance(), as from a frame it stepped to).
+  void assume(const TrailFrame& f);
 
 private:
   // Fills ctx_ from ctx_.cursor: what the FDE says, the stack pointer. False when the frame's pc

@@ -18,6 +18,7 @@
 #include "eh/frames.hpp"
 #include "eh/install.hpp"
 #include "eh/libgcc.hpp"
+#include "eh/trail.hpp"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -75,13 +76,20 @@ bool land_or_go_on(_Unwind_Context& ctx, _Unwind_Action actions, _Unwind_Excepti
   }
 }
 
-// Phase 1: the frame whose personality has a handler; its identity in `handler`.
-_Unwind_Reason_Code search(const unw_context_t& uc, _Unwind_Exception* exc, uint64_t& handler) {
+// Phase 1: the frame whose personality has a handler; its identity in `handler`. The frames it
+// walks are recorded in the thread's trail (trail.hpp), its serial in `trail_serial` (0: none).
+_Unwind_Reason_Code search(const unw_context_t& uc, _Unwind_Exception* exc, uint64_t& handler,
+                           uint64_t& trail_serial) {
+  trail_serial = 0;
   FrameWalk walk;
   if (!walk.start(uc)) return _URC_FATAL_PHASE1_ERROR;
+  const ClaimedTrail claimed(*walk.context().cursor.local);
+  Trail* trail = claimed.get();
+  if (trail) trail_serial = trail->begin();
   for (;;) {
     _Unwind_Context& ctx = walk.context();
     if (!ctx.has_fde) return _URC_END_OF_STACK; // the end, or a frame we cannot unwind
+    if (trail && trail->count < Trail::kFrames) walk.record(trail->frames[trail->count++]);
     if (ctx.personality) {
       switch (personality(ctx, _UA_SEARCH_PHASE, exc)) {
       case _URC_HANDLER_FOUND:
@@ -97,22 +105,81 @@ _Unwind_Reason_Code search(const unw_context_t& uc, _Unwind_Exception* exc, uint
   }
 }
 
+// Where a cleanup phase is in the thread's trail (trail.hpp): serial 0 when it steps.
+struct TrailUse {
+  uint64_t serial = 0;
+  unsigned next = 0; // the index of the frame above the current one
+};
+
+// The trail's next frame made the walk's current frame; false when the trail no longer holds it
+// (another raise wrote the trail since, or it is busy).
+bool take_from_trail(FrameWalk& walk, TrailUse& use) {
+  const ClaimedTrail claimed(*walk.context().cursor.local);
+  const Trail* trail = claimed.get();
+  if (!trail || trail->serial != use.serial || use.next >= trail->count) return false;
+  walk.assume(trail->frames[use.next++]);
+  return true;
+}
+
+// Before landing in the current frame: where, if it is the trail's frame.
+void note_landing(FrameWalk& walk, const TrailUse& use, _Unwind_Exception* exc) {
+  const ClaimedTrail claimed(*walk.context().cursor.local);
+  Trail* trail = claimed.get();
+  if (!trail) return;
+  trail->landed = Trail::kNone;
+  if (!use.serial || trail->serial != use.serial || use.next == 0) return;
+  trail->landed = use.next - 1;
+  trail->exception = exc;
+  trail->landed_sp = walk.context().cursor.regs.get(x86_64::RSP);
+}
+
+// A landing pad's _Unwind_Resume, its walk on the landing frame: the trail's frames above it, if
+// the trail's last landing was in this frame for `exc`. The frame is told by its stack pointer,
+// which the landing pad calls _Unwind_Resume with (the one installed), not by its function: the
+// pad is often in a .cold part of its own, another FDE.
+TrailUse trail_after_landing(FrameWalk& walk, _Unwind_Exception* exc) {
+  const _Unwind_Context& ctx = walk.context();
+  const ClaimedTrail claimed(*ctx.cursor.local);
+  const Trail* trail = claimed.get();
+  if (!trail || !trail->serial || trail->exception != exc || trail->landed >= trail->count ||
+      !ctx.has_fde || !ctx.cursor.regs.has(x86_64::RSP) ||
+      trail->landed_sp != ctx.cursor.regs.get(x86_64::RSP))
+    return {};
+  return {trail->serial, trail->landed + 1};
+}
+
 // Phase 2 of a normal exception: cleanups up to the handler frame (exc->private_2), then its
-// handler. Returns only on failure.
-_Unwind_Reason_Code cleanup(const unw_context_t& uc, _Unwind_Exception* exc) {
+// handler. Returns only on failure. `use`: the search phase's trail of the walk from the same
+// context (raise), whose frames are taken instead of stepped while it holds them; `resuming`:
+// a landing pad's _Unwind_Resume, which takes the trail's frames above the landing frame.
+_Unwind_Reason_Code cleanup(const unw_context_t& uc, _Unwind_Exception* exc, TrailUse use,
+                            bool resuming) {
   FrameWalk walk;
   if (!walk.start(uc)) return _URC_FATAL_PHASE2_ERROR;
-  for (;;) {
+  for (unsigned frame = 0;; ++frame) {
     _Unwind_Context& ctx = walk.context();
     if (!ctx.has_fde) return _URC_FATAL_PHASE2_ERROR;
+    // The landing frame, above _Unwind_Resume's own.
+    if (resuming && frame == 1) use = trail_after_landing(walk, exc);
     const bool handler_frame = identity(ctx) == exc->private_2;
     if (ctx.personality) {
       const auto actions =
           static_cast<_Unwind_Action>(_UA_CLEANUP_PHASE | (handler_frame ? _UA_HANDLER_FRAME : 0));
-      if (!land_or_go_on(ctx, actions, exc)) return _URC_FATAL_PHASE2_ERROR;
+      switch (personality(ctx, actions, exc)) {
+      case _URC_INSTALL_CONTEXT:
+        note_landing(walk, use, exc);
+        install(ctx);
+      case _URC_CONTINUE_UNWIND:
+        break;
+      default:
+        return _URC_FATAL_PHASE2_ERROR;
+      }
     }
     // The handler frame declined to take the exception it claimed in phase 1.
-    if (handler_frame || walk.advance() < 0) return _URC_FATAL_PHASE2_ERROR;
+    if (handler_frame) return _URC_FATAL_PHASE2_ERROR;
+    if (use.serial && take_from_trail(walk, use)) continue;
+    use.serial = 0; // from here on stepped (a frame stepped is not the trail's next)
+    if (walk.advance() < 0) return _URC_FATAL_PHASE2_ERROR;
   }
 }
 
@@ -152,12 +219,13 @@ _Unwind_Reason_Code forced(const unw_context_t& uc, _Unwind_Exception* exc) {
 // _Unwind_RaiseException's work, from the context taken in the caller's frame. Returns only on
 // failure: END_OF_STACK (uncaught: the caller terminates), or a hand-over to libgcc_s.
 _Unwind_Reason_Code raise(const unw_context_t& uc, _Unwind_Exception* exc) {
-  uint64_t handler = 0;
-  const _Unwind_Reason_Code found = search(uc, exc, handler);
+  uint64_t handler = 0, trail = 0;
+  const _Unwind_Reason_Code found = search(uc, exc, handler, trail);
   if (found != _URC_NO_REASON) return libgcc_there() ? kToLibgccRaise : found;
   exc->private_1 = 0;
   exc->private_2 = handler;
-  const _Unwind_Reason_Code failed = cleanup(uc, exc);
+  // (the cleanup's first frame is the search's first: the trail goes on from the second)
+  const _Unwind_Reason_Code failed = cleanup(uc, exc, TrailUse{trail, 1}, false);
   return libgcc_there() ? kToLibgccResume : failed;
 }
 
@@ -196,7 +264,7 @@ EH_API __attribute__((noinline)) void _Unwind_Resume(_Unwind_Exception* exc) {
   unw_context_t uc;
   unw_getcontext(&uc);
   if (exc->private_1 == 0) {
-    (void)eh::cleanup(uc, exc);
+    (void)eh::cleanup(uc, exc, eh::TrailUse{}, true);
     if (eh::libgcc_there()) (void)eh::to_libgcc(eh::kToLibgccResume, exc);
   } else if (eh::forced(uc, exc) == eh::kToLibgccResume) {
     (void)eh::to_libgcc(eh::kToLibgccResume, exc);

@@ -218,6 +218,58 @@ static void foreign_exception() {
   }
 }
 
+// Deep stacks: throws through 300 frames, more than the frames a raise keeps from its search
+// phase for its cleanup phase (libehelf-eh's trail: 256), some with a destructor (every
+// `every`-th frame), some whose destructor throws and catches an exception of its own while the
+// outer one unwinds (a nested raise on the same thread between the outer one's landings). The
+// destructors' order is summed up rather than printed.
+static std::vector<int> g_destroyed;
+struct Counted {
+  int depth;
+  bool nested;
+  ~Counted() {
+    g_destroyed.push_back(depth);
+    if (nested) {
+      try {
+        thrower(2 + depth % 5, depth);
+      } catch (const std::runtime_error&) {
+        g_destroyed.push_back(-depth);
+      }
+    }
+  }
+};
+__attribute__((noinline)) void deep(int depth, int every, int nested_every) {
+  if (depth == 0) throw std::out_of_range("bottom");
+  if (every && depth % every == 0) {
+    Counted c{depth, nested_every && depth % nested_every == 0};
+    deep(depth - 1, every, nested_every);
+  } else {
+    deep(depth - 1, every, nested_every);
+    g_log.push_back(""); // not a tail call
+  }
+}
+static void deep_stacks() {
+  say("deep_stacks");
+  const int shapes[][3] = {{300, 0, 0}, {300, 1, 0}, {300, 7, 0}, {300, 3, 9}, {260, 250, 0},
+                           {40, 1, 4}};
+  for (const auto& shape : shapes) {
+    g_destroyed.clear();
+    std::string what;
+    try {
+      deep(shape[0], shape[1], shape[2]);
+    } catch (const std::out_of_range& e) {
+      what = e.what();
+    }
+    long sum = 0;
+    for (size_t i = 0; i < g_destroyed.size(); ++i)
+      sum += long(i + 1) * g_destroyed[i];
+    say("  depth " + std::to_string(shape[0]) + ", a destructor every " +
+        std::to_string(shape[1]) + ": caught " + what + ", " +
+        std::to_string(g_destroyed.size()) + " destructors and nested catches, order sum " +
+        std::to_string(sum));
+  }
+}
+
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   (void)argc;
@@ -231,6 +283,7 @@ int main(int argc, char** argv) {
   foreign_exception();
   many_throws();
   threads_throwing();
+  deep_stacks();
   say("done");
   return 0;
 }
