@@ -256,20 +256,14 @@ StopReason GeneralStep::frame_pointer_step(RegisterState& regs, MemoryReader& me
 }
 
 template <typename Slots>
-StopReason GeneralStep::step_with(RegisterState& regs, MemoryReader& mem, bool exact_pc,
-                                  FrameInfo& info, RuleCache* cache, Slots saved, RowCache* rows) {
-  if (!regs.has(x86_64::RIP)) return StopReason::EndOfStack;
-  if (!regs.has(x86_64::RSP)) return StopReason::MissingRegister;
-  uint64_t pc = regs.get(x86_64::RIP);
-  uint64_t sp = regs.get(x86_64::RSP);
-  const bool interrupted = exact_pc; // (exact_pc may change below: the makecontext retry)
-retry:
+StopReason GeneralStep::choose_and_apply(RegisterState& regs, MemoryReader& mem, bool exact_pc,
+                                         FrameInfo& info, RuleCache* cache, Slots saved,
+                                         RowCache* rows, bool& signal_frame) {
+  const uint64_t pc = regs.get(x86_64::RIP);
   info = FrameInfo{};
   info.pc = pc;
-  info.sp = sp;
-  uint64_t lookup = exact_pc ? pc : pc - 1;
-  bool signal_frame = false;
-  StopReason r = StopReason::None;
+  info.sp = regs.get(x86_64::RSP);
+  const uint64_t lookup = exact_pc ? pc : pc - 1;
 
   // A row this thread evaluated before at this pc (every-register steps through rows found on
   // demand keep them): taken before the module search, as the rule cache's hit below is.
@@ -278,10 +272,9 @@ retry:
       info.backend = BackendKind::Interpreter;
       signal_frame = remembered->signal_frame;
       if constexpr (kEveryRegister<Slots>)
-        r = apply_cached(*remembered, regs, mem, saved);
+        return apply_cached(*remembered, regs, mem, saved);
       else
-        r = apply_cached(*remembered, regs, mem, nullptr);
-      goto done;
+        return apply_cached(*remembered, regs, mem, nullptr);
     }
   if (cache) {
     const uint64_t key = RuleCache::key(pc, exact_pc);
@@ -289,127 +282,108 @@ retry:
     if (slot && slot->op != HotRule::kEmpty) {
       info.module = map_.find(lookup);
       info.backend = BackendKind::Table;
-      r = apply_hot(*slot, regs, mem);
-      goto done;
+      return apply_hot(*slot, regs, mem);
     }
   }
-  {
-    const Module* mod = map_.find(lookup);
-    info.module = mod;
-    if (!mod) {
-      // Code in no module: JIT code (V8, the JVM, LuaJIT keep frame pointers there), or not code
-      // at all. rbp is followed, as eu-stack and perf's frame-pointer walk do; the caller's frame
-      // must be above this one (checked below), so the chain goes up the stack and ends.
-      // Without rbp, or where following it fails, the walk ends here as at the outermost frame.
-      if (!options_.frame_pointer_fallback) return StopReason::NoModule;
-      RegisterState caller = regs;
-      if (frame_pointer_step(caller, mem, NoSlots{}) != StopReason::None ||
-          !caller.has(x86_64::RIP) || caller.get(x86_64::RIP) == 0)
-        return StopReason::NoModule;
-      info.via_frame_pointer = true;
-      r = frame_pointer_step(regs, mem, saved);
-      goto done;
-    }
-    const ModuleData* data = mod->data.get();
-    if (!data) {
-      if (!options_.allow_loading) {
-        r = StopReason::NoTable;
-        goto done;
-      }
-      data = &map_.load(*mod, options_.policy);
-    }
-    if (!data->has_table() && !data->has_rows()) {
-      if (!options_.frame_pointer_fallback) {
-        r = StopReason::NoTable;
-        goto done;
-      }
-      info.via_frame_pointer = true;
-      r = frame_pointer_step(regs, mem, saved);
-      goto done;
-    }
-    uint64_t svma = lookup - mod->bias;
-    // (Read here, past the cache hit: that path stays as short as before.)
-    BackendKind b = kEveryRegister<Slots> ? BackendKind::Interpreter : options_.backend;
-    if (b == BackendKind::Auto) b = data->compiled ? BackendKind::Compiled : BackendKind::Table;
-    if (b == BackendKind::Compiled && !data->compiled) b = BackendKind::Table;
-    info.backend = b;
-    if (b == BackendKind::Compiled) {
-      bool fallback = false;
-      r = run_compiled(*data, svma, regs, mem, signal_frame, fallback);
-      if (fallback) {
-        info.backend = BackendKind::Interpreter;
-        count_slow(NotExpressible::None);
-        if (data->has_table()) {
-          r = interpret(*data, svma, regs, mem, signal_frame, saved);
-        } else {
-          BackendKind evaluated = BackendKind::Interpreter;
-          r = step_found(*data, svma, regs, mem, signal_frame, evaluated, nullptr, 0, saved);
-        }
-      }
-      // The cache sits in front of every backend: later visits of this pc take the compact
-      // rule (same table, same answer) without calling into the eh_elf.
-      if (cache && r == StopReason::None) {
-        const uint64_t key = RuleCache::key(pc, exact_pc);
-        HotRule h;
-        if (!data->hot.empty())
-          fill_into(*cache, *data, svma, key);
-        else if (fill_found(*data, svma, key, h))
-          cache->install(h);
-      }
-    } else if (!data->has_table()) { // rows found on demand (Table or Interpreter)
-      r = step_found(*data, svma, regs, mem, signal_frame, info.backend, cache,
-                     RuleCache::key(pc, exact_pc), saved, rows);
-    } else if (b == BackendKind::Table) {
-      const UnwindRule& rule = data->compact.lookup(svma);
-      if (rule.kind == UnwindRule::NoEntry) {
-        // The compact table may not have been built (LoadPolicy.compact off), or may end before
-        // the module's tables (beyond 4 GiB): ask the model.
-        if (data->compact.ranges() == 0 || !data->compact.covers(svma)) {
-          info.backend = BackendKind::Interpreter;
-          r = interpret(*data, svma, regs, mem, signal_frame, saved);
-        } else {
-          r = StopReason::NoTable;
-        }
-      } else if (rule.kind == UnwindRule::Interpret) {
-        info.backend = BackendKind::Interpreter;
-        count_slow(rule.interpret_reason());
+  const Module* mod = map_.find(lookup);
+  info.module = mod;
+  if (!mod) {
+    // Code in no module: JIT code (V8, the JVM, LuaJIT keep frame pointers there), or not code
+    // at all. rbp is followed, as eu-stack and perf's frame-pointer walk do; the caller's frame
+    // must be above this one (checked below), so the chain goes up the stack and ends.
+    // Without rbp, or where following it fails, the walk ends here as at the outermost frame.
+    if (!options_.frame_pointer_fallback) return StopReason::NoModule;
+    RegisterState caller = regs;
+    if (frame_pointer_step(caller, mem, NoSlots{}) != StopReason::None ||
+        !caller.has(x86_64::RIP) || caller.get(x86_64::RIP) == 0)
+      return StopReason::NoModule;
+    info.via_frame_pointer = true;
+    return frame_pointer_step(regs, mem, saved);
+  }
+  const ModuleData* data = mod->data.get();
+  if (!data) {
+    if (!options_.allow_loading) return StopReason::NoTable;
+    data = &map_.load(*mod, options_.policy);
+  }
+  if (!data->has_table() && !data->has_rows()) {
+    if (!options_.frame_pointer_fallback) return StopReason::NoTable;
+    info.via_frame_pointer = true;
+    return frame_pointer_step(regs, mem, saved);
+  }
+  const uint64_t svma = lookup - mod->bias;
+  const uint64_t key = RuleCache::key(pc, exact_pc);
+  // (Read here, past the cache hit: that path stays as short as before.)
+  BackendKind b = kEveryRegister<Slots> ? BackendKind::Interpreter : options_.backend;
+  if (b == BackendKind::Auto) b = data->compiled ? BackendKind::Compiled : BackendKind::Table;
+  if (b == BackendKind::Compiled && !data->compiled) b = BackendKind::Table;
+  info.backend = b;
+  if (b == BackendKind::Compiled) {
+    bool fallback = false;
+    StopReason r = run_compiled(*data, svma, regs, mem, signal_frame, fallback);
+    if (fallback) {
+      info.backend = BackendKind::Interpreter;
+      count_slow(NotExpressible::None);
+      if (data->has_table()) {
         r = interpret(*data, svma, regs, mem, signal_frame, saved);
       } else {
-        if (cache) fill_into(*cache, *data, svma, RuleCache::key(pc, exact_pc));
-        signal_frame = rule.signal_frame;
-        r = apply_rule(rule, regs, mem);
+        BackendKind evaluated = BackendKind::Interpreter;
+        r = step_found(*data, svma, regs, mem, signal_frame, evaluated, nullptr, 0, saved);
       }
-    } else {
-      r = interpret(*data, svma, regs, mem, signal_frame, saved);
     }
-  }
-done:
-  // A return address with no unwind entry before it, but one at the address itself: a function
-  // "returned" to at its entry (makecontext makes __start_context the return address of a
-  // coroutine's first function). Unwound from its entry, as gdb does. (NoTable is decided before
-  // any rule runs: `regs` are still the frame's own.)
-  if (r == StopReason::NoTable && !exact_pc) [[unlikely]] {
-    exact_pc = true;
-    goto retry;
-  }
-  // A module with tables that have no entry for the pc: code built without them (crt's
-  // __do_global_dtors_aux and frame_dummy, a sanitizer runtime's, hand-written assembly). rbp is
-  // followed, as libunwind, elfutils and gdb do, when it leads to a return address in a known
-  // module; otherwise the walk stops here as before. (Modules without any table take the
-  // frame-pointer step above; modules not loaded are not guessed at.)
-  if (r == StopReason::NoTable && options_.frame_pointer_fallback && info.module &&
-      info.module->data && (info.module->data->has_table() || info.module->data->has_rows()))
-      [[unlikely]] {
-    RegisterState caller = regs;
-    if (frame_pointer_step(caller, mem, NoSlots{}) == StopReason::None && caller.has(x86_64::RIP) &&
-        map_.find(caller.get(x86_64::RIP) - 1)) {
-      info.via_frame_pointer = true;
-      info.backend = BackendKind::Auto;
-      r = frame_pointer_step(regs, mem, saved);
+    // The cache sits in front of every backend: later visits of this pc take the compact
+    // rule (same table, same answer) without calling into the eh_elf.
+    if (cache && r == StopReason::None) {
+      HotRule h;
+      if (!data->hot.empty())
+        fill_into(*cache, *data, svma, key);
+      else if (fill_found(*data, svma, key, h))
+        cache->install(h);
     }
+    return r;
   }
-  info.signal_frame = signal_frame;
-  if (r != StopReason::None) return r;
+  if (!data->has_table()) // rows found on demand (Table or Interpreter)
+    return step_found(*data, svma, regs, mem, signal_frame, info.backend, cache, key, saved, rows);
+  if (b != BackendKind::Table) return interpret(*data, svma, regs, mem, signal_frame, saved);
+  const UnwindRule& rule = data->compact.lookup(svma);
+  if (rule.kind == UnwindRule::NoEntry) {
+    // The compact table may not have been built (LoadPolicy.compact off), or may end before
+    // the module's tables (beyond 4 GiB): ask the model.
+    if (data->compact.ranges() != 0 && data->compact.covers(svma)) return StopReason::NoTable;
+    info.backend = BackendKind::Interpreter;
+    return interpret(*data, svma, regs, mem, signal_frame, saved);
+  }
+  if (rule.kind == UnwindRule::Interpret) {
+    info.backend = BackendKind::Interpreter;
+    count_slow(rule.interpret_reason());
+    return interpret(*data, svma, regs, mem, signal_frame, saved);
+  }
+  if (cache) fill_into(*cache, *data, svma, key);
+  signal_frame = rule.signal_frame;
+  return apply_rule(rule, regs, mem);
+}
+
+// A module with tables that have no entry for the pc: code built without them (crt's
+// __do_global_dtors_aux and frame_dummy, a sanitizer runtime's, hand-written assembly). rbp is
+// followed, as libunwind, elfutils and gdb do, when it leads to a return address in a known
+// module; otherwise the walk stops here as before. (Modules without any table take the
+// frame-pointer step in choose_and_apply; modules not loaded are not guessed at.)
+template <typename Slots>
+StopReason GeneralStep::frame_pointer_fallback(RegisterState& regs, MemoryReader& mem,
+                                               FrameInfo& info, Slots saved) {
+  if (!options_.frame_pointer_fallback || !info.module || !info.module->data ||
+      (!info.module->data->has_table() && !info.module->data->has_rows()))
+    return StopReason::NoTable;
+  RegisterState caller = regs;
+  if (frame_pointer_step(caller, mem, NoSlots{}) != StopReason::None || !caller.has(x86_64::RIP) ||
+      !map_.find(caller.get(x86_64::RIP) - 1))
+    return StopReason::NoTable;
+  info.via_frame_pointer = true;
+  info.backend = BackendKind::Auto;
+  return frame_pointer_step(regs, mem, saved);
+}
+
+StopReason GeneralStep::check_caller(const RegisterState& regs, uint64_t sp, bool interrupted,
+                                     bool signal_frame, const FrameInfo& info) {
   if (!regs.has(x86_64::RIP) || regs.get(x86_64::RIP) == 0) return StopReason::EndOfStack;
   if (!regs.has(x86_64::RSP)) return StopReason::MissingRegister;
   // The stack grows down, so callers' frames are above: a walk that does not move up is looping
@@ -423,6 +397,29 @@ done:
   if (info.via_frame_pointer && !info.module) [[unlikely]]
     frames_outside_modules_.fetch_add(1, std::memory_order_relaxed);
   return StopReason::None;
+}
+
+template <typename Slots>
+StopReason GeneralStep::step_with(RegisterState& regs, MemoryReader& mem, bool exact_pc,
+                                  FrameInfo& info, RuleCache* cache, Slots saved, RowCache* rows) {
+  if (!regs.has(x86_64::RIP)) return StopReason::EndOfStack;
+  if (!regs.has(x86_64::RSP)) return StopReason::MissingRegister;
+  const uint64_t sp = regs.get(x86_64::RSP);
+  bool signal_frame = false;
+  StopReason r = choose_and_apply(regs, mem, exact_pc, info, cache, saved, rows, signal_frame);
+  // A return address with no unwind entry before it, but one at the address itself: a function
+  // "returned" to at its entry (makecontext makes __start_context the return address of a
+  // coroutine's first function). Unwound from its entry, as gdb does. (NoTable is decided before
+  // any rule runs: `regs` are still the frame's own.)
+  if (r == StopReason::NoTable && !exact_pc) [[unlikely]] {
+    signal_frame = false;
+    r = choose_and_apply(regs, mem, true, info, cache, saved, rows, signal_frame);
+  }
+  if (r == StopReason::NoTable) [[unlikely]]
+    r = frame_pointer_fallback(regs, mem, info, saved);
+  info.signal_frame = signal_frame;
+  if (r != StopReason::None) return r;
+  return check_caller(regs, sp, exact_pc, signal_frame, info);
 }
 
 size_t GeneralStep::walk(RegisterState regs, MemoryReader& mem, FrameInfo* out, size_t limit,
