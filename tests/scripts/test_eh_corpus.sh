@@ -57,9 +57,14 @@ fi
 verdicts() { sed -n 's/^\[ *\(OK\|FAILED\|SKIPPED\) *\] \([^ ]*\).*/\1 \2/p; s/^\[ *\(PASSED\|FAILED\) *\] \([0-9]* tests\?\).*/\1 \2/p' "$1"; }
 for suite in yaml-tests fmt-format-test fmt-printf-test; do
   prog="$corpus/$suite"
+  args=()
+  # Under AddressSanitizer's runtime, fmt's test of a failed allocation (it asks for 2^63 bytes
+  # and expects std::bad_alloc) ends in the runtime's abort instead: left out, in both runs.
+  [ -n "$pre" ] && [ $suite = fmt-format-test ] && args=(--gtest_filter=-util_test.format_system_error)
   # fmt's tests write into the working directory (files for its file tests).
-  (cd "$work" && LD_PRELOAD="$pre" "$prog" > "$work/ref.txt" 2>&1); rc_ref=$?
-  (cd "$work" && EHELF_EH_STATS=1 LD_PRELOAD="$pre${pre:+ }$lib" "$prog" > "$work/ours.txt" 2>&1)
+  (cd "$work" && LD_PRELOAD="$pre" "$prog" "${args[@]}" > "$work/ref.txt" 2>&1); rc_ref=$?
+  (cd "$work" && EHELF_EH_STATS=1 LD_PRELOAD="$pre${pre:+ }$lib" "$prog" "${args[@]}" \
+    > "$work/ours.txt" 2>&1)
   rc_ours=$?
   stats=$(grep '^ehelf-eh: ' "$work/ours.txt" | tail -1)
   n=$(verdicts "$work/ref.txt" | grep -c '^OK ')
