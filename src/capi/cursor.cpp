@@ -162,7 +162,9 @@ int init_remote(unw_cursor_t* cursor, unw_addr_space* as, void* arg) {
 }
 
 void check_late_module(const Cursor& c) {
-  if (c.magic != Cursor::kMagic || c.remote || !c.local || !c.regs.has(x86_64::RIP)) return;
+  if (c.magic != Cursor::kMagic || c.remote || !c.local || !c.regs.has(x86_64::RIP) ||
+      c.local->late.none_found())
+    return;
   const uint64_t pc = c.regs.get(x86_64::RIP);
   (void)c.local->late.check_slot_at(c.exact ? pc : pc - 1);
 }

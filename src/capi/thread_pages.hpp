@@ -66,7 +66,8 @@ private:
     b->busy = 1;
     std::atomic_signal_fence(std::memory_order_seq_cst);
     // Both only grow: their sum changes whenever either does.
-    const uint64_t generation = s.late.generation() + registered_frames().generation();
+    const uint64_t generation =
+        s.late.generation() + g_registered_frames_generation.load(std::memory_order_acquire);
     if (b->space != &s || b->late_generation != generation) {
       b->contents.clear();
       b->space = &s;

@@ -48,6 +48,8 @@ public:
   //
   // False if the published slot holding `pc` (if any) no longer holds its library.
   bool check_slot_at(uint64_t pc) const;
+  // No library found yet (nothing to check): what a walk's every frame asks first.
+  bool none_found() const { return claimed_.load(std::memory_order_acquire) == 0; }
   // False if a published slot holding one of `pcs` no longer holds its library (each slot read
   // once).
   bool check_slots_at(const uint64_t* pcs, size_t n) const;

@@ -206,7 +206,7 @@ std::vector<uint64_t> table_entries(uint64_t table) {
 
 } // namespace
 
-RegisteredFrames::RegisteredFrames() = default;
+RegisteredFrames::RegisteredFrames(bool process_wide) : process_wide_(process_wide) {}
 RegisteredFrames::~RegisteredFrames() = default;
 
 bool RegisteredFrames::add(const Registration& r) {
@@ -321,6 +321,7 @@ void RegisteredFrames::publish() {
   spare_ = current_.exchange(next, std::memory_order_acq_rel);
   registered_ranges_.store(ranges_.size(), std::memory_order_release);
   generation_.fetch_add(1, std::memory_order_release);
+  if (process_wide_) g_registered_frames_generation.fetch_add(1, std::memory_order_release);
 }
 
 const Module* RegisteredFrames::find(uint64_t pc) const {
@@ -359,7 +360,7 @@ size_t RegisteredFrames::size() const {
 
 RegisteredFrames& registered_frames() {
   // Never destroyed: walks in other threads' exit paths may still look up.
-  static RegisteredFrames* frames = new RegisteredFrames;
+  static RegisteredFrames* frames = new RegisteredFrames(true);
   return *frames;
 }
 

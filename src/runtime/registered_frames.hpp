@@ -43,7 +43,9 @@ public:
   static constexpr uint64_t kMaxBytes = uint64_t(64) << 20;
   static constexpr uint64_t kMaxTableEntries = uint64_t(1) << 20;
 
-  RegisteredFrames();
+  // `process_wide`: the process's registry (registered_frames()), whose changes are also counted
+  // in g_registered_frames_generation.
+  explicit RegisteredFrames(bool process_wide = false);
   ~RegisteredFrames();
   RegisteredFrames(const RegisteredFrames&) = delete;
   RegisteredFrames& operator=(const RegisteredFrames&) = delete;
@@ -97,9 +99,13 @@ private:
   std::atomic<Index*> current_{nullptr};
   std::atomic<size_t> registered_ranges_{0}; // 0: lookups return at once
   std::atomic<uint64_t> generation_{0};
+  const bool process_wide_;
 };
 
 // This process's registered frames (one for the process: registrations outlive any module map).
 RegisteredFrames& registered_frames();
+// registered_frames().generation(), read without making it (a walk's caches check it on every
+// claim: one load, no call).
+inline constinit std::atomic<uint64_t> g_registered_frames_generation{0};
 
 } // namespace ehelf
