@@ -79,7 +79,8 @@ public:
   FastWalkPeer() : EhelfPeer("ehelf fast walk", BackendKind::Auto) {}
   size_t unwind(const Sample& s, uint64_t* pcs, size_t max, Stop& stop) override {
     StopReason why = StopReason::None;
-    const size_t n = unwinder_of(s).backtrace_sample(s.regs, s.stack, pcs, max, &why, true);
+    const size_t n =
+        unwinder_of(s).backtrace_sample(s.regs, s.stack, pcs, max, &why, FrameAddress::Exact);
     stop.end_of_stack = why == StopReason::EndOfStack;
     stop.why = why;
     return n;
@@ -96,7 +97,8 @@ public:
                static_cast<int64_t>(reinterpret_cast<uint64_t>(s.stack.data()) - s.sp()));
     if (frames_.size() < max) frames_.resize(max);
     StopReason why = StopReason::None;
-    const size_t n = unwinder_of(s).backtrace(s.regs, memory, frames_.data(), max, &why, true);
+    const size_t n =
+        unwinder_of(s).backtrace(s.regs, memory, frames_.data(), max, &why, FrameAddress::Exact);
     for (size_t i = 0; i < n; ++i)
       pcs[i] = frames_[i].pc;
     stop.end_of_stack = why == StopReason::EndOfStack;

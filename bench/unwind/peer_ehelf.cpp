@@ -22,8 +22,11 @@ struct Config {
   BackendKind backend;
   Unwinder* unwinder = nullptr;
 };
-Config g_configs[5] = {{BackendKind::Table}, {BackendKind::Interpreter},
-                       {BackendKind::Compiled}, {BackendKind::Auto}, {BackendKind::Auto}};
+Config g_configs[5] = {{BackendKind::Table},
+                       {BackendKind::Interpreter},
+                       {BackendKind::Compiled},
+                       {BackendKind::Auto},
+                       {BackendKind::Auto}};
 AddressRange g_stack_range;
 
 std::string common_init() {
@@ -65,15 +68,19 @@ template <int I> std::string init() {
   return "";
 }
 
-template <int I> void flush() { g_configs[I].unwinder->clear_cache(); }
+template <int I> void flush() {
+  g_configs[I].unwinder->clear_cache();
+}
 
 template <int I> __attribute__((noinline)) size_t once(uint64_t* pcs, size_t max, bool record) {
   RegisterState regs = capture_local();
   StopReason why;
   if (max > kMax) max = kMax;
-  size_t n = g_configs[I].unwinder->backtrace(regs, *g_mem, g_frames, max, &why, false);
+  size_t n = g_configs[I].unwinder->backtrace(regs, *g_mem, g_frames, max, &why,
+                                              FrameAddress::ReturnAddress);
   if (record)
-    for (size_t i = 0; i < n; ++i) pcs[i] = g_frames[i].pc;
+    for (size_t i = 0; i < n; ++i)
+      pcs[i] = g_frames[i].pc;
   asm volatile("" ::: "memory");
   return n;
 }
@@ -85,7 +92,7 @@ template <int I> __attribute__((noinline)) size_t once_pcs(uint64_t* pcs, size_t
   static uint64_t scratch[kMax];
   if (max > kMax) max = kMax;
   size_t n = g_configs[I].unwinder->backtrace_local(regs, g_stack_range, pcs ? pcs : scratch, max,
-                                                    &why, false);
+                                                    &why, FrameAddress::ReturnAddress);
   asm volatile("" ::: "memory");
   return n;
 }

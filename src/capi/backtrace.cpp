@@ -47,7 +47,9 @@ int direct_walk(LocalSpace& s, const RegisterState& regs, const LocalMemory& mem
   size_t n = 0;
   try {
     // As deep as the caller's buffer, as libunwind's.
-    n = FastWalk(s.walker, &caches->rules).direct(regs, mem, pcs, static_cast<size_t>(size), &why);
+    // (the first pc is unw_backtrace's caller's return address)
+    n = FastWalk(s.walker, &caches->rules)
+            .direct(regs, mem, pcs, static_cast<size_t>(size), &why, FrameAddress::ReturnAddress);
   } catch (...) { // only error paths allocate (their messages)
     why = StopReason::BadRead;
   }

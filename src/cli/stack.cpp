@@ -156,7 +156,7 @@ int run_stack(const Options& opt) {
       }
       StopReason why = StopReason::None;
       size_t n = unwinder.backtrace(to_register_state(regs), memory, frames.data(), frames.size(),
-                                    &why, /*exact_first=*/true);
+                                    &why, FrameAddress::Exact);
       walks.push_back({t.tid, {frames.begin(), frames.begin() + static_cast<ptrdiff_t>(n)}, why});
     }
     attachment.detach_all();

@@ -442,7 +442,7 @@ StopReason SampleUnwinder::walk_user(Process& p, const SampleRecord& s,
   walk_buffer_.resize(options_.max_depth ? options_.max_depth : 1);
   StopReason why = StopReason::None;
   const size_t n = p.unwinder->backtrace_sample(regs, s.stack_data(), walk_buffer_.data(),
-                                                walk_buffer_.size(), &why, true);
+                                                walk_buffer_.size(), &why, FrameAddress::Exact);
   pcs.assign(walk_buffer_.begin(), walk_buffer_.begin() + static_cast<ptrdiff_t>(n));
   if (why != StopReason::EndOfStack) ++stats_.stopped_early;
   return why;

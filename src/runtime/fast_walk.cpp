@@ -196,7 +196,8 @@ size_t FastWalk::quick(const FastStart& q, uint64_t* pcs, size_t limit, StopReas
 }
 
 size_t FastWalk::direct(const RegisterState& start, const LocalMemory& memory, uint64_t* pcs,
-                        size_t limit, StopReason* why, bool exact_first) {
+                        size_t limit, StopReason* why, FrameAddress first) {
+  const bool exact_first = is_exact(first);
   // A sample's usual walk: pc, rsp and rbp known, rsp in the first range (a stack copy).
   constexpr uint32_t kQuick = 1u << x86_64::RIP | 1u << x86_64::RSP | 1u << x86_64::RBP;
   const std::span<const DirectRange> ranges = memory.ranges();
@@ -215,7 +216,8 @@ size_t FastWalk::direct(const RegisterState& start, const LocalMemory& memory, u
 }
 
 size_t FastWalk::sample(const RegisterState& regs, std::span<const uint8_t> stack, uint64_t* pcs,
-                        size_t limit, StopReason* why, bool exact_first) {
+                        size_t limit, StopReason* why, FrameAddress first) {
+  const bool exact_first = is_exact(first);
   // What direct() does over the one range [rsp, rsp + size) at stack.data(), in one function:
   // the walk's fallback is the only call left, out of line, and needs no range list.
   constexpr uint32_t kQuick = 1u << x86_64::RIP | 1u << x86_64::RSP | 1u << x86_64::RBP;
@@ -255,7 +257,8 @@ size_t FastWalk::direct_walk(const RegisterState& start, const LocalMemory& memo
 }
 
 size_t FastWalk::local(const WalkStart& start, AddressRange stack, uint64_t* pcs, size_t limit,
-                       StopReason* why, bool exact_first) {
+                       StopReason* why, FrameAddress first) {
+  const bool exact_first = is_exact(first);
   const uint64_t lo = stack.begin, hi = stack.end;
   Resume resume;
   if (start.sp - lo < hi - lo && hi <= kFastWalkEnd)

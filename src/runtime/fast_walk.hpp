@@ -9,6 +9,8 @@
 // cache it fills. Threads may share the GeneralStep (see general_step.hpp), never a cache.
 #pragma once
 
+#include "runtime/frame_address.hpp"
+
 #include <cstdint>
 #include <span>
 
@@ -34,19 +36,19 @@ public:
   FastWalk(GeneralStep& general, RuleCache* cache) : general_(general), cache_(cache) {}
 
   // Walks from `regs` through `memory`'s ranges, writing up to `limit` pcs (the first is regs'
-  // own pc). Returns the frame count; `why` says why the walk ended. `exact_first`: regs.rip is
-  // an interrupted pc (ptrace, perf sample, signal context) rather than a return address.
+  // own pc). Returns the frame count; `why` says why the walk ended. `first`: what regs.rip is
+  // (an interrupted pc: ptrace, perf sample, signal context; or a return address).
   size_t direct(const RegisterState& regs, const LocalMemory& memory, uint64_t* pcs, size_t limit,
-                StopReason* why = nullptr, bool exact_first = false);
+                StopReason* why, FrameAddress first);
   // A perf sample's walk (ehelf perf, bench/table1): from its registers (every recorded one)
   // over the copy of its stack's first bytes, [rsp, rsp + stack.size()) read at stack.data().
   // The same walk as direct() over that one range, with less to set up per walk.
   size_t sample(const RegisterState& regs, std::span<const uint8_t> stack, uint64_t* pcs,
-                size_t limit, StopReason* why = nullptr, bool exact_first = true);
+                size_t limit, StopReason* why, FrameAddress first);
   // The same from the four registers of a WalkStart (rbp and rbx known) over one stack range,
   // with little to set up for a profiler's usual walk.
   size_t local(const WalkStart& start, AddressRange stack, uint64_t* pcs, size_t limit,
-               StopReason* why = nullptr, bool exact_first = false);
+               StopReason* why, FrameAddress first);
 
 private:
   // Where quick() stopped when it did not end the walk: `frames` pcs written, the last one's

@@ -423,9 +423,9 @@ StopReason GeneralStep::step_with(RegisterState& regs, MemoryReader& mem, bool e
 }
 
 size_t GeneralStep::walk(RegisterState regs, MemoryReader& mem, FrameInfo* out, size_t limit,
-                         StopReason* why, bool exact_first, RuleCache* cache) {
+                         StopReason* why, FrameAddress first, RuleCache* cache) {
   size_t n = 0;
-  bool exact = exact_first;
+  bool exact = is_exact(first);
   StopReason r = StopReason::None;
   while (n < limit) {
     FrameInfo info;

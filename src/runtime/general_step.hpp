@@ -8,6 +8,8 @@
 // two with a rule cache of its own.
 #pragma once
 
+#include "runtime/frame_address.hpp"
+
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -80,9 +82,9 @@ public:
 
   // The general walk: steps from `regs` (cache as in step()), filling up to `limit` frames (the
   // first is regs' own frame). Returns the frame count; `why` says why the walk ended.
-  // `exact_first`: regs.rip is an interrupted pc rather than a return address.
+  // `first`: what regs.rip is (an interrupted pc, or a return address).
   size_t walk(RegisterState regs, MemoryReader& mem, FrameInfo* out, size_t limit, StopReason* why,
-              bool exact_first, RuleCache* cache);
+              FrameAddress first, RuleCache* cache);
 
   // Fills `slot` with the hot form of the rule for `lookup` (module found, loaded if allowed);
   // false if it has none. Remembers the module in `cache`: a module among its last two costs

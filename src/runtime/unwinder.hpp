@@ -37,39 +37,38 @@ public:
   }
 
   // Walks from `regs`, filling up to `max` frames (the first is regs' own frame). Returns the
-  // frame count; `why` says why the walk ended. `exact_first`: regs.rip is an interrupted pc
-  // (ptrace, perf sample, signal context) rather than a return address (capture_local()).
+  // frame count; `why` says why the walk ended. `first`: what regs.rip is (an interrupted pc:
+  // ptrace, perf sample, signal context; or a return address: capture_local()).
   size_t backtrace(RegisterState regs, MemoryReader& mem, FrameInfo* out, size_t max,
-                   StopReason* why = nullptr, bool exact_first = true) {
-    return general_.walk(regs, mem, out, limit(max), why, exact_first,
-                         cacheable() ? &cache_ : nullptr);
+                   StopReason* why, FrameAddress first) {
+    return general_.walk(regs, mem, out, limit(max), why, first, cacheable() ? &cache_ : nullptr);
   }
 
   // The fast walk (FastWalk::direct): pcs only. `cache`: a rule cache of the caller's own (one
   // per thread when the Unwinder is shared), else the Unwinder's.
   size_t backtrace_direct(const RegisterState& regs, const LocalMemory& memory, uint64_t* pcs,
-                          size_t max, StopReason* why = nullptr, bool exact_first = false,
+                          size_t max, StopReason* why, FrameAddress first,
                           RuleCache* cache = nullptr) {
     if (cache && cacheable())
-      return FastWalk(general_, cache).direct(regs, memory, pcs, limit(max), why, exact_first);
-    return fast_.direct(regs, memory, pcs, limit(max), why, exact_first);
+      return FastWalk(general_, cache).direct(regs, memory, pcs, limit(max), why, first);
+    return fast_.direct(regs, memory, pcs, limit(max), why, first);
   }
   // A perf sample's walk (FastWalk::sample): its registers and the copy of its stack's first
   // bytes, [rsp, rsp + stack.size()) read at stack.data(); the same pcs as backtrace_direct over
   // that one range.
   size_t backtrace_sample(const RegisterState& regs, std::span<const uint8_t> stack, uint64_t* pcs,
-                          size_t max, StopReason* why = nullptr, bool exact_first = true) {
-    return fast_.sample(regs, stack, pcs, limit(max), why, exact_first);
+                          size_t max, StopReason* why, FrameAddress first) {
+    return fast_.sample(regs, stack, pcs, limit(max), why, first);
   }
   size_t backtrace_local(const RegisterState& regs, AddressRange stack, uint64_t* pcs, size_t max,
-                         StopReason* why = nullptr, bool exact_first = false) {
+                         StopReason* why, FrameAddress first) {
     LocalMemory memory(stack);
-    return backtrace_direct(regs, memory, pcs, max, why, exact_first);
+    return backtrace_direct(regs, memory, pcs, max, why, first);
   }
   // The same from the four registers a walk needs (capture_walk_start()), rbp and rbx known.
   size_t backtrace_local(const WalkStart& start, AddressRange stack, uint64_t* pcs, size_t max,
-                         StopReason* why = nullptr, bool exact_first = false) {
-    return fast_.local(start, stack, pcs, limit(max), why, exact_first);
+                         StopReason* why, FrameAddress first) {
+    return fast_.local(start, stack, pcs, limit(max), why, first);
   }
 
   // Steps that ran the interpreter since this Unwinder was made (GeneralStep::slow_steps).

@@ -59,7 +59,8 @@ __attribute__((noinline)) void walk_here(Walks& w) {
     Unwinder general(loaded_map(), o);
     LocalMemory mem(stack);
     FrameInfo frames[256];
-    size_t n = general.backtrace(regs, mem, frames, 256, &w.reference_why, false);
+    size_t n =
+        general.backtrace(regs, mem, frames, 256, &w.reference_why, FrameAddress::ReturnAddress);
     for (size_t i = 0; i < n; ++i)
       w.reference.push_back(frames[i].pc);
   }
@@ -70,8 +71,9 @@ __attribute__((noinline)) void walk_here(Walks& w) {
     w.fast.emplace_back(pcs, pcs + n);
     w.fast_why.push_back(why);
   };
-  add(u.backtrace_local(regs, stack, pcs, 256, &why));
-  add(u.backtrace_local(start, stack, pcs, 256, &why)); // warm now: links followed
+  add(u.backtrace_local(regs, stack, pcs, 256, &why, FrameAddress::ReturnAddress));
+  add(u.backtrace_local(start, stack, pcs, 256, &why,
+                        FrameAddress::ReturnAddress)); // warm now: links followed
   // A perf-style sample: the stack copied elsewhere, read through the range's delta.
   uint64_t sp = start.sp;
   std::vector<uint8_t> copy(stack.end - sp); // the whole used stack, so the walks agree
@@ -80,8 +82,8 @@ __attribute__((noinline)) void walk_here(Walks& w) {
   snapshot.add(AddressRange{sp, sp + copy.size()},
                static_cast<int64_t>(reinterpret_cast<uint64_t>(copy.data()) - sp));
   RuleCache own; // a caller's own cache (as one per thread)
-  add(u.backtrace_direct(regs, snapshot, pcs, 256, &why, false, &own));
-  add(u.backtrace_direct(regs, snapshot, pcs, 256, &why, false, &own));
+  add(u.backtrace_direct(regs, snapshot, pcs, 256, &why, FrameAddress::ReturnAddress, &own));
+  add(u.backtrace_direct(regs, snapshot, pcs, 256, &why, FrameAddress::ReturnAddress, &own));
   asm volatile("" ::: "memory");
 }
 
@@ -239,7 +241,8 @@ TEST(FastWalk, GarbageMadeOfRealReturnAddressesStaysInside) {
                     buffer[rng() % buffer.size()], buffer[rng() % buffer.size()]};
     uint64_t pcs[64];
     StopReason why;
-    size_t n = u.backtrace_local(start, AddressRange{lo, hi}, pcs, 64, &why);
+    size_t n =
+        u.backtrace_local(start, AddressRange{lo, hi}, pcs, 64, &why, FrameAddress::ReturnAddress);
     ASSERT_LE(n, 64u);
     ASSERT_GE(n, 1u);
     if (n == 64) {
@@ -279,13 +282,13 @@ TEST(FastWalk, GarbageWalksEqualTheGeneralWalk) {
     regs.set(x86_64::RSP, lo + 8 * (rng() % 64));
     regs.set(x86_64::RBP, buffer[rng() % buffer.size()]);
     regs.set(x86_64::RBX, buffer[rng() % buffer.size()]);
-    const bool exact = rng() % 2;
+    const FrameAddress first = rng() % 2 ? FrameAddress::Exact : FrameAddress::ReturnAddress;
     for (const size_t limit : {size_t(8), size_t(1024)}) {
       std::vector<FrameInfo> frames(limit);
       StopReason general_why = StopReason::None, fast_why = StopReason::None;
-      const size_t n = general.backtrace(regs, memory, frames.data(), limit, &general_why, exact);
+      const size_t n = general.backtrace(regs, memory, frames.data(), limit, &general_why, first);
       std::vector<uint64_t> pcs(limit);
-      const size_t m = u.backtrace_direct(regs, memory, pcs.data(), limit, &fast_why, exact);
+      const size_t m = u.backtrace_direct(regs, memory, pcs.data(), limit, &fast_why, first);
       std::vector<uint64_t> expected;
       for (size_t i = 0; i < n; ++i)
         expected.push_back(frames[i].pc);
@@ -300,11 +303,11 @@ TEST(FastWalk, GarbageWalksEqualTheGeneralWalk) {
       LocalMemory from_sp;
       from_sp.add(AddressRange{sp, hi},
                   static_cast<int64_t>(reinterpret_cast<uint64_t>(buffer.data()) - lo));
-      const size_t g = general.backtrace(regs, from_sp, frames.data(), limit, &general_why, exact);
+      const size_t g = general.backtrace(regs, from_sp, frames.data(), limit, &general_why, first);
       pcs.assign(limit, 0);
       const std::span<const uint8_t> copy(
           reinterpret_cast<const uint8_t*>(buffer.data()) + (sp - lo), hi - sp);
-      const size_t k = u.backtrace_sample(regs, copy, pcs.data(), limit, &fast_why, exact);
+      const size_t k = u.backtrace_sample(regs, copy, pcs.data(), limit, &fast_why, first);
       expected.clear();
       for (size_t i = 0; i < g; ++i)
         expected.push_back(frames[i].pc);
@@ -319,10 +322,10 @@ TEST(FastWalk, GarbageWalksEqualTheGeneralWalk) {
         cut_memory.add(AddressRange{sp, sp + cut},
                        static_cast<int64_t>(reinterpret_cast<uint64_t>(buffer.data()) - lo));
       const size_t c =
-          general.backtrace(regs, cut_memory, frames.data(), limit, &general_why, exact);
+          general.backtrace(regs, cut_memory, frames.data(), limit, &general_why, first);
       pcs.assign(limit, 0);
       const size_t d =
-          u.backtrace_sample(regs, copy.first(cut), pcs.data(), limit, &fast_why, exact);
+          u.backtrace_sample(regs, copy.first(cut), pcs.data(), limit, &fast_why, first);
       expected.clear();
       for (size_t i = 0; i < c; ++i)
         expected.push_back(frames[i].pc);
@@ -360,13 +363,13 @@ TEST(FastWalk, StackRangeAtTheTopOfTheAddressSpace) {
       regs.set(x86_64::RBX, 0);
       uint64_t pcs[32];
       StopReason why;
-      size_t n = u.backtrace_direct(regs, memory, pcs, 32, &why, false);
+      size_t n = u.backtrace_direct(regs, memory, pcs, 32, &why, FrameAddress::ReturnAddress);
       ASSERT_GE(n, 1u);
       ASSERT_LE(n, 32u);
       // As a perf sample's copy: not read at all (above 2^63), the sampled pc alone.
       const std::span<const uint8_t> copy(
           reinterpret_cast<const uint8_t*>(buffer.data()) + 8 * slot, 8 * (buffer.size() - slot));
-      n = u.backtrace_sample(regs, copy, pcs, 32, &why, false);
+      n = u.backtrace_sample(regs, copy, pcs, 32, &why, FrameAddress::ReturnAddress);
       ASSERT_EQ(n, 1u);
     }
 }
@@ -376,15 +379,23 @@ TEST(FastWalk, ClearedCacheAndTinyLimits) {
   RegisterState regs = capture_local();
   uint64_t pcs[4];
   StopReason why;
-  EXPECT_EQ(u.backtrace_local(regs, current_thread_stack(), pcs, 0, &why), 0u);
+  EXPECT_EQ(
+      u.backtrace_local(regs, current_thread_stack(), pcs, 0, &why, FrameAddress::ReturnAddress),
+      0u);
   EXPECT_EQ(why, StopReason::DepthLimit);
-  EXPECT_EQ(u.backtrace_local(regs, current_thread_stack(), pcs, 1, &why), 1u);
+  EXPECT_EQ(
+      u.backtrace_local(regs, current_thread_stack(), pcs, 1, &why, FrameAddress::ReturnAddress),
+      1u);
   EXPECT_EQ(why, StopReason::DepthLimit);
   u.clear_cache();
-  EXPECT_EQ(u.backtrace_local(regs, current_thread_stack(), pcs, 4, &why), 4u);
+  EXPECT_EQ(
+      u.backtrace_local(regs, current_thread_stack(), pcs, 4, &why, FrameAddress::ReturnAddress),
+      4u);
   EXPECT_EQ(why, StopReason::DepthLimit);
   // A stack range that does not hold rsp: nothing is read, the general step says why.
-  EXPECT_EQ(u.backtrace_local(regs, AddressRange{16, 4096}, pcs, 4, &why), 1u);
+  EXPECT_EQ(
+      u.backtrace_local(regs, AddressRange{16, 4096}, pcs, 4, &why, FrameAddress::ReturnAddress),
+      1u);
   EXPECT_EQ(why, StopReason::BadRead);
 }
 
@@ -417,7 +428,8 @@ TEST(FastWalk, ForgetsRememberedModulesWhenTheMapIsReplaced) {
     uint64_t pcs[64];
     StopReason why;
     u.clear_cache(); // every frame fills (the memo is not part of what clear_cache drops)
-    size_t n = u.backtrace_local(regs, current_thread_stack(), pcs, 64, &why);
+    size_t n =
+        u.backtrace_local(regs, current_thread_stack(), pcs, 64, &why, FrameAddress::ReturnAddress);
     EXPECT_GE(n, 4u) << "round " << round;
     EXPECT_EQ(why, StopReason::EndOfStack) << "round " << round;
     *map = ModuleMap::for_self(); // new data objects: the remembered ones are freed

@@ -70,7 +70,7 @@ __attribute__((noinline)) void take_walk() {
     copy_stack(copy.data(), reinterpret_cast<const void*>(sp), copy.size());
     SnapshotMemory mem(sp, copy);
     FrameInfo out[128];
-    size_t count = u.backtrace(regs, mem, out, 128, &g_walk->why, /*exact_first=*/false);
+    size_t count = u.backtrace(regs, mem, out, 128, &g_walk->why, FrameAddress::ReturnAddress);
     for (size_t i = 0; i < count; ++i)
       g_walk->ours.push_back(out[i].pc);
   } else if (g_fast) {
@@ -78,13 +78,14 @@ __attribute__((noinline)) void take_walk() {
     uint64_t pcs[128];
     for (int pass = 0; pass < 2; ++pass) {
       g_walk->ours.clear();
-      size_t count = u.backtrace_local(regs, current_thread_stack(), pcs, 128, &g_walk->why);
+      size_t count = u.backtrace_local(regs, current_thread_stack(), pcs, 128, &g_walk->why,
+                                       FrameAddress::ReturnAddress);
       g_walk->ours.assign(pcs, pcs + count);
     }
   } else {
     LocalMemory mem(current_thread_stack());
     FrameInfo out[128];
-    size_t count = u.backtrace(regs, mem, out, 128, &g_walk->why, /*exact_first=*/false);
+    size_t count = u.backtrace(regs, mem, out, 128, &g_walk->why, FrameAddress::ReturnAddress);
     for (size_t i = 0; i < count; ++i)
       g_walk->ours.push_back(out[i].pc);
   }
@@ -212,7 +213,7 @@ TEST(LocalUnwind, GarbageStacksNeverFault) {
     LocalMemory mem(AddressRange{lo, lo + 8 * stack.size()});
     FrameInfo out[64];
     StopReason why;
-    size_t n = u.backtrace(regs, mem, out, 64, &why);
+    size_t n = u.backtrace(regs, mem, out, 64, &why, FrameAddress::Exact);
     EXPECT_LE(n, 64u);
   }
 }

@@ -30,11 +30,12 @@ __attribute__((noinline)) void coroutine_body() {
                            reinterpret_cast<uint64_t>(g_stack.data()) + g_stack.size()};
   LocalMemory mem(stack);
   FrameInfo out[64];
-  const size_t n = u.backtrace(regs, mem, out, 64, &g_general_why, /*exact_first=*/false);
+  const size_t n = u.backtrace(regs, mem, out, 64, &g_general_why, FrameAddress::ReturnAddress);
   for (size_t i = 0; i < n; ++i)
     g_general.push_back(out[i].pc);
   uint64_t pcs[64];
-  const size_t m = u.backtrace_local(regs, stack, pcs, 64, &g_fast_why);
+  const size_t m =
+      u.backtrace_local(regs, stack, pcs, 64, &g_fast_why, FrameAddress::ReturnAddress);
   g_fast.assign(pcs, pcs + m);
   asm volatile("" ::: "memory"); // keeps this a call, not a tail call
 }

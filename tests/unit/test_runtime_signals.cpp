@@ -41,7 +41,8 @@ void on_sigprof(int, siginfo_t*, void*) {
   int saved_errno = errno;
   RegisterState regs = capture_local();
   Sample& s = g_samples[i];
-  s.frames = g_unwinder->backtrace_local(regs, g_stack, s.pcs, kMaxFrames, &s.why);
+  s.frames = g_unwinder->backtrace_local(regs, g_stack, s.pcs, kMaxFrames, &s.why,
+                                         FrameAddress::ReturnAddress);
   g_count.store(i + 1, std::memory_order_release);
   errno = saved_errno;
 }
