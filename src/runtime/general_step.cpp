@@ -60,7 +60,8 @@ StopReason stop_reason_of(ErrorKind kind) {
 } // namespace
 
 inline __attribute__((always_inline)) bool
-GeneralStep::fill_from(const ModuleData& data, uint64_t svma, uint64_t key, HotRule& slot) {
+GeneralStep::fill_from_compact_table(const ModuleData& data, uint64_t svma, uint64_t key,
+                                     HotRule& slot) {
   const HotRule* hot = data.hot.data(); // null: no compact table
   if (!hot) return false;
   HotRule h = hot[data.compact.rule_index(svma)];
@@ -70,12 +71,14 @@ GeneralStep::fill_from(const ModuleData& data, uint64_t svma, uint64_t key, HotR
   return true;
 }
 
-void GeneralStep::fill_into(RuleCache& cache, const ModuleData& data, uint64_t svma, uint64_t key) {
+void GeneralStep::install_from_compact_table(RuleCache& cache, const ModuleData& data,
+                                             uint64_t svma, uint64_t key) {
   HotRule h;
-  if (fill_from(data, svma, key, h)) cache.install(h);
+  if (fill_from_compact_table(data, svma, key, h)) cache.install(h);
 }
 
-bool GeneralStep::fill_found(const ModuleData& data, uint64_t svma, uint64_t key, HotRule& slot) {
+bool GeneralStep::fill_from_found_row(const ModuleData& data, uint64_t svma, uint64_t key,
+                                      HotRule& slot) {
   FoundRow row;
   const RowLookup* rows = data.row_lookup();
   if (!rows || rows->find(svma, row) != RowStatus::Found) return false;
@@ -91,7 +94,7 @@ __attribute__((noinline)) bool GeneralStep::fill_hot(RuleCache& cache, uint64_t 
   const ModuleRules* m = cache.recent_module(lookup, map_.generation());
   // A module not among the last two: a tail call, so this common path saves no registers.
   if (!m) [[unlikely]]
-    return fill_hot_module(cache, lookup, key, slot);
+    return fill_hot_from_module_map(cache, lookup, key, slot);
   HotRule h = m->rule(lookup);
   if (h.op == HotRule::kEmpty) return false;
   h.key = key;
@@ -99,8 +102,9 @@ __attribute__((noinline)) bool GeneralStep::fill_hot(RuleCache& cache, uint64_t 
   return true;
 }
 
-__attribute__((noinline)) bool GeneralStep::fill_hot_module(RuleCache& cache, uint64_t lookup,
-                                                            uint64_t key, HotRule& slot) {
+__attribute__((noinline)) bool GeneralStep::fill_hot_from_module_map(RuleCache& cache,
+                                                                     uint64_t lookup, uint64_t key,
+                                                                     HotRule& slot) {
   const Module* mod = map_.find(lookup);
   if (!mod) return false;
   const ModuleData* data = mod->data.get();
@@ -108,7 +112,7 @@ __attribute__((noinline)) bool GeneralStep::fill_hot_module(RuleCache& cache, ui
     if (!options_.allow_loading) return false;
     data = &map_.load(*mod, options_.policy);
   }
-  if (data->hot.empty()) return fill_found(*data, lookup - mod->bias, key, slot);
+  if (data->hot.empty()) return fill_from_found_row(*data, lookup - mod->bias, key, slot);
   // Where the module's code and its table overlap (a table may claim more than the module).
   const uint64_t table_lo = mod->bias + data->compact.base();
   const uint64_t lo = std::max(mod->start, table_lo);
@@ -335,8 +339,8 @@ StopReason GeneralStep::choose_and_apply(RegisterState& regs, MemoryReader& mem,
     if (cache && r == StopReason::None) {
       HotRule h;
       if (!data->hot.empty())
-        fill_into(*cache, *data, svma, key);
-      else if (fill_found(*data, svma, key, h))
+        install_from_compact_table(*cache, *data, svma, key);
+      else if (fill_from_found_row(*data, svma, key, h))
         cache->install(h);
     }
     return r;
@@ -357,7 +361,7 @@ StopReason GeneralStep::choose_and_apply(RegisterState& regs, MemoryReader& mem,
     count_slow(rule.interpret_reason());
     return interpret(*data, svma, regs, mem, signal_frame, saved);
   }
-  if (cache) fill_into(*cache, *data, svma, key);
+  if (cache) install_from_compact_table(*cache, *data, svma, key);
   signal_frame = rule.signal_frame;
   return apply_rule(rule, regs, mem);
 }

@@ -152,10 +152,13 @@ private:
                                                         bool interrupted, bool signal_frame,
                                                         const FrameInfo& info);
   // fill_hot for a module not remembered: finds it in the map, loads it if allowed.
-  bool fill_hot_module(RuleCache& cache, uint64_t lookup, uint64_t key, HotRule& slot);
-  static bool fill_from(const ModuleData& data, uint64_t svma, uint64_t key, HotRule& slot);
+  bool fill_hot_from_module_map(RuleCache& cache, uint64_t lookup, uint64_t key, HotRule& slot);
+  // The hot form of the compact table's rule for `svma`, keyed `key` (false: none there).
+  static bool fill_from_compact_table(const ModuleData& data, uint64_t svma, uint64_t key,
+                                      HotRule& slot);
   // fill_hot for a module without a compact table: its row found on demand (RowLookup).
-  static bool fill_found(const ModuleData& data, uint64_t svma, uint64_t key, HotRule& slot);
+  static bool fill_from_found_row(const ModuleData& data, uint64_t svma, uint64_t key,
+                                  HotRule& slot);
   // A step through the row found on demand for `svma`: as a compact rule where one expresses it
   // (filling `cache`, if given, under `key`), else evaluated (evaluate_row). `backend` in: the
   // one asked for (Interpreter: always evaluate); out: the one that ran. `kept_rows`: evaluated
@@ -169,7 +172,9 @@ private:
   static StopReason evaluate_found(const FoundRow& row, RegisterState& regs, MemoryReader& mem,
                                    Slots saved);
 
-  static void fill_into(RuleCache& cache, const ModuleData& data, uint64_t svma, uint64_t key);
+  // fill_from_compact_table straight into `cache`.
+  static void install_from_compact_table(RuleCache& cache, const ModuleData& data, uint64_t svma,
+                                         uint64_t key);
   StopReason apply_hot(const HotRule& rule, RegisterState& regs, MemoryReader& mem);
   template <typename Slots>
   StopReason interpret(const ModuleData& data, uint64_t svma, RegisterState& regs,
