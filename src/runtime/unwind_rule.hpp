@@ -56,20 +56,22 @@ enum class NotExpressible : uint8_t {
   TooManyRules,           // the compact table's 16-bit rule numbers are exhausted
 };
 inline constexpr unsigned kNotExpressibleCount = unsigned(NotExpressible::TooManyRules) + 1;
+static_assert(kNotExpressibleCount <= 16, "UnwindRule::why holds a reason in 4 bits");
 std::string_view not_expressible_name(NotExpressible why); // "cfa is an expression", ...
 
 struct UnwindRule {
   enum Kind : uint8_t { NoEntry = 0, CfaRsp = 1, CfaRbp = 2, Interpret = 3 };
   // How a register is recovered: kept as is, read at CFA + offset, or unknown.
   enum Save : uint8_t { Same = 0, AtCfa = 1, Unknown = 2 };
-  uint8_t kind = NoEntry;
+  uint8_t kind : 4 = NoEntry;
+  uint8_t why : 4 = 0; // Interpret: the NotExpressible reason (interpret_reason())
   uint8_t rip : 2 = Unknown;
   uint8_t rbp : 2 = Same;
   uint8_t rbx : 2 = Same;
   uint8_t signal_frame : 1 = 0;
   uint8_t : 1;
   int16_t rip_offset = 0;
-  int32_t cfa_offset = 0; // Interpret: the NotExpressible reason
+  int32_t cfa_offset = 0;
   int16_t rbp_offset = 0;
   int16_t rbx_offset = 0;
   bool operator==(const UnwindRule&) const = default;
@@ -78,11 +80,11 @@ struct UnwindRule {
     UnwindRule r;
     r.kind = Interpret;
     r.signal_frame = signal_frame;
-    r.cfa_offset = int32_t(why);
+    r.why = uint8_t(why);
     return r;
   }
   NotExpressible interpret_reason() const {
-    return kind == Interpret ? NotExpressible(cfa_offset) : NotExpressible::None;
+    return kind == Interpret ? NotExpressible(why) : NotExpressible::None;
   }
 };
 static_assert(sizeof(UnwindRule) == 12, "UnwindRule layout is part of the compact table's size");
