@@ -15,6 +15,8 @@
 //                 __deregister_frame_info through libgcc_s's PLT, so with libehelf-eh loaded
 //                 first the frames are registered with ours (and libgcc_s frees the object it
 //                 allocated, which ours gives back).
+//   jit libgcc-only FDEs registered inside libgcc_s alone (its __register_frame_info_bases
+//                 called directly): ours hands the raise to libgcc_s, which unwinds them.
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -138,6 +140,27 @@ int with_libgcc_registration(uint8_t* mem) {
   return 0;
 }
 
+// FDEs registered inside libgcc_s alone: its __register_frame_info_bases called directly (the
+// function itself, not a PLT call that libehelf-eh would take). Ours cannot find the JIT frame
+// and hands the raise to libgcc_s, which unwinds it.
+int with_libgcc_only(uint8_t* mem) {
+  void* libgcc = dlopen("libgcc_s.so.1", RTLD_NOW);
+  using Register = void (*)(const void*, void*, void*, void*);
+  using Deregister = void* (*)(const void*);
+  auto reg = reinterpret_cast<Register>(dlvsym(libgcc, "__register_frame_info_bases", "GCC_3.0"));
+  auto dereg =
+      reinterpret_cast<Deregister>(dlvsym(libgcc, "__deregister_frame_info_bases", "GCC_3.0"));
+  if (!reg || !dereg) return 77;
+  std::memcpy(mem, kWithout, sizeof kWithout);
+  std::vector<uint8_t> f =
+      eh_frame_for(uint64_t(mem), sizeof kWithout, kWithoutCfi, sizeof kWithoutCfi);
+  static void* object[8]; // libgcc's struct object (6 words on x86_64)
+  reg(f.data(), object, nullptr, nullptr);
+  throw_through(mem, "registered inside libgcc_s only");
+  std::printf("libgcc_s gives back the object: %s\n", dereg(f.data()) == object ? "yes" : "no");
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -146,6 +169,7 @@ int main(int argc, char** argv) {
       mmap(nullptr, 8192, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
   if (mem == MAP_FAILED) return 77;
   if (argc > 1 && std::string(argv[1]) == "libgcc") return with_libgcc_registration(mem);
+  if (argc > 1 && std::string(argv[1]) == "libgcc-only") return with_libgcc_only(mem);
   uint8_t* const first = mem;       // code at the start of the page
   uint8_t* const second = mem + 64; // and 64 bytes in
 

@@ -161,6 +161,8 @@ for cxx in "${compilers[@]}"; do
       "$b/jit" libgcc
     grep -q "^ehelf-eh: .* 0 handed to libgcc" "$work/ours.all" ||
       bad "$t: a raise through frames registered through libgcc_s was handed to it"
+    # Frames only libgcc_s knows: the raise and the resumes handed to libgcc_s.
+    run_pair "$t through JIT frames registered inside libgcc_s only" handed "$b/jit" libgcc-only
     if [ $cxx = g++ ]; then
       run_pair "$t throw from a signal handler (-fnon-call-exceptions)" raise "$b/signal_throw"
     else # clang accepts the flag but makes no loads throwing: terminate, for libgcc_s too
