@@ -250,8 +250,8 @@ __attribute__((noinline)) void deep(int depth, int every, int nested_every) {
 }
 static void deep_stacks() {
   say("deep_stacks");
-  const int shapes[][3] = {{300, 0, 0}, {300, 1, 0}, {300, 7, 0}, {300, 3, 9}, {260, 250, 0},
-                           {40, 1, 4}};
+  const int shapes[][3] = {{300, 0, 0}, {300, 1, 0},   {300, 7, 0},
+                           {300, 3, 9}, {260, 250, 0}, {40, 1, 4}};
   for (const auto& shape : shapes) {
     g_destroyed.clear();
     std::string what;
@@ -263,10 +263,9 @@ static void deep_stacks() {
     long sum = 0;
     for (size_t i = 0; i < g_destroyed.size(); ++i)
       sum += long(i + 1) * g_destroyed[i];
-    say("  depth " + std::to_string(shape[0]) + ", a destructor every " +
-        std::to_string(shape[1]) + ": caught " + what + ", " +
-        std::to_string(g_destroyed.size()) + " destructors and nested catches, order sum " +
-        std::to_string(sum));
+    say("  depth " + std::to_string(shape[0]) + ", a destructor every " + std::to_string(shape[1]) +
+        ": caught " + what + ", " + std::to_string(g_destroyed.size()) +
+        " destructors and nested catches, order sum " + std::to_string(sum));
   }
 }
 
