@@ -22,18 +22,54 @@ struct RegisteredFrames::Slot {
 
 namespace {
 
+// This process's memory read a page at a time (process_vm_readv: an unmapped page fails the
+// read, never faults), the last pages read kept: the records of a registration (an FDE, its
+// CIE, the region holding both) mostly lie in one page, read once instead of once per field.
+class OwnPages {
+public:
+  bool read(uint64_t addr, void* out, size_t size) {
+    if (size > kPages * kPage) return read_own_memory(addr, out, size);
+    auto* to = static_cast<uint8_t*>(out);
+    while (size) {
+      const uint64_t page = addr & ~(kPage - 1);
+      const uint8_t* bytes = page_at(page);
+      if (!bytes) return false;
+      const size_t n = std::min<uint64_t>(size, page + kPage - addr);
+      std::memcpy(to, bytes + (addr - page), n);
+      to += n, addr += n, size -= n;
+    }
+    return true;
+  }
+
+private:
+  static constexpr uint64_t kPage = 4096;
+  static constexpr size_t kPages = 4;
+  const uint8_t* page_at(uint64_t page) {
+    for (size_t i = 0; i < kPages; ++i)
+      if (held_[i] && at_[i] == page) return bytes_.data() + i * kPage;
+    const size_t i = next_++ % kPages;
+    uint8_t* bytes = bytes_.data() + i * kPage;
+    held_[i] = read_own_memory(page, bytes, kPage);
+    at_[i] = page;
+    return held_[i] ? bytes : nullptr;
+  }
+  std::vector<uint8_t> bytes_ = std::vector<uint8_t>(kPages * kPage); // (16 KiB: not the stack)
+  uint64_t at_[kPages] = {};
+  bool held_[kPages] = {};
+  size_t next_ = 0;
+};
+
 // One .eh_frame record at `addr` in this process: its whole size (length field included), 0 for
 // the terminator; false if it cannot be read.
-bool record_size(uint64_t addr, uint64_t& size) {
+bool record_size(OwnPages& memory, uint64_t addr, uint64_t& size) {
   uint32_t length = 0;
-  if (!read_own_memory(addr, &length, 4)) return false;
+  if (!memory.read(addr, &length, 4)) return false;
   if (length != 0xffffffff) {
     size = length ? 4 + uint64_t(length) : 0;
     return true;
   }
   uint64_t extended = 0;
-  if (!read_own_memory(addr + 4, &extended, 8) || extended > RegisteredFrames::kMaxBytes)
-    return false;
+  if (!memory.read(addr + 4, &extended, 8) || extended > RegisteredFrames::kMaxBytes) return false;
   size = 12 + extended;
   return true;
 }
@@ -79,9 +115,9 @@ std::optional<std::vector<uint8_t>> copy_section(uint64_t begin) {
 
 // An FDE's size and where its CIE is (the CIE pointer is the distance back from its own field),
 // in one read. 64-bit FDEs are not taken (fde_at reads 32-bit ones only).
-bool fde_header(uint64_t fde, uint64_t& size, uint64_t& cie) {
+bool fde_header(OwnPages& memory, uint64_t fde, uint64_t& size, uint64_t& cie) {
   uint32_t words[2] = {};
-  if (!read_own_memory(fde, words, sizeof words)) return false;
+  if (!memory.read(fde, words, sizeof words)) return false;
   const uint32_t length = words[0], id = words[1];
   if (length == 0 || length == 0xffffffff || id == 0 || id > fde + 4) return false;
   size = 4 + uint64_t(length);
@@ -146,16 +182,17 @@ std::vector<FoundFde> fdes_at(const std::vector<uint64_t>& fdes, const PointerBa
                               std::vector<uint8_t>& bytes, uint64_t& region) {
   std::vector<uint64_t> kept;
   uint64_t low = UINT64_MAX, high = 0;
+  OwnPages memory;
   for (const uint64_t fde : fdes) {
     uint64_t cie = 0, fde_size = 0, cie_size = 0;
-    if (!fde_header(fde, fde_size, cie) || !record_size(cie, cie_size)) continue;
+    if (!fde_header(memory, fde, fde_size, cie) || !record_size(memory, cie, cie_size)) continue;
     low = std::min({low, fde, cie});
     high = std::max({high, fde + fde_size, cie + cie_size});
     kept.push_back(fde);
   }
   if (kept.empty() || high - low > RegisteredFrames::kMaxBytes) return {};
   bytes.resize(high - low);
-  if (!read_own_memory(low, bytes.data(), bytes.size())) return {};
+  if (!memory.read(low, bytes.data(), bytes.size())) return {};
   region = low;
   PointerBases bases = given;
   bases.section_addr = low;
