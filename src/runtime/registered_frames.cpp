@@ -344,16 +344,17 @@ void RegisteredFrames::publish() {
     indexes_.push_back(std::make_unique<Index>(capacity));
     next = indexes_.back().get();
   }
-  // Lookups that read `next` when it was current, and still do, see its sequence change.
-  const uint64_t s = next->sequence.load(std::memory_order_relaxed);
-  next->sequence.store(s + 1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
+  // Lookups that read `next` when it was current, and still do, see its sequence change. No
+  // fences (ThreadSanitizer has none): the odd count is an acquire-release exchange, which no
+  // later store passes; each entry is stored with release, so that a lookup's acquire load of
+  // an entry written here also sees the odd count when it reads the count again.
+  const uint64_t s = next->sequence.fetch_add(1, std::memory_order_acq_rel);
   for (size_t i = 0; i < ranges_.size(); ++i) {
-    next->entries[i].start.store(ranges_[i].start, std::memory_order_relaxed);
-    next->entries[i].end.store(ranges_[i].end, std::memory_order_relaxed);
-    next->entries[i].slot.store(ranges_[i].slot, std::memory_order_relaxed);
+    next->entries[i].start.store(ranges_[i].start, std::memory_order_release);
+    next->entries[i].end.store(ranges_[i].end, std::memory_order_release);
+    next->entries[i].slot.store(ranges_[i].slot, std::memory_order_release);
   }
-  next->count.store(ranges_.size(), std::memory_order_relaxed);
+  next->count.store(ranges_.size(), std::memory_order_release);
   next->sequence.store(s + 2, std::memory_order_release);
   spare_ = current_.exchange(next, std::memory_order_acq_rel);
   registered_ranges_.store(ranges_.size(), std::memory_order_release);
@@ -362,7 +363,7 @@ void RegisteredFrames::publish() {
 }
 
 const Module* RegisteredFrames::find(uint64_t pc) const {
-  if (registered_ranges_.load(std::memory_order_relaxed) == 0) return nullptr; // none
+  if (registered_ranges_.load(std::memory_order_acquire) == 0) return nullptr; // none
   // Retried only when a writer rewrote the index read meanwhile (two registrations or removals
   // during one lookup); bounded all the same.
   for (int attempt = 0; attempt < 100000; ++attempt) {
@@ -370,20 +371,20 @@ const Module* RegisteredFrames::find(uint64_t pc) const {
     if (!index) return nullptr;
     const uint64_t before = index->sequence.load(std::memory_order_acquire);
     if (before & 1) continue; // no longer current: being rewritten
-    size_t n = std::min(index->count.load(std::memory_order_relaxed), index->capacity);
+    size_t n = std::min(index->count.load(std::memory_order_acquire), index->capacity);
     const Slot* found = nullptr;
     const Index::Entry* e = index->entries.get();
-    if (n && e[0].start.load(std::memory_order_relaxed) <= pc) {
+    if (n && e[0].start.load(std::memory_order_acquire) <= pc) {
       size_t lo = 0; // the last range starting at or below pc
       while (n > 1) {
         const size_t half = n / 2;
-        if (e[lo + half].start.load(std::memory_order_relaxed) <= pc) lo += half;
+        if (e[lo + half].start.load(std::memory_order_acquire) <= pc) lo += half;
         n -= half;
       }
-      if (pc < e[lo].end.load(std::memory_order_relaxed))
-        found = e[lo].slot.load(std::memory_order_relaxed);
+      if (pc < e[lo].end.load(std::memory_order_acquire))
+        found = e[lo].slot.load(std::memory_order_acquire);
     }
-    std::atomic_thread_fence(std::memory_order_acquire);
+    // (the entries' acquire loads keep this read after them)
     if (index->sequence.load(std::memory_order_relaxed) == before)
       return found ? &found->module : nullptr;
   }
