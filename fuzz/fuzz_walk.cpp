@@ -51,9 +51,9 @@ struct World {
 
 // The general walk's pcs from `regs` over `memory`, and why it stopped.
 size_t general_walk(World& w, const ehelf::RegisterState& regs, ehelf::LocalMemory memory,
-                    bool exact, uint64_t* pcs, size_t max, ehelf::StopReason& why) {
+                    ehelf::FrameAddress first, uint64_t* pcs, size_t max, ehelf::StopReason& why) {
   ehelf::FrameInfo frames[256];
-  const size_t n = w.general->backtrace(regs, memory, frames, max < 256 ? max : 256, &why, exact);
+  const size_t n = w.general->backtrace(regs, memory, frames, max < 256 ? max : 256, &why, first);
   for (size_t i = 0; i < n; ++i)
     pcs[i] = frames[i].pc;
   return n;
@@ -94,6 +94,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::memcpy(stack.data() + 8 * i, &v, 8);
   }
   const uint8_t flags = header[7];
+  const ehelf::FrameAddress first =
+      (flags & 8) ? ehelf::FrameAddress::Exact : ehelf::FrameAddress::ReturnAddress;
   ehelf::RegisterState regs;
   regs.set(ehelf::x86_64::RIP, w.pcs[u16(header) % w.pcs.size()] + (flags & 1));
   const uint64_t sp_off = (u16(header + 2) % stack.size()) & ~uint64_t(flags & 2 ? 0 : 7);
@@ -106,15 +108,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                            uint64_t(header[6])};
     const size_t max = 1 + header[6];
     const size_t n = w.unwinder->backtrace_local(start, ehelf::AddressRange{lo, lo + stack.size()},
-                                                 pcs, max, &why, (flags & 8) != 0);
+                                                 pcs, max, &why, first);
     regs.set(ehelf::x86_64::RSP, start.sp);
     regs.set(ehelf::x86_64::RBP, start.bp);
     regs.set(ehelf::x86_64::RBX, start.bx);
     uint64_t other[256];
     ehelf::StopReason why_general;
     const size_t m =
-        general_walk(w, regs, ehelf::LocalMemory(ehelf::AddressRange{lo, lo + stack.size()}),
-                     (flags & 8) != 0, other, max, why_general);
+        general_walk(w, regs, ehelf::LocalMemory(ehelf::AddressRange{lo, lo + stack.size()}), first,
+                     other, max, why_general);
     same_or_abort(pcs, n, why, other, m, why_general);
   } else { // at `base`, read through the range's delta, as a perf sample's copy
     regs.set(ehelf::x86_64::RSP, base + sp_off);
@@ -123,23 +125,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     ehelf::LocalMemory memory;
     memory.add(ehelf::AddressRange{base, base + stack.size()},
                static_cast<int64_t>(reinterpret_cast<uint64_t>(stack.data()) - base));
-    const size_t n = w.unwinder->backtrace_direct(regs, memory, pcs, 256, &why, (flags & 8) != 0,
+    const size_t n = w.unwinder->backtrace_direct(regs, memory, pcs, 256, &why, first,
                                                   (flags & 64) ? &w.own : nullptr);
     uint64_t other[256];
     ehelf::StopReason why_general;
-    const size_t m = general_walk(w, regs, memory, (flags & 8) != 0, other, 256, why_general);
+    const size_t m = general_walk(w, regs, memory, first, other, 256, why_general);
     same_or_abort(pcs, n, why, other, m, why_general);
     // A perf sample's walk (backtrace_sample): the copy from rsp up, in a heap block of its own
     // (AddressSanitizer's redzones on both sides), against the general walk over that range.
     const std::vector<uint8_t> copy(stack.begin() + static_cast<ptrdiff_t>(sp_off), stack.end());
-    const size_t k =
-        w.unwinder->backtrace_sample(regs, copy, pcs, 1 + header[6], &why, (flags & 8) != 0);
+    const size_t k = w.unwinder->backtrace_sample(regs, copy, pcs, 1 + header[6], &why, first);
     ehelf::LocalMemory from_sp;
     if (!copy.empty())
       from_sp.add(ehelf::AddressRange{base + sp_off, base + stack.size()},
                   static_cast<int64_t>(reinterpret_cast<uint64_t>(copy.data()) - base - sp_off));
-    const size_t g =
-        general_walk(w, regs, from_sp, (flags & 8) != 0, other, 1 + header[6], why_general);
+    const size_t g = general_walk(w, regs, from_sp, first, other, 1 + header[6], why_general);
     same_or_abort(pcs, k, why, other, g, why_general);
   }
   if (flags == 0xff) w.unwinder->clear_cache();
