@@ -233,9 +233,10 @@ bool fdes_in_section(std::span<const uint8_t> bytes, uint64_t section, const Poi
 // A table registration's FDE addresses (null-terminated pointers at `table`).
 std::vector<uint64_t> table_entries(uint64_t table) {
   std::vector<uint64_t> fdes;
+  OwnPages memory; // (a page read per 512 pointers, not a system call per pointer)
   for (uint64_t i = 0; i < RegisteredFrames::kMaxTableEntries; ++i) {
     uint64_t fde = 0;
-    if (!read_own_memory(table + 8 * i, &fde, 8) || fde == 0) break;
+    if (!memory.read(table + 8 * i, &fde, 8) || fde == 0) break;
     fdes.push_back(fde);
   }
   return fdes;
