@@ -169,6 +169,12 @@ uint64_t ModuleMap::Generation::next() {
   return counter.fetch_add(1, std::memory_order_relaxed) + 1;
 }
 
+const Module* ModuleMap::find_unlisted(uint64_t pc) const {
+  if (registered_)
+    if (const Module* m = registered_->find(pc)) return m;
+  return late_ ? late_->find(pc) : nullptr;
+}
+
 void ModuleMap::finish() {
   generation_.renew();
   std::sort(modules_.begin(), modules_.end(),

@@ -170,9 +170,7 @@ public:
   const Module* find(uint64_t pc) const {
     if (const Module* m = find_listed(pc)) [[likely]]
       return m;
-    if (registered_)
-      if (const Module* m = registered_->find(pc)) return m;
-    return late_ ? late_->find(pc) : nullptr;
+    return find_unlisted(pc);
   }
   // Where find() looks for pcs in none of the listed modules (null: nowhere), not owned: the
   // frames the program registered (RegisteredFrames: a lookup in memory), then the libraries
@@ -207,6 +205,9 @@ public:
 
 private:
   const Module* find_listed(uint64_t pc) const;
+  // find() past the listed modules: the registered frames, then the late libraries (out of
+  // line: find() is inlined into every step).
+  const Module* find_unlisted(uint64_t pc) const;
 
   const LateModuleSource* late_ = nullptr;
   const LateModuleSource* registered_ = nullptr;
