@@ -1,5 +1,7 @@
 #include "dwarf/cfa_interpreter.hpp"
 
+#include "dwarf/cfa_program.hpp"
+
 #include <algorithm>
 #include <fmt/format.h>
 
@@ -63,151 +65,142 @@ Status CfaInterpreter::run(const CfiSection& section, const Cie& cie, const Fde&
   return Ok{};
 }
 
+namespace {
+
+// The growable storage of apply_cfa_instruction's rules: the interpreter's state, every row
+// emitted as the location moves. `Intern` decodes an expression into the table.
+template <class Intern> struct TableRules {
+  CfaState& state;
+  const CfaState& initial;
+  std::vector<CfaState>& stack;
+  uint64_t& loc;
+  const uint64_t end;
+  const std::function<void(const InterpretedRow&)>* emit;
+  Intern& intern;
+  Error expression_error = Error::plain(""); // why intern failed
+  uint64_t rows = 0;
+
+  uint64_t location() const { return loc; }
+  // Moves the location, emitting the row that ends there. Rows past the FDE's end are dropped:
+  // they can never be looked up.
+  CfaFault advance_to(uint64_t next) {
+    if (emit && next > loc && loc < end) {
+      (*emit)(InterpretedRow{loc, std::min(next, end), &state});
+      if (++rows > cfi_limits::kMaxRowsPerFde) return CfaFault::TooManyRows;
+    }
+    loc = next;
+    return CfaFault::None;
+  }
+  CfaFault set(unsigned column, RegisterRule::Kind kind, int64_t offset, unsigned reg,
+               const CfaInstruction& in) {
+    uint32_t expr = kNoExpression;
+    if (kind == RegisterRule::Kind::Expression || kind == RegisterRule::Kind::ValExpression) {
+      auto e = intern(in);
+      if (!e) {
+        expression_error = std::move(e).error();
+        return CfaFault::BadExpression;
+      }
+      expr = *e;
+    }
+    state.set(column, RegisterRule{kind, static_cast<uint16_t>(reg), offset, expr});
+    return CfaFault::None;
+  }
+  void restore(unsigned column, bool in_fde) {
+    if (const RegisterRule* r = initial.rule_for(column); r && in_fde)
+      state.set(column, *r);
+    else
+      state.erase(column);
+  }
+  CfaFault remember() {
+    if (stack.size() >= CfaInterpreter::kMaxStateStack) return CfaFault::RememberedTooDeep;
+    stack.push_back(state);
+    return CfaFault::None;
+  }
+  CfaFault restore_state() {
+    if (stack.empty()) return CfaFault::NothingRemembered;
+    int64_t args_size = state.args_size; // not part of the remembered state
+    state = std::move(stack.back());
+    state.args_size = args_size;
+    stack.pop_back();
+    return CfaFault::None;
+  }
+  CfaFault def_cfa(unsigned reg, int64_t offset) {
+    state.cfa =
+        CfaRule{CfaRule::Kind::RegOffset, static_cast<uint16_t>(reg), offset, kNoExpression};
+    return CfaFault::None;
+  }
+  void def_cfa_register(unsigned reg) {
+    if (state.cfa.kind != CfaRule::Kind::RegOffset) state.cfa.offset = 0;
+    state.cfa.kind = CfaRule::Kind::RegOffset;
+    state.cfa.reg = static_cast<uint16_t>(reg);
+    state.cfa.expr = kNoExpression;
+  }
+  bool cfa_is_expression() const { return state.cfa.kind == CfaRule::Kind::Expression; }
+  CfaFault def_cfa_offset(int64_t offset) {
+    state.cfa.kind = CfaRule::Kind::RegOffset;
+    state.cfa.offset = offset;
+    return CfaFault::None;
+  }
+  CfaFault def_cfa_expression(const CfaInstruction& in) {
+    auto e = intern(in);
+    if (!e) {
+      expression_error = std::move(e).error();
+      return CfaFault::BadExpression;
+    }
+    state.cfa = CfaRule{CfaRule::Kind::Expression, 0, 0, *e};
+    return CfaFault::None;
+  }
+  void args_size(int64_t size) { state.args_size = size; }
+};
+
+} // namespace
+
 Status CfaInterpreter::execute(const CfiSection& section, const Cie& cie, const Fde* fde,
                                const PointerBases& bases, uint64_t& loc, uint64_t end,
                                const std::function<void(const InterpretedRow&)>* emit) {
-  auto error = [&](const CfaInstruction& in, std::string msg) -> Status {
-    return Error::at(section.name, in.offset,
-                     fmt::format("{}: {}", dw::cfa_name(in.opcode), std::move(msg)));
-  };
-  uint64_t rows = 0;
-  // Moves the location, emitting the row that ends there. Rows past the FDE's end are dropped:
-  // they can never be looked up.
-  auto advance_to = [&](uint64_t next) {
-    if (emit && next > loc && loc < end) {
-      (*emit)(InterpretedRow{loc, std::min(next, end), &state_});
-      ++rows;
-    }
-    loc = next;
-  };
+  auto intern = [&](const CfaInstruction& in) { return intern_expression(section, in); };
+  TableRules<decltype(intern)> rules{state_, initial_, stack_, loc, end, emit, intern};
+  const CfaFactors factors{cie.code_align, cie.data_align};
   ByteCursor cursor(fde ? fde->instructions : cie.instructions,
                     fde ? fde->instructions_offset : cie.instructions_offset);
   uint64_t instructions = 0;
   CfaInstruction in;
   while (!cursor.at_end()) {
     if (auto st = decode_cfa_step(section, cursor, cie, bases, in); !st) return st;
-    if (++instructions > cfi_limits::kMaxInstructionsPerProgram)
-      return error(in, fmt::format("more than {} instructions in one program: refused",
-                                   cfi_limits::kMaxInstructionsPerProgram));
-    if (in.reg > kMaxColumn)
-      return error(in, fmt::format("register number {} is too large", in.reg));
-    auto set = [&](RegisterRule::Kind kind, int64_t offset = 0, uint16_t reg = 0,
-                   uint32_t expr = kNoExpression) {
-      state_.set(static_cast<unsigned>(in.reg), RegisterRule{kind, reg, offset, expr});
+    auto error = [&](std::string msg) -> Status {
+      return Error::at(section.name, in.offset,
+                       fmt::format("{}: {}", dw::cfa_name(in.opcode), std::move(msg)));
     };
-    // Wrapping arithmetic: hostile operands must not overflow a signed multiplication.
-    int64_t factored = static_cast<int64_t>(static_cast<uint64_t>(in.operand) *
-                                            static_cast<uint64_t>(cie.data_align));
-    switch (in.opcode) {
-    case dw::CFA_advance_loc:
-    case dw::CFA_advance_loc1:
-    case dw::CFA_advance_loc2:
-    case dw::CFA_advance_loc4:
-    case dw::CFA_MIPS_advance_loc8:
-      if (fde) {
-        uint64_t step = in.delta * cie.code_align;
-        if (loc + step < loc) return error(in, "location overflows");
-        advance_to(loc + step);
-      }
+    if (++instructions > cfi_limits::kMaxInstructionsPerProgram)
+      return error(fmt::format("more than {} instructions in one program: refused",
+                               cfi_limits::kMaxInstructionsPerProgram));
+    switch (apply_cfa_instruction(in, factors, fde != nullptr, rules)) {
+    case CfaFault::None:
+    case CfaFault::Stopped:
       break;
-    case dw::CFA_set_loc:
-      if (fde) {
-        if (in.address < loc)
-          return error(
-              in, fmt::format("moves the location backwards ({:#x} < {:#x})", in.address, loc));
-        advance_to(in.address);
-      }
-      break;
-    case dw::CFA_offset:
-    case dw::CFA_offset_extended:
-    case dw::CFA_offset_extended_sf:
-      set(RegisterRule::Kind::Offset, factored);
-      break;
-    case dw::CFA_GNU_negative_offset_extended:
-      set(RegisterRule::Kind::Offset, -factored);
-      break;
-    case dw::CFA_val_offset:
-    case dw::CFA_val_offset_sf:
-      set(RegisterRule::Kind::ValOffset, factored);
-      break;
-    case dw::CFA_restore:
-    case dw::CFA_restore_extended:
-      if (const RegisterRule* r = initial_.rule_for(static_cast<unsigned>(in.reg)); r && fde)
-        state_.set(static_cast<unsigned>(in.reg), *r);
-      else
-        state_.erase(static_cast<unsigned>(in.reg));
-      break;
-    case dw::CFA_undefined:
-      set(RegisterRule::Kind::Undefined);
-      break;
-    case dw::CFA_same_value:
-      set(RegisterRule::Kind::SameValue);
-      break;
-    case dw::CFA_register:
-      if (in.reg2 > kMaxColumn)
-        return error(in, fmt::format("register number {} is too large", in.reg2));
-      set(RegisterRule::Kind::Register, 0, static_cast<uint16_t>(in.reg2));
-      break;
-    case dw::CFA_remember_state:
-      if (stack_.size() >= kMaxStateStack) return error(in, "state stack too deep");
-      stack_.push_back(state_);
-      break;
-    case dw::CFA_restore_state: {
-      if (stack_.empty()) return error(in, "no remembered state to restore");
-      int64_t args_size = state_.args_size; // not part of the remembered state
-      state_ = std::move(stack_.back());
-      state_.args_size = args_size;
-      stack_.pop_back();
-      break;
-    }
-    case dw::CFA_def_cfa:
-      state_.cfa = CfaRule{CfaRule::Kind::RegOffset, static_cast<uint16_t>(in.reg), in.operand,
-                           kNoExpression};
-      break;
-    case dw::CFA_def_cfa_sf:
-      state_.cfa =
-          CfaRule{CfaRule::Kind::RegOffset, static_cast<uint16_t>(in.reg), factored, kNoExpression};
-      break;
-    case dw::CFA_def_cfa_register:
-      if (state_.cfa.kind != CfaRule::Kind::RegOffset) state_.cfa.offset = 0;
-      state_.cfa.kind = CfaRule::Kind::RegOffset;
-      state_.cfa.reg = static_cast<uint16_t>(in.reg);
-      state_.cfa.expr = kNoExpression;
-      break;
-    case dw::CFA_def_cfa_offset:
-    case dw::CFA_def_cfa_offset_sf:
-      if (state_.cfa.kind == CfaRule::Kind::Expression)
-        return error(in, "the CFA is defined by an expression");
-      state_.cfa.kind = CfaRule::Kind::RegOffset;
-      state_.cfa.offset = in.opcode == dw::CFA_def_cfa_offset ? in.operand : factored;
-      break;
-    case dw::CFA_def_cfa_expression: {
-      auto e = intern_expression(section, in);
-      if (!e) return std::move(e).error();
-      state_.cfa = CfaRule{CfaRule::Kind::Expression, 0, 0, *e};
-      break;
-    }
-    case dw::CFA_expression:
-    case dw::CFA_val_expression: {
-      auto e = intern_expression(section, in);
-      if (!e) return std::move(e).error();
-      set(in.opcode == dw::CFA_expression ? RegisterRule::Kind::Expression
-                                          : RegisterRule::Kind::ValExpression,
-          0, 0, *e);
-      break;
-    }
-    case dw::CFA_GNU_args_size:
-      state_.args_size = in.operand;
-      break;
-    case dw::CFA_nop:
-    case dw::CFA_GNU_window_save: // SPARC/AArch64 only; no x86_64 meaning
-      break;
-    default:
-      return error(in, "unhandled instruction");
-    }
-    if (rows > cfi_limits::kMaxRowsPerFde)
+    case CfaFault::LocationOverflows:
+      return error("location overflows");
+    case CfaFault::LocationBackwards:
+      return error(fmt::format("moves the location backwards ({:#x} < {:#x})", in.address, loc));
+    case CfaFault::RegisterTooLarge:
+      return error(fmt::format("register number {} is too large",
+                               in.reg > kMaxCfaColumn ? in.reg : in.reg2));
+    case CfaFault::NothingRemembered:
+      return error("no remembered state to restore");
+    case CfaFault::CfaIsExpression:
+      return error("the CFA is defined by an expression");
+    case CfaFault::Unhandled:
+      return error("unhandled instruction");
+    case CfaFault::RememberedTooDeep:
+      return error("state stack too deep");
+    case CfaFault::TooManyRows:
       return error(
-          in, fmt::format("more than {} rows in one FDE: refused", cfi_limits::kMaxRowsPerFde));
+          fmt::format("more than {} rows in one FDE: refused", cfi_limits::kMaxRowsPerFde));
+    case CfaFault::BadExpression:
+      return std::move(rules.expression_error);
+    case CfaFault::BeyondStorage: // (only fixed storage has values it cannot hold)
+      return error("a value this interpreter cannot hold");
+    }
   }
   return Ok{};
 }

@@ -1,5 +1,7 @@
 // CfaInterpreter: runs a CIE's initial instructions and an FDE's program, producing the rows of
-// the FDE (DWARF 5 section 6.4.2) in model form.
+// the FDE (DWARF 5 section 6.4.2) in model form: what each instruction means is
+// apply_cfa_instruction's (cfa_program.hpp), shared with RowLookup; this keeps the rules in
+// growable storage (any column up to kMaxCfaColumn).
 #pragma once
 
 #include <cstdint>
@@ -37,7 +39,6 @@ public:
   // Expressions met in the programs are decoded and interned into `table`.
   explicit CfaInterpreter(UnwindTable& table) : table_(table) {}
 
-  static constexpr unsigned kMaxColumn = 1023;   // larger register numbers are malformed
   static constexpr unsigned kMaxStateStack = 64; // remember_state depth
 
   // Calls `emit` for each row with a non-empty address range, in address order. Programs are

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "dwarf/cfa_instruction.hpp"
+#include "dwarf/cfa_program.hpp"
 #include "dwarf/constants.hpp"
 #include "support/byte_cursor.hpp"
 
@@ -114,8 +115,9 @@ RowStatus parse_cie(const CfiImage& img, uint64_t offset, const PointerBases& ba
   return RowStatus::Found;
 }
 
-// Runs CFA programs into a FixedState up to `target`: the rules of DW_CFA_* exactly as
-// CfaInterpreter::execute applies them, on fixed storage.
+// Runs CFA programs into a FixedState up to `target`: apply_cfa_instruction's meaning of each
+// instruction (the one CfaInterpreter applies too), on fixed storage. The storage's calls are
+// public for apply_cfa_instruction; the interpreter's use is run_initial and run_fde.
 class FixedInterpreter {
 public:
   FixedInterpreter(const CfiImage& img, const ParsedCie& cie, const PointerBases& bases,
@@ -126,7 +128,7 @@ public:
 
   // The CIE's initial instructions (no location moves).
   RowStatus run_initial() {
-    RowStatus s = run(cie_.instructions, cie_.instructions_at, nullptr);
+    RowStatus s = run(cie_.instructions, cie_.instructions_at, false);
     initial_ = state_;
     return s;
   }
@@ -136,26 +138,114 @@ public:
                     uint64_t pc_end, uint64_t& begin, uint64_t& end) {
     loc_ = pc_begin;
     end_ = pc_end;
-    RowStatus s = run(program, at, &begin);
+    RowStatus s = run(program, at, true);
     if (s != RowStatus::Found) return s;
-    if (!stopped_) begin = loc_;
+    begin = stopped_ ? stop_begin_ : loc_;
     end = stopped_ ? stop_end_ : pc_end;
     return RowStatus::Found;
   }
   const FixedState& state() const { return state_; }
 
+  // The storage (cfa_program.hpp).
+  uint64_t location() const { return loc_; }
+  CfaFault advance_to(uint64_t next) {
+    if (next > target_) { // the row [loc_, next) holds the target
+      stop_begin_ = loc_;
+      stop_end_ = next < end_ ? next : end_;
+      stopped_ = true;
+      return CfaFault::Stopped;
+    }
+    // As the table's interpreter counts rows: one per move within the FDE's range.
+    if (next > loc_ && loc_ < end_ && ++rows_ > cfi_limits::kMaxRowsPerFde)
+      return CfaFault::TooManyRows;
+    loc_ = next;
+    return CfaFault::None;
+  }
+  CfaFault set(unsigned column, RegisterRule::Kind kind, int64_t offset, unsigned reg,
+               const CfaInstruction& in) {
+    if (!fits32(offset)) return CfaFault::BeyondStorage;
+    if (column >= FoundRow::kColumns) return CfaFault::None; // not a register we track
+    FixedRule& r = state_.column[column];
+    r = FixedRule{static_cast<uint8_t>(kind),   true, static_cast<uint16_t>(reg),
+                  static_cast<int32_t>(offset), 0,    0};
+    if (!in.expression.empty() || kind == RegisterRule::Kind::Expression ||
+        kind == RegisterRule::Kind::ValExpression) {
+      r.expr_at = static_cast<uint32_t>(in.expression.data() - img_.eh_frame.data());
+      r.expr_size = static_cast<uint32_t>(in.expression.size());
+    }
+    return CfaFault::None;
+  }
+  void restore(unsigned column, bool in_fde) {
+    if (column < FoundRow::kColumns)
+      state_.column[column] = in_fde ? initial_.column[column] : FixedRule{};
+  }
+  CfaFault remember() {
+    if (depth_ == RowLookup::kMaxRemembered) return CfaFault::RememberedTooDeep;
+    remembered_.state[depth_++] = state_;
+    return CfaFault::None;
+  }
+  CfaFault restore_state() {
+    if (depth_ == 0) return CfaFault::NothingRemembered;
+    state_ = remembered_.state[--depth_];
+    return CfaFault::None;
+  }
+  CfaFault def_cfa(unsigned reg, int64_t offset) {
+    if (!fits32(offset)) return CfaFault::BeyondStorage;
+    state_.cfa = FixedRule{static_cast<uint8_t>(CfaRule::Kind::RegOffset),
+                           true,
+                           static_cast<uint16_t>(reg),
+                           static_cast<int32_t>(offset),
+                           0,
+                           0};
+    return CfaFault::None;
+  }
+  void def_cfa_register(unsigned reg) {
+    if (state_.cfa.kind != static_cast<uint8_t>(CfaRule::Kind::RegOffset)) state_.cfa.offset = 0;
+    state_.cfa.kind = static_cast<uint8_t>(CfaRule::Kind::RegOffset);
+    state_.cfa.reg = static_cast<uint16_t>(reg);
+    state_.cfa.expr_size = 0;
+  }
+  bool cfa_is_expression() const {
+    return state_.cfa.kind == static_cast<uint8_t>(CfaRule::Kind::Expression);
+  }
+  CfaFault def_cfa_offset(int64_t offset) {
+    if (!fits32(offset)) return CfaFault::BeyondStorage;
+    state_.cfa.kind = static_cast<uint8_t>(CfaRule::Kind::RegOffset);
+    state_.cfa.offset = static_cast<int32_t>(offset);
+    return CfaFault::None;
+  }
+  CfaFault def_cfa_expression(const CfaInstruction& in) {
+    state_.cfa = FixedRule{static_cast<uint8_t>(CfaRule::Kind::Expression),
+                           true,
+                           0,
+                           0,
+                           static_cast<uint32_t>(in.expression.data() - img_.eh_frame.data()),
+                           static_cast<uint32_t>(in.expression.size())};
+    return CfaFault::None;
+  }
+  void args_size(int64_t) {} // not part of a row the runtime uses
+
 private:
-  // `begin` null: the CIE program, where location moves are ignored.
-  RowStatus run(std::span<const uint8_t> program, uint64_t at, uint64_t* begin) {
+  RowStatus run(std::span<const uint8_t> program, uint64_t at, bool in_fde) {
     ByteCursor c(program, at);
+    const CfaFactors factors{cie_.code_align, cie_.data_align};
     while (!c.at_end()) {
       if (++steps_ > RowLookup::kMaxInstructions) return RowStatus::TooComplex;
       CfaInstruction in;
       // Instruction offsets are section offsets: the cursor's base is the program's position.
       if (decode_cfa_instruction(c, cie_as_model(), bases_, in)) return RowStatus::Malformed;
-      RowStatus s = apply(in, begin);
-      if (s != RowStatus::Found) return s;
-      if (stopped_) return RowStatus::Found;
+      switch (apply_cfa_instruction(in, factors, in_fde, *this)) {
+      case CfaFault::None:
+        break;
+      case CfaFault::Stopped:
+        return RowStatus::Found;
+      case CfaFault::RememberedTooDeep:
+      case CfaFault::TooManyRows:
+      case CfaFault::BeyondStorage:
+        return RowStatus::TooComplex;
+      default:
+        return RowStatus::Malformed;
+      }
     }
     return RowStatus::Found;
   }
@@ -165,136 +255,7 @@ private:
     return model_cie_;
   }
 
-  RowStatus advance_to(uint64_t next, uint64_t* begin) {
-    if (!begin) return RowStatus::Found;
-    if (next > target_) { // the row [loc_, next) holds the target
-      *begin = loc_;
-      stop_end_ = next < end_ ? next : end_;
-      stopped_ = true;
-      return RowStatus::Found;
-    }
-    // As the table's interpreter counts rows: one per move within the FDE's range.
-    if (next > loc_ && loc_ < end_ && ++rows_ > cfi_limits::kMaxRowsPerFde)
-      return RowStatus::TooComplex;
-    loc_ = next;
-    return RowStatus::Found;
-  }
-
   static bool fits32(int64_t v) { return v >= INT32_MIN && v <= INT32_MAX; }
-
-  RowStatus set(const CfaInstruction& in, RegisterRule::Kind kind, int64_t offset = 0,
-                uint64_t reg = 0) {
-    if (!fits32(offset)) return RowStatus::TooComplex;
-    if (in.reg >= FoundRow::kColumns) return RowStatus::Found; // not a register we track
-    FixedRule& r = state_.column[in.reg];
-    r = FixedRule{static_cast<uint8_t>(kind),   true, static_cast<uint16_t>(reg),
-                  static_cast<int32_t>(offset), 0,    0};
-    if (!in.expression.empty() || kind == RegisterRule::Kind::Expression ||
-        kind == RegisterRule::Kind::ValExpression) {
-      r.expr_at = static_cast<uint32_t>(in.expression.data() - img_.eh_frame.data());
-      r.expr_size = static_cast<uint32_t>(in.expression.size());
-    }
-    return RowStatus::Found;
-  }
-
-  RowStatus apply(const CfaInstruction& in, uint64_t* begin) {
-    constexpr uint64_t kMaxColumn = 1023; // as CfaInterpreter: larger numbers are malformed
-    if (in.reg > kMaxColumn) return RowStatus::Malformed;
-    const int64_t factored = static_cast<int64_t>(static_cast<uint64_t>(in.operand) *
-                                                  static_cast<uint64_t>(cie_.data_align));
-    using K = RegisterRule::Kind;
-    switch (in.opcode) {
-    case dw::CFA_advance_loc:
-    case dw::CFA_advance_loc1:
-    case dw::CFA_advance_loc2:
-    case dw::CFA_advance_loc4:
-    case dw::CFA_MIPS_advance_loc8: {
-      if (!begin) return RowStatus::Found;
-      const uint64_t step = in.delta * cie_.code_align;
-      if (loc_ + step < loc_) return RowStatus::Malformed;
-      return advance_to(loc_ + step, begin);
-    }
-    case dw::CFA_set_loc:
-      if (!begin) return RowStatus::Found;
-      if (in.address < loc_) return RowStatus::Malformed;
-      return advance_to(in.address, begin);
-    case dw::CFA_offset:
-    case dw::CFA_offset_extended:
-    case dw::CFA_offset_extended_sf:
-      return set(in, K::Offset, factored);
-    case dw::CFA_GNU_negative_offset_extended:
-      return set(in, K::Offset, static_cast<int64_t>(0 - static_cast<uint64_t>(factored)));
-    case dw::CFA_val_offset:
-    case dw::CFA_val_offset_sf:
-      return set(in, K::ValOffset, factored);
-    case dw::CFA_restore:
-    case dw::CFA_restore_extended:
-      if (in.reg < FoundRow::kColumns)
-        state_.column[in.reg] = begin ? initial_.column[in.reg] : FixedRule{};
-      return RowStatus::Found;
-    case dw::CFA_undefined:
-      return set(in, K::Undefined);
-    case dw::CFA_same_value:
-      return set(in, K::SameValue);
-    case dw::CFA_register:
-      if (in.reg2 > kMaxColumn) return RowStatus::Malformed;
-      return set(in, K::Register, 0, in.reg2);
-    case dw::CFA_remember_state:
-      if (depth_ == RowLookup::kMaxRemembered) return RowStatus::TooComplex;
-      remembered_.state[depth_++] = state_;
-      return RowStatus::Found;
-    case dw::CFA_restore_state:
-      if (depth_ == 0) return RowStatus::Malformed;
-      state_ = remembered_.state[--depth_];
-      return RowStatus::Found;
-    case dw::CFA_def_cfa:
-    case dw::CFA_def_cfa_sf: {
-      const int64_t offset = in.opcode == dw::CFA_def_cfa ? in.operand : factored;
-      if (!fits32(offset)) return RowStatus::TooComplex;
-      state_.cfa = FixedRule{static_cast<uint8_t>(CfaRule::Kind::RegOffset),
-                             true,
-                             static_cast<uint16_t>(in.reg),
-                             static_cast<int32_t>(offset),
-                             0,
-                             0};
-      return RowStatus::Found;
-    }
-    case dw::CFA_def_cfa_register:
-      if (state_.cfa.kind != static_cast<uint8_t>(CfaRule::Kind::RegOffset)) state_.cfa.offset = 0;
-      state_.cfa.kind = static_cast<uint8_t>(CfaRule::Kind::RegOffset);
-      state_.cfa.reg = static_cast<uint16_t>(in.reg);
-      state_.cfa.expr_size = 0;
-      return RowStatus::Found;
-    case dw::CFA_def_cfa_offset:
-    case dw::CFA_def_cfa_offset_sf: {
-      if (state_.cfa.kind == static_cast<uint8_t>(CfaRule::Kind::Expression))
-        return RowStatus::Malformed;
-      const int64_t offset = in.opcode == dw::CFA_def_cfa_offset ? in.operand : factored;
-      if (!fits32(offset)) return RowStatus::TooComplex;
-      state_.cfa.kind = static_cast<uint8_t>(CfaRule::Kind::RegOffset);
-      state_.cfa.offset = static_cast<int32_t>(offset);
-      return RowStatus::Found;
-    }
-    case dw::CFA_def_cfa_expression:
-      state_.cfa = FixedRule{static_cast<uint8_t>(CfaRule::Kind::Expression),
-                             true,
-                             0,
-                             0,
-                             static_cast<uint32_t>(in.expression.data() - img_.eh_frame.data()),
-                             static_cast<uint32_t>(in.expression.size())};
-      return RowStatus::Found;
-    case dw::CFA_expression:
-      return set(in, K::Expression);
-    case dw::CFA_val_expression:
-      return set(in, K::ValExpression);
-    case dw::CFA_GNU_args_size:
-    case dw::CFA_nop:
-    case dw::CFA_GNU_window_save:
-      return RowStatus::Found;
-    default:
-      return RowStatus::Malformed;
-    }
-  }
 
   const CfiImage& img_;
   const ParsedCie& cie_;
@@ -309,7 +270,7 @@ private:
     FixedState state[RowLookup::kMaxRemembered];
   } remembered_;
   unsigned depth_ = 0;
-  uint64_t loc_ = 0, end_ = 0, stop_end_ = 0;
+  uint64_t loc_ = 0, end_ = 0, stop_begin_ = 0, stop_end_ = 0;
   uint64_t steps_ = 0;
   uint64_t rows_ = 0; // rows of the FDE passed before the target's
   bool stopped_ = false;
