@@ -97,85 +97,43 @@ private:
     cie.offset = start;
     cie.length = length;
     cie.dwarf64 = dwarf64;
-    cie.end_offset = e.offset() + e.remaining();
-    cie.version = e.u8();
-    bool eh = s_.format == CfiFormat::EhFrame;
-    if (!(cie.version == 1 || cie.version == 3 || (!eh && cie.version == 4))) {
-      fail(start, fmt::format("unsupported CIE version {}", cie.version));
+    const CieFault fault = read_cie_fields(e, s_.format, bases_, cie);
+    using K = CieFault::Kind;
+    switch (fault.kind) {
+    case K::None:
+      break;
+    case K::Version:
+      fail(start, fmt::format("unsupported CIE version {}", fault.value));
       return -1;
-    }
-    cie.augmentation = e.cstring();
-    if (!e.ok()) {
+    case K::UnterminatedAugmentation:
       fail(start, "unterminated CIE augmentation string");
       return -1;
-    }
-    if (cie.version >= 4) {
-      cie.address_size = e.u8();
-      cie.segment_size = e.u8();
-      if (cie.address_size != 8 && cie.address_size != 4) {
-        fail(start, fmt::format("unsupported CIE address size {}", cie.address_size));
-        return -1;
-      }
-      if (cie.segment_size != 0) {
-        fail(start, fmt::format("unsupported CIE segment selector size {}", cie.segment_size));
-        return -1;
-      }
-    }
-    if (cie.augmentation.starts_with("eh")) e.skip(cie.address_size); // GCC 2.x EH data pointer
-    cie.code_align = e.uleb();
-    cie.data_align = e.sleb();
-    cie.ra_register = cie.version == 1 ? e.u8() : e.uleb();
-    if (!e.ok()) {
+    case K::AddressSize:
+      fail(start, fmt::format("unsupported CIE address size {}", fault.value));
+      return -1;
+    case K::SegmentSize:
+      fail(start, fmt::format("unsupported CIE segment selector size {}", fault.value));
+      return -1;
+    case K::TruncatedHeader:
       fail(start, "truncated CIE header");
       return -1;
-    }
-    if (!eh) cie.fde_encoding = cie.address_size == 4 ? dw::EH_PE_udata4 : dw::EH_PE_absptr;
-
-    std::string_view aug = cie.augmentation;
-    if (aug.starts_with("eh")) aug.remove_prefix(2);
-    if (!aug.empty() && aug[0] == 'z') {
-      cie.has_augmentation_data = true;
-      uint64_t aug_len = e.uleb();
-      uint64_t aug_start = e.offset();
-      cie.augmentation_data = e.bytes(aug_len);
-      if (!e.ok()) {
-        fail(start, fmt::format("CIE augmentation data length {:#x} runs past the entry", aug_len));
-        return -1;
-      }
-      ByteCursor a(cie.augmentation_data, aug_start);
-      Augmentation facts;
-      facts.fde_encoding = cie.fde_encoding;
-      switch (read_augmentation(aug.substr(1), a, bases_, facts)) {
-      case AugmentationStatus::Ok:
-        break;
-      case AugmentationStatus::BadPersonality:
-        fail(a.offset(),
-             fmt::format("bad personality pointer (encoding {:#x})", facts.personality_encoding));
-        return -1;
-      case AugmentationStatus::Truncated:
-        fail(start, "CIE augmentation data is shorter than its augmentation string needs");
-        return -1;
-      }
-      cie.fde_encoding = facts.fde_encoding;
-      cie.lsda_encoding = facts.lsda_encoding;
-      cie.personality_encoding = facts.personality_encoding;
-      cie.personality = facts.personality;
-      cie.personality_slot = facts.personality_slot;
-      cie.signal_frame = facts.signal_frame;
-      cie.bkey = facts.bkey;
-      cie.mte_tagged = facts.mte_tagged;
-      if (encoded_pointer_size(cie.fde_encoding) == 0 &&
-          (cie.fde_encoding & 0x0f) != dw::EH_PE_uleb128 &&
-          (cie.fde_encoding & 0x0f) != dw::EH_PE_sleb128) {
-        fail(start, fmt::format("invalid FDE pointer encoding {:#x}", cie.fde_encoding));
-        return -1;
-      }
-    } else if (!aug.empty()) {
+    case K::AugmentationDataPastEntry:
+      fail(start,
+           fmt::format("CIE augmentation data length {:#x} runs past the entry", fault.value));
+      return -1;
+    case K::BadPersonality:
+      fail(fault.offset, fmt::format("bad personality pointer (encoding {:#x})", fault.value));
+      return -1;
+    case K::AugmentationTruncated:
+      fail(start, "CIE augmentation data is shorter than its augmentation string needs");
+      return -1;
+    case K::FdeEncoding:
+      fail(start, fmt::format("invalid FDE pointer encoding {:#x}", fault.value));
+      return -1;
+    case K::UnsupportedAugmentation:
       fail(start, fmt::format("unsupported CIE augmentation \"{}\"", cie.augmentation));
       return -1;
     }
-    cie.instructions_offset = e.offset();
-    cie.instructions = e.bytes(e.remaining());
     s_.cies.push_back(cie);
     auto index = static_cast<uint32_t>(s_.cies.size() - 1);
     cie_at_.emplace(start, index);
@@ -257,6 +215,68 @@ private:
 };
 
 } // namespace
+
+CieFault read_cie_fields(ByteCursor& e, CfiFormat format, const PointerBases& bases, Cie& cie) {
+  using K = CieFault::Kind;
+  cie.end_offset = e.offset() + e.remaining();
+  cie.version = e.u8();
+  const bool eh = format == CfiFormat::EhFrame;
+  if (!(cie.version == 1 || cie.version == 3 || (!eh && cie.version == 4)))
+    return CieFault{K::Version, 0, cie.version};
+  cie.augmentation = e.cstring();
+  if (!e.ok()) return CieFault{K::UnterminatedAugmentation};
+  if (cie.version >= 4) {
+    cie.address_size = e.u8();
+    cie.segment_size = e.u8();
+    if (cie.address_size != 8 && cie.address_size != 4)
+      return CieFault{K::AddressSize, 0, cie.address_size};
+    if (cie.segment_size != 0) return CieFault{K::SegmentSize, 0, cie.segment_size};
+  }
+  if (cie.augmentation.starts_with("eh")) e.skip(cie.address_size); // GCC 2.x EH data pointer
+  cie.code_align = e.uleb();
+  cie.data_align = e.sleb();
+  cie.ra_register = cie.version == 1 ? e.u8() : e.uleb();
+  if (!e.ok()) return CieFault{K::TruncatedHeader};
+  if (!eh) cie.fde_encoding = cie.address_size == 4 ? dw::EH_PE_udata4 : dw::EH_PE_absptr;
+
+  std::string_view aug = cie.augmentation;
+  if (aug.starts_with("eh")) aug.remove_prefix(2);
+  if (!aug.empty() && aug[0] == 'z') {
+    cie.has_augmentation_data = true;
+    const uint64_t aug_len = e.uleb();
+    const uint64_t aug_start = e.offset();
+    cie.augmentation_data = e.bytes(aug_len);
+    if (!e.ok()) return CieFault{K::AugmentationDataPastEntry, 0, aug_len};
+    ByteCursor a(cie.augmentation_data, aug_start);
+    Augmentation facts;
+    facts.fde_encoding = cie.fde_encoding;
+    switch (read_augmentation(aug.substr(1), a, bases, facts)) {
+    case AugmentationStatus::Ok:
+      break;
+    case AugmentationStatus::BadPersonality:
+      return CieFault{K::BadPersonality, a.offset(), facts.personality_encoding};
+    case AugmentationStatus::Truncated:
+      return CieFault{K::AugmentationTruncated};
+    }
+    cie.fde_encoding = facts.fde_encoding;
+    cie.lsda_encoding = facts.lsda_encoding;
+    cie.personality_encoding = facts.personality_encoding;
+    cie.personality = facts.personality;
+    cie.personality_slot = facts.personality_slot;
+    cie.signal_frame = facts.signal_frame;
+    cie.bkey = facts.bkey;
+    cie.mte_tagged = facts.mte_tagged;
+    if (encoded_pointer_size(cie.fde_encoding) == 0 &&
+        (cie.fde_encoding & 0x0f) != dw::EH_PE_uleb128 &&
+        (cie.fde_encoding & 0x0f) != dw::EH_PE_sleb128)
+      return CieFault{K::FdeEncoding, 0, cie.fde_encoding};
+  } else if (!aug.empty()) {
+    return CieFault{K::UnsupportedAugmentation};
+  }
+  cie.instructions_offset = e.offset();
+  cie.instructions = e.bytes(e.remaining());
+  return CieFault{};
+}
 
 CfiSection parse_cfi_section(std::span<const uint8_t> data, CfiFormat format,
                              std::string section_name, const PointerBases& bases) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "dwarf/pointer_encoding.hpp"
+#include "support/byte_cursor.hpp"
 #include "support/error.hpp"
 
 namespace ehelf {
@@ -78,6 +79,33 @@ struct CfiSection {
   // Parsing stops at the first malformed entry; what came before stays usable.
   std::optional<Error> error;
 };
+
+// What is wrong with a CIE's fields (read_cie_fields), and where: the section parser words it,
+// a row lookup only refuses the entry.
+struct CieFault {
+  enum class Kind : uint8_t {
+    None,
+    Version,                   // value: the version
+    UnterminatedAugmentation,  //
+    AddressSize,               // value: the size
+    SegmentSize,               // value: the size
+    TruncatedHeader,           //
+    AugmentationDataPastEntry, // value: the augmentation data's length
+    BadPersonality,            // offset: where in the augmentation data; value: its encoding
+    AugmentationTruncated,     //
+    FdeEncoding,               // value: the encoding
+    UnsupportedAugmentation,   //
+  };
+  Kind kind = Kind::None;
+  uint64_t offset = 0; // where the problem is, when not at the entry's start
+  uint64_t value = 0;
+};
+
+// The one CIE parser: reads the fields of the CIE whose body (after its CIE id) is at `body`'s
+// position into `cie` (offset, length and dwarf64 are the caller's), for both formats: versions
+// 1 and 3 (and 4 in .debug_frame), the augmentations 'z', 'R', 'L', 'P', 'S', 'B', 'G' and GCC
+// 2's "eh". Allocates nothing (a signal handler's row lookup uses it).
+CieFault read_cie_fields(ByteCursor& body, CfiFormat format, const PointerBases& bases, Cie& cie);
 
 // Parses every entry. `bases.section_addr` should equal the section's address.
 CfiSection parse_cfi_section(std::span<const uint8_t> data, CfiFormat format,

@@ -29,20 +29,6 @@ struct FixedState {
 };
 static_assert(sizeof(FixedState) == 16 * (FoundRow::kColumns + 1));
 
-struct ParsedCie {
-  uint64_t code_align = 0;
-  int64_t data_align = 0;
-  uint64_t ra_register = 0;
-  uint8_t fde_encoding = dw::EH_PE_absptr;
-  uint8_t lsda_encoding = dw::EH_PE_omit;
-  bool has_augmentation_data = false;
-  bool signal_frame = false;
-  uint64_t personality = 0;      // as decoded from the file (Augmentation::personality)
-  uint64_t personality_slot = 0; // where an indirect one is
-  std::span<const uint8_t> instructions;
-  uint64_t instructions_at = 0;
-};
-
 // Opens the entry at `offset`: its length and id; `body` is the entry after the length field.
 bool open_entry(const CfiImage& img, uint64_t offset, ByteCursor& body, uint64_t& id,
                 uint64_t& id_at) {
@@ -70,48 +56,14 @@ bool base_known(uint8_t encoding) {
          app == dw::EH_PE_aligned;
 }
 
-RowStatus parse_cie(const CfiImage& img, uint64_t offset, const PointerBases& bases,
-                    ParsedCie& cie) {
+// The CIE at `offset`, by the section parser's reader of its fields.
+RowStatus parse_cie(const CfiImage& img, uint64_t offset, const PointerBases& bases, Cie& cie) {
   ByteCursor e;
   uint64_t id = 0, id_at = 0;
   if (!open_entry(img, offset, e, id, id_at) || id != 0) return RowStatus::Malformed;
-  const uint8_t version = e.u8();
-  if (version != 1 && version != 3) return RowStatus::Malformed;
-  std::string_view aug = e.cstring();
-  if (!e.ok()) return RowStatus::Malformed;
-  if (aug.starts_with("eh")) {
-    e.skip(8);
-    aug.remove_prefix(2);
-  }
-  cie.code_align = e.uleb();
-  cie.data_align = e.sleb();
-  cie.ra_register = version == 1 ? e.u8() : e.uleb();
-  if (!e.ok()) return RowStatus::Malformed;
-  if (!aug.empty() && aug[0] == 'z') {
-    cie.has_augmentation_data = true;
-    const uint64_t size = e.uleb();
-    const uint64_t data_at = e.offset();
-    ByteCursor a(e.bytes(size), data_at);
-    if (!e.ok()) return RowStatus::Malformed;
-    Augmentation facts;
-    facts.fde_encoding = cie.fde_encoding;
-    if (read_augmentation(aug.substr(1), a, bases, facts) != AugmentationStatus::Ok)
-      return RowStatus::Malformed;
-    cie.fde_encoding = facts.fde_encoding;
-    cie.lsda_encoding = facts.lsda_encoding;
-    cie.signal_frame = facts.signal_frame;
-    cie.personality = facts.personality;
-    cie.personality_slot = facts.personality_slot;
-    if (encoded_pointer_size(cie.fde_encoding) == 0 &&
-        (cie.fde_encoding & 0x0f) != dw::EH_PE_uleb128 &&
-        (cie.fde_encoding & 0x0f) != dw::EH_PE_sleb128)
-      return RowStatus::Malformed;
-  } else if (!aug.empty()) {
+  if (read_cie_fields(e, CfiFormat::EhFrame, bases, cie).kind != CieFault::Kind::None)
     return RowStatus::Malformed;
-  }
   if (!base_known(cie.fde_encoding) || !base_known(cie.lsda_encoding)) return RowStatus::TooComplex;
-  cie.instructions_at = e.offset();
-  cie.instructions = e.bytes(e.remaining());
   return RowStatus::Found;
 }
 
@@ -120,15 +72,14 @@ RowStatus parse_cie(const CfiImage& img, uint64_t offset, const PointerBases& ba
 // public for apply_cfa_instruction; the interpreter's use is run_initial and run_fde.
 class FixedInterpreter {
 public:
-  FixedInterpreter(const CfiImage& img, const ParsedCie& cie, const PointerBases& bases,
-                   uint64_t target)
+  FixedInterpreter(const CfiImage& img, const Cie& cie, const PointerBases& bases, uint64_t target)
       : img_(img), cie_(cie), bases_(bases), target_(target) {
     state_.cfa.kind = static_cast<uint8_t>(CfaRule::Kind::Undefined);
   }
 
   // The CIE's initial instructions (no location moves).
   RowStatus run_initial() {
-    RowStatus s = run(cie_.instructions, cie_.instructions_at, false);
+    RowStatus s = run(cie_.instructions, cie_.instructions_offset, false);
     initial_ = state_;
     return s;
   }
@@ -233,7 +184,7 @@ private:
       if (++steps_ > RowLookup::kMaxInstructions) return RowStatus::TooComplex;
       CfaInstruction in;
       // Instruction offsets are section offsets: the cursor's base is the program's position.
-      if (decode_cfa_instruction(c, cie_as_model(), bases_, in)) return RowStatus::Malformed;
+      if (decode_cfa_instruction(c, cie_, bases_, in)) return RowStatus::Malformed;
       switch (apply_cfa_instruction(in, factors, in_fde, *this)) {
       case CfaFault::None:
         break;
@@ -250,18 +201,12 @@ private:
     return RowStatus::Found;
   }
 
-  const Cie& cie_as_model() {
-    model_cie_.fde_encoding = cie_.fde_encoding;
-    return model_cie_;
-  }
-
   static bool fits32(int64_t v) { return v >= INT32_MIN && v <= INT32_MAX; }
 
   const CfiImage& img_;
-  const ParsedCie& cie_;
+  const Cie& cie_;
   const PointerBases& bases_;
   const uint64_t target_;
-  Cie model_cie_; // what decode_cfa_instruction reads of a CIE (its FDE pointer encoding)
   FixedState state_{}, initial_{};
   // Written by remember_state before restore_state reads it: left uninitialised (zeroing its
   // 1.2 KB was a tenth of a lookup).
@@ -368,7 +313,7 @@ Result<uint64_t> FoundRow::Expressions::evaluate(uint32_t expr, const RegisterSt
 // The FDE covering `svma`, up to its CFA program: what find() interprets and find_function()
 // reports.
 struct RowLookup::LocatedFde {
-  ParsedCie cie;
+  Cie cie;
   PointerBases bases;
   FunctionInfo function;
   std::span<const uint8_t> program;
@@ -437,7 +382,7 @@ RowStatus RowLookup::locate(uint64_t svma, LocatedFde& out) const {
     return RowStatus::Malformed;
   out.bases = PointerBases{};
   out.bases.section_addr = image_.eh_frame_addr;
-  ParsedCie& cie = out.cie;
+  Cie& cie = out.cie;
   if (RowStatus s = parse_cie(image_, id_at - id, out.bases, cie); s != RowStatus::Found) return s;
   uint64_t pc_begin = 0, pc_range = 0;
   if (!read_encoded_pointer(e, cie.fde_encoding & 0x7f, out.bases, pc_begin) ||
@@ -482,7 +427,7 @@ RowStatus RowLookup::find_function(uint64_t svma, FunctionInfo& out) const {
 RowStatus RowLookup::find(uint64_t svma, FoundRow& out) const {
   LocatedFde fde;
   if (RowStatus s = locate(svma, fde); s != RowStatus::Found) return s;
-  const ParsedCie& cie = fde.cie;
+  const Cie& cie = fde.cie;
   const PointerBases& bases = fde.bases;
   const uint64_t pc_begin = fde.function.pc_begin, pc_end = fde.function.pc_end;
   const std::span<const uint8_t> program = fde.program;
