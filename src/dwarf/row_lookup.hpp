@@ -5,9 +5,11 @@
 // is given, so a rule-cache miss can be served inside a signal handler, and a module is never
 // parsed whole just to unwind a few of its pcs.
 //
-// It gives the same rows as the whole-module path (CfaInterpreter into an UnwindTable) for every
-// address its FDEs cover, projected onto the registers the runtime tracks (DWARF 0-16); the test
-// `RowLookup.SameRowsAsTheTable` compares the two on every range of real libraries.
+// It reads CIEs with read_cie_fields and applies instructions with apply_cfa_instruction
+// (cfa_program.hpp), as the whole-module path (CfaInterpreter into an UnwindTable) does, on fixed
+// storage: the two give the same rows for every address the FDEs cover, projected onto the
+// registers the runtime tracks (DWARF 0-16); the test `RowLookup.SameRowsAsTheTable` compares
+// them on every range of real libraries.
 #pragma once
 
 #include <cstdint>
