@@ -16,9 +16,10 @@ void register_verify(CLI::App& app) {
   };
   auto opt = std::make_shared<Options>();
   auto* cmd = app.add_subcommand(
-      "verify", "Check every unwinding backend (compact table, rule-cache hot form, frame-pointer "
-                "step, remembered row, cached eh_elf, the in-kernel walk's BPF rows) against the "
-                "interpreter at both ends of every range");
+      "verify",
+      "Check every unwinding backend (compact table, rule-cache hot form, the local walk's "
+      "fast path, frame-pointer step, remembered row, cached eh_elf, the in-kernel walk's "
+      "BPF rows) against the interpreter at both ends of every range");
   cmd->add_option("files", opt->files, "ELF files")->required()->check(CLI::ExistingFile);
   cmd->add_flag("--compiled", opt->compiled,
                 "Also check each file's eh_elf from the cache (see ehelf compile --cache)");

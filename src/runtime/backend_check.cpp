@@ -13,6 +13,10 @@
 namespace ehelf {
 namespace {
 
+// What the fast path recovers: rip, rsp, rbp.
+constexpr uint32_t kFastPathRegisters =
+    (1u << x86_64::RIP) | (1u << x86_64::RSP) | (1u << x86_64::RBP);
+
 BackendAnswer answer_of(StopReason r) {
   return r == StopReason::None ? BackendAnswer::Unwound : BackendAnswer::Failed;
 }
@@ -50,6 +54,35 @@ std::vector<BackendCheck> check_runtime_backends(const UnwindTable& table,
     return answer_of(apply_rule(unwind_rule_of(h), regs, mem));
   };
   out.push_back(check_backend(table, hot));
+
+  // The hot form as the local walk's fast path takes it: hot_step itself on the stack's bytes
+  // (rip, rsp and rbp: the fast path leaves rbx to the general step, checked just above).
+  BackendUnderTest hot_fast{"hot form, fast path", kFastPathRegisters, /*local=*/true, {}};
+  hot_fast.step = [&compact](uint64_t pc, const TableRange&, RegisterState& regs, MemoryReader&,
+                             const SyntheticStack& stack, bool& signal_frame) {
+    const HotRule h = hot_form(compact.lookup(pc));
+    const uint64_t rsp = regs.get(x86_64::RSP);
+    // (The walk starts its fast path only with rsp inside the stack's bytes.)
+    if (h.op == HotRule::kEmpty || !compact.covers(pc) ||
+        rsp - stack.lo() >= stack.hi() - stack.lo())
+      return BackendAnswer::NotApplicable;
+    uint64_t bp = regs.get(x86_64::RBP), cfa = 0, ret = 0;
+    signal_frame = false;
+    switch (hot_step(h, rsp, bp, cfa, ret, stack.hi(), /*delta=*/0)) {
+    case HotStep::Declined:
+      return BackendAnswer::NotApplicable; // the general step decides
+    case HotStep::End:
+      regs.clear(x86_64::RIP);
+      return BackendAnswer::Unwound;
+    case HotStep::Taken:
+      break;
+    }
+    regs.set(x86_64::RIP, ret);
+    regs.set(x86_64::RSP, cfa);
+    regs.set(x86_64::RBP, bp);
+    return BackendAnswer::Unwound;
+  };
+  out.push_back(check_backend(table, hot_fast));
 
   // Where the row is exactly the frame-pointer rule, following rbp must give the row's answer.
   BackendUnderTest frame_pointer{"frame pointer", kWalkRegisters, false, {}};

@@ -90,33 +90,12 @@ __attribute__((always_inline)) inline FastExit fast_walk_loop(RuleCache& cache, 
   uint64_t* out = st.out;
   FastExit why;
   for (;;) {
-    const uint8_t op = at(cur).op;
-    uint64_t hcfa;
-    if (!(op & (HotRule::kSlow | HotRule::kRbpBased))) [[likely]] {
-      // cfa_offset >= 8 (hot_form): the return address is at or above rsp, and a saved rbp is
-      // inside the frame, so the CFA's upper bound is the only one to check.
-      hcfa = hsp + static_cast<uint64_t>(int64_t(at(cur).cfa_offset));
-      if (hcfa > hhi) [[unlikely]] {
-        why = FastExit::Declined;
-        break;
-      }
-      if (op & HotRule::kRbpSaved)
-        std::memcpy(&bp, reinterpret_cast<const void*>(hcfa + 8 * int64_t(at(cur).rbp_offset8)), 8);
-    } else if (!(op & HotRule::kSlow)) {
-      // A frame-pointer frame (hot_form: rbp saved at CFA - 16). A CFA from rbp in
-      // [rsp + 16, hhi] bounds the return address and the saved rbp, and grows (no loops).
-      hcfa = bp + delta + static_cast<uint64_t>(int64_t(at(cur).cfa_offset));
-      if (hcfa > hhi || hcfa < hsp + 16) [[unlikely]] {
-        why = FastExit::Declined;
-        break;
-      }
-      std::memcpy(&bp, reinterpret_cast<const void*>(hcfa - 16), 8);
-    } else {
-      why = (op & HotRule::kEnd) ? FastExit::End : FastExit::Declined;
+    uint64_t hcfa, ret;
+    const HotStep step = hot_step(at(cur), hsp, bp, hcfa, ret, hhi, delta);
+    if (step != HotStep::Taken) [[unlikely]] {
+      why = step == HotStep::End ? FastExit::End : FastExit::Declined;
       break;
     }
-    uint64_t ret;
-    std::memcpy(&ret, reinterpret_cast<const void*>(hcfa - 8), 8);
     if (kCounted && out == end) [[unlikely]] {
       why = FastExit::Full;
       break;

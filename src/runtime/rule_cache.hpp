@@ -63,6 +63,43 @@ inline UnwindRule unwind_rule_of(const HotRule& h) {
   return rule;
 }
 
+// One frame by a hot rule, on a stack whose bytes this process reads directly: what the local
+// walk's fast path runs (fast_walk.cpp) and what the backend oracle holds to the model
+// (backend_check.cpp's "hot form, fast path"). Addresses with an h are host addresses (a stack
+// address + `delta`); `hhi` ends the readable bytes. The cases:
+//   op without kSlow, kRbpBased  CFA = rsp + cfa_offset, taken when CFA <= hhi (cfa_offset >= 8,
+//                                hot_form: the words read are above rsp);
+//                                rbp = at CFA + 8 * rbp_offset8 with kRbpSaved, else unchanged
+//   kRbpBased without kSlow      CFA = rbp + cfa_offset, taken when rsp + 16 <= CFA <= hhi (the
+//                                words read are in the stack, and the CFA grows: no loops);
+//                                rbp = at CFA - 16 (hot_form)
+//   then                         return address = at CFA - 8, rsp = CFA
+//   kSlow                        not taken: End with kEnd (the outermost frame), else Declined
+//                                (the general step decides)
+// Taken: `hcfa` and `ret` are set, `bp` is the caller's rbp. Otherwise nothing changes.
+enum class HotStep : uint8_t { Taken, Declined, End };
+__attribute__((always_inline)) inline HotStep hot_step(const HotRule& h, uint64_t hsp, uint64_t& bp,
+                                                       uint64_t& hcfa, uint64_t& ret, uint64_t hhi,
+                                                       uint64_t delta) {
+  const uint8_t op = h.op;
+  if (!(op & (HotRule::kSlow | HotRule::kRbpBased))) [[likely]] {
+    hcfa = hsp + static_cast<uint64_t>(int64_t(h.cfa_offset));
+    if (hcfa > hhi) [[unlikely]]
+      return HotStep::Declined;
+    if (op & HotRule::kRbpSaved)
+      std::memcpy(&bp, reinterpret_cast<const void*>(hcfa + 8 * int64_t(h.rbp_offset8)), 8);
+  } else if (!(op & HotRule::kSlow)) {
+    hcfa = bp + delta + static_cast<uint64_t>(int64_t(h.cfa_offset));
+    if (hcfa > hhi || hcfa < hsp + 16) [[unlikely]]
+      return HotStep::Declined;
+    std::memcpy(&bp, reinterpret_cast<const void*>(hcfa - 16), 8);
+  } else {
+    return (op & HotRule::kEnd) ? HotStep::End : HotStep::Declined;
+  }
+  std::memcpy(&ret, reinterpret_cast<const void*>(hcfa - 8), 8);
+  return HotStep::Taken;
+}
+
 // One module's hot rules as a rule-cache fill reads them: where they apply and the compact
 // table's index, flattened so that a miss costs a range check and the table search.
 struct ModuleRules {

@@ -16,9 +16,9 @@ namespace ehelf {
 namespace {
 
 std::vector<std::string> modules_to_check() {
-  std::vector<std::string> paths = {
-      test::libc_path(), "/usr/lib/x86_64-linux-gnu/libstdc++.so.6",
-      "/usr/lib64/ld-linux-x86-64.so.2", "/usr/lib/x86_64-linux-gnu/libm.so.6"};
+  std::vector<std::string> paths = {test::libc_path(), "/usr/lib/x86_64-linux-gnu/libstdc++.so.6",
+                                    "/usr/lib64/ld-linux-x86-64.so.2",
+                                    "/usr/lib/x86_64-linux-gnu/libm.so.6"};
   for (const auto& e : std::filesystem::directory_iterator(EHELF_FIXTURE_DIR))
     if (e.is_regular_file() && ::access(e.path().c_str(), X_OK) == 0)
       paths.push_back(e.path().string());
@@ -26,7 +26,8 @@ std::vector<std::string> modules_to_check() {
 }
 
 TEST(BackendCheck, EveryBackendAgreesWithTheModelOnSystemLibrariesAndFixtures) {
-  uint64_t compact_agreed = 0, hot_agreed = 0, fp_agreed = 0, remembered_agreed = 0;
+  uint64_t compact_agreed = 0, hot_agreed = 0, fast_agreed = 0, fp_agreed = 0,
+           remembered_agreed = 0;
   for (const std::string& path : modules_to_check()) {
     SCOPED_TRACE(path);
     auto m = load_module_cfi(path);
@@ -39,6 +40,7 @@ TEST(BackendCheck, EveryBackendAgreesWithTheModelOnSystemLibrariesAndFixtures) {
       EXPECT_EQ(c.checks, c.agreed + c.both_failed + c.not_applicable + c.mismatch_count);
       if (c.backend == "compact table") compact_agreed += c.agreed;
       if (c.backend == "hot form") hot_agreed += c.agreed;
+      if (c.backend == "hot form, fast path") fast_agreed += c.agreed;
       if (c.backend == "frame pointer") fp_agreed += c.agreed;
       if (c.backend == "remembered row") remembered_agreed += c.agreed;
     }
@@ -46,6 +48,7 @@ TEST(BackendCheck, EveryBackendAgreesWithTheModelOnSystemLibrariesAndFixtures) {
   // Each backend really answered (libc alone has tens of thousands of ranges).
   EXPECT_GT(compact_agreed, 10000u);
   EXPECT_GT(hot_agreed, 10000u);
+  EXPECT_GT(fast_agreed, 10000u);
   EXPECT_GT(fp_agreed, 10u);
   EXPECT_GT(remembered_agreed, 10000u);
 }
