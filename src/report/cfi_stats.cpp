@@ -453,12 +453,9 @@ std::string_view row_bucket_name(unsigned bucket) {
   return bucket < names.size() ? names[bucket] : "?";
 }
 
-ElfKind classify_elf_file(const std::string& path, std::string* error) {
+Result<ElfKind> classify_elf_file(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (error) *error = fmt::format("cannot open: {}", std::strerror(errno));
-    return ElfKind::Unreadable;
-  }
+  if (fd < 0) return Error::plain(fmt::format("cannot open: {}", std::strerror(errno)));
   unsigned char h[20] = {};
   ssize_t n;
   do
@@ -466,28 +463,25 @@ ElfKind classify_elf_file(const std::string& path, std::string* error) {
   while (n < 0 && errno == EINTR);
   int saved = errno;
   ::close(fd);
-  if (n < 0) {
-    if (error) *error = fmt::format("cannot read: {}", std::strerror(saved));
-    return ElfKind::Unreadable;
-  }
+  if (n < 0) return Error::plain(fmt::format("cannot read: {}", std::strerror(saved)));
   if (n < 4 || std::memcmp(h, ELFMAG, SELFMAG) != 0) return ElfKind::NotElf;
-  if (n < static_cast<ssize_t>(sizeof h)) {
-    if (error) *error = "truncated ELF header";
-    return ElfKind::Unreadable;
-  }
+  if (n < static_cast<ssize_t>(sizeof h)) return Error::plain("truncated ELF header");
   if (h[EI_CLASS] == ELFCLASS32) return ElfKind::Elf32;
-  if (h[EI_CLASS] != ELFCLASS64) {
-    if (error) *error = fmt::format("invalid ELF class {}", h[EI_CLASS]);
-    return ElfKind::Unreadable;
-  }
+  if (h[EI_CLASS] != ELFCLASS64)
+    return Error::plain(fmt::format("invalid ELF class {}", h[EI_CLASS]));
   unsigned machine = h[18] | (h[19] << 8);
   if (h[EI_DATA] != ELFDATA2LSB || machine != EM_X86_64) return ElfKind::OtherArch;
   return ElfKind::X86_64;
 }
 
 void CfiStats::add_file(const std::string& path, const StatsOptions& opt) {
-  std::string err;
-  switch (classify_elf_file(path, &err)) {
+  const Result<ElfKind> kind = classify_elf_file(path);
+  if (!kind) {
+    ++files_failed;
+    errors.push_back(FileError{path, kind.error().message});
+    return;
+  }
+  switch (*kind) {
   case ElfKind::NotElf:
     ++files_not_elf;
     return;
@@ -496,10 +490,6 @@ void CfiStats::add_file(const std::string& path, const StatsOptions& opt) {
     return;
   case ElfKind::OtherArch:
     ++files_other_arch;
-    return;
-  case ElfKind::Unreadable:
-    ++files_failed;
-    errors.push_back(FileError{path, std::move(err)});
     return;
   case ElfKind::X86_64:
     break;

@@ -152,9 +152,10 @@ std::string_view row_bucket_name(unsigned bucket);
 enum StatsRow : unsigned { kOnlySupported = 0, kAllColumns = 1 };
 
 // How a file looks from its ELF header.
-enum class ElfKind { NotElf, Elf32, OtherArch, X86_64, Unreadable };
-// Reads the first bytes of `path`. Unreadable: could not open/read (message in `*error`).
-ElfKind classify_elf_file(const std::string& path, std::string* error = nullptr);
+enum class ElfKind { NotElf, Elf32, OtherArch, X86_64 };
+// Reads the first bytes of `path`; an error when it cannot be opened or read, or its header is
+// an ELF header that is truncated or of no valid class.
+Result<ElfKind> classify_elf_file(const std::string& path);
 
 struct CfiStats {
   // ---- files ----

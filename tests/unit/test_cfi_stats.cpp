@@ -12,8 +12,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <sstream>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -34,13 +34,15 @@ const std::string kPltExpression = "DW_OP_breg7 (rsp): 8; DW_OP_breg16 (rip): 0;
 
 using test::run_command;
 
-bool have_readelf() { return std::system("readelf --version >/dev/null 2>&1") == 0; }
+bool have_readelf() {
+  return std::system("readelf --version >/dev/null 2>&1") == 0;
+}
 
 // What the oracle derives from readelf's text.
 struct ReadelfFacts {
-  std::map<std::string, uint64_t> opcodes;     // "DW_CFA_offset" -> count
+  std::map<std::string, uint64_t> opcodes;        // "DW_CFA_offset" -> count
   std::array<std::array<uint64_t, 8>, 2> kinds{}; // [row][RegisterRule kind], as in the header
-  std::array<uint64_t, 2> cfa_offset{};        // def_cfa, _sf, _register, _offset, _offset_sf
+  std::array<uint64_t, 2> cfa_offset{};           // def_cfa, _sf, _register, _offset, _offset_sf
   std::array<uint64_t, 2> cfa_expression{};
   std::map<std::string, uint64_t> expressions; // readelf text -> uses
   uint64_t cies = 0, fdes = 0;
@@ -50,8 +52,7 @@ struct ReadelfFacts {
 // counts as the kind the CIE gave the column, or same_value if it gave none.
 ReadelfFacts readelf_facts(const std::string& file) {
   ReadelfFacts f;
-  std::string text =
-      run_command("readelf -wN --debug-dump=frames '" + file + "' 2>/dev/null");
+  std::string text = run_command("readelf -wN --debug-dump=frames '" + file + "' 2>/dev/null");
   std::istringstream in(text);
   std::string line;
   const std::set<unsigned> tracked = {16, 7, 6, 3};
@@ -76,7 +77,8 @@ ReadelfFacts readelf_facts(const std::string& file) {
     std::vector<std::string> words;
     if (!line.empty() && std::isxdigit(static_cast<unsigned char>(line[0]))) {
       std::istringstream ws(line);
-      for (std::string w; ws >> w;) words.push_back(w);
+      for (std::string w; ws >> w;)
+        words.push_back(w);
     }
     if (words.size() >= 4 && words[3] == "CIE") {
       ++f.cies;
@@ -95,8 +97,8 @@ ReadelfFacts readelf_facts(const std::string& file) {
     // Instructions: "  DW_CFA_offset: r16 (rip) at cfa-8", "  DW_CFA_nop", ...
     if (line.rfind("  DW_CFA_", 0) != 0) continue;
     size_t end = 2;
-    while (end < line.size() && (std::isalnum(static_cast<unsigned char>(line[end])) ||
-                                 line[end] == '_'))
+    while (end < line.size() &&
+           (std::isalnum(static_cast<unsigned char>(line[end])) || line[end] == '_'))
       ++end;
     std::string name = line.substr(2, end - 2);
     f.opcodes[name]++;
@@ -106,7 +108,8 @@ ReadelfFacts readelf_facts(const std::string& file) {
     }
     if (name.rfind("DW_CFA_def_cfa", 0) == 0) {
       int row_kind = name == "DW_CFA_def_cfa_expression" ? 1 : 0;
-      for (int row : {0, 1}) (row_kind ? f.cfa_expression : f.cfa_offset)[row]++;
+      for (int row : {0, 1})
+        (row_kind ? f.cfa_expression : f.cfa_offset)[row]++;
       continue;
     }
     // The register operand: ": rN (name)".
@@ -119,12 +122,18 @@ ReadelfFacts readelf_facts(const std::string& file) {
     if (name == "DW_CFA_offset" || name == "DW_CFA_offset_extended" ||
         name == "DW_CFA_offset_extended_sf" || name == "DW_CFA_GNU_negative_offset_extended")
       count(reg, Offset);
-    else if (name == "DW_CFA_val_offset" || name == "DW_CFA_val_offset_sf") count(reg, ValOffset);
-    else if (name == "DW_CFA_undefined") count(reg, Undefined);
-    else if (name == "DW_CFA_same_value") count(reg, SameValue);
-    else if (name == "DW_CFA_register") count(reg, Register);
-    else if (name == "DW_CFA_expression") count(reg, Expression);
-    else if (name == "DW_CFA_val_expression") count(reg, ValExpression);
+    else if (name == "DW_CFA_val_offset" || name == "DW_CFA_val_offset_sf")
+      count(reg, ValOffset);
+    else if (name == "DW_CFA_undefined")
+      count(reg, Undefined);
+    else if (name == "DW_CFA_same_value")
+      count(reg, SameValue);
+    else if (name == "DW_CFA_register")
+      count(reg, Register);
+    else if (name == "DW_CFA_expression")
+      count(reg, Expression);
+    else if (name == "DW_CFA_val_expression")
+      count(reg, ValExpression);
     else if (name == "DW_CFA_restore" || name == "DW_CFA_restore_extended") {
       int kind = SameValue;
       if (fde_cie)
@@ -139,7 +148,8 @@ ReadelfFacts readelf_facts(const std::string& file) {
 
 CfiStats stats_of(const std::vector<std::string>& files, const StatsOptions& opt = {}) {
   CfiStats s;
-  for (const auto& f : files) s.add_file(f, opt);
+  for (const auto& f : files)
+    s.add_file(f, opt);
   return s;
 }
 
@@ -162,7 +172,8 @@ TEST_P(StatsOracle, OpcodeHistogramMatchesReadelf) {
   ASSERT_FALSE(f.opcodes.empty());
   EXPECT_EQ(opcode_map(s), f.opcodes);
   uint64_t total = 0;
-  for (auto& [n, c] : f.opcodes) total += c;
+  for (auto& [n, c] : f.opcodes)
+    total += c;
   EXPECT_EQ(s.instructions, total);
   EXPECT_EQ(s.cies, f.cies);
   EXPECT_EQ(s.fdes, f.fdes);
@@ -183,7 +194,8 @@ TEST_P(StatsOracle, RuleKindsMatchReadelf) {
   }
   // Every CFA reg+offset instruction is filed under some register.
   uint64_t by_reg = 0;
-  for (uint64_t v : s.cfa_registers) by_reg += v;
+  for (uint64_t v : s.cfa_registers)
+    by_reg += v;
   EXPECT_EQ(by_reg, f.cfa_offset[1]);
 }
 
@@ -192,10 +204,12 @@ TEST_P(StatsOracle, ExpressionsMatchReadelf) {
   CfiStats s = stats_of({GetParam()});
   ReadelfFacts f = readelf_facts(GetParam());
   std::map<std::string, uint64_t> mine;
-  for (const auto& [text, e] : s.expressions) mine[text] = e.total();
+  for (const auto& [text, e] : s.expressions)
+    mine[text] = e.total();
   EXPECT_EQ(mine, f.expressions);
   uint64_t uses = 0;
-  for (auto& [t, n] : f.expressions) uses += n;
+  for (auto& [t, n] : f.expressions)
+    uses += n;
   EXPECT_EQ(s.rules[kAllColumns].expressions_seen(), uses);
 }
 
@@ -213,8 +227,8 @@ TEST(CfiStats, FindsPltExpressionInLibc) {
   EXPECT_GE(it->second.uses[0], 1u);
   EXPECT_EQ(it->second.supported, it->second.total());
   auto top = s.top_expressions(50);
-  EXPECT_TRUE(std::any_of(top.begin(), top.end(),
-                          [](const auto& p) { return p.first == kPltExpression; }));
+  EXPECT_TRUE(
+      std::any_of(top.begin(), top.end(), [](const auto& p) { return p.first == kPltExpression; }));
   // The paper's observation: nearly all rules are supported in libc.
   const RuleCounts& rc = s.rules[kOnlySupported];
   EXPECT_GT(rc.rules_seen(), 10000u);
@@ -222,7 +236,8 @@ TEST(CfiStats, FindsPltExpressionInLibc) {
   EXPECT_EQ(s.rules[kAllColumns].seen[static_cast<unsigned>(RuleClass::Architectural)], 0u);
   // Rows: one bucket per FDE that ran.
   uint64_t bucketed = 0;
-  for (uint64_t v : s.rows_per_fde) bucketed += v;
+  for (uint64_t v : s.rows_per_fde)
+    bucketed += v;
   EXPECT_EQ(bucketed + s.fde_errors, s.fdes);
   EXPECT_GT(s.rows, s.fdes);
 }
@@ -289,7 +304,8 @@ TEST(CfiStats, MergeOfHalvesEqualsOnePass) {
   StatsOptions opt;
   CfiStats one = stats_of(files, opt);
   CfiStats a, b;
-  for (size_t i = 0; i < files.size(); ++i) (i % 2 ? b : a).add_file(files[i], opt);
+  for (size_t i = 0; i < files.size(); ++i)
+    (i % 2 ? b : a).add_file(files[i], opt);
   EXPECT_NE(a, one);
   CfiStats merged = a;
   merged.merge(b);
@@ -344,7 +360,9 @@ TEST(CfiStats, SkipsNonElfAndCountsOtherClasses) {
   write_file(d.path / "elf32", elf_header(1, 1, 3 /*EM_386*/, 64));
   write_file(d.path / "aarch64", elf_header(2, 1, 183 /*EM_AARCH64*/, 64));
   write_file(d.path / "broken", elf_header(2, 1, 62 /*EM_X86_64*/, 64) + std::string(16, '\xff'));
-  write_file(d.path / "short", std::string("\x7f" "ELF\x02", 5));
+  write_file(d.path / "short", std::string("\x7f"
+                                           "ELF\x02",
+                                           5));
   CfiStats s;
   StatsOptions opt;
   for (const char* n : {"text.txt", "empty", "elf32", "aarch64", "broken", "short"})
@@ -355,15 +373,23 @@ TEST(CfiStats, SkipsNonElfAndCountsOtherClasses) {
   EXPECT_EQ(s.files_scanned + s.files_failed, 2u);
   EXPECT_GE(s.files_failed, 1u); // "short" at least; "broken" has a nonsense header
   ASSERT_EQ(s.errors.size(), s.files_failed);
-  for (const auto& e : s.errors) EXPECT_FALSE(e.message.empty()) << e.file;
+  for (const auto& e : s.errors)
+    EXPECT_FALSE(e.message.empty()) << e.file;
   s.add_file((d.path / "missing").string(), opt);
   EXPECT_EQ(s.errors.back().file, (d.path / "missing").string());
   std::string text = render_stats_text(s, opt, {});
   EXPECT_NE(text.find("Errors ("), std::string::npos);
   EXPECT_NE(text.find("missing"), std::string::npos);
-  EXPECT_EQ(classify_elf_file((d.path / "text.txt").string()), ElfKind::NotElf);
+  auto text_kind = classify_elf_file((d.path / "text.txt").string());
+  ASSERT_TRUE(text_kind);
+  EXPECT_EQ(*text_kind, ElfKind::NotElf);
+  auto missing_kind = classify_elf_file((d.path / "missing").string());
+  ASSERT_FALSE(missing_kind);
+  EXPECT_EQ(missing_kind.error().message, "cannot open: No such file or directory");
   if (fs::exists(kLibc)) {
-    EXPECT_EQ(classify_elf_file(kLibc), ElfKind::X86_64);
+    auto libc_kind = classify_elf_file(kLibc);
+    ASSERT_TRUE(libc_kind);
+    EXPECT_EQ(*libc_kind, ElfKind::X86_64);
   }
 }
 
@@ -374,11 +400,27 @@ TEST(CfiStats, TextHasThePapersTables) {
   StatsReport r;
   r.top = 3;
   std::string text = render_stats_text(s, opt, r);
-  for (const char* h : {"Table 3", "Unsupported register rule", "Register rules seen", "% supp.",
-                        "Unsupported expression", "Expressions seen", "Table 4", "Undefined",
-                        "Same_value", "Offset", "Val_offset", "Register", "Expression",
-                        "Val_expression", "Architectural", "Total", "Only supp.", "All columns",
-                        "DW_CFA_def_cfa_offset", "Rows per FDE", "DW_OP_breg7"})
+  for (const char* h : {"Table 3",
+                        "Unsupported register rule",
+                        "Register rules seen",
+                        "% supp.",
+                        "Unsupported expression",
+                        "Expressions seen",
+                        "Table 4",
+                        "Undefined",
+                        "Same_value",
+                        "Offset",
+                        "Val_offset",
+                        "Register",
+                        "Expression",
+                        "Val_expression",
+                        "Architectural",
+                        "Total",
+                        "Only supp.",
+                        "All columns",
+                        "DW_CFA_def_cfa_offset",
+                        "Rows per FDE",
+                        "DW_OP_breg7"})
     EXPECT_NE(text.find(h), std::string::npos) << h;
   auto j = stats_to_json(s, opt, r);
   EXPECT_EQ(j["table3"]["all_columns"]["register_rules_seen"].get<uint64_t>(),
