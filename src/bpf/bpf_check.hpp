@@ -1,6 +1,6 @@
 // The BPF rows held to the backend oracle (model/backend_oracle.hpp): the user-space twin of the
 // kernel's step (bpf_twin.hpp) over the rows encoded from a table, against the model on that
-// table, on rip, rsp and rbp (the registers the kernel tracks).
+// table, on rip, rsp, rbp and rbx (the registers the kernel tracks).
 #pragma once
 
 #include "bpf/bpf_rows.hpp"
@@ -8,8 +8,8 @@
 
 namespace ehelf {
 
-// rip, rsp, rbp.
-inline constexpr uint32_t kBpfRegisters = (1u << 16) | (1u << 7) | (1u << 6);
+// rip, rsp, rbp, rbx.
+inline constexpr uint32_t kBpfRegisters = (1u << 16) | (1u << 7) | (1u << 6) | (1u << 3);
 
 // The twin as a backend: STOP rows are not handled (the kernel's walk stops there: a user-space
 // unwinder takes over), END rows unwind to an undefined return address, NONE rows fail.

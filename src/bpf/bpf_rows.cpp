@@ -13,10 +13,11 @@ namespace ehelf {
 std::string_view bpf_row_kind_name(unsigned kind) {
   // By kind, in bpf_walk.h's order.
   static constexpr std::string_view kNames[] = {"none",   "cfa_rsp", "cfa_rbp", "plt",
-                                                "signal", "end",     "stop"};
-  static_assert(std::size(kNames) == EHELF_ROW_STOP + 1 && EHELF_ROW_NONE == 0 &&
+                                                "signal", "end",     "stop",    "cfa_rbx"};
+  static_assert(std::size(kNames) == kBpfRowKindCount && EHELF_ROW_NONE == 0 &&
                 EHELF_ROW_CFA_RSP == 1 && EHELF_ROW_CFA_RBP == 2 && EHELF_ROW_PLT == 3 &&
-                EHELF_ROW_SIGNAL == 4 && EHELF_ROW_END == 5);
+                EHELF_ROW_SIGNAL == 4 && EHELF_ROW_END == 5 && EHELF_ROW_STOP == 6 &&
+                EHELF_ROW_CFA_RBX == 7);
   return kind < std::size(kNames) ? kNames[kind] : "?";
 }
 
@@ -28,6 +29,9 @@ constexpr uint8_t kLit3 = OP_lit0 + 3, kLit15 = OP_lit0 + 15;
 
 bool fits32(int64_t v) {
   return v >= INT32_MIN && v <= INT32_MAX;
+}
+bool fits16(int64_t v) {
+  return v >= INT16_MIN && v <= INT16_MAX;
 }
 
 ehelf_bpf_row stop_row(NotExpressible why) {
@@ -66,8 +70,9 @@ bool rsp_slot(const UnwindTable& table, uint32_t index, int64_t& y) {
   return true;
 }
 
-// glibc's __restore_rt: CFA = *(rsp + X); rip and rbp saved at rsp + Y and rsp + Z; rsp, if it
-// has a rule, read at rsp + X too (it is the CFA).
+// glibc's __restore_rt: CFA = *(rsp + X); rip, rbp and rbx saved at rsp + Y, rsp + Z and
+// rsp + B (rbx unchanged without a rule); rsp, if it has a rule, read at rsp + X too (it is the
+// CFA).
 ehelf_bpf_row encode_signal(const UnwindTable& table, RowView row, const FunctionInfo& fn,
                             const Expression& cfa) {
   const std::vector<ExprOp>& ops = cfa.ops();
@@ -79,21 +84,27 @@ ehelf_bpf_row encode_signal(const UnwindTable& table, RowView row, const Functio
   const RegisterRule* rip = row.rule_for(x86_64::RIP);
   const RegisterRule* rbp = row.rule_for(x86_64::RBP);
   const RegisterRule* rsp = row.rule_for(x86_64::RSP);
+  const RegisterRule* rbx = row.rule_for(x86_64::RBX);
+  int64_t b = 0;
   if (!rip || rip->kind != RegisterRule::Kind::Expression || !rsp_slot(table, rip->expr, y))
     return stop_row(NotExpressible::ReturnAddressNotSaved);
   if (!rbp || rbp->kind != RegisterRule::Kind::Expression || !rsp_slot(table, rbp->expr, z))
     return stop_row(NotExpressible::RegisterRuleNotOffset);
+  if (rbx && (rbx->kind != RegisterRule::Kind::Expression || !rsp_slot(table, rbx->expr, b)))
+    return stop_row(NotExpressible::RegisterRuleNotOffset);
   if (rsp &&
       (rsp->kind != RegisterRule::Kind::Expression || !rsp_slot(table, rsp->expr, s) || s != x))
     return stop_row(NotExpressible::RuleForRsp);
-  if (!fits32(x) || !fits32(z) || y < INT16_MIN || y > INT16_MAX)
+  if (!fits32(x) || !fits16(z) || !fits16(y) || !fits16(b))
     return stop_row(NotExpressible::OffsetDoesNotFit);
   ehelf_bpf_row r{};
   r.kind = EHELF_ROW_SIGNAL;
-  r.flags = EHELF_ROW_SIGNAL_FRAME;
+  r.flags = uint8_t(EHELF_ROW_SIGNAL_FRAME | (rbx ? EHELF_SAVE_AT_CFA : EHELF_SAVE_SAME)
+                                                 << EHELF_RBX_SHIFT);
   r.cfa_offset = int32_t(x);
   r.rip_offset = int16_t(y);
-  r.rbp_offset = int32_t(z);
+  r.rbp_offset = int16_t(z);
+  r.rbx_offset = int16_t(b);
   return r;
 }
 
@@ -105,21 +116,23 @@ ehelf_bpf_row from_rule(const UnwindRule& rule, uint8_t kind) {
     return r;
   }
   r.kind = kind;
-  r.flags = uint8_t(rule.rbp | (rule.signal_frame ? EHELF_ROW_SIGNAL_FRAME : 0));
+  r.flags = uint8_t(rule.rbp | (rule.signal_frame ? EHELF_ROW_SIGNAL_FRAME : 0) |
+                    rule.rbx << EHELF_RBX_SHIFT);
   r.rip_offset = rule.rip_offset;
   r.cfa_offset = rule.cfa_offset;
   if (rule.rbp == UnwindRule::AtCfa) r.rbp_offset = rule.rbp_offset;
+  if (rule.rbx == UnwindRule::AtCfa) r.rbx_offset = rule.rbx_offset;
   return r;
 }
 
 } // namespace
 
 ehelf_bpf_row encode_bpf_row(const UnwindTable& table, RowView row, const FunctionInfo& fn) {
-  // Only rip, rsp and rbp are tracked in the kernel: rbx's rule, or any other register's, must not
-  // make the row a STOP. (rule_for answers the first rule of a column: so does this copy.)
-  ColumnRule columns[3];
+  // Only rip, rsp, rbp and rbx are tracked in the kernel: another register's rule must not make
+  // the row a STOP. (rule_for answers the first rule of a column: so does this copy.)
+  ColumnRule columns[4];
   size_t count = 0;
-  for (unsigned reg : {x86_64::RBP, x86_64::RSP, x86_64::RIP})
+  for (unsigned reg : {x86_64::RBX, x86_64::RBP, x86_64::RSP, x86_64::RIP})
     if (const RegisterRule* r = row.rule_for(reg)) columns[count++] = ColumnRule{uint16_t(reg), *r};
   RowView walked{row.cfa, std::span<const ColumnRule>(columns, count)};
 
@@ -138,9 +151,14 @@ ehelf_bpf_row encode_bpf_row(const UnwindTable& table, RowView row, const Functi
     if (r.kind == EHELF_ROW_PLT) r.rbp_offset = int32_t(threshold);
     return r;
   }
+  // CFA = rbx + N: the rest of the row as if CFA = rsp + N, the step taking rbx instead.
+  const bool on_rbx = row.cfa.kind == CfaRule::Kind::RegOffset && row.cfa.reg == x86_64::RBX;
+  if (on_rbx) walked.cfa.reg = x86_64::RSP;
   const UnwindRule rule = to_unwind_rule(walked, fn);
   if (rule.kind == UnwindRule::Interpret) return stop_row(rule.interpret_reason());
-  return from_rule(rule, rule.kind == UnwindRule::CfaRsp ? EHELF_ROW_CFA_RSP : EHELF_ROW_CFA_RBP);
+  return from_rule(rule, on_rbx                            ? EHELF_ROW_CFA_RBX
+                         : rule.kind == UnwindRule::CfaRsp ? EHELF_ROW_CFA_RSP
+                                                           : EHELF_ROW_CFA_RBP);
 }
 
 namespace {

@@ -28,7 +28,7 @@ namespace ehelf {
 
 static_assert(sizeof(ehelf_bpf_row) == 16, "a BPF map value: 16 bytes a row");
 
-inline constexpr unsigned kBpfRowKindCount = EHELF_ROW_STOP + 1;
+inline constexpr unsigned kBpfRowKindCount = EHELF_ROW_CFA_RBX + 1;
 std::string_view bpf_row_kind_name(unsigned kind); // "none", "cfa_rsp", ...
 
 struct BpfTable {

@@ -73,6 +73,8 @@ int bpf_twin_step(const BpfTable& table, uint64_t pc, RegisterState& regs, Memor
   r.rsp = regs.get(x86_64::RSP);
   r.rbp = regs.get(x86_64::RBP);
   r.rbp_known = regs.has(x86_64::RBP);
+  r.rbx = regs.get(x86_64::RBX);
+  r.rbx_known = regs.has(x86_64::RBX);
   const int stop = ehelf_bpf_step(twin_row_at(&ctx, uint64_t(index)), &r, &ctx);
   if (stop != EHELF_STOP_OK) return stop;
   regs.set(x86_64::RIP, r.rip);
@@ -81,6 +83,10 @@ int bpf_twin_step(const BpfTable& table, uint64_t pc, RegisterState& regs, Memor
     regs.set(x86_64::RBP, r.rbp);
   else
     regs.clear(x86_64::RBP);
+  if (r.rbx_known)
+    regs.set(x86_64::RBX, r.rbx);
+  else
+    regs.clear(x86_64::RBX);
   signal_frame = r.exact_pc != 0;
   return EHELF_STOP_OK;
 }

@@ -12,9 +12,10 @@
 namespace ehelf {
 
 // One step of the kernel's walk at lookup address `pc` (the pc itself, or the return address
-// - 1, as the walk chooses) from the callee's rip, rsp and rbp in `regs` (rip and rsp must be
-// known, as they always are in the kernel). Returns an enum ehelf_walk_stop: EHELF_STOP_OK when
-// `regs` hold the caller's rip, rsp and rbp (rbp cleared when unknown; other registers untouched)
+// - 1, as the walk chooses) from the callee's rip, rsp, rbp and rbx in `regs` (rip and rsp must
+// be known, as they always are in the kernel). Returns an enum ehelf_walk_stop: EHELF_STOP_OK
+// when `regs` hold the caller's rip, rsp, rbp and rbx (rbp and rbx cleared when unknown; other
+// registers untouched)
 // and `signal_frame` says whether the caller's pc is exact; otherwise `regs` are unchanged
 // (EHELF_STOP_NO_ENTRY also for a pc outside the table).
 // The index in table.rows of the row covering `pc`, or -1: the kernel's search through the page

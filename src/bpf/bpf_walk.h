@@ -9,12 +9,16 @@
  *   NONE      no FDE covers the pc: the walk stops (no entry)
  *   CFA_RSP   CFA = rsp + cfa_offset
  *   CFA_RBP   CFA = rbp + cfa_offset                       (stops if rbp is unknown)
+ *   CFA_RBX   CFA = rbx + cfa_offset                       (stops if rbx is unknown; ld.so's
+ *             lazy-binding trampolines keep the entry's rsp in rbx while they realign it)
  *   PLT       CFA = rsp + cfa_offset + ((rip & 15) >= rbp_offset ? 8 : 0)
  *             (the expression every linker writes for .plt and .plt.sec entries; rbp unchanged)
- *     then, for the three: rip = at CFA + rip_offset, rsp = CFA,
- *                          rbp = at CFA + rbp_offset | unchanged | unknown (EHELF_SAVE_*)
+ *     then, for the four: rip = at CFA + rip_offset, rsp = CFA,
+ *                         rbp = at CFA + rbp_offset | unchanged | unknown (EHELF_SAVE_*),
+ *                         rbx = at CFA + rbx_offset | unchanged | unknown (EHELF_RBX_*)
  *   SIGNAL    the kernel's rt_sigframe at rsp (__restore_rt): rsp = at rsp + cfa_offset,
- *             rbp = at rsp + rbp_offset, rip = at rsp + rip_offset
+ *             rbp = at rsp + rbp_offset, rip = at rsp + rip_offset,
+ *             rbx = at rsp + rbx_offset | unchanged (EHELF_RBX_*: AT_CFA | SAME)
  *   END       the return address is undefined: the outermost frame
  *   STOP      a row no kind above expresses (cfa_offset: the reason, UnwindRule's NotExpressible)
  * A row of an FDE with the 'S' augmentation (flags & EHELF_ROW_SIGNAL_FRAME) makes the caller's
@@ -44,15 +48,19 @@ enum ehelf_row_kind {
   EHELF_ROW_SIGNAL = 4,
   EHELF_ROW_END = 5,
   EHELF_ROW_STOP = 6,
+  EHELF_ROW_CFA_RBX = 7,
 };
 
-/* flags: how rbp is recovered (two bits), and the 'S' augmentation. */
+/* flags: how rbp is recovered (two bits), the 'S' augmentation, how rbx is recovered (two
+ * bits, the same values shifted). */
 enum ehelf_row_flags {
   EHELF_SAVE_SAME = 0,
   EHELF_SAVE_AT_CFA = 1,
   EHELF_SAVE_UNKNOWN = 2,
   EHELF_SAVE_MASK = 3,
   EHELF_ROW_SIGNAL_FRAME = 4,
+  EHELF_RBX_SHIFT = 3,
+  EHELF_RBX_MASK = EHELF_SAVE_MASK << EHELF_RBX_SHIFT,
 };
 
 struct ehelf_bpf_row {
@@ -61,7 +69,8 @@ struct ehelf_bpf_row {
   __u8 flags;       /* enum ehelf_row_flags */
   __s16 rip_offset; /* see the kinds */
   __s32 cfa_offset; /* see the kinds; STOP: the reason */
-  __s32 rbp_offset; /* see the kinds; PLT: the threshold on rip & 15 */
+  __s16 rbp_offset; /* see the kinds; PLT: the threshold on rip & 15 */
+  __s16 rbx_offset; /* see the kinds */
 };
 
 /* A table's page index: entry p is the number of rows that start below p << page_shift (entry
@@ -85,23 +94,23 @@ struct ehelf_bpf_table_view {
 /* Why a walk in the kernel ended (counted per reason; OK while it goes on). */
 enum ehelf_walk_stop {
   EHELF_STOP_OK = 0,
-  EHELF_STOP_END = 1,             /* the outermost frame (END row, or a return address of 0) */
-  EHELF_STOP_NO_ENTRY = 2,        /* a NONE row: no FDE covers the pc */
-  EHELF_STOP_NOT_EXPRESSIBLE = 3, /* a STOP row */
-  EHELF_STOP_BAD_READ = 4,        /* bpf_probe_read_user refused a read */
-  EHELF_STOP_MISSING_RBP = 5,     /* CFA = rbp + n with rbp unknown */
-  EHELF_STOP_CFA_NOT_GROWING = 6, /* the caller's rsp is not above the callee's */
-  EHELF_STOP_NO_PROCESS = 7,      /* the process's mappings are not loaded yet */
-  EHELF_STOP_NO_MAPPING = 8,      /* the pc is in no mapping (and rbp leads nowhere) */
-  EHELF_STOP_NO_TABLE_YET = 9,    /* the file's table is not loaded yet */
-  EHELF_STOP_DEPTH = 10,          /* the frame limit */
-  EHELF_STOP_ROW_MISSING = 11,    /* a table's row could not be read (a map changing under us) */
+  EHELF_STOP_END = 1,              /* the outermost frame (END row, or a return address of 0) */
+  EHELF_STOP_NO_ENTRY = 2,         /* a NONE row: no FDE covers the pc */
+  EHELF_STOP_NOT_EXPRESSIBLE = 3,  /* a STOP row */
+  EHELF_STOP_BAD_READ = 4,         /* bpf_probe_read_user refused a read */
+  EHELF_STOP_MISSING_REGISTER = 5, /* CFA = rbp or rbx + n with that register unknown */
+  EHELF_STOP_CFA_NOT_GROWING = 6,  /* the caller's rsp is not above the callee's */
+  EHELF_STOP_NO_PROCESS = 7,       /* the process's mappings are not loaded yet */
+  EHELF_STOP_NO_MAPPING = 8,       /* the pc is in no mapping (and rbp leads nowhere) */
+  EHELF_STOP_NO_TABLE_YET = 9,     /* the file's table is not loaded yet */
+  EHELF_STOP_DEPTH = 10,           /* the frame limit */
+  EHELF_STOP_ROW_MISSING = 11,     /* a table's row could not be read (a map changing under us) */
   EHELF_STOP_COUNT = 12,
 };
 
 struct ehelf_bpf_regs {
-  __u64 rip, rsp, rbp;
-  __u8 rbp_known;
+  __u64 rip, rsp, rbp, rbx;
+  __u8 rbp_known, rbx_known;
   __u8 exact_pc; /* look the pc up as it is (the first frame, after a signal frame) */
 };
 
@@ -120,8 +129,12 @@ EHELF_INLINE int ehelf_bpf_step(const struct ehelf_bpf_row *row, struct ehelf_bp
     cfa = r->rsp + (__u64)(__s64)row->cfa_offset;
     break;
   case EHELF_ROW_CFA_RBP:
-    if (!r->rbp_known) return EHELF_STOP_MISSING_RBP;
+    if (!r->rbp_known) return EHELF_STOP_MISSING_REGISTER;
     cfa = r->rbp + (__u64)(__s64)row->cfa_offset;
+    break;
+  case EHELF_ROW_CFA_RBX:
+    if (!r->rbx_known) return EHELF_STOP_MISSING_REGISTER;
+    cfa = r->rbx + (__u64)(__s64)row->cfa_offset;
     break;
   case EHELF_ROW_PLT:
     cfa = r->rsp + (__u64)(__s64)row->cfa_offset +
@@ -133,6 +146,9 @@ EHELF_INLINE int ehelf_bpf_step(const struct ehelf_bpf_row *row, struct ehelf_bp
         EHELF_READ_U64(ctx, r->rsp + (__u64)(__s64)row->rip_offset, &rip))
       return EHELF_STOP_BAD_READ;
     rbp_known = EHELF_READ_U64(ctx, r->rsp + (__u64)(__s64)row->rbp_offset, &rbp) == 0;
+    /* (rbx last: it is read from the callee's rsp, which it replaces) */
+    if ((row->flags & EHELF_RBX_MASK) == (EHELF_SAVE_AT_CFA << EHELF_RBX_SHIFT))
+      r->rbx_known = EHELF_READ_U64(ctx, r->rsp + (__u64)(__s64)row->rbx_offset, &r->rbx) == 0;
     r->rip = rip;
     r->rsp = rsp;
     r->rbp = rbp;
@@ -157,6 +173,14 @@ EHELF_INLINE int ehelf_bpf_step(const struct ehelf_bpf_row *row, struct ehelf_bp
     break;
   default:
     break;
+  }
+  /* rbx: most rows leave it as it is (one test). Past the return address's read nothing fails:
+   * it is written in place. */
+  if (row->flags & EHELF_RBX_MASK) {
+    if ((row->flags & EHELF_RBX_MASK) == (EHELF_SAVE_AT_CFA << EHELF_RBX_SHIFT))
+      r->rbx_known = EHELF_READ_U64(ctx, cfa + (__u64)(__s64)row->rbx_offset, &r->rbx) == 0;
+    else
+      r->rbx_known = 0;
   }
   r->rip = rip;
   r->rsp = cfa;
@@ -202,8 +226,7 @@ EHELF_INLINE __s64 ehelf_bpf_find_row(void *ctx, const struct ehelf_bpf_table_vi
   const __u32 page = rel >> (t->page_shift & 31);
   if (page < t->page_count) {
     if (ehelf_bpf_page_entry(ctx, t->first_index, page, &lo) ||
-        ehelf_bpf_page_entry(ctx, t->first_index, page + 1, &hi) || lo > hi ||
-        hi > t->row_count) {
+        ehelf_bpf_page_entry(ctx, t->first_index, page + 1, &hi) || lo > hi || hi > t->row_count) {
       lo = 0;
       hi = t->row_count;
     }

@@ -634,6 +634,8 @@ static int user_regs(struct bpf_perf_event_data *ctx, struct ehelf_bpf_regs *r) 
   r->rsp = regs.rsp;
   r->rbp = regs.rbp;
   r->rbp_known = 1;
+  r->rbx = regs.rbx;
+  r->rbx_known = 1;
   r->exact_pc = 1;
   return 0;
 }

@@ -299,9 +299,10 @@ public:
       ++copies_.not_loaded;
     } else if (k.stop == EHELF_STOP_NOT_EXPRESSIBLE) {
       ++copies_.not_expressible;
-    } else if (raw.stop == StopReason::BadRead && k.user.size() > raw.user.size() &&
+    } else if ((raw.stop == StopReason::BadRead || raw.stop == StopReason::MissingRegister) &&
+               k.user.size() > raw.user.size() &&
                std::equal(raw.user.begin(), raw.user.end(), k.user.begin())) {
-      ++copies_.deeper;
+      ++copies_.outside_copy;
     } else {
       ++copies_.other;
       if (copies_.examples.size() < 8) {
@@ -688,11 +689,11 @@ std::string kernel_walk_summary(const Recording& rec) {
   const CopyComparison& c = rec.copies;
   if (c.compared || c.unmatched) {
     out += fmt::format("  copy mode: {} samples walked both ways, {} identical ({:.2f}%); "
-                       "differing: {} not loaded yet, {} not expressible, {} deeper than the "
-                       "stack copy, {} other; {} unmatched\n",
+                       "differing: {} not loaded yet, {} not expressible, {} outside the stack "
+                       "copy, {} other; {} unmatched\n",
                        c.compared, c.identical,
                        c.compared ? 100.0 * double(c.identical) / double(c.compared) : 0.0,
-                       c.not_loaded, c.not_expressible, c.deeper, c.other, c.unmatched);
+                       c.not_loaded, c.not_expressible, c.outside_copy, c.other, c.unmatched);
     for (const std::string& e : c.examples)
       out += "    " + e + "\n";
   }

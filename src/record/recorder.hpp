@@ -39,10 +39,14 @@ struct CopyComparison {
   uint64_t compared = 0, identical = 0;
   uint64_t not_loaded = 0;      // the kernel's walk stopped: process or table not loaded yet
   uint64_t not_expressible = 0; // the kernel's walk stopped at a row BPF cannot express
-  // The copy ended first: the user-space walk stopped at a read past the stack bytes perf copied
-  // (--stack-size) where the kernel, reading the live stack, went on; every frame the copy had
-  // is the kernel's too.
-  uint64_t deeper = 0;
+  // Outside the copy: the user-space walk stopped for bytes perf did not copy where the kernel,
+  // reading the live stack, went on; every frame the user-space walk gave is the kernel's too.
+  // Past the copy's end (--stack-size: a read refused), or below rsp, where the copy starts: an
+  // epilogue's rows still read a register from the slot it was just popped from (glibc's
+  // _dl_fixup after `pop %rbx`, under ld.so's lazy-binding trampoline, whose CFA is rbx-based:
+  // without rbx the walk cannot go on). Both walks start from the same registers and follow the
+  // same rules, so the kernel can know more only from memory the copy lacks.
+  uint64_t outside_copy = 0;
   uint64_t other = 0;                // any other difference
   uint64_t unmatched = 0;            // a stack copy whose kernel walk was not found (lost)
   std::vector<std::string> examples; // the first few differences of `other`, described

@@ -181,7 +181,8 @@ TEST(BpfRows, LibcHasPltAndSignalRowsAndTheOracleChecksThem) {
       EXPECT_EQ(r.cfa_offset, 40 + 8 * 15);
       EXPECT_EQ(r.rip_offset, 40 + 8 * 16);
       EXPECT_EQ(r.rbp_offset, 40 + 8 * 10);
-      EXPECT_EQ(r.flags, EHELF_ROW_SIGNAL_FRAME);
+      EXPECT_EQ(r.rbx_offset, 40 + 8 * 11);
+      EXPECT_EQ(r.flags, EHELF_ROW_SIGNAL_FRAME | EHELF_SAVE_AT_CFA << EHELF_RBX_SHIFT);
     }
 }
 
@@ -268,6 +269,7 @@ ReadelfComparison compare_with_readelf(const std::string& path, const BpfTable& 
     const std::string& cfa = cell["CFA"];
     const std::string ra = cell.count("ra") ? cell["ra"] : "u";
     const std::string rbp = cell.count("rbp") ? cell["rbp"] : "s";
+    const std::string rbx = cell.count("rbx") ? cell["rbx"] : "s";
     if (cfa == "exp") {
       ++out.expression_rows;
       if (ours->kind != EHELF_ROW_PLT && ours->kind != EHELF_ROW_SIGNAL &&
@@ -284,15 +286,16 @@ ReadelfComparison compare_with_readelf(const std::string& path, const BpfTable& 
     };
     ehelf_bpf_row want{};
     std::smatch cm;
-    int64_t rip_off = 0, rbp_off = 0;
+    int64_t rip_off = 0, rbp_off = 0, rbx_off = 0;
     const bool rbp_unknown_or_same = rbp == "u" || rbp == "s";
+    const bool rbx_unknown_or_same = rbx == "u" || rbx == "s";
     auto stop = [&](NotExpressible why) {
       want.kind = EHELF_ROW_STOP;
       want.cfa_offset = int32_t(why);
     };
     if (!std::regex_match(cfa, cm, offset_re))
       stop(NotExpressible::CfaIsExpression); // readelf's "u" CFA: no rule
-    else if (cm[1] != "rsp" && cm[1] != "rbp")
+    else if (cm[1] != "rsp" && cm[1] != "rbp" && cm[1] != "rbx")
       stop(NotExpressible::CfaRegisterNotRspOrRbp);
     else if (cell.count("rsp"))
       stop(NotExpressible::RuleForRsp);
@@ -300,25 +303,34 @@ ReadelfComparison compare_with_readelf(const std::string& path, const BpfTable& 
       stop(NotExpressible::ReturnAddressNotSaved);
     else if (!rbp_unknown_or_same && !offset_of(rbp, rbp_off))
       stop(NotExpressible::RegisterRuleNotOffset);
+    else if (!rbx_unknown_or_same && !offset_of(rbx, rbx_off))
+      stop(NotExpressible::RegisterRuleNotOffset);
     else if (ra == "u")
       want.kind = EHELF_ROW_END;
     else {
-      want.kind = cm[1] == "rsp" ? EHELF_ROW_CFA_RSP : EHELF_ROW_CFA_RBP;
+      want.kind = cm[1] == "rsp"   ? EHELF_ROW_CFA_RSP
+                  : cm[1] == "rbp" ? EHELF_ROW_CFA_RBP
+                                   : EHELF_ROW_CFA_RBX;
       want.cfa_offset = int32_t(std::stoll(cm[2]));
       want.rip_offset = int16_t(rip_off);
       if (!rbp_unknown_or_same) {
         want.flags = EHELF_SAVE_AT_CFA;
-        want.rbp_offset = int32_t(rbp_off);
+        want.rbp_offset = int16_t(rbp_off);
       }
     }
     bool same = ours->kind == want.kind && ours->cfa_offset == want.cfa_offset;
-    if (want.kind == EHELF_ROW_CFA_RSP || want.kind == EHELF_ROW_CFA_RBP) {
+    if (want.kind == EHELF_ROW_CFA_RSP || want.kind == EHELF_ROW_CFA_RBP ||
+        want.kind == EHELF_ROW_CFA_RBX) {
       same = same && ours->rip_offset == want.rip_offset;
-      const unsigned save = ours->flags & EHELF_SAVE_MASK;
-      if (rbp_unknown_or_same) // readelf prints "u" for a column without a rule too
-        same = same && (rbp == "s" ? save == EHELF_SAVE_SAME : save != EHELF_SAVE_AT_CFA);
-      else
-        same = same && save == EHELF_SAVE_AT_CFA && ours->rbp_offset == want.rbp_offset;
+      // readelf prints "u" for a column without a rule too.
+      auto saved_as = [&](unsigned save, const std::string& cell, int64_t offset, int16_t ours_at) {
+        if (cell == "u" || cell == "s")
+          return cell == "s" ? save == EHELF_SAVE_SAME : save != EHELF_SAVE_AT_CFA;
+        return save == EHELF_SAVE_AT_CFA && ours_at == offset;
+      };
+      same = same && saved_as(ours->flags & EHELF_SAVE_MASK, rbp, rbp_off, ours->rbp_offset) &&
+             saved_as((ours->flags & EHELF_RBX_MASK) >> EHELF_RBX_SHIFT, rbx, rbx_off,
+                      ours->rbx_offset);
     }
     if (!same) fail(loc, line, *ours);
   }
@@ -477,6 +489,11 @@ TEST(BpfRows, OddRulesGiveStopRowsWithTheirReasonNeverACrash) {
        {rule(x86_64::RIP, K::Offset, 1 << 20)},
        false,
        NotExpressible::OffsetDoesNotFit},
+      // rbx in an expression (the runtime's compact rules interpret such rows too).
+      {reg_plus(x86_64::RSP, 16),
+       {rule(x86_64::RBX, K::Expression, 0, garbage), ra},
+       false,
+       NotExpressible::RegisterRuleNotOffset},
       // A signal frame's CFA outside an 'S' FDE, and one whose rbp is not in the frame.
       {signal_like,
        {rule(x86_64::RBP, K::Expression, 0, slot_120),
@@ -497,10 +514,11 @@ TEST(BpfRows, OddRulesGiveStopRowsWithTheirReasonNeverACrash) {
     h.add(pc, pc + 0x10, c.cfa, c.columns, c.signal);
     pc += 0x20; // a gap after each
   }
-  // rbx, or any register but rip, rsp and rbp, in an expression: still a CFA_RSP row.
+  // Any register but rip, rsp, rbp and rbx in an expression or another register: still a CFA_RSP
+  // row.
   const uint64_t fine_at = pc;
   h.add(pc, pc + 0x10, reg_plus(x86_64::RSP, 16),
-        {rule(x86_64::RBX, K::Expression, 0, garbage),
+        {rule(x86_64::R13, K::Expression, 0, garbage),
          rule(x86_64::R12, K::Register, 0, kNoExpression, 3), ra});
   h.table.finish();
 
@@ -558,6 +576,49 @@ TEST(BpfRows, AHandBuiltSignalFrameIsASignalRowAndTheTwinReadsTheFrame) {
   EXPECT_EQ(bpf_twin_step(*rows, 0x2010, regs, mem, exact), EHELF_STOP_NO_ENTRY);
   EXPECT_EQ(regs, before);
   EXPECT_EQ(check_backend(h.table, bpf_rows_backend(*rows)).mismatch_count, 0u);
+}
+
+// ld.so's lazy-binding trampolines: CFA = rbx + N while rsp is realigned, rbx saved at CFA - N.
+// The walk knows rbx from the sample's registers, or from the rows of the frames below: here the
+// oracle checks the step both ways (rbx known, rbx unknown: a stop, as the model's).
+TEST(BpfRows, ACfaOnRbxIsACfaRbxRowWithRbxTracked) {
+  using K = RegisterRule::Kind;
+  HandTable h;
+  h.add(0x3000, 0x3010, reg_plus(x86_64::RBX, 56),
+        {rule(x86_64::RBX, K::Offset, -56), rule(x86_64::RIP, K::Offset, -8)});
+  h.add(0x3010, 0x3020, reg_plus(x86_64::RSP, 16),
+        {rule(x86_64::RBX, K::Offset, -16), rule(x86_64::RIP, K::Offset, -8)});
+  h.table.finish();
+  auto rows = encode_bpf_rows(h.table);
+  ASSERT_TRUE(rows) << rows.error().to_string();
+  ASSERT_EQ(rows->rows.size(), 3u);
+  EXPECT_EQ(rows->rows[0].kind, EHELF_ROW_CFA_RBX);
+  EXPECT_EQ(rows->rows[0].cfa_offset, 56);
+  EXPECT_EQ(rows->rows[0].rbx_offset, -56);
+  EXPECT_EQ(rows->rows[0].flags, EHELF_SAVE_AT_CFA << EHELF_RBX_SHIFT);
+  EXPECT_EQ(rows->rows[1].kind, EHELF_ROW_CFA_RSP);
+  EXPECT_EQ(rows->rows[1].rbx_offset, -16);
+  SyntheticMemory mem;
+  RegisterState regs;
+  regs.set(x86_64::RIP, 0x3004);
+  regs.set(x86_64::RSP, 0x6000);
+  regs.set(x86_64::RBP, 0x6100);
+  regs.set(x86_64::RBX, 0x7000);
+  bool exact = true;
+  ASSERT_EQ(bpf_twin_step(*rows, 0x3004, regs, mem, exact), EHELF_STOP_OK);
+  EXPECT_EQ(regs.get(x86_64::RSP), 0x7000u + 56);
+  EXPECT_EQ(regs.get(x86_64::RIP), synthetic_word(0x7000 + 56 - 8));
+  EXPECT_EQ(regs.get(x86_64::RBX), synthetic_word(0x7000));
+  EXPECT_EQ(regs.get(x86_64::RBP), 0x6100u);
+  EXPECT_FALSE(exact);
+  RegisterState unknown;
+  unknown.set(x86_64::RIP, 0x3004);
+  unknown.set(x86_64::RSP, 0x6000);
+  EXPECT_EQ(bpf_twin_step(*rows, 0x3004, unknown, mem, exact), EHELF_STOP_MISSING_REGISTER);
+  const BackendCheck check = check_backend(h.table, bpf_rows_backend(*rows));
+  EXPECT_EQ(check.mismatch_count, 0u) << (check.mismatches.empty() ? "" : check.mismatches[0]);
+  EXPECT_EQ(check.agreed, check.checks - check.both_failed);
+  EXPECT_GT(check.agreed, 0u);
 }
 
 TEST(BpfRows, RefusesTablesBeyondFourGiBAndUnsortedRanges) {
