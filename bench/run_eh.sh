@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # C++ throw-and-catch through 1, 10 and 100 frames, with and without a destructor in each frame,
-# in 1 and 2 threads: libgcc_s (as built), libehelf-eh and LLVM's libunwind 14 (each preloaded),
+# in 1 and 2 threads: libgcc_s (as built), libehelf-eh, LLVM's libunwind 14 and nongnu libunwind
+# (each preloaded),
 # side by side in one run: nanoseconds, and instructions (callgrind); and the costs of frames
 # registered at run time (__register_frame). Writes bench/results/eh.md.
 # Environment: EH_BUILD, a build directory where the target ehelf_eh is built (default: build/,
@@ -15,6 +16,7 @@ if [ -z "${EH_BUILD:-}" ]; then
 fi
 lib="$(cd "$EH_BUILD" && pwd)/lib/libehelf-eh.so.0"
 llvm=/usr/lib/llvm-14/lib/libunwind.so.1 # Debian's libunwind-14 package
+nongnu=/usr/lib/x86_64-linux-gnu/libunwind.so.8 # Debian's libunwind8 (libunwind-dev's)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 g++ -O2 -pthread bench/eh/throw_bench.cpp -o "$tmp/throw_bench"
@@ -22,6 +24,10 @@ g++ -O2 -pthread bench/eh/throw_bench.cpp -o "$tmp/throw_bench"
 names=(libgcc_s ehelf)
 preloads=("" "$lib")
 if [ -f "$llvm" ]; then names+=("LLVM libunwind 14"); preloads+=("$llvm"); fi
+if [ -f "$nongnu" ]; then
+  names+=("nongnu libunwind $(dpkg-query -W -f='${Version}' libunwind8 2> /dev/null | cut -d- -f1)")
+  preloads+=("$nongnu")
+fi
 # Each unwinder must really be the one throwing: the loader's binding of _Unwind_RaiseException.
 for i in "${!names[@]}"; do
   [ -n "${preloads[$i]}" ] || continue
@@ -120,9 +126,15 @@ for op in register throw; do
     declare -A rns=()
     for i in "${!names[@]}"; do
       rns[$i]=$(LD_PRELOAD="${preloads[$i]}" "$tmp/register_bench" $op $live 2> /dev/null || echo "failed")
+      # An unwinder without the family (nongnu libunwind has its own _U_dyn_register): the
+      # program's calls bind to libgcc_s's, and its throws cannot find the JIT frame.
+      if [ -n "${preloads[$i]}" ] && ! nm -D --defined-only "${preloads[$i]}" | grep -qE ' __register_frame(@|$)'; then
+        [ "$op" = register ] && rns[$i]="${rns[$i]} (libgcc_s's: not exported)"
+        [ "$op" = throw ] && rns[$i]="${rns[$i]} (no __register_frame)"
+      fi
     done
     for i in "${!names[@]}"; do
-      ratio=$(awk -v t="${rns[$i]}" -v g="${rns[0]}" 'BEGIN { if (t + 0 > 0) printf "%.2f", t / g; else print "-" }')
+      ratio=$(awk -v t="${rns[$i]}" -v g="${rns[0]}" 'BEGIN { if (t + 0 > 0 && t !~ /[(]/) printf "%.2f", t / g; else print "-" }')
       echo "| $op | $live | ${names[$i]} | ${rns[$i]} | $ratio |" >> "$tmp/table"
     done
   done
