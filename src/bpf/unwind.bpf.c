@@ -205,26 +205,32 @@ static void request(__u32 tgid, __u64 pc, __u32 reason) {
 }
 
 /* The 8 bytes of the sampled thread's memory at `addr` (0: read), through the walk's window: a
- * word outside it fills it from the word's address to at most the end of that word's page (so
- * that the read touches no page the word's own read would not), and a word not 8-aligned, or one
- * whose window cannot be read, is read alone. */
+ * word outside it fills it from up to EHELF_WINDOW_BELOW bytes below the word to at most the end
+ * of the word's page (the read touches no page the word's own read would not), and a word not
+ * 8-aligned, or one whose window cannot be read, is read alone. (Below: a step reads the return
+ * address at CFA - 8 first, then the saved rbp and rbx under it; a window starting at the return
+ * address made each of those a second bpf_probe_read_user.) */
+#define EHELF_WINDOW_BELOW 128
 static int read_user(struct ehelf_walk *w, __u64 addr, __u64 *out) {
   struct ehelf_stack_window *win = &w->window;
   if (addr & 7) return bpf_probe_read_user(out, 8, (const void *)addr);
   __u64 offset = addr - win->base;
   if (addr < win->base || offset + 8 > win->length) {
-    __u64 length = 4096 - (addr & 4095);
+    __u64 below = addr & 4095; /* 8-aligned, as addr */
+    if (below > EHELF_WINDOW_BELOW) below = EHELF_WINDOW_BELOW;
+    const __u64 start = addr - below;
+    __u64 length = 4096 - (start & 4095);
     if (length > EHELF_WINDOW_BYTES) length = EHELF_WINDOW_BYTES;
     /* The verifier's view of the length: at least 8, at most the window. */
     length &= EHELF_WINDOW_BYTES * 2 - 8;
-    if (length < 8 || length > EHELF_WINDOW_BYTES ||
-        bpf_probe_read_user(win->bytes, (__u32)length, (const void *)addr)) {
+    if (length < below + 8 || length > EHELF_WINDOW_BYTES ||
+        bpf_probe_read_user(win->bytes, (__u32)length, (const void *)start)) {
       win->length = 0;
       return bpf_probe_read_user(out, 8, (const void *)addr);
     }
-    win->base = addr;
+    win->base = start;
     win->length = (__u32)length;
-    offset = 0;
+    offset = below;
   }
   /* In bounds for the verifier: an 8-aligned offset below the window's end. */
   *out = *(const __u64 *)&win->bytes[offset & (EHELF_WINDOW_BYTES - 8)];
