@@ -134,9 +134,11 @@ run_target() { # NAME
     done
     rm -f "$work/recursion.elf"
   fi
-  if [ "$name" = fuzz_row_lookup ] || [ "$name" = fuzz_registered_frames ]; then
+  if [ "$name" = fuzz_row_lookup ] || [ "$name" = fuzz_registered_frames ] ||
+    [ "$name" = fuzz_backends ]; then
     # .eh_frame sections of a compiled fixture and of the hand-written CFI one, behind the
-    # selector byte (0: a search table is built for the section's FDEs; registered as a section).
+    # selector byte (0: a search table is built for the section's FDEs; registered as a section;
+    # an .eh_frame).
     cc -O2 tests/fixtures/recursion.c -o "$work/recursion.elf"
     cc -nostartfiles -static -nostdlib tests/fixtures/cfi_variety.S -o "$work/cfi.elf"
     for elf in "$work"/*.elf; do
