@@ -106,6 +106,7 @@ run_target() { # NAME
   local name=$1 seeds="fuzz/corpus/${1#fuzz_}" work
   work=$(mktemp -d)
   [ -d "$seeds" ] && cp -r "$seeds"/. "$work"/
+  [ "$name" = fuzz_backends ] && cp -r fuzz/corpus/cfi/. "$work"/ # the same input as fuzz_cfi's
   if [ "$name" = fuzz_elf ] || [ "$name" = fuzz_synth ]; then
     # ELF seeds are built from the fixtures here rather than committed as binaries.
     cc -O2 tests/fixtures/recursion.c -o "$work/recursion" && strip "$work/recursion"
