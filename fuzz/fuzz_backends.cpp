@@ -14,6 +14,7 @@
 #include "bpf/bpf_check.hpp"
 #include "dwarf/cfa_interpreter.hpp"
 #include "dwarf/cfi_section.hpp"
+#include "dwarf/fde_function.hpp"
 #include "runtime/backend_check.hpp"
 
 namespace {
@@ -38,18 +39,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const ehelf::CfiSection s = ehelf::parse_cfi_section(bytes, format, ".eh_frame", bases);
   ehelf::UnwindTable table;
   ehelf::CfaInterpreter interp(table);
-  // As the module loader builds a table (dwarf/module_cfi.cpp): a function per FDE with its
-  // CIE's return column and 'S' flag, the FDEs whose programs run to the end.
+  // As the module loader builds a table (dwarf/module_cfi.cpp), its functions the same
+  // (function_of), but every FDE's rows kept up to where its program failed, where the loader
+  // refuses the section: more hostile tables for the backends.
   for (const ehelf::Fde& f : s.fdes) {
     if (f.pc_range == 0 || f.pc_begin == 0) continue;
-    const ehelf::Cie& cie = s.cies[f.cie];
-    ehelf::FunctionInfo info;
-    info.pc_begin = f.pc_begin;
-    info.pc_end = f.pc_end();
-    info.return_column = static_cast<uint16_t>(cie.ra_register);
-    info.signal_frame = cie.signal_frame;
-    const uint32_t function = table.add_function(info);
-    (void)interp.run(s, cie, f, bases, [&](const ehelf::InterpretedRow& r) {
+    const uint32_t function = table.add_function(ehelf::function_of(s, f));
+    (void)interp.run(s, s.cies[f.cie], f, bases, [&](const ehelf::InterpretedRow& r) {
       const uint32_t row = table.intern_row(r.state->cfa, r.state->columns);
       table.add_range(ehelf::TableRange{r.begin, r.end, row, function, r.state->args_size});
     });

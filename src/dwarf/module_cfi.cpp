@@ -6,6 +6,7 @@
 
 #include "dwarf/cfa_interpreter.hpp"
 #include "dwarf/cfi_limits.hpp"
+#include "dwarf/fde_function.hpp"
 
 namespace ehelf {
 namespace {
@@ -74,19 +75,8 @@ Status build_from(const CfiSection& section, const PointerBases& bases, bool rel
       ++stats.empty_fdes;
       continue;
     }
-    const Cie& cie = section.cies[fde.cie];
-    FunctionInfo info;
-    info.pc_begin = fde.pc_begin;
-    info.pc_end = fde.pc_end();
-    info.fde_offset = fde.offset;
-    info.lsda = fde.has_lsda ? fde.lsda : 0;
-    info.personality = cie.personality;
-    info.personality_slot = cie.personality_slot;
-    info.return_column = static_cast<uint16_t>(cie.ra_register);
-    info.signal_frame = cie.signal_frame;
-    info.from_debug_frame = section.format == CfiFormat::DebugFrame;
-    uint32_t function = table.add_function(info);
-    auto st = interp.run(section, cie, fde, bases, [&](const InterpretedRow& r) {
+    const uint32_t function = table.add_function(function_of(section, fde));
+    auto st = interp.run(section, section.cies[fde.cie], fde, bases, [&](const InterpretedRow& r) {
       ++stats.rows;
       uint32_t row = table.intern_row(r.state->cfa, r.state->columns);
       table.add_range(TableRange{r.begin, r.end, row, function, r.state->args_size});
