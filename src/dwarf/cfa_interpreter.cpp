@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <fmt/format.h>
+#include <optional>
 
 #include "dwarf/cfi_limits.hpp"
 #include "dwarf/constants.hpp"
@@ -77,7 +78,8 @@ template <class Intern> struct TableRules {
   const uint64_t end;
   const std::function<void(const InterpretedRow&)>* emit;
   Intern& intern;
-  Error expression_error = Error::plain(""); // why intern failed
+  // Why intern failed (made only then: a table build makes this storage for every CIE and FDE).
+  std::optional<Error> expression_error;
   uint64_t rows = 0;
 
   uint64_t location() const { return loc; }
@@ -197,7 +199,7 @@ Status CfaInterpreter::execute(const CfiSection& section, const Cie& cie, const 
       return error(
           fmt::format("more than {} rows in one FDE: refused", cfi_limits::kMaxRowsPerFde));
     case CfaFault::BadExpression:
-      return std::move(rules.expression_error);
+      return std::move(*rules.expression_error);
     case CfaFault::BeyondStorage: // (only fixed storage has values it cannot hold)
       return error("a value this interpreter cannot hold");
     }
