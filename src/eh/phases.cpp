@@ -77,7 +77,8 @@ bool land_or_go_on(_Unwind_Context& ctx, _Unwind_Action actions, _Unwind_Excepti
 }
 
 // Phase 1: the frame whose personality has a handler; its identity in `handler`. The frames it
-// walks are recorded in the thread's trail (trail.hpp), its serial in `trail_serial` (0: none).
+// walks that have a personality, past the first, are recorded in the thread's trail (trail.hpp),
+// its serial in `trail_serial` (0: none).
 _Unwind_Reason_Code search(const unw_context_t& uc, _Unwind_Exception* exc, uint64_t& handler,
                            uint64_t& trail_serial) {
   trail_serial = 0;
@@ -86,11 +87,13 @@ _Unwind_Reason_Code search(const unw_context_t& uc, _Unwind_Exception* exc, uint
   const ClaimedTrail claimed(*walk.context().cursor.local);
   Trail* trail = claimed.get();
   if (trail) trail_serial = trail->begin();
-  for (;;) {
+  for (bool first = true;; first = false) {
     _Unwind_Context& ctx = walk.context();
     if (!ctx.has_fde) return _URC_END_OF_STACK; // the end, or a frame we cannot unwind
-    if (trail && trail->count < Trail::kFrames) walk.record(trail->frames[trail->count++]);
     if (ctx.personality) {
+      // (the cleanup starts on the first frame itself)
+      if (trail && !first && trail->count < Trail::kFrames)
+        walk.record(trail->frames[trail->count++]);
       switch (personality(ctx, _UA_SEARCH_PHASE, exc)) {
       case _URC_HANDLER_FOUND:
         handler = identity(ctx);
@@ -108,7 +111,9 @@ _Unwind_Reason_Code search(const unw_context_t& uc, _Unwind_Exception* exc, uint
 // Where a cleanup phase is in the thread's trail (trail.hpp): serial 0 when it steps.
 struct TrailUse {
   uint64_t serial = 0;
-  unsigned next = 0; // the index of the frame above the current one
+  // The index of the trail's next frame: the first frame above the current one with a
+  // personality (the frames between have nothing to do in a cleanup phase, and are passed over).
+  unsigned next = 0;
 };
 
 // The trail's next frame made the walk's current frame; false when the trail no longer holds it
@@ -224,8 +229,8 @@ _Unwind_Reason_Code raise(const unw_context_t& uc, _Unwind_Exception* exc) {
   if (found != _URC_NO_REASON) return libgcc_there() ? kToLibgccRaise : found;
   exc->private_1 = 0;
   exc->private_2 = handler;
-  // (the cleanup's first frame is the search's first: the trail goes on from the second)
-  const _Unwind_Reason_Code failed = cleanup(uc, exc, TrailUse{trail, 1}, false);
+  // (the cleanup's first frame is the search's first, which the trail does not hold)
+  const _Unwind_Reason_Code failed = cleanup(uc, exc, TrailUse{trail, 0}, false);
   return libgcc_there() ? kToLibgccResume : failed;
 }
 

@@ -1,9 +1,13 @@
-// A raise's trail: the frames its search phase walked, kept so that its cleanup phase, which
-// walks the same frames from the same context up to the handler, takes them from here instead of
-// stepping each again (libgcc steps every frame twice: the cleanup phase is half of a throw's
-// unwinding). Nothing runs on those frames between the phases (the personalities' search-phase
-// calls only read), so each recorded frame is what the cleanup's step would compute; a frame
-// past the trail (deeper than kFrames) is stepped from the last one taken, as before.
+// A raise's trail: the frames its search phase walked that have a personality routine (past the
+// first, where the cleanup starts), kept so that its cleanup phase, which walks the same frames
+// from the same context up to the handler, takes them from here instead of stepping each again
+// (libgcc steps every frame twice: the cleanup phase is half of a throw's unwinding). The frames
+// without a personality are not kept: a cleanup phase has nothing to do in them (no personality
+// to call, and none is the handler's, which the search found through its personality), so the
+// cleanup goes from one kept frame to the next. Nothing runs on those frames between the phases
+// (the personalities' search-phase calls only read), so each recorded frame is what the
+// cleanup's step would compute; past the trail (more than kFrames such frames) the cleanup steps
+// from the last one taken, as before.
 //
 // In capi::ThreadPages (the thread's own pages, no malloc, no lock): the search phase holds the
 // trail for its walk; the cleanup phase claims it for each frame it takes (a landing pad is

@@ -248,25 +248,50 @@ __attribute__((noinline)) void deep(int depth, int every, int nested_every) {
     g_log.push_back(""); // not a tail call
   }
 }
+// Frames with a personality (a destructor) between frames without one (no cleanup, no handler:
+// no LSDA), in runs of `bare` frames: a raise's cleanup phase passes over the frames without a
+// personality, and more than the trail's 256 frames with one.
+static volatile int g_bare_sink;
+__attribute__((noinline)) void mixed(int depth, int bare_run);
+__attribute__((noinline)) void bare(int depth, int left, int bare_run) {
+  if (left == 0)
+    mixed(depth, bare_run);
+  else
+    bare(depth, left - 1, bare_run);
+  g_bare_sink = left; // not a tail call
+}
+__attribute__((noinline)) void mixed(int depth, int bare_run) {
+  if (depth == 0) throw std::out_of_range("mixed bottom");
+  Counted c{depth, depth % 50 == 0};
+  bare(depth - 1, depth % bare_run, bare_run);
+}
+
+// What a deep throw destroyed, and in which order, in one line.
+template <class Throw> static std::string unwound(Throw&& throw_it) {
+  g_destroyed.clear();
+  std::string what;
+  try {
+    throw_it();
+  } catch (const std::out_of_range& e) {
+    what = e.what();
+  }
+  long sum = 0;
+  for (size_t i = 0; i < g_destroyed.size(); ++i)
+    sum += long(i + 1) * g_destroyed[i];
+  return "caught " + what + ", " + std::to_string(g_destroyed.size()) +
+         " destructors and nested catches, order sum " + std::to_string(sum);
+}
+
 static void deep_stacks() {
   say("deep_stacks");
+  for (int run : {1, 3})
+    say("  mixed, runs of up to " + std::to_string(run) +
+        " frames without a personality: " + unwound([run] { mixed(300, run); }));
   const int shapes[][3] = {{300, 0, 0}, {300, 1, 0},   {300, 7, 0},
                            {300, 3, 9}, {260, 250, 0}, {40, 1, 4}};
-  for (const auto& shape : shapes) {
-    g_destroyed.clear();
-    std::string what;
-    try {
-      deep(shape[0], shape[1], shape[2]);
-    } catch (const std::out_of_range& e) {
-      what = e.what();
-    }
-    long sum = 0;
-    for (size_t i = 0; i < g_destroyed.size(); ++i)
-      sum += long(i + 1) * g_destroyed[i];
+  for (const auto& shape : shapes)
     say("  depth " + std::to_string(shape[0]) + ", a destructor every " + std::to_string(shape[1]) +
-        ": caught " + what + ", " + std::to_string(g_destroyed.size()) +
-        " destructors and nested catches, order sum " + std::to_string(sum));
-  }
+        ": " + unwound([&shape] { deep(shape[0], shape[1], shape[2]); }));
 }
 
 int main(int argc, char** argv) {
