@@ -1,3 +1,5 @@
+// (One file of 925 lines: readelf's display_debug_frames re-enacted as one walk, in readelf's own
+// order, so that a line of our output that differs from readelf's leads to the step that wrote it.)
 #include "report/readelf_frames.hpp"
 
 #include <algorithm>

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# (One file of 845 lines: one ELF builder and the list of crafted cases it writes, a few lines each.)
 """Writes hostile ELF files for `ehelf dump` against `readelf -wF` (test_dump_crafted.sh).
 
 Each file is an ELF64 x86_64 image built from scratch (section headers only, no program

@@ -1,3 +1,4 @@
+// (One file of 896 lines: each case a fixture and its expected findings, over one runner.)
 // ehelf check on real programs: assembly fixtures with deliberately wrong CFI, each
 // flagged exactly where its .ehelf_expect section says and nowhere else; correct programs
 // (hand-written assembly, a C program through libc compiled by gcc and clang at several levels,

@@ -1,3 +1,4 @@
+// (One file of 924 lines: one command's tests, each case a few lines over shared compile helpers.)
 // ehelf compile: eh_elf objects from real libraries (differential check against the interpreter,
 // the info block, build-id refusal), the ABI's error codes, the hand-written expression rows of
 // the cfi_variety fixture, hostile .eh_frame input (compiled in a child process, so a crash is a

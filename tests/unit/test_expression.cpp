@@ -1,3 +1,4 @@
+// (One file of 1,000 lines: one decoder and evaluator's tests, every DW_OP decoded, run and printed.)
 // Tests for Expression: decoding, evaluation, limits, and readelf-compatible printing.
 //
 // The printing tests use the real readelf as the oracle: once on expressions we assemble into an
