@@ -33,7 +33,9 @@ public:
   explicit CompactTable(const UnwindTable& table);
 
   // The rule for an SVMA; NoEntry outside the table.
-  const UnwindRule& lookup(uint64_t svma) const { return rules_[rule_index(svma)]; }
+  __attribute__((always_inline)) const UnwindRule& lookup(uint64_t svma) const {
+    return rules_[rule_index(svma)];
+  }
   // The index of that rule (0: NoEntry), for data kept per rule (RuleCache's hot forms).
   uint32_t rule_index(uint64_t svma) const;
   // SVMAs [base(), end()) are in the table (at most 4 GiB: a module's tables beyond that are
@@ -67,8 +69,10 @@ private:
   std::vector<UnwindRule> rules_;
 };
 
-// Inline: the rule cache's fill calls these for every miss.
-inline uint32_t CompactIndex::rule_index(uint32_t off) const {
+// Inline, always: the rule cache's fill calls these for every miss, and a step without the cache
+// for every frame (left to the compiler, the general step's growth made it call them out of
+// line: ~2-4% more instructions per frame).
+__attribute__((always_inline)) inline uint32_t CompactIndex::rule_index(uint32_t off) const {
   const uint32_t block = off >> block_shift;
   // Ranges [first, last) start inside the block; the one before `first` covers its first bytes.
   const uint32_t first = block_first[block], last = block_first[block + 1];
@@ -83,7 +87,7 @@ inline uint32_t CompactIndex::rule_index(uint32_t off) const {
   return rule_of[lo];
 }
 
-inline uint32_t CompactTable::rule_index(uint64_t svma) const {
+__attribute__((always_inline)) inline uint32_t CompactTable::rule_index(uint64_t svma) const {
   if (svma - base_ >= end_ - base_) return 0; // outside [base_, end_), or an empty table
   return index().rule_index(static_cast<uint32_t>(svma - base_));
 }
