@@ -18,7 +18,11 @@
 #define EHELF_MAX_TABLES 65536
 #define EHELF_MAX_MAPPINGS (1u << 18)
 #define EHELF_MAX_PROCESSES 32768
-#define EHELF_MAX_STACKS 16384
+/* The stacks map holds a stack as chunks of EHELF_STACK_CHUNK pcs (a 22-frame stack is one
+ * 264-byte entry): inserting a whole 512-frame value cost a sample ~2.5 us (a 4 KiB allocation
+ * and copy into cold memory) where the walk itself costs about as much. */
+#define EHELF_STACK_CHUNK 32
+#define EHELF_MAX_STACK_CHUNKS 32768
 #define EHELF_MAX_COUNTS 65536
 #define EHELF_MAX_KERNEL_STACKS 16384
 #define EHELF_KERNEL_FRAMES 127 /* the kernel's perf_event_max_stack default */
@@ -100,6 +104,20 @@ struct ehelf_stack {
   __u64 pcs[EHELF_MAX_FRAMES];
 };
 
+/* The stacks map's entries: the pcs [chunk * EHELF_STACK_CHUNK, + EHELF_STACK_CHUNK) of the
+ * stack whose hash is `stack` (the counts' key), with the whole stack's depth and stop. Chunk 0
+ * is written last: a stack whose chunk 0 is in the map has all its chunks there. */
+struct ehelf_stack_key {
+  __u64 stack;
+  __u32 chunk;
+  __u32 reserved;
+};
+struct ehelf_stack_chunk {
+  __u32 depth;
+  __u32 stop;
+  __u64 pcs[EHELF_STACK_CHUNK];
+};
+
 /* A sample handed to perf with its stack copy too (copy mode): the kernel's walk of it, and the
  * registers it started from, which the sample's own say again. */
 struct ehelf_copy {
@@ -144,12 +162,12 @@ struct ehelf_walk {
   __u32 last_mapping; /* where find_mapping looks first */
   __u32 depth;
   __u32 stop;
-  __u32 signal; /* the last step went through a signal frame */
+  __u32 signal;        /* the last step went through a signal frame */
   __u32 known_process; /* its mappings are those user space wrote (or its parent's) */
-  __u8 learned_read;  /* `learned` holds the process's entry of the learned map, if any */
-  __u8 vma_asked;     /* bpf_find_vma was called in this sample */
-  __u8 learned_added; /* `learned` gained a mapping: written back at the end */
-  __u8 vma_deferred;  /* a pc was in no mapping known, and bpf_find_vma was used already */
+  __u8 learned_read;   /* `learned` holds the process's entry of the learned map, if any */
+  __u8 vma_asked;      /* bpf_find_vma was called in this sample */
+  __u8 learned_added;  /* `learned` gained a mapping: written back at the end */
+  __u8 vma_deferred;   /* a pc was in no mapping known, and bpf_find_vma was used already */
   struct ehelf_learned learned;
   struct {
     __u32 tgid;
@@ -162,6 +180,7 @@ struct ehelf_walk {
   } last_process; /* the processes map's entry this CPU read last (kept across samples) */
   struct ehelf_copy copy;
   struct ehelf_stack_window window;
+  struct ehelf_stack_chunk chunk; /* one chunk of copy.stack, as the stacks map takes it */
 };
 
 /* The in-kernel walk's row cache (unwind.bpf.c: row_cache): 2^12 entries per CPU. */
@@ -204,7 +223,9 @@ enum ehelf_stat {
   EHELF_STAT_COPIES_LOST = 5,
   EHELF_STAT_VMA_FILES = 6,   /* mappings found with bpf_find_vma, of a file with a table */
   EHELF_STAT_VMA_UNKNOWN = 7, /* ... of a file user space had not published */
-  EHELF_STAT_STOPS = 8,                                             /* + enum ehelf_walk_stop */
+  EHELF_STAT_ROW_MISSES = 8,  /* rows not in the row cache: found in their table */
+  EHELF_STAT_STACK_READS = 9, /* bpf_probe_read_user calls of the walks (windows and words) */
+  EHELF_STAT_STOPS = 10,      /* + enum ehelf_walk_stop */
   EHELF_STAT_NOT_EXPRESSIBLE = EHELF_STAT_STOPS + EHELF_STOP_COUNT, /* + the STOP row's reason */
   EHELF_STAT_COUNT = EHELF_STAT_NOT_EXPRESSIBLE + EHELF_NOT_EXPRESSIBLE_KINDS,
 };

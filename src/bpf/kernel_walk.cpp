@@ -132,6 +132,7 @@ struct KernelWalk::State {
   std::vector<Retired> retired;
   std::unordered_map<uint64_t, std::pair<std::vector<uint64_t>, unsigned>> known_stacks;
   std::unordered_set<uint64_t> stacks_in_map; // counted since the stacks map was last emptied
+  uint64_t chunks_in_map = 0;                 // of those
   std::unordered_set<uint32_t> pending;       // processes asked for by the program
   std::function<void(const CopiedWalk&)> on_copy;
   uint64_t requests_answered = 0, bytes_read = 0;
@@ -640,7 +641,26 @@ void KernelWalk::drain(const std::function<void(const KernelStack&)>& use) {
   }
   KernelStack out;
   std::vector<uint64_t> kernel_pcs(EHELF_KERNEL_FRAMES);
-  auto stack_value = std::make_unique<ehelf_stack>();
+  ehelf_stack_chunk chunk{};
+  // The stack `hash` from the stacks map, chunk by chunk (bpf_maps.h), into `pcs`; false when a
+  // chunk is missing (the map had no room for it).
+  std::vector<uint64_t> pcs;
+  auto read_stack = [&](uint64_t hash, unsigned& stop) {
+    ehelf_stack_key sk{hash, 0, 0};
+    if (bpf_map_lookup_elem(stacks, &sk, &chunk) != 0) return false;
+    s.bytes_read += sizeof(sk) + sizeof(chunk);
+    const uint32_t depth = std::min<uint32_t>(chunk.depth, EHELF_MAX_FRAMES);
+    stop = chunk.stop;
+    pcs.assign(depth, 0);
+    for (uint32_t i = 0; i * EHELF_STACK_CHUNK < depth; ++i) {
+      sk.chunk = i;
+      if (i && bpf_map_lookup_elem(stacks, &sk, &chunk) != 0) return false;
+      if (i) s.bytes_read += sizeof(sk) + sizeof(chunk);
+      const uint32_t n = std::min<uint32_t>(EHELF_STACK_CHUNK, depth - i * EHELF_STACK_CHUNK);
+      std::copy(chunk.pcs, chunk.pcs + n, pcs.begin() + i * EHELF_STACK_CHUNK);
+    }
+    return true;
+  };
   for (const ehelf_count_key& k : keys) {
     ehelf_count value{};
     if (bpf_map_lookup_elem(counts, &k, &value) != 0) continue;
@@ -648,16 +668,13 @@ void KernelWalk::drain(const std::function<void(const KernelStack&)>& use) {
     s.bytes_read += sizeof(k) + sizeof(value);
     auto known = s.known_stacks.find(k.stack);
     if (known == s.known_stacks.end()) {
-      if (bpf_map_lookup_elem(stacks, &k.stack, stack_value.get()) != 0) continue;
-      const uint32_t depth = std::min<uint32_t>(stack_value->depth, EHELF_MAX_FRAMES);
-      s.bytes_read += 8 + 8 * depth;
-      known = s.known_stacks
-                  .emplace(k.stack, std::make_pair(std::vector<uint64_t>(stack_value->pcs,
-                                                                         stack_value->pcs + depth),
-                                                   unsigned(stack_value->stop)))
-                  .first;
+      unsigned stop = 0;
+      if (!read_stack(k.stack, stop)) continue;
+      known = s.known_stacks.emplace(k.stack, std::make_pair(pcs, stop)).first;
     }
-    s.stacks_in_map.insert(k.stack);
+    if (s.stacks_in_map.insert(k.stack).second)
+      s.chunks_in_map += std::max<size_t>(1, (known->second.first.size() + EHELF_STACK_CHUNK - 1) /
+                                                 EHELF_STACK_CHUNK);
     out.pid = k.pid;
     out.tid = k.tid;
     out.comm.assign(value.comm, strnlen(value.comm, sizeof(value.comm)));
@@ -680,18 +697,21 @@ void KernelWalk::drain(const std::function<void(const KernelStack&)>& use) {
   // lookup, not an insertion. Once half full, the stacks read here leave it (those still in use
   // come back at their next sample), leaving room for as many new ones before the next drain;
   // those not read yet stay, for the counts the program is writing now.
-  if (s.stacks_in_map.size() >= EHELF_MAX_STACKS / 2) {
-    std::vector<uint64_t> read;
-    uint64_t stack_key = 0, next_stack = 0;
+  if (s.chunks_in_map >= EHELF_MAX_STACK_CHUNKS / 2) {
+    std::vector<ehelf_stack_key> read;
+    ehelf_stack_key stack_key{}, next_stack{};
     for (bool start = true;
          bpf_map_get_next_key(stacks, start ? nullptr : &stack_key, &next_stack) == 0;
          start = false) {
-      if (s.known_stacks.count(next_stack)) read.push_back(next_stack);
+      if (s.known_stacks.count(next_stack.stack)) read.push_back(next_stack);
       stack_key = next_stack;
     }
-    for (uint64_t key : read)
+    // (A walk may store a stack again while its chunks leave, and a part of it may stay: the
+    // stacks evicted are those read here, which are never read from the map again.)
+    for (const ehelf_stack_key& key : read)
       bpf_map_delete_elem(stacks, &key);
     s.stacks_in_map.clear();
+    s.chunks_in_map = 0;
   }
 }
 
@@ -722,6 +742,8 @@ KernelWalkStats KernelWalk::stats() const {
   out.copies_lost = total(EHELF_STAT_COPIES_LOST);
   out.found_files = total(EHELF_STAT_VMA_FILES);
   out.found_unknown = total(EHELF_STAT_VMA_UNKNOWN);
+  out.row_misses = total(EHELF_STAT_ROW_MISSES);
+  out.stack_reads = total(EHELF_STAT_STACK_READS);
   for (unsigned i = 0; i < kWalkStopCount; ++i)
     out.stops[i] = total(EHELF_STAT_STOPS + i);
   for (unsigned i = 0; i < out.not_expressible.size(); ++i)

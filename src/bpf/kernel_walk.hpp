@@ -69,6 +69,8 @@ struct KernelWalkStats {
   // Mappings the kernel found itself (bpf_find_vma: a pc in none of those written here) whose
   // file had a published table, and those whose file had none yet.
   uint64_t found_files = 0, found_unknown = 0;
+  // Frames whose row was not in the program's row cache, and its reads of the sampled stacks.
+  uint64_t row_misses = 0, stack_reads = 0;
   uint64_t files = 0, rows = 0, row_bytes = 0; // tables loaded now (bytes: page indexes too)
   uint64_t largest_file_rows = 0;
   std::string largest_file;

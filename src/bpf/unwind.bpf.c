@@ -10,7 +10,7 @@
  *   tables     table id -> its range of rows in the row pool
  *   row_shards the row pool: shards of 2^20 rows (array of maps), added as tables need them, so
  *              that no file is ever skipped for a full shard
- *   stacks     hash of a walk -> its pcs (kept until user space evicts them)
+ *   stacks     (hash of a walk, chunk) -> 32 of its pcs (kept until user space evicts them)
  *   counts0/counts1: (stack, pid, tid, kernel stack) -> samples, period, comm; user space
  *              drains the one not in use (`active`)
  *   files      a file's inode -> its table, for pcs in none of a process's mappings
@@ -133,10 +133,9 @@ struct {
 
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
-  __uint(map_flags, BPF_F_NO_PREALLOC);
-  __uint(max_entries, EHELF_MAX_STACKS);
-  __type(key, __u64);
-  __type(value, struct ehelf_stack);
+  __uint(max_entries, EHELF_MAX_STACK_CHUNKS);
+  __type(key, struct ehelf_stack_key);
+  __type(value, struct ehelf_stack_chunk);
 } stacks SEC(".maps");
 
 struct counts_map {
@@ -213,9 +212,13 @@ static void request(__u32 tgid, __u64 pc, __u32 reason) {
 #define EHELF_WINDOW_BELOW 128
 static int read_user(struct ehelf_walk *w, __u64 addr, __u64 *out) {
   struct ehelf_stack_window *win = &w->window;
-  if (addr & 7) return bpf_probe_read_user(out, 8, (const void *)addr);
+  if (addr & 7) {
+    count_stat(EHELF_STAT_STACK_READS);
+    return bpf_probe_read_user(out, 8, (const void *)addr);
+  }
   __u64 offset = addr - win->base;
   if (addr < win->base || offset + 8 > win->length) {
+    count_stat(EHELF_STAT_STACK_READS);
     __u64 below = addr & 4095; /* 8-aligned, as addr */
     if (below > EHELF_WINDOW_BELOW) below = EHELF_WINDOW_BELOW;
     const __u64 start = addr - below;
@@ -226,6 +229,7 @@ static int read_user(struct ehelf_walk *w, __u64 addr, __u64 *out) {
     if (length < below + 8 || length > EHELF_WINDOW_BYTES ||
         bpf_probe_read_user(win->bytes, (__u32)length, (const void *)start)) {
       win->length = 0;
+      count_stat(EHELF_STAT_STACK_READS);
       return bpf_probe_read_user(out, 8, (const void *)addr);
     }
     win->base = start;
@@ -465,6 +469,7 @@ __attribute__((noinline)) int table_step(struct ehelf_walk *w, __u32 id, __u64 b
       cached->generation == generation) {
     row = cached->row;
   } else {
+    count_stat(EHELF_STAT_ROW_MISSES);
     __s64 index = ehelf_bpf_find_row(0, &t->rows, (__u32)rel);
     if (index < 0) return EHELF_STOP_NO_ENTRY;
     const struct ehelf_bpf_row *found = row_at((__u64)index);
@@ -646,6 +651,28 @@ static int user_regs(struct bpf_perf_event_data *ctx, struct ehelf_bpf_regs *r) 
   return 0;
 }
 
+/* Puts the walk's stack in the stacks map, its chunks after the first, then the first (which
+ * tells the stack is there); 0 when a chunk found no room. */
+static int store_stack(struct ehelf_walk *w) {
+  const __u32 chunks = (w->depth + EHELF_STACK_CHUNK - 1) / EHELF_STACK_CHUNK;
+  struct ehelf_stack_key key = {.stack = w->hash};
+  w->chunk.depth = w->depth;
+  w->chunk.stop = w->stop;
+  /* Bounded for the verifier: at most EHELF_MAX_FRAMES / EHELF_STACK_CHUNK chunks, the first
+   * last (i = 0 after the others). */
+  for (int n = EHELF_MAX_FRAMES / EHELF_STACK_CHUNK - 1; n >= 0; n--) {
+    const __u32 i = (__u32)n;
+    if (i != 0 && i >= chunks) continue;
+    const __u32 from = (i * EHELF_STACK_CHUNK) & (EHELF_MAX_FRAMES - EHELF_STACK_CHUNK);
+    __builtin_memcpy(w->chunk.pcs, &w->copy.stack.pcs[from], sizeof(w->chunk.pcs));
+    key.chunk = i;
+    if (bpf_map_update_elem(&stacks, &key, &w->chunk, i == 0 ? BPF_NOEXIST : BPF_ANY) &&
+        !bpf_map_lookup_elem(&stacks, &key))
+      return 0;
+  }
+  return 1;
+}
+
 /* Counts the walk's stack; 1 when its count is new in this map (its stack must be in `stacks`),
  * 0 when it was there (its stack is, or user space has read it: it evicts only those). */
 static int count_stack(struct bpf_perf_event_data *ctx, struct ehelf_walk *w, __u32 tid) {
@@ -755,14 +782,15 @@ int ehelf_sample(struct bpf_perf_event_data *ctx) {
   w->copy.stack.depth = w->depth;
   w->copy.stack.stop = w->stop;
   /* Stacks stay in the map across drains (user space evicts them in bulk when it fills): a stack
-   * seen before costs a lookup, where inserting costs an allocation and a 4 KiB copy (~600 ns);
-   * one counted already since the last drain costs nothing more. The stack is in the map before
+   * seen before costs a lookup, where inserting costs an allocation and a copy per chunk; one
+   * counted already since the last drain costs nothing more. The stack is in the map before
    * user space reads the count: it reads a map 2 ms after the program stopped writing it, and a
    * run of the program takes microseconds. */
-  if (count_stack(ctx, w, tid) && !bpf_map_lookup_elem(&stacks, &w->hash) &&
-      bpf_map_update_elem(&stacks, &w->hash, &w->copy.stack, BPF_NOEXIST) &&
-      !bpf_map_lookup_elem(&stacks, &w->hash))
-    count_stat(EHELF_STAT_STACKS_FULL);
+  if (count_stack(ctx, w, tid)) {
+    const struct ehelf_stack_key first = {.stack = w->hash};
+    if (!bpf_map_lookup_elem(&stacks, &first) && !store_stack(w))
+      count_stat(EHELF_STAT_STACKS_FULL);
+  }
   if (copy_every && w->tgid != 0) {
     __u64 *seen = bpf_map_lookup_elem(&stats, &zero);
     if (seen && *seen % copy_every == 0) {

@@ -686,6 +686,12 @@ std::string kernel_walk_summary(const Recording& rec) {
     out += fmt::format("  BPF program: {} runs, {:.0f} ns each ({:.1f} ns per frame)\n", k.runs,
                        double(k.run_time_ns) / double(k.runs),
                        k.frames ? double(k.run_time_ns) / double(k.frames) : 0.0);
+  if (k.frames)
+    out += fmt::format("  rows found in the program's row cache: {:.1f}% of frames; stack reads: "
+                       "{:.1f} per sample\n",
+                       100.0 * double(k.frames - std::min(k.row_misses, k.frames)) /
+                           double(k.frames),
+                       k.samples ? double(k.stack_reads) / double(k.samples) : 0.0);
   const CopyComparison& c = rec.copies;
   if (c.compared || c.unmatched) {
     out += fmt::format("  copy mode: {} samples walked both ways, {} identical ({:.2f}%); "

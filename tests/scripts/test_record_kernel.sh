@@ -121,6 +121,26 @@ deep_through=$(count deep.folded ';main(;descend){26};spin( |;)')
 [ "$deep_through" -ge "$(( $(total deep.folded) * 9 / 10 ))" ] && [ "$deep_through" -gt 20 ] &&
   ok "deep: $deep_through of $(total deep.folded) samples through 26 frames of descend" ||
   bad "deep: $deep_through of $(total deep.folded) through: $(sort -t' ' -k2 -n -r deep.folded | head -2)"
+# A stack of 150 frames of recursion: the program keeps a stack as chunks of 32 pcs (5 here, the
+# first written last), and the profile must have all of them, in order.
+cat > deep150.c << 'EOF'
+#include <stdlib.h>
+volatile unsigned long sink;
+__attribute__((noinline)) void spin(void) { for (unsigned long i = 0; i < 300000000UL; i++) sink += i; }
+__attribute__((noinline)) void recurse(int n) { if (n == 0) spin(); else recurse(n - 1); sink++; }
+int main(int argc, char **argv) { recurse(atoi(argv[1])); return 0; }
+EOF
+if gcc -O1 deep150.c -o deep150; then
+  "$ehelf" record --unwind kernel --kernel-copy-every 3 -o deep150.folded -- ./deep150 150 \
+    > /dev/null 2> deep150.err || bad "record deep150: $(tail -3 deep150.err)"
+  copy_check "150 frames" deep150.err
+  through=$(count deep150.folded ';main(;recurse){151};spin( |;)')
+  [ "$through" -ge "$(( $(total deep150.folded) * 9 / 10 ))" ] && [ "$through" -gt 20 ] &&
+    ok "150 frames: $through of $(total deep150.folded) samples through 151 frames of recurse" ||
+    bad "150 frames: $through of $(total deep150.folded) through: $(sort -t' ' -k2 -n -r deep150.folded | head -1 | cut -c1-300)"
+else
+  bad "the 150-frame fixture did not build"
+fi
 # Through the signal frame (__restore_rt: the kernel's rt_sigframe rows) back to main_work.
 [ "$(count signal.folded ';main_work;[^;]*handler_work')" -gt 0 ] || [ "$(count signal.folded ';main_work;.*handler_work')" -gt 0 ] &&
   ok "signal: handler stacks go through the signal frame into main_work" ||
