@@ -5,23 +5,16 @@
 
 #include <algorithm>
 #include <cstring>
-#include <map>
-#include <optional>
 #include <set>
-#include <string_view>
 #include <unordered_map>
 
-#include "model/registers.hpp"
 #include "synth/late_starts.hpp"
-#include "x86/abi.hpp"
 #include "x86/decoder.hpp"
 #include "x86/jump_table.hpp"
 
 namespace ehelf::synth {
 
 namespace {
-
-using x86::Reg;
 
 // One exploration: the function's paths, over what the knowledge says of the rest of the file.
 struct Explorer {

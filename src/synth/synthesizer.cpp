@@ -1,31 +1,22 @@
 #include "synth/synthesizer.hpp"
 
-#include <elf.h>
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstring>
 #include <map>
 #include <set>
-#include <string_view>
 #include <unordered_map>
 
-#include "model/registers.hpp"
 #include "synth/assemble.hpp"
 #include "synth/discovery.hpp"
 #include "synth/exception_tables.hpp"
 #include "synth/explore.hpp"
 #include "synth/knowledge.hpp"
 #include "synth/late_starts.hpp"
-#include "x86/abi.hpp"
-#include "x86/decoder.hpp"
-#include "x86/jump_table.hpp"
 
 namespace ehelf::synth {
 
 namespace {
-
-using x86::Reg;
 
 // The phases between discovery (discovery.hpp) and the table (assemble.hpp): each function
 // explored from its entry (analyse), cold parts entered by jumps, landing pads, noreturn
