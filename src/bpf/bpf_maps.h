@@ -166,10 +166,10 @@ struct ehelf_walk {
   __u32 known_process; /* its mappings are those user space wrote (or its parent's) */
   __u32 stack_reads;   /* bpf_probe_read_user calls of this sample's walk */
   __u32 reserved;
-  __u8 learned_read;   /* `learned` holds the process's entry of the learned map, if any */
-  __u8 vma_asked;      /* bpf_find_vma was called in this sample */
-  __u8 learned_added;  /* `learned` gained a mapping: written back at the end */
-  __u8 vma_deferred;   /* a pc was in no mapping known, and bpf_find_vma was used already */
+  __u8 learned_read;  /* `learned` holds the process's entry of the learned map, if any */
+  __u8 vma_asked;     /* bpf_find_vma was called in this sample */
+  __u8 learned_added; /* `learned` gained a mapping: written back at the end */
+  __u8 vma_deferred;  /* a pc was in no mapping known, and bpf_find_vma was used already */
   struct ehelf_learned learned;
   struct {
     __u32 tgid;
@@ -183,6 +183,9 @@ struct ehelf_walk {
   struct ehelf_copy copy;
   struct ehelf_stack_window window;
   struct ehelf_stack_chunk chunk; /* one chunk of copy.stack, as the stacks map takes it */
+  struct ehelf_bpf_row row;       /* the row a search found (unwind.bpf.c: search_table) */
+  __u64 word;                     /* the word refill_window read */
+  __u64 saved_regs[21];           /* the sample's user registers (a pt_regs: unwind.bpf.c user_regs) */
 };
 
 /* The in-kernel walk's row cache (unwind.bpf.c: row_cache): 2^12 entries per CPU. */

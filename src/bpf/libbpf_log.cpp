@@ -18,9 +18,17 @@ int keep_libbpf_message(enum libbpf_print_level level, const char* format, va_li
   if (level == LIBBPF_DEBUG) return 0;
   std::lock_guard lock(log_mutex);
   if (!log_sink) return 0;
-  char line[1024];
-  const int n = std::vsnprintf(line, sizeof(line), format, args);
-  if (n > 0) log_sink->append(line, std::min<size_t>(size_t(n), sizeof(line) - 1));
+  // Whole: libbpf hands the verifier's log as one message, whose last lines are the reason.
+  va_list copy;
+  va_copy(copy, args);
+  const int n = std::vsnprintf(nullptr, 0, format, copy);
+  va_end(copy);
+  if (n > 0) {
+    const size_t start = log_sink->size();
+    log_sink->resize(start + size_t(n) + 1);
+    std::vsnprintf(log_sink->data() + start, size_t(n) + 1, format, args);
+    log_sink->resize(start + size_t(n));
+  }
   // Bounded: the tail is what an error shows.
   if (log_sink->size() > (1u << 20)) log_sink->erase(0, log_sink->size() - (1u << 19));
   return 0;

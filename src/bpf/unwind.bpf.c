@@ -210,60 +210,84 @@ static void request(__u32 tgid, __u64 pc, __u32 reason) {
  * address at CFA - 8 first, then the saved rbp and rbx under it; a window starting at the return
  * address made each of those a second bpf_probe_read_user.) */
 #define EHELF_WINDOW_BELOW 128
-static int read_user(struct ehelf_walk *w, __u64 addr, __u64 *out) {
+/* The word at `addr` read (from a new window when it is 8-aligned) into w->word: 0, or the error.
+ * Verifier: a global function, checked once on its own (as a static one it was checked again at
+ * each of its call sites for each state the walk's loop reached it with). */
+__attribute__((noinline)) int refill_window(struct ehelf_walk *w, __u64 addr) {
+  if (!w) return -1;
   struct ehelf_stack_window *win = &w->window;
-  if (addr & 7) {
+  w->stack_reads += 1;
+  if (addr & 7) return bpf_probe_read_user(&w->word, 8, (const void *)addr);
+  __u64 below = addr & 4095; /* 8-aligned, as addr */
+  if (below > EHELF_WINDOW_BELOW) below = EHELF_WINDOW_BELOW;
+  const __u64 start = addr - below;
+  __u64 length = 4096 - (start & 4095);
+  if (length > EHELF_WINDOW_BYTES) length = EHELF_WINDOW_BYTES;
+  /* The verifier's view of the length: at least 8, at most the window. */
+  length &= EHELF_WINDOW_BYTES * 2 - 8;
+  if (length < below + 8 || length > EHELF_WINDOW_BYTES ||
+      bpf_probe_read_user(win->bytes, (__u32)length, (const void *)start)) {
+    win->length = 0;
     w->stack_reads += 1;
-    return bpf_probe_read_user(out, 8, (const void *)addr);
+    return bpf_probe_read_user(&w->word, 8, (const void *)addr);
   }
-  __u64 offset = addr - win->base;
-  if (addr < win->base || offset + 8 > win->length) {
-    w->stack_reads += 1;
-    __u64 below = addr & 4095; /* 8-aligned, as addr */
-    if (below > EHELF_WINDOW_BELOW) below = EHELF_WINDOW_BELOW;
-    const __u64 start = addr - below;
-    __u64 length = 4096 - (start & 4095);
-    if (length > EHELF_WINDOW_BYTES) length = EHELF_WINDOW_BYTES;
-    /* The verifier's view of the length: at least 8, at most the window. */
-    length &= EHELF_WINDOW_BYTES * 2 - 8;
-    if (length < below + 8 || length > EHELF_WINDOW_BYTES ||
-        bpf_probe_read_user(win->bytes, (__u32)length, (const void *)start)) {
-      win->length = 0;
-      w->stack_reads += 1;
-      return bpf_probe_read_user(out, 8, (const void *)addr);
-    }
-    win->base = start;
-    win->length = (__u32)length;
-    offset = below;
+  win->base = start;
+  win->length = (__u32)length;
+  /* In bounds for the verifier: an 8-aligned offset below the window's end. */
+  w->word = *(const __u64 *)&win->bytes[below & (EHELF_WINDOW_BYTES - 8)];
+  return 0;
+}
+
+/* (Inlined: the window's hit is most reads, and a call costs a return, which this machine's
+ * mitigations make a mispredicted one: ~5 ns.) */
+static __always_inline int read_user(struct ehelf_walk *w, __u64 addr, __u64 *out) {
+  const struct ehelf_stack_window *win = &w->window;
+  const __u64 offset = addr - win->base;
+  if ((addr & 7) || addr < win->base || offset + 8 > win->length) {
+    const int error = refill_window(w, addr);
+    *out = w->word;
+    return error;
   }
   /* In bounds for the verifier: an 8-aligned offset below the window's end. */
   *out = *(const __u64 *)&win->bytes[offset & (EHELF_WINDOW_BYTES - 8)];
   return 0;
 }
 
-/* The mapping of the walk's process holding `pc`, or 0: the last one found when it holds it
- * (callers are mostly in the callee's file), else a binary search of at most 32 rounds. */
-static const struct ehelf_mapping *find_mapping(struct ehelf_walk *w, __u64 pc) {
-  __u32 index = w->last_mapping;
-  const struct ehelf_mapping *m = bpf_map_lookup_elem(&mappings, &index);
-  if (m && index - w->first_mapping < w->mapping_count && m->start <= pc && pc < m->end) return m;
+/* The index in `mappings` of the walk's process's mapping holding `pc`, or -1: a binary search of
+ * at most 32 rounds. Verifier: a global function (as refill_window). */
+__attribute__((noinline)) __s64 search_mapping(struct ehelf_walk *w, __u64 pc) {
+  if (!w) return -1;
+  __u32 index;
+  const struct ehelf_mapping *m;
   __u32 lo = 0, hi = w->mapping_count;
   for (int round = 0; round < 32 && lo < hi; round++) {
     __u32 mid = lo + (hi - lo) / 2;
     index = w->first_mapping + mid;
     m = bpf_map_lookup_elem(&mappings, &index);
-    if (!m) return 0;
+    if (!m) return -1;
     if (m->start <= pc)
       lo = mid + 1;
     else
       hi = mid;
   }
-  if (lo == 0) return 0;
+  if (lo == 0) return -1;
   index = w->first_mapping + lo - 1;
   m = bpf_map_lookup_elem(&mappings, &index);
-  if (!m || pc >= m->end) return 0;
+  if (!m || pc >= m->end) return -1;
   w->last_mapping = index;
-  return m;
+  return index;
+}
+
+/* The mapping of the walk's process holding `pc`, or 0: the last one found when it holds it
+ * (callers are mostly in the callee's file), else the search. */
+static __always_inline const struct ehelf_mapping *find_mapping(struct ehelf_walk *w, __u64 pc) {
+  const __u32 index = w->last_mapping;
+  const struct ehelf_mapping *m = bpf_map_lookup_elem(&mappings, &index);
+  if (m && index - w->first_mapping < w->mapping_count && m->start <= pc && pc < m->end) return m;
+  const __s64 found = search_mapping(w, pc);
+  if (found < 0) return 0;
+  const __u32 at = (__u32)found;
+  return bpf_map_lookup_elem(&mappings, &at);
 }
 
 /* Only the fields read here, placed by the running kernel's BTF (CO-RE). */
@@ -453,48 +477,109 @@ __attribute__((noinline)) int frame_pointer_step(struct ehelf_walk *w, struct eh
   return 0;
 }
 
-/* The row for the walk's pc in table `id` mapped with `bias` (looked up at pc - 1 unless exact),
- * or a stop. */
-__attribute__((noinline)) int table_step(struct ehelf_walk *w, __u32 id, __u64 bias, __u64 lookup) {
+/* The row of table `id` covering `rel` (relative to the table's base) into w->row, or a stop:
+ * the search of a row not in the row cache, which it fills.
+ * Verifier: a global function, checked once on its own (inlined in the walk, the searches' loops
+ * made the program ten times longer to load). */
+__attribute__((noinline)) int search_table(struct ehelf_walk *w, __u32 id, __u32 rel) {
   if (!w) return EHELF_STOP_NO_TABLE_YET;
   const struct ehelf_table *t = bpf_map_lookup_elem(&tables, &id);
   if (!t || t->rows.row_count == 0) return EHELF_STOP_NO_TABLE_YET;
-  __u64 rel = lookup - bias - t->base;
-  if (lookup < bias + t->base || rel > 0xffffffffull) return EHELF_STOP_NO_ENTRY;
-  struct ehelf_bpf_row row;
-  const __u32 generation = table_generation;
-  __u32 slot = (((__u32)rel * 0x9e3779b1u) ^ (id * 0x85ebca6bu)) >> (32 - EHELF_ROW_CACHE_BITS);
+  count_stat(EHELF_STAT_ROW_MISSES);
+  const __s64 index = ehelf_bpf_find_row(0, &t->rows, rel);
+  if (index < 0) return EHELF_STOP_NO_ENTRY;
+  const struct ehelf_bpf_row *found = row_at((__u64)index);
+  if (!found) return EHELF_STOP_ROW_MISSING;
+  w->row = *found;
+  __u32 slot = (rel * 0x9e3779b1u ^ id * 0x85ebca6bu) >> (32 - EHELF_ROW_CACHE_BITS);
   struct ehelf_row_cache_entry *cached = bpf_map_lookup_elem(&row_cache, &slot);
-  if (cached && cached->table == id && cached->rel == (__u32)rel &&
-      cached->generation == generation) {
-    row = cached->row;
-  } else {
-    count_stat(EHELF_STAT_ROW_MISSES);
-    __s64 index = ehelf_bpf_find_row(0, &t->rows, (__u32)rel);
-    if (index < 0) return EHELF_STOP_NO_ENTRY;
-    const struct ehelf_bpf_row *found = row_at((__u64)index);
-    if (!found) return EHELF_STOP_ROW_MISSING;
-    row = *found;
-    if (cached) {
-      cached->table = id;
-      cached->rel = (__u32)rel;
-      cached->generation = generation;
-      cached->row = row;
-    }
+  if (cached) {
+    cached->table = id;
+    cached->rel = rel;
+    cached->generation = table_generation;
+    cached->row = w->row;
   }
-  if (row.kind == EHELF_ROW_STOP) {
-    __u32 reason = (__u32)row.cfa_offset;
+  return EHELF_STOP_OK;
+}
+
+/* The row for `lookup` in table `id` mapped with `bias` into w->row, or a stop: from the row
+ * cache (most frames; inlined: no call), else found by search_table. */
+static __always_inline int find_row(struct ehelf_walk *w, __u32 id, __u64 bias, __u64 lookup) {
+  const struct ehelf_table *t = bpf_map_lookup_elem(&tables, &id);
+  if (!t || t->rows.row_count == 0) return EHELF_STOP_NO_TABLE_YET;
+  const __u64 rel = lookup - bias - t->base;
+  if (lookup < bias + t->base || rel > 0xffffffffull) return EHELF_STOP_NO_ENTRY;
+  __u32 slot = ((__u32)rel * 0x9e3779b1u ^ id * 0x85ebca6bu) >> (32 - EHELF_ROW_CACHE_BITS);
+  const struct ehelf_row_cache_entry *cached = bpf_map_lookup_elem(&row_cache, &slot);
+  if (cached && cached->table == id && cached->rel == (__u32)rel &&
+      cached->generation == table_generation) {
+    w->row = cached->row;
+    return w->row.kind == EHELF_ROW_NONE ? EHELF_STOP_NO_ENTRY : EHELF_STOP_OK;
+  }
+  const int stop = search_table(w, id, (__u32)rel);
+  if (stop != EHELF_STOP_OK) return stop;
+  return w->row.kind == EHELF_ROW_NONE ? EHELF_STOP_NO_ENTRY : EHELF_STOP_OK;
+}
+
+/* One step of the walk through table `id` mapped with `bias` (its row looked up at pc - 1 unless
+ * the pc is exact), or a stop. */
+static __always_inline int table_step(struct ehelf_walk *w, __u32 id, __u64 bias, __u64 pc,
+                                      __u8 interrupted) {
+  int stop = find_row(w, id, bias, interrupted ? pc : pc - 1);
+  /* A return address at a function's entry (makecontext's __start_context): looked up as is,
+   * as gdb and GeneralStep do. */
+  if (stop == EHELF_STOP_NO_ENTRY && !interrupted) stop = find_row(w, id, bias, pc);
+  if (stop != EHELF_STOP_OK) return stop;
+  if (w->row.kind == EHELF_ROW_STOP) {
+    const __u32 reason = (__u32)w->row.cfa_offset;
     if (reason < EHELF_NOT_EXPRESSIBLE_KINDS) count_stat(EHELF_STAT_NOT_EXPRESSIBLE + reason);
   }
-  w->signal = row.kind == EHELF_ROW_SIGNAL || (row.flags & EHELF_ROW_SIGNAL_FRAME);
-  return ehelf_bpf_step(&row, &w->regs, w);
+  w->signal = w->row.kind == EHELF_ROW_SIGNAL || (w->row.flags & EHELF_ROW_SIGNAL_FRAME);
+  return ehelf_bpf_step(&w->row, &w->regs, w);
+}
+
+/* The step where no row applies: the pc in no file's mapping, in a file walked by frame
+ * pointers, in no entry of its file's table (kind TABLE), or in a mapping of a kind this program
+ * does not know.
+ * Verifier: a global function, checked once on its own, not with each state of the walk's loop
+ * (bpf_loop's callback is checked until its states repeat). */
+__attribute__((noinline)) int step_without_row(struct ehelf_walk *w, __u64 pc, __u32 kind) {
+  if (!w) return EHELF_STOP_NO_MAPPING;
+  int stop;
+  if (kind == EHELF_MAPPING_NO_FILE || kind == EHELF_MAPPING_UNKNOWN_FILE) {
+    /* Code in no mapping of a file: JIT code keeping frame pointers, as GeneralStep walks it. */
+    stop = frame_pointer_step(w, &w->regs) == 0 ? EHELF_STOP_OK : EHELF_STOP_NO_MAPPING;
+    w->copy.outside += 1;
+    /* Or code mapped since user space read the process's mappings (dlopen): it reads them
+     * again. */
+    if (stop == EHELF_STOP_NO_MAPPING) request(w->tgid, pc, EHELF_STOP_NO_MAPPING);
+  } else if (kind == EHELF_MAPPING_FRAME_POINTER) {
+    stop = frame_pointer_step(w, &w->regs) == 0 ? EHELF_STOP_OK : EHELF_STOP_NO_ENTRY;
+  } else if (kind == EHELF_MAPPING_TABLE) {
+    /* Code without an entry in a file with tables (crt's, hand-written): rbp is followed when
+     * it leads into a mapping, as GeneralStep does. */
+    stop = EHELF_STOP_NO_ENTRY;
+    struct ehelf_bpf_regs caller = w->regs;
+    w->vma_deferred = 0;
+    if (frame_pointer_step(w, &caller) == 0) {
+      if (in_file(w, caller.rip - 1)) {
+        w->regs = caller;
+        w->signal = 0;
+        stop = EHELF_STOP_OK;
+      } else if (w->vma_deferred && !w->known_process) {
+        /* (whether rbp leads into a file of a process not read yet: the next sample asks) */
+        stop = EHELF_STOP_NO_PROCESS;
+      }
+    }
+  } else { /* a kind this program does not know: user space reads the process again */
+    stop = EHELF_STOP_NO_TABLE_YET;
+    request(w->tgid, pc, EHELF_STOP_NO_TABLE_YET);
+  }
+  return stop;
 }
 
 /* One frame: records the pc, then steps to the caller. 0: go on; 1: the walk ended. */
-static long walk_frame(__u32 index, void *unused) {
-  __u32 zero = 0;
-  struct ehelf_walk *w = bpf_map_lookup_elem(&scratch, &zero);
-  if (!w) return 1;
+static __always_inline long walk_one(struct ehelf_walk *w) {
   __u64 pc = w->regs.rip;
   if (pc == 0) {
     w->stop = EHELF_STOP_END;
@@ -544,40 +629,9 @@ static long walk_frame(__u32 index, void *unused) {
     }
   }
   const int mapped = kind != EHELF_MAPPING_NO_FILE && kind != EHELF_MAPPING_UNKNOWN_FILE;
-  if (!mapped) {
-    /* Code in no mapping of a file: JIT code keeping frame pointers, as GeneralStep walks it. */
-    stop = frame_pointer_step(w, &w->regs) == 0 ? EHELF_STOP_OK : EHELF_STOP_NO_MAPPING;
-    w->copy.outside += 1;
-    /* Or code mapped since user space read the process's mappings (dlopen): it reads them
-     * again. */
-    if (stop == EHELF_STOP_NO_MAPPING) request(w->tgid, pc, EHELF_STOP_NO_MAPPING);
-  } else if (kind == EHELF_MAPPING_FRAME_POINTER) {
-    stop = frame_pointer_step(w, &w->regs) == 0 ? EHELF_STOP_OK : EHELF_STOP_NO_ENTRY;
-  } else if (kind == EHELF_MAPPING_TABLE) {
-    stop = table_step(w, table, bias, interrupted ? pc : pc - 1);
-    /* A return address at a function's entry (makecontext's __start_context): looked up as is,
-     * as gdb and GeneralStep do. */
-    if (stop == EHELF_STOP_NO_ENTRY && !interrupted) stop = table_step(w, table, bias, pc);
-    /* Code without an entry in a file with tables (crt's, hand-written): rbp is followed when
-     * it leads into a mapping, as GeneralStep does. */
-    if (stop == EHELF_STOP_NO_ENTRY) {
-      struct ehelf_bpf_regs caller = w->regs;
-      w->vma_deferred = 0;
-      if (frame_pointer_step(w, &caller) == 0) {
-        if (in_file(w, caller.rip - 1)) {
-          w->regs = caller;
-          w->signal = 0;
-          stop = EHELF_STOP_OK;
-        } else if (w->vma_deferred && !w->known_process) {
-          /* (whether rbp leads into a file of a process not read yet: the next sample asks) */
-          stop = EHELF_STOP_NO_PROCESS;
-        }
-      }
-    }
-  } else { /* a kind this program does not know: user space reads the process again */
-    stop = EHELF_STOP_NO_TABLE_YET;
-    request(w->tgid, pc, EHELF_STOP_NO_TABLE_YET);
-  }
+  stop = EHELF_STOP_NO_ENTRY;
+  if (kind == EHELF_MAPPING_TABLE) stop = table_step(w, table, bias, pc, interrupted);
+  if (stop == EHELF_STOP_NO_ENTRY) stop = step_without_row(w, pc, kind);
   if (stop == EHELF_STOP_OK && w->regs.rip == 0) stop = EHELF_STOP_END;
   /* The stack grows down: a caller's frame is above (signal frames may switch stacks). Where rbp
    * was followed from code in no mapping, the pc is rather in code not loaded yet. */
@@ -591,6 +645,14 @@ static long walk_frame(__u32 index, void *unused) {
     return 1;
   }
   return 0;
+}
+
+/* bpf_loop's callback: one frame. */
+static long walk_frame(__u32 index, void *unused) {
+  __u32 zero = 0;
+  struct ehelf_walk *w = bpf_map_lookup_elem(&scratch, &zero);
+  if (!w) return 1;
+  return walk_one(w);
 }
 
 /* Whether the sampled process runs its parent's program where the parent has it (a fork that
@@ -629,23 +691,27 @@ static const struct ehelf_process *forked_from(void) {
   return 0;
 }
 
-/* The user registers of the sampled thread: the sample's own when it interrupted user code,
- * else those saved at its entry into the kernel. 0 for a kernel thread. */
-static int user_regs(struct bpf_perf_event_data *ctx, struct ehelf_bpf_regs *r) {
-  struct pt_regs regs;
+/* The user registers of the sampled thread into w->regs: the sample's own when it interrupted
+ * user code, else those saved at its entry into the kernel. -1 for a kernel thread. (Copied
+ * into w, not onto the BPF stack: a pt_regs there left too little of it for the walk.) */
+static int user_regs(struct bpf_perf_event_data *ctx, struct ehelf_walk *w) {
+  _Static_assert(sizeof(w->saved_regs) == sizeof(struct pt_regs), "pt_regs");
   if ((ctx->regs.cs & 3) == 3) {
-    regs = ctx->regs;
+    /* (Whole: the verifier takes a context's fields read at fixed offsets only.) */
+    __builtin_memcpy(w->saved_regs, &ctx->regs, sizeof(struct pt_regs));
   } else {
     struct task_struct *task = bpf_get_current_task_btf();
     struct pt_regs *saved = (struct pt_regs *)bpf_task_pt_regs(task);
-    if (!saved || bpf_probe_read_kernel(&regs, sizeof(regs), saved)) return -1;
-    if ((regs.cs & 3) != 3) return -1;
+    if (!saved || bpf_probe_read_kernel(w->saved_regs, sizeof(struct pt_regs), saved)) return -1;
   }
-  r->rip = regs.rip;
-  r->rsp = regs.rsp;
-  r->rbp = regs.rbp;
+  const struct pt_regs *regs = (const struct pt_regs *)w->saved_regs;
+  if ((regs->cs & 3) != 3) return -1;
+  struct ehelf_bpf_regs *r = &w->regs;
+  r->rip = regs->rip;
+  r->rsp = regs->rsp;
+  r->rbp = regs->rbp;
   r->rbp_known = 1;
-  r->rbx = regs.rbx;
+  r->rbx = regs->rbx;
   r->rbx_known = 1;
   r->exact_pc = 1;
   return 0;
@@ -716,7 +782,7 @@ int ehelf_sample(struct bpf_perf_event_data *ctx) {
   w->window.length = 0; /* another thread's stack, or this one's changed */
   w->stack_reads = 0;
   count_stat(EHELF_STAT_SAMPLES);
-  if (w->tgid != 0 && user_regs(ctx, &w->regs) == 0) {
+  if (w->tgid != 0 && user_regs(ctx, w) == 0) {
     w->copy.ip = w->regs.rip;
     w->copy.sp = w->regs.rsp;
     /* The process's entry: the one this CPU used last while user space has changed no entry
