@@ -185,7 +185,7 @@ struct ehelf_walk {
   struct ehelf_stack_chunk chunk; /* one chunk of copy.stack, as the stacks map takes it */
   struct ehelf_bpf_row row;       /* the row a search found (unwind.bpf.c: search_table) */
   __u64 word;                     /* the word refill_window read */
-  __u64 saved_regs[21];           /* the sample's user registers (a pt_regs: unwind.bpf.c user_regs) */
+  __u64 saved_regs[21]; /* the sample's user registers (a pt_regs: unwind.bpf.c user_regs) */
 };
 
 /* The in-kernel walk's row cache (unwind.bpf.c: row_cache): 2^12 entries per CPU. */
