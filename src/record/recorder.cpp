@@ -586,8 +586,14 @@ Result<Recording> record(const RecordOptions& o, const std::atomic<int>* stop_re
       std::sort(running.begin(), running.end());
       running.erase(std::unique(running.begin(), running.end()), running.end());
     }
-    for (int pid : running)
+    for (int pid : running) {
       describe_running(pid, *rec.unwinder);
+      // -a: the processes on a CPU now are read, and their files' tables built, before their
+      // first samples ask (those of a busy machine's programs were the walks lost to tables not
+      // loaded yet); the others, idle, load if they run.
+      if (walk && target.kind == Target::System && proc_runs(pid))
+        walk->refresh_process(uint32_t(pid));
+    }
   }
   std::unique_ptr<KernelSide> kernel_side;
   if (walk) {

@@ -98,12 +98,16 @@ namespace {
 
 // The fields of /proc/PID/stat after "pid (comm) ": from the state on ("" if unreadable). They
 // follow the last ')', since a comm may hold parentheses.
-std::string stat_fields(int pid) {
+std::string stat_fields_of(const std::string& path) {
   std::string stat;
-  if (!read_proc_file("/proc/" + std::to_string(pid) + "/stat", stat)) return {};
+  if (!read_proc_file(path, stat)) return {};
   const size_t close = stat.rfind(')');
   if (close == std::string::npos || close + 2 >= stat.size()) return {};
   return stat.substr(close + 2);
+}
+
+std::string stat_fields(int pid) {
+  return stat_fields_of("/proc/" + std::to_string(pid) + "/stat");
 }
 
 } // namespace
@@ -118,6 +122,15 @@ int proc_parent(int pid) {
 char proc_state(int pid) {
   const std::string fields = stat_fields(pid);
   return fields.empty() ? 0 : fields[0];
+}
+
+bool proc_runs(int pid) {
+  const std::string task = "/proc/" + std::to_string(pid) + "/task/";
+  for (int tid : proc_numeric_entries(task).value_or(std::vector<int>{})) {
+    const std::string fields = stat_fields_of(task + std::to_string(tid) + "/stat");
+    if (!fields.empty() && fields[0] == 'R') return true;
+  }
+  return false;
 }
 
 } // namespace ehelf

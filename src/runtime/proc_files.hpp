@@ -45,5 +45,7 @@ int proc_parent(int pid);
 // The state letter of process `pid` (/proc/PID/stat: R, S, D, T, t, Z, X...), 0 if it cannot be
 // read (no such process).
 char proc_state(int pid);
+// Whether a thread of process `pid` is running or runnable now (state R).
+bool proc_runs(int pid);
 
 } // namespace ehelf
