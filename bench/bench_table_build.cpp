@@ -1,7 +1,8 @@
 // bench_table_build: how long it takes to parse a module's call-frame sections and build its
 // UnwindTable, how much memory the table takes, and how that compares with readelf -wF (which
 // parses and interprets the same tables) and with `ehelf dump` (which does exactly what readelf
-// does).
+// does); and how long the in-kernel walk's rows of the table take to encode (`ehelf record
+// --unwind kernel` builds them for each file a process maps).
 //
 //   bench_table_build [--json FILE] [--ehelf PATH] [--no-peers] [--max-seconds S] [--min-reps N]
 //                     [--max-reps N] [--peer-runs N] [FILE...]
@@ -36,6 +37,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "bpf/bpf_rows.hpp"
 #include "dwarf/module_cfi.hpp"
 #include "elf/elf_file.hpp"
 #include "model/unwind_table.hpp"
@@ -279,7 +281,8 @@ json measure_in_process(const std::string& path, const Config& cfg) {
                                       : json(after.hwm_kib - before.hwm_kib)}};
 
   // Timed repetitions: at least min_reps, then as many as fit in max_seconds (up to max_reps).
-  std::vector<double> parse_ms, build_ms, total_ms;
+  std::vector<double> parse_ms, build_ms, total_ms, bpf_ms;
+  size_t bpf_rows_count = 0;
   double elapsed = 0, last = 0;
   while (static_cast<int>(total_ms.size()) < cfg.min_reps ||
          (static_cast<int>(total_ms.size()) < cfg.max_reps &&
@@ -297,9 +300,15 @@ json measure_in_process(const std::string& path, const Config& cfg) {
       r["error"] = tt.error().to_string();
       return r;
     }
+    // The in-kernel walk's rows of the same table (what `ehelf record --unwind kernel` builds for
+    // each file a process maps, beside the parse and the build above).
+    auto bpf_rows = ehelf::encode_bpf_rows(*tt);
+    auto d = Clock::now();
+    if (bpf_rows) bpf_rows_count = bpf_rows->rows.size();
     parse_ms.push_back(to_ms(b - a));
     build_ms.push_back(to_ms(c - b));
     total_ms.push_back(to_ms(c - a));
+    bpf_ms.push_back(to_ms(d - c));
     last = total_ms.back();
     elapsed += last; // destruction is not timed and not counted against the budget
   }
@@ -307,6 +316,8 @@ json measure_in_process(const std::string& path, const Config& cfg) {
   r["parse"] = timing_json(parse_ms);
   r["build"] = timing_json(build_ms);
   r["parse_and_build"] = timing_json(total_ms);
+  r["bpf_rows"] = timing_json(bpf_ms);
+  r["bpf_row_count"] = bpf_rows_count;
   return r;
 }
 
@@ -449,8 +460,8 @@ std::string fmt_ms(const json& timing) {
 void print_table(const json& report) {
   std::vector<std::vector<std::string>> rows;
   rows.push_back({"file", ".eh_frame KiB", "FDEs", "rows", "unique rows", "ranges", "exprs",
-                  "parse ms", "parse+build ms", "N", "table KiB", "peak RSS KiB", "readelf ms",
-                  "ehelf dump ms", "speedup vs readelf", "dump vs readelf"});
+                  "parse ms", "parse+build ms", "BPF rows ms", "N", "table KiB", "peak RSS KiB",
+                  "readelf ms", "ehelf dump ms", "speedup vs readelf", "dump vs readelf"});
   for (const json& f : report["files"]) {
     std::string name = fs::path(f["path"].get<std::string>()).filename().string();
     if (f.contains("error")) {
@@ -464,10 +475,11 @@ void print_table(const json& report) {
     rows.push_back({name, fmt_num(f, "eh_frame_bytes", 1024, 1), fmt_num(f, "fdes"),
                     fmt_num(f, "rows_before_dedup"), fmt_num(f, "unique_rows"),
                     fmt_num(f, "ranges"), fmt_num(f, "expressions"), fmt_ms(f["parse"]),
-                    fmt_ms(f["parse_and_build"]), fmt_num(f, "reps"),
-                    fmt_num(f, "table_bytes", 1024, 1), fmt_num(f["rss"], "peak_growth_kib"),
-                    fmt_ms(f.value("readelf", json())), fmt_ms(f.value("ehelf_dump", json())),
-                    ratio("speedup_vs_readelf"), ratio("dump_speedup_vs_readelf")});
+                    fmt_ms(f["parse_and_build"]), fmt_ms(f.value("bpf_rows", json())),
+                    fmt_num(f, "reps"), fmt_num(f, "table_bytes", 1024, 1),
+                    fmt_num(f["rss"], "peak_growth_kib"), fmt_ms(f.value("readelf", json())),
+                    fmt_ms(f.value("ehelf_dump", json())), ratio("speedup_vs_readelf"),
+                    ratio("dump_speedup_vs_readelf")});
   }
   std::vector<size_t> width(rows[0].size(), 0);
   for (const auto& r : rows)
