@@ -271,6 +271,25 @@ TEST(ProcFiles, ThisProcessHasItsCodeMappedFromItsExecutable) {
   EXPECT_EQ(proc_parent(::getpid()), ::getppid());
   EXPECT_EQ(proc_state(0x7ffffff0), 0);
   EXPECT_EQ(proc_parent(0x7ffffff0), 0);
+  // proc_runs: a thread on a CPU (this one), not a process whose threads all sleep (a child in
+  // pause()), nor one that is gone.
+  EXPECT_TRUE(proc_runs(::getpid()));
+  const pid_t sleeper = ::fork();
+  ASSERT_GE(sleeper, 0);
+  if (sleeper == 0) {
+    for (;;)
+      ::pause();
+  }
+  bool slept = false;
+  for (int i = 0; i < 200 && !slept; ++i) { // until it has reached pause()
+    slept = proc_state(sleeper) == 'S';
+    if (!slept) ::usleep(5000);
+  }
+  EXPECT_TRUE(slept);
+  EXPECT_FALSE(proc_runs(sleeper));
+  ::kill(sleeper, SIGKILL);
+  ::waitpid(sleeper, nullptr, 0);
+  EXPECT_FALSE(proc_runs(sleeper));
 }
 
 } // namespace
