@@ -528,6 +528,11 @@ Result<std::unique_ptr<KernelWalk>> KernelWalk::load(const KernelWalkOptions& op
   s->skel->rodata->copy_every = options.copy_every;
   s->skel->rodata->find_mappings_only = options.find_mappings_only ? 1 : 0;
   s->skel->rodata->kernel_stacks = options.kernel_stacks ? 1 : 0;
+  // Maps a run does not use are made as small as the kernel takes (their memory is allocated
+  // and zeroed at load: 16 MiB of kernel stacks, 4 MiB of copies' ring).
+  if (!options.kernel_stacks) bpf_map__set_max_entries(s->skel->maps.kernel_stack_traces, 1);
+  if (options.copy_every == 0)
+    bpf_map__set_max_entries(s->skel->maps.copies, uint32_t(::sysconf(_SC_PAGESIZE)));
   if (ehelf_unwind__load(s->skel) != 0)
     return failed(fmt::format("the kernel refused it: {}", std::strerror(errno)));
   if (Status st = s->tables.map(bpf_map__fd(s->skel->maps.tables), EHELF_MAX_TABLES, "tables"); !st)
