@@ -73,8 +73,9 @@ struct ProcessMaps {
   ProcessMaps(const ProcessMaps& o) : mappings(o.mappings), modules(o.modules) {}
   ProcessMaps& operator=(const ProcessMaps&) = delete;
 
-  // Unique over the run: every maps object (a copy too) gets its own.
-  const uint64_t id = next_id();
+  // Unique over the run: every maps object (a copy too) gets its own, and a new one at each
+  // change (Process::own), since stacks are told apart by it.
+  uint64_t id = next_id();
   using Mapping = FileMapping;
   std::map<uint64_t, Mapping> mappings; // every executable mapping, for naming frames
   std::map<uint64_t, Module> modules;   // the mappings whose files are usable here
@@ -94,7 +95,6 @@ struct ProcessMaps {
     return map;
   }
 
-private:
   static uint64_t next_id() {
     static std::atomic<uint64_t> counter{0};
     return ++counter;
@@ -122,9 +122,15 @@ struct SampleUnwinder::Process {
   // frame_at().
   std::unordered_map<uint64_t, PcFrame> frames_by_pc;
 
-  // The maps, made this process's own first if a forked relative shares them.
+  // The maps, made this process's own first if a forked relative shares them, under a new id:
+  // a stack named before the change is another stack after it (the profile keeps stacks by maps
+  // id). In kernel mode a stack the kernel counted can be named before the record of a mapping
+  // it runs in is read (the record still in a ring), and under the same id it stayed unnamed.
   ProcessMaps& own() {
-    if (maps.use_count() > 1) maps = std::make_shared<ProcessMaps>(*maps);
+    if (maps.use_count() > 1)
+      maps = std::make_shared<ProcessMaps>(*maps);
+    else
+      maps->id = ProcessMaps::next_id();
     dirty = true;
     return *maps;
   }

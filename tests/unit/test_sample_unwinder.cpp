@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "perf_data_checks.hpp"
+#include "record/profile.hpp"
+#include "runtime/proc_files.hpp"
 
 namespace ehelf::perf {
 namespace {
@@ -52,6 +54,56 @@ TEST(SampleUnwinder, FollowsTheRecordedProcesses) {
   EXPECT_EQ(u.stats().samples, 3u);
   EXPECT_EQ(u.stats().user_samples, 2u);
   EXPECT_EQ(u.stats().modules_missing, 3u); // prog, libx.so, /old (the data mapping is not code)
+}
+
+// Kernel mode names the stacks the kernel counted as of the side-band records read so far: a
+// stack counted in code whose mapping's record was still in a ring is named without it, and,
+// once the record is read, again with it (it stayed unnamed for the rest of the run: the maps
+// changed in place kept their id, the profile's key of a stack). libc's code as this process
+// maps it, for a process 4242.
+TEST(SampleUnwinder, AStackNamedBeforeItsMappingsRecordIsNamedAgainAfterIt) {
+  const uint64_t pc = reinterpret_cast<uint64_t>(&::getpid);
+  auto maps = read_proc_maps(::getpid(), /*executable_only=*/true);
+  ASSERT_TRUE(maps);
+  const ProcMapping* libc = nullptr;
+  for (const ProcMapping& m : *maps)
+    if (m.start <= pc && pc < m.end) libc = &m;
+  ASSERT_NE(libc, nullptr);
+  SampleUnwinderOptions options;
+  SampleUnwinder u(RecordingInfo{}, options);
+  record::Profile profile;
+  RawStack raw;
+  raw.pid = raw.tid = 4242;
+  raw.user = {pc};
+  raw.user_walked = true;
+  raw.stop = StopReason::EndOfStack;
+  u.adopt_raw(raw, 1);
+  profile.add_counted(raw, "prog", u, 1, 1, {});
+  Record mmap;
+  mmap.type = record_type::kMmap2;
+  MmapRecord m;
+  m.pid = m.tid = 4242;
+  m.start = libc->start;
+  m.len = libc->end - libc->start;
+  m.pgoff = libc->offset;
+  m.prot = 5; // PROT_READ | PROT_EXEC
+  m.mmap2 = true;
+  m.filename = libc->path;
+  mmap.body = m;
+  RawStack ignored;
+  EXPECT_FALSE(u.feed_raw(mmap, ignored));
+  u.adopt_raw(raw, 2);
+  profile.add_counted(raw, "prog", u, 2, 2, {});
+  ASSERT_EQ(profile.distinct_stacks(), 2u);
+  std::vector<CountedStack> named = profile.named(u);
+  ASSERT_EQ(named.size(), 2u);
+  for (const CountedStack& c : named) {
+    ASSERT_EQ(c.stack.frames.size(), 1u);
+    EXPECT_EQ(c.stack.frames[0].module.empty(), c.samples == 1) << c.stack.frames[0].module;
+    if (c.samples == 2) {
+      EXPECT_NE(c.stack.frames[0].symbol.find("getpid"), std::string::npos);
+    }
+  }
 }
 
 } // namespace
