@@ -238,8 +238,8 @@ __attribute__((noinline)) int refill_window(struct ehelf_walk *w, __u64 addr) {
   return 0;
 }
 
-/* (Inlined: the window's hit is most reads, and a call costs a return, which this machine's
- * mitigations make a mispredicted one: ~5 ns.) */
+/* (Inlined: the window's hit is most reads, and a call costs a return, which the kernel's
+ * mitigations (retpolines, SRSO's safe RET) make a mispredicted one: ~5 ns.) */
 static __always_inline int read_user(struct ehelf_walk *w, __u64 addr, __u64 *out) {
   const struct ehelf_stack_window *win = &w->window;
   const __u64 offset = addr - win->base;
@@ -477,6 +477,11 @@ __attribute__((noinline)) int frame_pointer_step(struct ehelf_walk *w, struct eh
   return 0;
 }
 
+/* The row cache's slot for the pc `rel` of table `id`. */
+static __always_inline __u32 row_cache_slot(__u32 id, __u32 rel) {
+  return (rel * 0x9e3779b1u ^ id * 0x85ebca6bu) >> (32 - EHELF_ROW_CACHE_BITS);
+}
+
 /* The row of table `id` covering `rel` (relative to the table's base) into w->row, or a stop:
  * the search of a row not in the row cache, which it fills.
  * Verifier: a global function, checked once on its own (inlined in the walk, the searches' loops
@@ -491,7 +496,7 @@ __attribute__((noinline)) int search_table(struct ehelf_walk *w, __u32 id, __u32
   const struct ehelf_bpf_row *found = row_at((__u64)index);
   if (!found) return EHELF_STOP_ROW_MISSING;
   w->row = *found;
-  __u32 slot = (rel * 0x9e3779b1u ^ id * 0x85ebca6bu) >> (32 - EHELF_ROW_CACHE_BITS);
+  __u32 slot = row_cache_slot(id, rel);
   struct ehelf_row_cache_entry *cached = bpf_map_lookup_elem(&row_cache, &slot);
   if (cached) {
     cached->table = id;
@@ -509,15 +514,15 @@ static __always_inline int find_row(struct ehelf_walk *w, __u32 id, __u64 bias, 
   if (!t || t->rows.row_count == 0) return EHELF_STOP_NO_TABLE_YET;
   const __u64 rel = lookup - bias - t->base;
   if (lookup < bias + t->base || rel > 0xffffffffull) return EHELF_STOP_NO_ENTRY;
-  __u32 slot = ((__u32)rel * 0x9e3779b1u ^ id * 0x85ebca6bu) >> (32 - EHELF_ROW_CACHE_BITS);
+  __u32 slot = row_cache_slot(id, (__u32)rel);
   const struct ehelf_row_cache_entry *cached = bpf_map_lookup_elem(&row_cache, &slot);
   if (cached && cached->table == id && cached->rel == (__u32)rel &&
       cached->generation == table_generation) {
     w->row = cached->row;
-    return w->row.kind == EHELF_ROW_NONE ? EHELF_STOP_NO_ENTRY : EHELF_STOP_OK;
+  } else {
+    const int stop = search_table(w, id, (__u32)rel);
+    if (stop != EHELF_STOP_OK) return stop;
   }
-  const int stop = search_table(w, id, (__u32)rel);
-  if (stop != EHELF_STOP_OK) return stop;
   return w->row.kind == EHELF_ROW_NONE ? EHELF_STOP_NO_ENTRY : EHELF_STOP_OK;
 }
 
