@@ -618,6 +618,15 @@ void KernelWalk::serve_requests() {
   s_->free_retired();
 }
 
+void KernelWalk::hold_samples(bool held) {
+  __atomic_store_n(&s_->skel->bss->held, held ? 1u : 0u, __ATOMIC_SEQ_CST);
+}
+
+bool KernelWalk::tables_building() const {
+  return std::any_of(s_->files.begin(), s_->files.end(),
+                     [](const auto& f) { return f.second.building != 0; });
+}
+
 int KernelWalk::requests_fd() const {
   return ring_buffer__epoll_fd(s_->requests);
 }

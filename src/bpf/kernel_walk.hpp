@@ -105,6 +105,10 @@ public:
   // map, the command about to run), so that their first samples walk at once: now, or (`now`
   // false) on the builder's thread.
   void preload_files(const std::vector<std::string>& paths, bool now);
+  // While held, the program drops every sample (none walked, counted or handed to perf).
+  void hold_samples(bool held);
+  // Whether tables are being built off this thread (serve_requests installs them when done).
+  bool tables_building() const;
   // The process is gone: its mappings are dropped, and the tables only it used.
   void forget_process(uint32_t pid);
   // Answers the program's requests (processes and files without tables yet). Call often.

@@ -46,6 +46,10 @@ const volatile __u32 find_mappings_only = 0; /* KernelWalkOptions::find_mappings
 /* Which counts map the program writes (user space flips it, then drains the other). */
 volatile __u32 active = 0;
 
+/* 1: samples are dropped, not walked (user space is loading the tables of what runs when -a or
+ * -p starts, so that the profile's first samples walk like its others). */
+volatile __u32 held = 0;
+
 /* Bumped by user space whenever it publishes or withdraws a table's rows: rows cached before
  * belong to another generation (a table id is reused for another file once freed). */
 volatile __u32 table_generation = 0;
@@ -312,7 +316,9 @@ struct vm_area_struct___ehelf {
   struct file___ehelf *vm_file;
 } __attribute__((preserve_access_index));
 struct mm_struct___ehelf {
+  struct file___ehelf *exe_file;
   unsigned long start_code;
+  unsigned long end_code;
   unsigned long start_stack;
   struct {
     void *vdso;
@@ -325,6 +331,19 @@ struct task_struct___ehelf {
 } __attribute__((preserve_access_index));
 
 #define EHELF_VM_EXEC 0x4 /* include/linux/mm.h */
+
+/* The identity of `file` as user space keys its tables (1), or 0: no file, or a kernel before
+ * 6.11 (whose inodes keep their mtime otherwise: not found this way). */
+static int file_key(struct file___ehelf *file, struct ehelf_file_key *key) {
+  if (!file || !bpf_core_field_exists(struct inode___ehelf, i_mtime_sec)) return 0;
+  struct inode___ehelf *inode = BPF_CORE_READ(file, f_inode);
+  key->ino = BPF_CORE_READ(inode, i_ino);
+  key->size = (__u64)BPF_CORE_READ(inode, i_size);
+  key->mtime_sec = BPF_CORE_READ(inode, i_mtime_sec);
+  key->mtime_nsec = BPF_CORE_READ(inode, i_mtime_nsec);
+  key->dev = BPF_CORE_READ(inode, i_sb, s_dev);
+  return 1;
+}
 
 /* What bpf_find_vma's callback saw of the pc's mapping. */
 struct vma_seen {
@@ -342,14 +361,7 @@ static long see_vma(void *task, void *vma, void *ctx) {
   seen->offset = BPF_CORE_READ(v, vm_pgoff) << 12;
   seen->exec = (BPF_CORE_READ(v, vm_flags) & EHELF_VM_EXEC) != 0;
   seen->vdso = (__u64)BPF_CORE_READ((struct task_struct___ehelf *)task, mm, context.vdso);
-  if (!file || !bpf_core_field_exists(struct inode___ehelf, i_mtime_sec)) return 0;
-  struct inode___ehelf *inode = BPF_CORE_READ(file, f_inode);
-  seen->key.ino = BPF_CORE_READ(inode, i_ino);
-  seen->key.size = (__u64)BPF_CORE_READ(inode, i_size);
-  seen->key.mtime_sec = BPF_CORE_READ(inode, i_mtime_sec);
-  seen->key.mtime_nsec = BPF_CORE_READ(inode, i_mtime_nsec);
-  seen->key.dev = BPF_CORE_READ(inode, i_sb, s_dev);
-  seen->has_file = 1;
+  seen->has_file = file_key(file, &seen->key);
   return 0;
 }
 
@@ -368,6 +380,47 @@ static const struct ehelf_mapping *learned_mapping(struct ehelf_walk *w, __u64 p
     if (m->start <= pc && pc < m->end) return m;
   }
   return 0;
+}
+
+/* A slot of w->learned, the oldest when it is full. */
+static __u32 learned_slot(struct ehelf_walk *w) {
+  __u32 slot = w->learned.count;
+  if (slot >= EHELF_FOUND_MAPPINGS) {
+    slot = w->learned.next % EHELF_FOUND_MAPPINGS;
+    w->learned.next += 1;
+  } else {
+    w->learned.count += 1;
+  }
+  w->learned_added = 1;
+  return slot & (EHELF_FOUND_MAPPINGS - 1);
+}
+
+/* For a process user space has not read: when `pc` is in its program's code, the slot of
+ * w->learned that now maps it, else -1. The kernel says where the program's code is without the
+ * mmap lock (mm's start_code and end_code: its executable segments' span, at its load bias;
+ * exe_file: the file), so this costs no bpf_find_vma, of which a sample has one: a new process's
+ * walk from its program into libc and back finds both. */
+static int learn_executable(struct ehelf_walk *w, __u64 pc) {
+  struct task_struct___ehelf *task = (void *)bpf_get_current_task_btf();
+  const __u64 start = BPF_CORE_READ(task, mm, start_code);
+  const __u64 end = BPF_CORE_READ(task, mm, end_code);
+  if (pc < start || pc >= end) return -1;
+  struct ehelf_file_key key = {};
+  if (!file_key(BPF_CORE_READ(task, mm, exe_file), &key)) return -1;
+  const struct ehelf_file *f = bpf_map_lookup_elem(&files, &key);
+  if (!f || f->segment_count == 0) return -1; /* (bpf_find_vma then says what it is) */
+  /* start_code is the lowest executable segment's address plus the load bias. */
+  __u64 lowest = f->segments[0].vaddr;
+  if (f->segment_count > 1 && f->segments[1].vaddr < lowest) lowest = f->segments[1].vaddr;
+  const __u32 slot = learned_slot(w);
+  struct ehelf_mapping *m = &w->learned.found[slot];
+  m->start = start;
+  m->end = end;
+  m->bias = start - lowest;
+  m->table = f->table;
+  m->kind = f->kind;
+  count_stat(EHELF_STAT_VMA_FILES);
+  return (int)slot;
 }
 
 /* The index in w->learned of the mapping holding `pc` as the kernel has it, for a pc in none of
@@ -395,6 +448,10 @@ __attribute__((noinline)) int learned_index(struct ehelf_walk *w, __u64 pc) {
       w->learned.address_space = space;
     }
   }
+  if (!w->known_process) {
+    const int slot = learn_executable(w, pc);
+    if (slot >= 0) return slot;
+  }
   if (w->vma_asked) {
     w->vma_deferred = 1;
     return -1;
@@ -404,16 +461,8 @@ __attribute__((noinline)) int learned_index(struct ehelf_walk *w, __u64 pc) {
   if (bpf_find_vma(bpf_get_current_task_btf(), pc, see_vma, &seen, 0) != 0 || !seen.exec ||
       pc < seen.start || pc >= seen.end)
     return -1; /* (also when the mmap lock was taken: -EBUSY) */
-  __u32 slot = w->learned.count;
-  if (slot >= EHELF_FOUND_MAPPINGS) {
-    slot = w->learned.next % EHELF_FOUND_MAPPINGS;
-    w->learned.next += 1;
-  } else {
-    w->learned.count += 1;
-  }
-  slot &= EHELF_FOUND_MAPPINGS - 1;
+  const __u32 slot = learned_slot(w);
   struct ehelf_mapping *m = &w->learned.found[slot];
-  w->learned_added = 1;
   m->start = seen.start;
   m->end = seen.end;
   m->bias = 0;
@@ -773,6 +822,7 @@ static int count_stack(struct bpf_perf_event_data *ctx, struct ehelf_walk *w, __
 
 SEC("perf_event")
 int ehelf_sample(struct bpf_perf_event_data *ctx) {
+  if (held) return 0;
   __u32 zero = 0;
   struct ehelf_walk *w = bpf_map_lookup_elem(&scratch, &zero);
   if (!w) return 0;

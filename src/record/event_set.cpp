@@ -94,11 +94,12 @@ perf_event_attr make_attr(const SamplingOptions& o, const Target& t, bool kernel
   a.enable_on_exec = t.kind == Target::Command ? 1 : 0;
   a.watermark = 1;
   a.wakeup_watermark = static_cast<uint32_t>(ring_bytes / 4);
-  if (o.stack_size == 0) {
-    // The user stack is walked in the kernel: the ring holds the side band alone (mmaps, execs,
-    // forks, exits: a few records), and each wakes the reader, which reloads the process's
-    // mappings before its samples land in code it does not know yet. A watermark of one byte:
-    // wakeup_events would count samples only, and the BPF program keeps them out of the ring.
+  if (o.stack_size == 0 || o.wake_on_each_record) {
+    // The user stack is walked in the kernel: the ring holds the side band (mmaps, execs,
+    // forks, exits: a few records; in copy mode a share of the samples too), and each record
+    // wakes the reader, which reloads the process's mappings before its samples land in code it
+    // does not know yet. A watermark of one byte: wakeup_events would count samples only, and
+    // the BPF program keeps most of them out of the ring.
     a.watermark = 1;
     a.wakeup_watermark = 1;
   }

@@ -42,6 +42,10 @@ struct SamplingOptions {
   uint64_t period = 0;         // -c: one sample every `period` events
   uint32_t stack_size = 16384; // 0: no stack copy and no user registers (the kernel walks)
   bool kernel = true;          // kernel frames, where perf_event_paranoid allows them
+  // Every record wakes the reader (the in-kernel walk: a process's mappings are reloaded before
+  // its samples land in code it does not know yet), even where samples with stack copies fill
+  // the ring too (its copy mode); else at a quarter of the ring. Without stack copies, always.
+  bool wake_on_each_record = false;
   // Per CPU: 4 MiB hold ~250 samples of 16 KiB, a quarter second at 999 Hz, so that a recorder
   // kept off the CPU by a busy machine loses nothing; halved down to 8 pages when the kernel
   // refuses the memory (perf_event_mlock_kb for unprivileged users).

@@ -31,6 +31,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// At most this long between -a's or -p's start and its first sample in kernel mode, while the
+// tables of what runs are built (a machine running chromium and gdb needs seconds; a file built
+// later is walked from then on).
+constexpr std::chrono::seconds kStartLimit{5};
+
 int exit_status(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
@@ -497,6 +502,7 @@ Result<Recording> record(const RecordOptions& o, const std::atomic<int>* stop_re
   auto open_events = [&]() -> Result<EventSet> {
     SamplingOptions sampling = o.sampling;
     if (walk && o.kernel_copy_every == 0) sampling.stack_size = 0; // no stack bytes at all
+    sampling.wake_on_each_record = walk != nullptr;
     auto opened = EventSet::open(sampling, target);
     if (!opened || !walk) return opened;
     for (int fd : opened->fds())
@@ -571,10 +577,14 @@ Result<Recording> record(const RecordOptions& o, const std::atomic<int>* stop_re
   if (events.kernel())
     kernel_names =
         perf::KernelSymbols::load_in_background([] { return perf::KernelSymbols::load(""); });
-  const Clock::time_point start = Clock::now();
+  Clock::time_point start = Clock::now();
   if (command.running()) {
     if (Status s = command.run(o.command[0]); !s) return std::move(s).error();
   } else {
+    // Kernel mode: the program drops samples until the tables of what runs now are loaded
+    // (below); the events are enabled first all the same, so that no side-band record of a
+    // mapping made meanwhile is missed.
+    if (walk) walk->hold_samples(true);
     events.enable();
     // What already runs: the processes given, those of the threads given, or every process for
     // -a.
@@ -590,9 +600,25 @@ Result<Recording> record(const RecordOptions& o, const std::atomic<int>* stop_re
       describe_running(pid, *rec.unwinder);
       // -a: the processes on a CPU now are read, and their files' tables built, before their
       // first samples ask (those of a busy machine's programs were the walks lost to tables not
-      // loaded yet); the others, idle, load if they run.
-      if (walk && target.kind == Target::System && proc_runs(pid))
+      // loaded yet); the others, idle, load if they run. (-p's and -t's were read at the load.)
+      if (walk && target.kind == Target::System && proc_runs(pid)) {
         walk->refresh_process(uint32_t(pid));
+        ++rec.kernel_start_processes;
+      }
+    }
+    if (walk) {
+      if (target.kind != Target::System) rec.kernel_start_processes = running.size();
+      // Sampling begins once those tables are built (libLLVM's take ~0.1 s, a busy machine's
+      // programs together ~0.5 s), or after kStartLimit: its first samples then walk as its
+      // others do, where they stopped at "table not loaded yet". The duration counts from here.
+      while (walk->tables_building() && !stopped() && Clock::now() - start < kStartLimit) {
+        pollfd ready{walk->built_fd(), POLLIN, 0};
+        ::poll(&ready, 1, 50);
+        walk->serve_requests();
+      }
+      walk->hold_samples(false);
+      rec.kernel_start_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      start = Clock::now();
     }
   }
   std::unique_ptr<KernelSide> kernel_side;
@@ -664,6 +690,11 @@ std::string kernel_walk_summary(const Recording& rec) {
       "({} rows, {:.1f} MiB; largest {} rows: {}), {} processes\n",
       k.samples, k.samples ? double(k.frames) / double(k.samples) : 0.0, k.files, k.rows,
       double(k.row_bytes) / double(1 << 20), k.largest_file_rows, k.largest_file, k.processes);
+  if (rec.kernel_start_processes)
+    out += fmt::format("  sampling began once the tables of {} running process{} were loaded, "
+                       "after {:.2f} s\n",
+                       rec.kernel_start_processes, rec.kernel_start_processes == 1 ? "" : "es",
+                       rec.kernel_start_seconds);
   std::string stops;
   for (unsigned i = 0; i < bpf::kWalkStopCount; ++i)
     if (k.stops[i] && i != EHELF_STOP_END)

@@ -86,6 +86,10 @@ struct Recording {
   uint64_t ring_records = 0;
   bool in_kernel = false; // user stacks were walked in the kernel
   bpf::KernelWalkStats kernel_walk;
+  // -a, -p, -t in kernel mode: the processes whose tables were loaded before sampling began,
+  // and how long that took.
+  uint64_t kernel_start_processes = 0;
+  double kernel_start_seconds = 0;
   CopyComparison copies;   // copy mode's check
   uint64_t ring_bytes = 0; // what the kernel handed over through the perf rings
 };
