@@ -240,6 +240,18 @@ found_check "found: fork + exec" found-fork.err
   > /dev/null 2> found-python.err || bad "record found python3: $(tail -3 found-python.err)"
 copy_check "found: python3" found-python.err
 found_check "found: python3" found-python.err
+# A new program's code is found without bpf_find_vma (the address space's start_code, end_code
+# and exe_file), which a sample may call once: 21 programs exec'd in turn, each sampled first in
+# a qsort comparator (its code, called from libc, called from its code), walk through both from
+# their first sample. (With bpf_find_vma alone, each first sample stopped: 22-23 stops a run;
+# with it 0-2, samples in ld.so calling into libc as a program starts.)
+"$ehelf" record --unwind kernel --kernel-mappings found -o found-reexec.folded \
+  -- "$target" reexec 4 20 > /dev/null 2> found-reexec.err || bad "record found reexec: $(cat found-reexec.err)"
+stops=$(grep -oE 'kernel walks that stopped early: .*' found-reexec.err | grep -oE 'process not loaded yet [0-9]+' | grep -oE '[0-9]+$')
+walked=$(grep -oE 'user stacks walked in the kernel: [0-9]+ samples' found-reexec.err | grep -oE '[0-9]+')
+[ "${walked:-0}" -ge 40 ] && [ "${stops:-0}" -le 6 ] &&
+  ok "found: 21 programs exec'd in turn, ${stops:-0} of ${walked} walks stopped at a second unknown file" ||
+  bad "found: reexec: ${stops:-0} stops of ${walked:-0} walks: $(grep -A3 'walked in the kernel' found-reexec.err)"
 "$ehelf" record --unwind kernel --kernel-mappings elsewhere -- true > /dev/null 2> flag.err &&
   bad "--kernel-mappings elsewhere accepted"
 
@@ -335,6 +347,15 @@ for _ in $(seq 100); do grep -q ready wait.out && break; sleep 0.05; done
   bad "record -p: $(cat attached.err)"
 [ "$(count attached.folded 'attached_work')" -gt 100 ] && ok "-p: attached_work sampled" ||
   bad "-p: $(head -3 attached.folded)"
+# -p samples once the process's tables are built: not one walk of it differs from the user-space
+# walk of the same sample for a table not loaded yet.
+"$ehelf" record --unwind kernel --kernel-copy-every 2 -d 1 -o attached-copy.folded -p "$waiter" \
+  > /dev/null 2> attached-copy.err || bad "record -p (copy mode): $(cat attached-copy.err)"
+copy_check "-p" attached-copy.err
+grep -q 'sampling began once the tables of 1 running process were loaded' attached-copy.err &&
+  grep -qE 'differing: 0 not loaded yet' attached-copy.err &&
+  ok "-p: $(grep -oE 'sampling began .*' attached-copy.err); no walk before its tables" ||
+  bad "-p: $(grep -A10 'walked in the kernel' attached-copy.err)"
 "$ehelf" record -q --unwind kernel -o killed.folded -p "$waiter" 2> /dev/null &
 recorder=$!
 for _ in $(seq 100); do [ "$(ours)" -gt 0 ] && break; sleep 0.05; done
