@@ -152,6 +152,13 @@ struct ehelf_learned {
   struct ehelf_mapping found[EHELF_FOUND_MAPPINGS];
 };
 
+/* The address space a process had when the program last sampled it, and since when (the spaces
+ * map; ehelf_count_key.space_since). */
+struct ehelf_space {
+  __u64 address_space;
+  __u64 since;
+};
+
 /* One walk in progress, per CPU (too large for the BPF stack). */
 struct ehelf_walk {
   struct ehelf_bpf_regs regs;
@@ -180,6 +187,12 @@ struct ehelf_walk {
     __u32 valid;
     __u32 reserved;
   } last_process; /* the processes map's entry this CPU read last (kept across samples) */
+  struct {
+    __u32 tgid;
+    __u32 reserved;
+    struct ehelf_space space;
+  } last_space;      /* the spaces map's entry this CPU used last (kept across samples) */
+  __u64 space_since; /* the sample's ehelf_count_key.space_since */
   struct ehelf_copy copy;
   struct ehelf_stack_window window;
   struct ehelf_stack_chunk chunk; /* one chunk of copy.stack, as the stacks map takes it */
@@ -204,7 +217,13 @@ struct ehelf_count_key {
   __u32 tid;
   __s32 kernel; /* kernel_stack_traces' id, or negative: none */
   __u32 reserved;
+  /* When the program first sampled the process's address space (CLOCK_MONOTONIC ns; 0: no user
+   * stack): after the exec that made it, before the next. User space names the stack with the
+   * mappings the process had then: a program that exec'd another since (a shell's exec, env, a
+   * version manager's shim) has other mappings now. */
+  __u64 space_since;
 };
+
 
 struct ehelf_count {
   __u64 samples;

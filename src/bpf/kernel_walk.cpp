@@ -691,6 +691,7 @@ void KernelWalk::drain(const std::function<void(const KernelStack&)>& use) {
                                                  EHELF_STACK_CHUNK);
     out.pid = k.pid;
     out.tid = k.tid;
+    out.space_since = k.space_since;
     out.comm.assign(value.comm, strnlen(value.comm, sizeof(value.comm)));
     out.samples = value.samples;
     out.period = value.period;

@@ -49,6 +49,9 @@ struct KernelStack {
   std::vector<uint64_t> kernel; // innermost first (empty without kernel frames)
   std::vector<uint64_t> user;   // the sampled pc, then return addresses
   unsigned stop = 0;            // why the walk ended (walk_stop_name)
+  // When the kernel first sampled the process's address space (CLOCK_MONOTONIC ns, 0: no user
+  // stack): its user pcs are named with the mappings the process had then.
+  uint64_t space_since = 0;
 };
 
 // A sample also handed to perf (copy mode): the kernel's walk of it and the registers it began

@@ -176,6 +176,16 @@ struct {
   __uint(max_entries, 4 * 1024 * 1024);
 } copies SEC(".maps");
 
+/* Each process's address space, and since when the program has sampled it (struct
+ * ehelf_space), so that user space names a stack with the mappings of its program, not of one it
+ * exec'd since. */
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, EHELF_MAX_PROCESSES);
+  __type(key, __u32);
+  __type(value, struct ehelf_space);
+} spaces SEC(".maps");
+
 /* When each process last sent a request: at most one every 20 ms, so that a busy process
  * without a table sends a few, not thousands. */
 struct {
@@ -745,6 +755,27 @@ static const struct ehelf_process *forked_from(void) {
   return 0;
 }
 
+/* Since when the walk's process has had the address space `space` (its first sample in it, or
+ * as near as the spaces map remembers: an entry evicted is made again, later, still after the
+ * exec that made the space). Most samples: the entry this CPU used last, no lookup. */
+static __u64 space_since(struct ehelf_walk *w, __u64 space) {
+  if (w->last_space.tgid == w->tgid && w->last_space.space.address_space == space)
+    return w->last_space.space.since;
+  struct ehelf_space now = {.address_space = space};
+  const struct ehelf_space *known = bpf_map_lookup_elem(&spaces, &w->tgid);
+  if (known && known->address_space == space) {
+    now.since = known->since;
+  } else {
+    /* (Two CPUs sampling a new space at once may each write their time: microseconds apart,
+     * both after its exec.) */
+    now.since = bpf_ktime_get_ns();
+    bpf_map_update_elem(&spaces, &w->tgid, &now, BPF_ANY);
+  }
+  w->last_space.tgid = w->tgid;
+  w->last_space.space = now;
+  return now.since;
+}
+
 /* The user registers of the sampled thread into w->regs: the sample's own when it interrupted
  * user code, else those saved at its entry into the kernel. -1 for a kernel thread. (Copied
  * into w, not onto the BPF stack: a pt_regs there left too little of it for the walk.) */
@@ -796,7 +827,8 @@ static int store_stack(struct ehelf_walk *w) {
 /* Counts the walk's stack; 1 when its count is new in this map (its stack must be in `stacks`),
  * 0 when it was there (its stack is, or user space has read it: it evicts only those). */
 static int count_stack(struct bpf_perf_event_data *ctx, struct ehelf_walk *w, __u32 tid) {
-  struct ehelf_count_key key = {.stack = w->hash, .pid = w->tgid, .tid = tid, .kernel = -1};
+  struct ehelf_count_key key = {
+      .stack = w->hash, .pid = w->tgid, .tid = tid, .kernel = -1, .space_since = w->space_since};
   if (kernel_stacks) key.kernel = (__s32)bpf_get_stackid(ctx, &kernel_stack_traces, 0);
   void *counts = active ? (void *)&counts1 : (void *)&counts0;
   struct ehelf_count *c = bpf_map_lookup_elem(counts, &key);
@@ -836,6 +868,7 @@ int ehelf_sample(struct bpf_perf_event_data *ctx) {
   w->signal = 0;
   w->window.length = 0; /* another thread's stack, or this one's changed */
   w->stack_reads = 0;
+  w->space_since = 0;
   count_stat(EHELF_STAT_SAMPLES);
   if (w->tgid != 0 && user_regs(ctx, w) == 0) {
     w->copy.ip = w->regs.rip;
@@ -844,6 +877,7 @@ int ehelf_sample(struct bpf_perf_event_data *ctx) {
      * since (a CPU mostly samples one process after another: no hash lookup), else the map's. */
     const __u32 generation = process_generation;
     const __u64 space = current_address_space();
+    w->space_since = space_since(w, space);
     int present = 0;
     if (!find_mappings_only && w->last_process.valid && w->last_process.tgid == w->tgid &&
         w->last_process.generation == generation) {

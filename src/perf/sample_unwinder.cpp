@@ -6,6 +6,8 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <optional>
 #include <fmt/format.h>
 #include <sys/stat.h>
 #include <thread>
@@ -121,6 +123,18 @@ struct SampleUnwinder::Process {
   // The user frames met since `map` was built, by (pc << 1 | looked up by its call): see
   // frame_at().
   std::unordered_map<uint64_t, PcFrame> frames_by_pc;
+  // The maps of the programs it ran before its last execs, oldest first, each with the time of
+  // the exec that ended it: a stack counted in the kernel (adopt_raw) is named with the maps of
+  // the program it ran in, which may have exec'd another since (a shell's exec, env, a shim).
+  struct Earlier {
+    uint64_t until = 0;
+    std::shared_ptr<ProcessMaps> maps;
+    std::optional<ModuleMap> map; // made when a stack is first named with them
+  };
+  std::deque<Earlier> earlier;
+  // (An exec chain: env, a shim, its interpreter; an exec loop makes ~100 a second, and a stack
+  // waits for at most two drains, 100 ms apart.)
+  static constexpr size_t kEarlierPrograms = 64;
 
   // The maps, made this process's own first if a forked relative shares them, under a new id:
   // a stack named before the change is another stack after it (the profile keeps stacks by maps
@@ -212,16 +226,18 @@ bool SampleUnwinder::prepare(const Record& r, PreparedStack& out) {
   if (const auto* m = std::get_if<MmapRecord>(&r.body))
     on_mmap(*m);
   else if (const auto* c = std::get_if<CommRecord>(&r.body))
-    on_comm(*c);
+    on_comm(*c, r.time);
   else if (const auto* t = std::get_if<TaskRecord>(&r.body))
     r.type == record_type::kFork ? on_fork(*t) : on_exit(*t);
   return false;
 }
 
-void SampleUnwinder::on_comm(const CommRecord& c) {
+void SampleUnwinder::on_comm(const CommRecord& c, uint64_t time) {
   comms_[c.tid] = std::string(c.comm);
   if (c.exec && c.pid == c.tid) { // a new program: the old mappings are gone
     Process& p = process(c.pid);
+    p.earlier.push_back({time, p.maps, std::nullopt});
+    if (p.earlier.size() > Process::kEarlierPrograms) p.earlier.pop_front();
     p.maps = std::make_shared<ProcessMaps>();
     p.dirty = true;
   }
@@ -560,7 +576,7 @@ bool SampleUnwinder::feed_raw(const Record& r, RawStack& out) {
   return true;
 }
 
-void SampleUnwinder::adopt_raw(RawStack& out, uint64_t samples) {
+void SampleUnwinder::adopt_raw(RawStack& out, uint64_t samples, uint64_t since) {
   stats_.samples += samples;
   stats_.user_samples += samples;
   stats_.frames += samples * (out.kernel.size() + out.user.size());
@@ -569,6 +585,14 @@ void SampleUnwinder::adopt_raw(RawStack& out, uint64_t samples) {
   refresh(p); // the module map resolve() names the frames with, as of the records fed so far
   out.maps = p.maps.get();
   out.maps_id = p.maps->id;
+  // Sampled in a program the process has exec'd another after: that program's maps.
+  if (since != 0)
+    for (const Process::Earlier& e : p.earlier)
+      if (since < e.until) {
+        out.maps = e.maps.get();
+        out.maps_id = e.maps->id;
+        break;
+      }
 }
 
 ResolvedStack SampleUnwinder::resolve(const RawStack& raw) {
@@ -585,9 +609,22 @@ ResolvedStack SampleUnwinder::resolve(const RawStack& raw) {
   // The first pc is the sampled one, and so is each pc under a signal frame (the interrupted
   // instruction, which the walk looks up as is): those are named at the pc itself, as perf
   // does; the others are return addresses, named by their call (pc - 1).
-  // (raw.maps are the process's current maps: resolve() follows the feed_raw() of the stack.)
+  // (raw.maps are the process's current maps, resolve() following the feed_raw() or adopt_raw()
+  // of the stack, or for adopt_raw those of a program it ran before its last exec.)
   bool exact = true;
   out.user.reserve(raw.user.size());
+  if (raw.maps != p.maps.get()) {
+    for (Process::Earlier& e : p.earlier) {
+      if (e.maps.get() != raw.maps) continue;
+      if (!e.map) e.map = e.maps->module_map();
+      for (uint64_t pc : raw.user) {
+        out.user.push_back(resolve_frame(*e.maps, *e.map, pc, !exact));
+        exact = in_signal_trampoline(*e.map, exact ? pc : pc - 1);
+      }
+      return out;
+    }
+    return out; // (maps no longer kept: the stack's frames stay unnamed)
+  }
   for (uint64_t pc : raw.user) {
     const PcFrame& f = frame_at(p, pc, exact);
     out.user.push_back(f.resolved);

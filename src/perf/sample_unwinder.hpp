@@ -137,8 +137,10 @@ public:
   ResolvedStack resolve(const RawStack& raw);
   // A stack walked elsewhere (ehelf record's in-kernel walk: `out`'s pid, tid, user and kernel
   // pcs are set) made a raw stack of process `out.pid` as it is now: its maps, counted as
-  // `samples` samples of `frames` frames each.
-  void adopt_raw(RawStack& out, uint64_t samples);
+  // `samples` samples of `frames` frames each. `since` (record time, 0: unknown): when the
+  // process first ran the program the stack was sampled in; the maps are that program's when
+  // the process has exec'd another since (of its last 64 programs).
+  void adopt_raw(RawStack& out, uint64_t samples, uint64_t since = 0);
   // Names a resolved stack (the command name too) as feed() would have: the same SampleStack.
   // Names are looked up once per distinct (module, address).
   void name_stack(const ResolvedStack& stack, std::string_view comm, SampleStack& out);
@@ -182,7 +184,7 @@ private:
   StackFrame& frame_slot(SampleStack& out, size_t n);
   void trim(SampleStack& out, size_t n);
   void on_mmap(const MmapRecord& m);
-  void on_comm(const CommRecord& c);
+  void on_comm(const CommRecord& c, uint64_t time);
   void on_fork(const TaskRecord& t);
   void on_exit(const TaskRecord& t);
   void prepare_sample(const Record& r, const SampleRecord& s, PreparedStack& out);

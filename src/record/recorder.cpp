@@ -347,7 +347,17 @@ public:
     if (!everything && drain_time - last_drain_ < std::chrono::milliseconds(100)) return;
     last_drain_ = drain_time;
     const uint64_t now = perf_clock_now();
-    walk_.drain([&](const bpf::KernelStack& k) {
+    // A stack is named with the maps of the program it ran in (the process may have exec'd
+    // another since: SampleUnwinder::adopt_raw), known once the side band up to that program's
+    // first sample is read: one sampled since the rings were last read (less a margin for
+    // records being written then) waits for the next drain. The last drain names them all.
+    std::vector<bpf::KernelStack> waiting = std::move(later_);
+    later_.clear();
+    auto add = [&](const bpf::KernelStack& k) {
+      if (!everything && k.space_since + kSideBandMargin >= rings_read_at_) {
+        later_.push_back(k);
+        return;
+      }
       raw_.pid = k.pid;
       raw_.tid = k.tid;
       raw_.time = now;
@@ -356,12 +366,15 @@ public:
       raw_.user = k.user;
       raw_.user_walked = !k.user.empty();
       raw_.stop = k.stop == EHELF_STOP_END ? StopReason::EndOfStack : StopReason::None;
-      unwinder_.adopt_raw(raw_, k.samples);
+      unwinder_.adopt_raw(raw_, k.samples, k.space_since);
       profile_.add_counted(raw_, k.comm, unwinder_, k.samples, k.period,
                            k.stop == EHELF_STOP_END || k.user.empty()
                                ? std::string_view{}
                                : bpf::walk_stop_name(k.stop));
-    });
+    };
+    for (const bpf::KernelStack& k : waiting)
+      add(k);
+    walk_.drain(add);
     // Copies whose perf sample never came (lost from the ring) are not kept forever.
     for (auto& [tid, copies] : waiting_)
       while (copies.size() > 4096) {
@@ -370,8 +383,14 @@ public:
       }
   }
 
+  // The rings are about to be read: what the side band holds up to now is read next.
+  void reading_rings() { rings_read_at_ = perf_clock_now(); }
+
 private:
-  // CLOCK_MONOTONIC, which perf's sample times follow.
+  // Records are written as their events happen: one timed just before the rings were read may
+  // still be on its way into one.
+  static constexpr uint64_t kSideBandMargin = 2000000; // ns
+  // CLOCK_MONOTONIC, which the events' record times follow in kernel mode (use_clockid).
   static uint64_t perf_clock_now() {
     timespec ts{};
     ::clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -386,6 +405,8 @@ private:
   std::unordered_map<uint32_t, std::deque<bpf::CopiedWalk>> waiting_; // by thread, in order
   perf::RawStack raw_;
   std::chrono::steady_clock::time_point last_drain_{};
+  uint64_t rings_read_at_ = 0;
+  std::vector<bpf::KernelStack> later_; // counted stacks named at the next drain
 };
 
 // Everything the rings hold now, in time order, fed to the unwinder and the profile (or, in
@@ -401,6 +422,7 @@ public:
   // `everything`: the kernel's counts too, whenever they were last read.
   void operator()(bool everything = false) {
     batch_.clear();
+    if (kernel_side_) kernel_side_->reading_rings();
     for (RingBuffer& ring : events_.rings()) {
       const uint64_t corrupt = ring.corrupt_bytes();
       for (std::span<const uint8_t> bytes : ring.pending()) {
@@ -503,6 +525,7 @@ Result<Recording> record(const RecordOptions& o, const std::atomic<int>* stop_re
     SamplingOptions sampling = o.sampling;
     if (walk && o.kernel_copy_every == 0) sampling.stack_size = 0; // no stack bytes at all
     sampling.wake_on_each_record = walk != nullptr;
+    sampling.monotonic_clock = walk != nullptr; // (KernelStack::space_since's clock)
     auto opened = EventSet::open(sampling, target);
     if (!opened || !walk) return opened;
     for (int fd : opened->fds())

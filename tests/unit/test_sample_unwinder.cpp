@@ -106,6 +106,58 @@ TEST(SampleUnwinder, AStackNamedBeforeItsMappingsRecordIsNamedAgainAfterIt) {
   }
 }
 
+// A process that exec'd another program after a stack was counted in the kernel: the stack is
+// named with the first program's maps (its sample came before the exec), not the second's. libc
+// as this process maps it, for a process 4343 that maps it, execs at time 2000 and then has no
+// mapping there.
+TEST(SampleUnwinder, AStackCountedBeforeAnExecIsNamedWithTheMapsBeforeIt) {
+  const uint64_t pc = reinterpret_cast<uint64_t>(&::getpid);
+  auto maps = read_proc_maps(::getpid(), /*executable_only=*/true);
+  ASSERT_TRUE(maps);
+  const ProcMapping* libc = nullptr;
+  for (const ProcMapping& m : *maps)
+    if (m.start <= pc && pc < m.end) libc = &m;
+  ASSERT_NE(libc, nullptr);
+  SampleUnwinder u(RecordingInfo{}, SampleUnwinderOptions{});
+  Record mmap;
+  mmap.type = record_type::kMmap2;
+  mmap.time = 1000;
+  MmapRecord m;
+  m.pid = m.tid = 4343;
+  m.start = libc->start;
+  m.len = libc->end - libc->start;
+  m.pgoff = libc->offset;
+  m.prot = 5; // PROT_READ | PROT_EXEC
+  m.mmap2 = true;
+  m.filename = libc->path;
+  mmap.body = m;
+  RawStack ignored;
+  EXPECT_FALSE(u.feed_raw(mmap, ignored));
+  Record exec;
+  exec.type = record_type::kComm;
+  exec.time = 2000;
+  CommRecord c;
+  c.pid = c.tid = 4343;
+  c.comm = "next";
+  c.exec = true;
+  exec.body = c;
+  EXPECT_FALSE(u.feed_raw(exec, ignored));
+  auto name = [&](uint64_t since) {
+    RawStack raw;
+    raw.pid = raw.tid = 4343;
+    raw.user = {pc};
+    raw.user_walked = true;
+    raw.stop = StopReason::EndOfStack;
+    u.adopt_raw(raw, 1, since);
+    SampleStack out;
+    u.name_stack(u.resolve(raw), "prog", out);
+    return out.frames.size() == 1 ? out.frames[0].symbol : std::string("(no frame)");
+  };
+  EXPECT_NE(name(1500).find("getpid"), std::string::npos); // sampled before the exec
+  EXPECT_EQ(name(2500).find("getpid"), std::string::npos); // after it: libc is not mapped
+  EXPECT_EQ(name(0).find("getpid"), std::string::npos);    // unknown: the maps of now
+}
+
 } // namespace
 } // namespace ehelf::perf
 
