@@ -56,19 +56,44 @@ TEST(SampleUnwinder, FollowsTheRecordedProcesses) {
   EXPECT_EQ(u.stats().modules_missing, 3u); // prog, libx.so, /old (the data mapping is not code)
 }
 
+// This process's mapping of libc's code (where getpid is), as an MMAP2 record of process `pid`
+// at `time`; the record's file name points into `maps`. Null: not found.
+struct LibcMapping {
+  uint64_t pc = reinterpret_cast<uint64_t>(&::getpid);
+  std::vector<ProcMapping> maps = read_proc_maps(::getpid(), /*executable_only=*/true)
+                                      .value_or(std::vector<ProcMapping>{});
+  const ProcMapping* libc() const {
+    for (const ProcMapping& m : maps)
+      if (m.start <= pc && pc < m.end) return &m;
+    return nullptr;
+  }
+  Record record(uint32_t pid, uint64_t time) const {
+    const ProcMapping* l = libc();
+    Record r;
+    r.type = record_type::kMmap2;
+    r.time = time;
+    MmapRecord m;
+    m.pid = m.tid = pid;
+    m.start = l->start;
+    m.len = l->end - l->start;
+    m.pgoff = l->offset;
+    m.prot = 5; // PROT_READ | PROT_EXEC
+    m.mmap2 = true;
+    m.filename = l->path;
+    r.body = m;
+    return r;
+  }
+};
+
 // Kernel mode names the stacks the kernel counted as of the side-band records read so far: a
 // stack counted in code whose mapping's record was still in a ring is named without it, and,
 // once the record is read, again with it (it stayed unnamed for the rest of the run: the maps
 // changed in place kept their id, the profile's key of a stack). libc's code as this process
 // maps it, for a process 4242.
 TEST(SampleUnwinder, AStackNamedBeforeItsMappingsRecordIsNamedAgainAfterIt) {
-  const uint64_t pc = reinterpret_cast<uint64_t>(&::getpid);
-  auto maps = read_proc_maps(::getpid(), /*executable_only=*/true);
-  ASSERT_TRUE(maps);
-  const ProcMapping* libc = nullptr;
-  for (const ProcMapping& m : *maps)
-    if (m.start <= pc && pc < m.end) libc = &m;
-  ASSERT_NE(libc, nullptr);
+  const LibcMapping libc;
+  ASSERT_NE(libc.libc(), nullptr);
+  const uint64_t pc = libc.pc;
   SampleUnwinderOptions options;
   SampleUnwinder u(RecordingInfo{}, options);
   record::Profile profile;
@@ -79,19 +104,8 @@ TEST(SampleUnwinder, AStackNamedBeforeItsMappingsRecordIsNamedAgainAfterIt) {
   raw.stop = StopReason::EndOfStack;
   u.adopt_raw(raw, 1);
   profile.add_counted(raw, "prog", u, 1, 1, {});
-  Record mmap;
-  mmap.type = record_type::kMmap2;
-  MmapRecord m;
-  m.pid = m.tid = 4242;
-  m.start = libc->start;
-  m.len = libc->end - libc->start;
-  m.pgoff = libc->offset;
-  m.prot = 5; // PROT_READ | PROT_EXEC
-  m.mmap2 = true;
-  m.filename = libc->path;
-  mmap.body = m;
   RawStack ignored;
-  EXPECT_FALSE(u.feed_raw(mmap, ignored));
+  EXPECT_FALSE(u.feed_raw(libc.record(4242, 0), ignored));
   u.adopt_raw(raw, 2);
   profile.add_counted(raw, "prog", u, 2, 2, {});
   ASSERT_EQ(profile.distinct_stacks(), 2u);
@@ -111,28 +125,12 @@ TEST(SampleUnwinder, AStackNamedBeforeItsMappingsRecordIsNamedAgainAfterIt) {
 // as this process maps it, for a process 4343 that maps it, execs at time 2000 and then has no
 // mapping there.
 TEST(SampleUnwinder, AStackCountedBeforeAnExecIsNamedWithTheMapsBeforeIt) {
-  const uint64_t pc = reinterpret_cast<uint64_t>(&::getpid);
-  auto maps = read_proc_maps(::getpid(), /*executable_only=*/true);
-  ASSERT_TRUE(maps);
-  const ProcMapping* libc = nullptr;
-  for (const ProcMapping& m : *maps)
-    if (m.start <= pc && pc < m.end) libc = &m;
-  ASSERT_NE(libc, nullptr);
+  const LibcMapping libc;
+  ASSERT_NE(libc.libc(), nullptr);
+  const uint64_t pc = libc.pc;
   SampleUnwinder u(RecordingInfo{}, SampleUnwinderOptions{});
-  Record mmap;
-  mmap.type = record_type::kMmap2;
-  mmap.time = 1000;
-  MmapRecord m;
-  m.pid = m.tid = 4343;
-  m.start = libc->start;
-  m.len = libc->end - libc->start;
-  m.pgoff = libc->offset;
-  m.prot = 5; // PROT_READ | PROT_EXEC
-  m.mmap2 = true;
-  m.filename = libc->path;
-  mmap.body = m;
   RawStack ignored;
-  EXPECT_FALSE(u.feed_raw(mmap, ignored));
+  EXPECT_FALSE(u.feed_raw(libc.record(4343, 1000), ignored));
   Record exec;
   exec.type = record_type::kComm;
   exec.time = 2000;
