@@ -152,6 +152,15 @@ struct KernelWalk::State {
 
   Status add_shard() {
     auto shard = std::make_unique<Shard>();
+    const uint32_t index = uint32_t(shards.size());
+    if (index == 0) { // the program's own map (unwind.bpf.c: rows0)
+      if (Status st = shard->rows.map(bpf_map__fd(skel->maps.rows0), EHELF_SHARD_ROWS, "rows");
+          !st)
+        return st;
+      shards.push_back(std::move(shard));
+      row_pool.grow(EHELF_SHARD_ROWS);
+      return Ok{};
+    }
     LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = BPF_F_MMAPABLE);
     shard->fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "ehelf_rows", sizeof(uint32_t),
                                sizeof(ehelf_bpf_row), EHELF_SHARD_ROWS, &opts);
@@ -159,7 +168,6 @@ struct KernelWalk::State {
       return Error::plain(fmt::format("cannot make a BPF map for 2^{} rows: {}", EHELF_SHARD_BITS,
                                       std::strerror(errno)));
     if (Status st = shard->rows.map(shard->fd, EHELF_SHARD_ROWS, "rows"); !st) return st;
-    const uint32_t index = uint32_t(shards.size());
     if (bpf_map_update_elem(bpf_map__fd(skel->maps.row_shards), &index, &shard->fd, BPF_ANY) != 0)
       return Error::plain(
           fmt::format("cannot add rows to the BPF program: {}", std::strerror(errno)));
@@ -533,6 +541,10 @@ Result<std::unique_ptr<KernelWalk>> KernelWalk::load(const KernelWalkOptions& op
   if (!options.kernel_stacks) bpf_map__set_max_entries(s->skel->maps.kernel_stack_traces, 1);
   if (options.copy_every == 0)
     bpf_map__set_max_entries(s->skel->maps.copies, uint32_t(::sysconf(_SC_PAGESIZE)));
+  // The row cache: 2^EHELF_ROW_CACHE_BITS entries for each CPU (unwind.bpf.c: row_cache_entry).
+  bpf_map__set_max_entries(s->skel->maps.row_cache,
+                           uint32_t(std::max(libbpf_num_possible_cpus(), 1))
+                               << EHELF_ROW_CACHE_BITS);
   if (ehelf_unwind__load(s->skel) != 0)
     return failed(fmt::format("the kernel refused it: {}", std::strerror(errno)));
   if (Status st = s->tables.map(bpf_map__fd(s->skel->maps.tables), EHELF_MAX_TABLES, "tables"); !st)

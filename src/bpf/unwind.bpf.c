@@ -80,6 +80,11 @@ struct {
   __array(values, struct inner_rows);
 } row_shards SEC(".maps");
 
+/* The first shard, which every run needs, a map of its own rather than row_shards' entry 0: a
+ * map-in-map's update waits for an RCU grace period (~12 ms of every run's start-up here), and a
+ * lookup in a map the program names is one the verifier inlines. */
+struct inner_rows rows0 SEC(".maps");
+
 struct {
   __uint(type, BPF_MAP_TYPE_ARRAY);
   __uint(map_flags, BPF_F_MMAPABLE);
@@ -127,13 +132,21 @@ struct {
 
 /* Rows by (table, pc looked up), per CPU, direct-mapped: a sample's return addresses are mostly
  * those of the samples before it, and a hit is one lookup where the page index and the binary
- * search read about six rows. */
+ * search read about six rows. CPU c's entries are [c << EHELF_ROW_CACHE_BITS, + 2^12): a plain
+ * array the loader sizes for the possible CPUs (as a per-CPU array, each of its 4,096 entries was
+ * an allocation of its own, ~9 ms of every run's start-up). */
 struct {
-  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-  __uint(max_entries, 1u << EHELF_ROW_CACHE_BITS);
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 1u << EHELF_ROW_CACHE_BITS); /* times the CPUs: set by the loader */
   __type(key, __u32);
   __type(value, struct ehelf_row_cache_entry);
 } row_cache SEC(".maps");
+
+/* This CPU's entry `slot` of the row cache. */
+static __always_inline struct ehelf_row_cache_entry *row_cache_entry(__u32 slot) {
+  const __u32 index = (bpf_get_smp_processor_id() << EHELF_ROW_CACHE_BITS) | slot;
+  return bpf_map_lookup_elem(&row_cache, &index);
+}
 
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
@@ -181,7 +194,7 @@ struct {
  * exec'd since. */
 struct {
   __uint(type, BPF_MAP_TYPE_LRU_HASH);
-  __uint(max_entries, EHELF_MAX_PROCESSES);
+  __uint(max_entries, 8192); /* (an entry evicted is made again: still after its exec) */
   __type(key, __u32);
   __type(value, struct ehelf_space);
 } spaces SEC(".maps");
@@ -198,6 +211,7 @@ struct {
 static const struct ehelf_bpf_row *row_at(__u64 index) {
   __u32 shard = (__u32)(index >> EHELF_SHARD_BITS);
   __u32 slot = (__u32)(index & (EHELF_SHARD_ROWS - 1));
+  if (shard == 0) return bpf_map_lookup_elem(&rows0, &slot);
   void *rows = bpf_map_lookup_elem(&row_shards, &shard);
   if (!rows) return 0;
   return bpf_map_lookup_elem(rows, &slot);
@@ -556,7 +570,7 @@ __attribute__((noinline)) int search_table(struct ehelf_walk *w, __u32 id, __u32
   if (!found) return EHELF_STOP_ROW_MISSING;
   w->row = *found;
   __u32 slot = row_cache_slot(id, rel);
-  struct ehelf_row_cache_entry *cached = bpf_map_lookup_elem(&row_cache, &slot);
+  struct ehelf_row_cache_entry *cached = row_cache_entry(slot);
   if (cached) {
     cached->table = id;
     cached->rel = rel;
@@ -574,7 +588,7 @@ static __always_inline int find_row(struct ehelf_walk *w, __u32 id, __u64 bias, 
   const __u64 rel = lookup - bias - t->base;
   if (lookup < bias + t->base || rel > 0xffffffffull) return EHELF_STOP_NO_ENTRY;
   __u32 slot = row_cache_slot(id, (__u32)rel);
-  const struct ehelf_row_cache_entry *cached = bpf_map_lookup_elem(&row_cache, &slot);
+  const struct ehelf_row_cache_entry *cached = row_cache_entry(slot);
   if (cached && cached->table == id && cached->rel == (__u32)rel &&
       cached->generation == table_generation) {
     w->row = cached->row;
