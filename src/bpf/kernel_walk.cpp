@@ -161,7 +161,7 @@ struct KernelWalk::State {
       row_pool.grow(EHELF_SHARD_ROWS);
       return Ok{};
     }
-    LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = BPF_F_MMAPABLE);
+    LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = BPF_F_MMAPABLE | BPF_F_INNER_MAP);
     shard->fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "ehelf_rows", sizeof(uint32_t),
                                sizeof(ehelf_bpf_row), EHELF_SHARD_ROWS, &opts);
     if (shard->fd < 0)

@@ -63,10 +63,13 @@ volatile __u32 vdso_table = 0;
 volatile __u64 vdso_bias_from_start = 0;
 
 /* Every array user space fills is BPF_F_MMAPABLE: written in place, no system call per entry. */
+/* row_shards' entries (the loader makes them, of EHELF_SHARD_ROWS rows each). This template,
+ * which libbpf makes at load and drops, is one row: BPF_F_INNER_MAP lets the entries' sizes
+ * differ from it (made as large, it cost every run's start-up 16 MiB zeroed, ~4 ms). */
 struct inner_rows {
   __uint(type, BPF_MAP_TYPE_ARRAY);
-  __uint(map_flags, BPF_F_MMAPABLE);
-  __uint(max_entries, EHELF_SHARD_ROWS);
+  __uint(map_flags, BPF_F_MMAPABLE | BPF_F_INNER_MAP);
+  __uint(max_entries, 1);
   /* Sizes, not types: clang 14 leaves an inner map's value struct a forward declaration in BTF,
    * which libbpf 1.1 cannot size. */
   __uint(key_size, sizeof(__u32));
@@ -83,7 +86,13 @@ struct {
 /* The first shard, which every run needs, a map of its own rather than row_shards' entry 0: a
  * map-in-map's update waits for an RCU grace period (~12 ms of every run's start-up here), and a
  * lookup in a map the program names is one the verifier inlines. */
-struct inner_rows rows0 SEC(".maps");
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(map_flags, BPF_F_MMAPABLE);
+  __uint(max_entries, EHELF_SHARD_ROWS);
+  __type(key, __u32);
+  __type(value, struct ehelf_bpf_row);
+} rows0 SEC(".maps");
 
 struct {
   __uint(type, BPF_MAP_TYPE_ARRAY);
