@@ -62,8 +62,8 @@ volatile __u32 process_generation = 0;
 volatile __u32 vdso_table = 0;
 volatile __u64 vdso_bias_from_start = 0;
 
-/* Every array user space fills is BPF_F_MMAPABLE: written in place, no system call per entry. */
-/* row_shards' entries (the loader makes them, of EHELF_SHARD_ROWS rows each). This template,
+/* Every array user space fills is BPF_F_MMAPABLE: written in place, no system call per entry.
+ * row_shards' entries are made by the loader, of EHELF_SHARD_ROWS rows each; this template,
  * which libbpf makes at load and drops, is one row: BPF_F_INNER_MAP lets the entries' sizes
  * differ from it (made as large, it cost every run's start-up 16 MiB zeroed, ~4 ms). */
 struct inner_rows {
