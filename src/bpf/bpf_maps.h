@@ -217,8 +217,9 @@ struct ehelf_count_key {
   __u32 tid;
   __s32 kernel; /* kernel_stack_traces' id, or negative: none */
   __u32 reserved;
-  /* When the program first sampled the process's address space (CLOCK_MONOTONIC ns; 0: no user
-   * stack): after the exec that made it, before the next. User space names the stack with the
+  /* When the program first sampled user code in the process's address space (CLOCK_MONOTONIC
+   * ns; 0: unknown, no user stack or no such sample yet): after the exec that made it, before
+   * the next. User space names the stack with the
    * mappings the process had then: a program that exec'd another since (a shell's exec, env, a
    * version manager's shim) has other mappings now. */
   __u64 space_since;

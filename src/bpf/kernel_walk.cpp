@@ -489,8 +489,14 @@ struct KernelWalk::State {
   }
 
   void inherit(uint32_t parent, uint32_t child) {
+    if (processes.count(child)) return;
+    // A parent not read yet is read now: a process that forks runs (a shell, a server's
+    // workers' parent), and its children's first samples, in its code until they exec, come
+    // before anything reads theirs (-a reads the processes on a CPU at its start, the others
+    // when they are sampled: a shell that waits for its children seldom is).
+    if (!processes.count(parent)) refresh(parent);
     auto it = processes.find(parent);
-    if (it == processes.end() || processes.count(child)) return;
+    if (it == processes.end()) return;
     const ProcessEntry& from = it->second;
     auto range = mapping_pool.allocate(std::max<size_t>(from.list.size(), 1));
     if (!range) return;

@@ -101,8 +101,8 @@ public:
   // Reads the process's mappings and loads the tables they need, now.
   void refresh_process(uint32_t pid);
   // A forked child: its parent's mappings (a fork copies the address space), so that its first
-  // samples walk before anything reads its /proc/PID/maps. Nothing when the child already has
-  // its own (its exec was seen first) or the parent has none.
+  // samples walk before anything reads its /proc/PID/maps; a parent not read yet is read first.
+  // Nothing when the child already has its own (its exec was seen first) or the parent is gone.
   void inherit_process(uint32_t parent, uint32_t child);
   // Loads the tables of these files and keeps them for the whole run (the files most processes
   // map, the command about to run), so that their first samples walk at once: now, or (`now`

@@ -780,14 +780,19 @@ static const struct ehelf_process *forked_from(void) {
 
 /* Since when the walk's process has had the address space `space` (its first sample in it, or
  * as near as the spaces map remembers: an entry evicted is made again, later, still after the
- * exec that made the space). Most samples: the entry this CPU used last, no lookup. */
-static __u64 space_since(struct ehelf_walk *w, __u64 space) {
+ * exec that made the space), or 0: unknown. Most samples: the entry this CPU used last, no
+ * lookup. Only a sample of user code makes an entry: exec switches to the new space well before
+ * it records the exec (it then frees the old one: milliseconds for a large one, ASan's), and a
+ * sample in between, in the kernel, would date the space before the exec that made it. */
+static __u64 space_since(struct ehelf_walk *w, __u64 space, int in_user_code) {
   if (w->last_space.tgid == w->tgid && w->last_space.space.address_space == space)
     return w->last_space.space.since;
   struct ehelf_space now = {.address_space = space};
   const struct ehelf_space *known = bpf_map_lookup_elem(&spaces, &w->tgid);
   if (known && known->address_space == space) {
     now.since = known->since;
+  } else if (!in_user_code) {
+    return 0;
   } else {
     /* (Two CPUs sampling a new space at once may each write their time: microseconds apart,
      * both after its exec.) */
@@ -900,7 +905,7 @@ int ehelf_sample(struct bpf_perf_event_data *ctx) {
      * since (a CPU mostly samples one process after another: no hash lookup), else the map's. */
     const __u32 generation = process_generation;
     const __u64 space = current_address_space();
-    w->space_since = space_since(w, space);
+    w->space_since = space_since(w, space, (ctx->regs.cs & 3) == 3);
     int present = 0;
     if (!find_mappings_only && w->last_process.valid && w->last_process.tgid == w->tgid &&
         w->last_process.generation == generation) {
