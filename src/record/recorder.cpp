@@ -501,9 +501,15 @@ Result<Recording> record(const RecordOptions& o, const std::atomic<int>* stop_re
     return Error::plain("nothing to record: give a command, -p PID, -t TID or -a");
   }
   // Kernel mode where it is asked for, or possible under Auto (which says why not otherwise).
+  // The program loads (the verifier, libbpf's parse of the kernel's BTF: ~60 ms) on a thread of
+  // its own while the events open as kernel mode wants them (the first perf event of a machine
+  // can take ~12 ms: the kernel patches its static keys); they open again for user mode if it
+  // fails to load.
   std::unique_ptr<bpf::KernelWalk> walk;
+  std::future<Result<std::unique_ptr<bpf::KernelWalk>>> loading;
+  std::string why;
   if (o.unwind != UnwindMode::User) {
-    std::string why = bpf::kernel_walk_unavailable();
+    why = bpf::kernel_walk_unavailable();
     if (why.empty()) {
       bpf::KernelWalkOptions ko;
       ko.max_depth = uint32_t(std::min<size_t>(o.max_depth, 512));
@@ -511,35 +517,49 @@ Result<Recording> record(const RecordOptions& o, const std::atomic<int>* stop_re
       ko.copy_every = o.kernel_copy_every;
       ko.find_mappings_only = o.kernel_find_mappings;
       ko.debug_dirs = o.debug_dirs;
-      auto loaded = bpf::KernelWalk::load(ko);
+      loading = std::async(std::launch::async, [ko] { return bpf::KernelWalk::load(ko); });
+    }
+  }
+  // On an error the command, still waiting for its exec, is killed and reaped by ~Command.
+  auto open_events = [&](bool kernel_mode) -> Result<EventSet> {
+    SamplingOptions sampling = o.sampling;
+    if (kernel_mode && o.kernel_copy_every == 0) sampling.stack_size = 0; // no stack bytes at all
+    sampling.wake_on_each_record = kernel_mode;
+    sampling.monotonic_clock = kernel_mode; // (KernelStack::space_since's clock)
+    return EventSet::open(sampling, target);
+  };
+  auto attach = [&](EventSet& events) -> Status {
+    for (int fd : events.fds())
+      if (Status attached = walk->attach(fd); !attached) return std::move(attached).error();
+    return Ok{};
+  };
+  Result<EventSet> opened = [&]() -> Result<EventSet> {
+    const bool for_kernel = loading.valid();
+    Result<EventSet> events = open_events(for_kernel);
+    if (loading.valid()) {
+      auto loaded = loading.get(); // (waited for on every path: the thread owns libbpf's log)
       if (loaded)
         walk = std::move(*loaded);
       else
         why = loaded.error().to_string();
     }
-    if (!walk && o.unwind == UnwindMode::Kernel) return Error::plain("--unwind kernel: " + why);
-    if (!walk && o.on_note) o.on_note("unwinding user stacks in user space: " + why);
-  }
-  // On an error the command, still waiting for its exec, is killed and reaped by ~Command.
-  auto open_events = [&]() -> Result<EventSet> {
-    SamplingOptions sampling = o.sampling;
-    if (walk && o.kernel_copy_every == 0) sampling.stack_size = 0; // no stack bytes at all
-    sampling.wake_on_each_record = walk != nullptr;
-    sampling.monotonic_clock = walk != nullptr; // (KernelStack::space_since's clock)
-    auto opened = EventSet::open(sampling, target);
-    if (!opened || !walk) return opened;
-    for (int fd : opened->fds())
-      if (Status attached = walk->attach(fd); !attached) return std::move(attached).error();
-    return opened;
-  };
+    if (o.unwind != UnwindMode::User && !walk) {
+      if (o.unwind == UnwindMode::Kernel) return Error::plain("--unwind kernel: " + why);
+      if (o.on_note) o.on_note("unwinding user stacks in user space: " + why);
+      if (for_kernel) return open_events(false); // (those for kernel mode closed on return)
+    }
+    if (events && walk)
+      if (Status attached = attach(*events); !attached) return std::move(attached).error();
+    return events;
+  }();
   std::optional<EventSet> opened_events;
-  if (auto opened = open_events(); opened) {
+  if (opened) {
     opened_events.emplace(std::move(*opened));
   } else if (walk && o.unwind == UnwindMode::Auto) {
     // The program loaded but an event refused it: user space walks instead.
     if (o.on_note) o.on_note("unwinding user stacks in user space: " + opened.error().message);
     walk.reset();
-    auto again = open_events();
+    auto again = open_events(false);
     if (!again) return std::move(again).error();
     opened_events.emplace(std::move(*again));
   } else {
