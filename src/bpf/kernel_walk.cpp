@@ -108,6 +108,27 @@ struct Retired {
   uint32_t table_id; // UINT32_MAX: none
 };
 
+// How the walk loads a file's tables: its own rows, not eh_elfs or the compact tables.
+LoadPolicy table_policy(const std::vector<std::string>& debug_dirs) {
+  LoadPolicy policy;
+  policy.compiled = false;
+  policy.compact = false;
+  policy.extra_debug_dirs = debug_dirs;
+  return policy;
+}
+
+// A regular file's identity as the walk keys its tables, or nullopt.
+std::optional<FileKey> file_key_of(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+  FileKey key;
+  key.dev = st.st_dev;
+  key.ino = st.st_ino;
+  key.size = uint64_t(st.st_size);
+  key.mtime_ns = uint64_t(st.st_mtim.tv_sec) * 1000000000ull + uint64_t(st.st_mtim.tv_nsec);
+  return key;
+}
+
 } // namespace
 
 struct KernelWalk::State {
@@ -219,10 +240,7 @@ struct KernelWalk::State {
     if (files.size() >= EHELF_MAX_TABLES - 1) free_idle(true); // room before kKeepIdle
     if (files.size() >= EHELF_MAX_TABLES - 1) return nullptr;
 
-    LoadPolicy policy;
-    policy.compiled = false;
-    policy.compact = false;
-    policy.extra_debug_dirs = options.debug_dirs;
+    const LoadPolicy policy = table_policy(options.debug_dirs);
     FileTable f;
     f.path = m.path;
     if (now || !key.vdso.empty()) { // built here, at once
@@ -620,6 +638,46 @@ void KernelWalk::preload_files(const std::vector<std::string>& paths, bool now) 
     m.path = path;
     FileKey key;
     if (FileTable* f = s_->file_for(0, m, key, now)) ++f->users; // kept: no process releases it
+  }
+}
+
+struct KernelWalk::PreparedFiles {
+  struct File {
+    std::string path;
+    FileKey key;
+    BuiltTable built;
+  };
+  std::vector<File> files;
+};
+
+std::shared_ptr<KernelWalk::PreparedFiles>
+KernelWalk::prepare_files(const std::vector<std::string>& paths,
+                          const std::vector<std::string>& debug_dirs) {
+  auto prepared = std::make_shared<PreparedFiles>();
+  for (const std::string& path : paths) {
+    const std::optional<FileKey> key = file_key_of(path);
+    if (!key) continue;
+    BuiltTable built = build_table(path, {}, table_policy(debug_dirs));
+    if (built.elf) prepared->files.push_back({path, *key, std::move(built)});
+  }
+  return prepared;
+}
+
+void KernelWalk::preload_prepared(PreparedFiles& prepared) {
+  for (PreparedFiles::File& file : prepared.files) {
+    // A file changed since it was built is built again (preload_files).
+    if (file_key_of(file.path) != std::optional<FileKey>(file.key)) {
+      preload_files({file.path}, /*now=*/true);
+      continue;
+    }
+    auto it = s_->files.find(file.key);
+    if (it == s_->files.end() && s_->files.size() < EHELF_MAX_TABLES - 1) {
+      FileTable f;
+      f.path = file.path;
+      it = s_->files.emplace(file.key, std::move(f)).first;
+      s_->install(file.key, it->second, std::move(file.built));
+    }
+    if (it != s_->files.end()) ++it->second.users; // kept: no process releases it
   }
 }
 

@@ -108,6 +108,13 @@ public:
   // map, the command about to run), so that their first samples walk at once: now, or (`now`
   // false) on the builder's thread.
   void preload_files(const std::vector<std::string>& paths, bool now);
+  // The same in two halves, so that the tables can be built while the program loads: building
+  // (any thread, no walk needed), then installing what was built (a file changed since is built
+  // again).
+  struct PreparedFiles;
+  static std::shared_ptr<PreparedFiles> prepare_files(const std::vector<std::string>& paths,
+                                                      const std::vector<std::string>& debug_dirs);
+  void preload_prepared(PreparedFiles& prepared);
   // While held, the program drops every sample (none walked, counted or handed to perf).
   void hold_samples(bool held);
   // Whether tables are being built off this thread (serve_requests installs them when done).
