@@ -117,15 +117,20 @@ LoadPolicy table_policy(const std::vector<std::string>& debug_dirs) {
   return policy;
 }
 
+// A file's identity as the walk keys its tables, from its stat(2).
+void set_file_key(const struct stat& st, FileKey& key) {
+  key.dev = st.st_dev;
+  key.ino = st.st_ino;
+  key.size = uint64_t(st.st_size);
+  key.mtime_ns = uint64_t(st.st_mtim.tv_sec) * 1000000000ull + uint64_t(st.st_mtim.tv_nsec);
+}
+
 // A regular file's identity as the walk keys its tables, or nullopt.
 std::optional<FileKey> file_key_of(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
   FileKey key;
-  key.dev = st.st_dev;
-  key.ino = st.st_ino;
-  key.size = uint64_t(st.st_size);
-  key.mtime_ns = uint64_t(st.st_mtim.tv_sec) * 1000000000ull + uint64_t(st.st_mtim.tv_nsec);
+  set_file_key(st, key);
   return key;
 }
 
@@ -231,10 +236,7 @@ struct KernelWalk::State {
         open_path = m.open_path(int(pid));
         if (::stat(open_path.c_str(), &st) != 0) return nullptr;
       }
-      key.dev = st.st_dev;
-      key.ino = st.st_ino;
-      key.size = uint64_t(st.st_size);
-      key.mtime_ns = uint64_t(st.st_mtim.tv_sec) * 1000000000ull + uint64_t(st.st_mtim.tv_nsec);
+      set_file_key(st, key);
     }
     if (auto it = files.find(key); it != files.end()) return &it->second;
     if (files.size() >= EHELF_MAX_TABLES - 1) free_idle(true); // room before kKeepIdle
@@ -254,9 +256,7 @@ struct KernelWalk::State {
       }
       BuiltTable built = build_table(image.empty() ? open_path : m.path, std::move(image), policy);
       if (!built.elf) return nullptr;
-      FileTable& placed = files.emplace(key, std::move(f)).first->second;
-      install(key, placed, std::move(built));
-      return &placed;
+      return &place_built(key, std::move(f), std::move(built));
     }
     // Built by the builder: its segments now (the headers alone), its rows when they are ready;
     // until then its table has no rows and the walk stops there ("table not loaded yet").
@@ -275,6 +275,13 @@ struct KernelWalk::State {
     FileTable& placed = files.emplace(key, std::move(f)).first->second;
     publish(key, placed);
     return &placed;
+  }
+
+  // A file not in `files`, its table built already: placed there and installed.
+  FileTable& place_built(const FileKey& key, FileTable f, BuiltTable built) {
+    FileTable& placed = files.emplace(key, std::move(f)).first->second;
+    install(key, placed, std::move(built));
+    return placed;
   }
 
   // A file's table published by its inode, for the walk of a pc in no mapping written here (a
@@ -670,14 +677,15 @@ void KernelWalk::preload_prepared(PreparedFiles& prepared) {
       preload_files({file.path}, /*now=*/true);
       continue;
     }
-    auto it = s_->files.find(file.key);
-    if (it == s_->files.end() && s_->files.size() < EHELF_MAX_TABLES - 1) {
+    FileTable* placed = nullptr;
+    if (auto it = s_->files.find(file.key); it != s_->files.end()) {
+      placed = &it->second;
+    } else if (s_->files.size() < EHELF_MAX_TABLES - 1) {
       FileTable f;
       f.path = file.path;
-      it = s_->files.emplace(file.key, std::move(f)).first;
-      s_->install(file.key, it->second, std::move(file.built));
+      placed = &s_->place_built(file.key, std::move(f), std::move(file.built));
     }
-    if (it != s_->files.end()) ++it->second.users; // kept: no process releases it
+    if (placed) ++placed->users; // kept: no process releases it
   }
 }
 
