@@ -473,6 +473,171 @@ private:
   uint64_t records_ = 0, bytes_ = 0;
 };
 
+// The events a recording samples with, and in kernel mode the in-kernel walk attached to them.
+// (The events close first, as the walk's program is attached to them.)
+struct Sampling {
+  std::unique_ptr<bpf::KernelWalk> walk;
+  std::optional<EventSet> events;
+};
+
+// The files whose tables kernel mode builds while its program loads: what the command runs (a
+// script's interpreter, through `env`, and scripts run by scripts) and the libraries it needs,
+// as the loader will find them.
+std::vector<std::string> command_files(const std::vector<std::string>& command) {
+  std::vector<std::string> files;
+  if (command.empty()) return files;
+  std::string program = executable_path(command[0]), runs;
+  for (int level = 0; level < 4 && !program.empty(); ++level) {
+    files.push_back(program);
+    runs = program;
+    program = script_interpreter(program, executable_path);
+  }
+  if (!runs.empty())
+    for (std::string& library : needed_libraries(runs))
+      files.push_back(std::move(library));
+  return files;
+}
+
+// The events opened in the mode asked for. Kernel mode, where it is asked for or possible under
+// Auto (which says why not otherwise): the program loads (the verifier, libbpf's parse of the
+// kernel's BTF: ~60 ms) on a thread of its own while the events open as kernel mode wants them
+// (the first perf event of a machine can take ~12 ms: the kernel patches its static keys), and
+// the command's tables are built on another (6-17 ms here), installed once it has loaded; the
+// events open again for user mode if it fails to load, or under Auto if an event refuses it.
+// (On an error the command, still waiting for its exec, is killed and reaped by ~Command.)
+Result<Sampling> open_sampling(const RecordOptions& o, const Target& target) {
+  Sampling sampling;
+  std::unique_ptr<bpf::KernelWalk>& walk = sampling.walk;
+  std::future<Result<std::unique_ptr<bpf::KernelWalk>>> loading;
+  std::string why;
+  if (o.unwind != UnwindMode::User) {
+    why = bpf::kernel_walk_unavailable();
+    if (why.empty()) {
+      bpf::KernelWalkOptions ko;
+      ko.max_depth = uint32_t(std::min<size_t>(o.max_depth, 512));
+      ko.kernel_stacks = o.sampling.kernel;
+      ko.copy_every = o.kernel_copy_every;
+      ko.find_mappings_only = o.kernel_find_mappings;
+      ko.debug_dirs = o.debug_dirs;
+      loading = std::async(std::launch::async, [ko] { return bpf::KernelWalk::load(ko); });
+    }
+  }
+  std::future<std::shared_ptr<bpf::KernelWalk::PreparedFiles>> preparing;
+  if (loading.valid())
+    preparing =
+        std::async(std::launch::async, [files = command_files(o.command), dirs = o.debug_dirs] {
+          return bpf::KernelWalk::prepare_files(files, dirs);
+        });
+  auto open_events = [&](bool kernel_mode) -> Result<EventSet> {
+    SamplingOptions options = o.sampling;
+    if (kernel_mode && o.kernel_copy_every == 0) options.stack_size = 0; // no stack bytes at all
+    options.wake_on_each_record = kernel_mode;
+    options.monotonic_clock = kernel_mode; // (KernelStack::space_since's clock)
+    return EventSet::open(options, target);
+  };
+  Result<EventSet> opened = [&]() -> Result<EventSet> {
+    const bool for_kernel = loading.valid();
+    Result<EventSet> events = open_events(for_kernel);
+    if (loading.valid()) {
+      auto loaded = loading.get(); // (waited for on every path: the thread owns libbpf's log)
+      if (loaded)
+        walk = std::move(*loaded);
+      else
+        why = loaded.error().to_string();
+    }
+    if (o.unwind != UnwindMode::User && !walk) {
+      if (o.unwind == UnwindMode::Kernel) return Error::plain("--unwind kernel: " + why);
+      if (o.on_note) o.on_note("unwinding user stacks in user space: " + why);
+      if (for_kernel) return open_events(false); // (those for kernel mode closed on return)
+    }
+    if (events && walk)
+      for (int fd : events->fds())
+        if (Status attached = walk->attach(fd); !attached) return std::move(attached).error();
+    return events;
+  }();
+  if (opened) {
+    sampling.events.emplace(std::move(*opened));
+  } else if (walk && o.unwind == UnwindMode::Auto) {
+    // The program loaded but an event refused it: user space walks instead.
+    if (o.on_note) o.on_note("unwinding user stacks in user space: " + opened.error().message);
+    walk.reset();
+    auto again = open_events(false);
+    if (!again) return std::move(again).error();
+    sampling.events.emplace(std::move(*again));
+  } else {
+    return std::move(opened).error();
+  }
+  if (walk) {
+    // Tables loaded before anything runs, so that the first samples walk: the command's
+    // executable and the libraries it needs (prepared above; waited for here); the files this
+    // process maps (libc, ld.so, libstdc++: what most programs map too) on the builder's thread,
+    // as it runs; the processes already running that are recorded. (ehelf's own executable is
+    // no other program's.)
+    std::vector<std::string> likely;
+    char self[4096];
+    const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+    const std::string own = n > 0 ? std::string(self, size_t(n)) : std::string();
+    for (const ProcMapping& m :
+         read_proc_maps(::getpid(), true).value_or(std::vector<ProcMapping>{}))
+      if (!m.path.empty() && m.path[0] == '/' && m.path != own) likely.push_back(m.path);
+    walk->preload_prepared(*preparing.get());
+    walk->preload_files(likely, /*now=*/false);
+    if (target.kind == Target::Processes) {
+      for (int pid : target.pids)
+        walk->refresh_process(uint32_t(pid));
+    } else if (target.kind == Target::Threads) {
+      for (int tid : target.pids)
+        walk->refresh_process(uint32_t(process_of_thread(tid)));
+    }
+  }
+  return sampling;
+}
+
+// -a, -p and -t: the events enabled, and what already runs described to the unwinder (the
+// processes given, those of the threads given, or every process for -a). In kernel mode the
+// program drops samples until the tables of what runs now are built (the events are enabled
+// first all the same, so that no side-band record of a mapping made meanwhile is missed). When
+// sampling began.
+Clock::time_point start_running(const Target& target, EventSet& events,
+                                perf::SampleUnwinder& unwinder, bpf::KernelWalk* walk,
+                                Recording& rec, const std::atomic<int>* stop_requests) {
+  const Clock::time_point start = Clock::now();
+  if (walk) walk->hold_samples(true);
+  events.enable();
+  std::vector<int> running = target.kind == Target::System
+                                 ? proc_numeric_entries("/proc").value_or(std::vector<int>{})
+                                 : target.pids;
+  if (target.kind == Target::Threads) {
+    std::transform(running.begin(), running.end(), running.begin(), process_of_thread);
+    std::sort(running.begin(), running.end());
+    running.erase(std::unique(running.begin(), running.end()), running.end());
+  }
+  for (int pid : running) {
+    describe_running(pid, unwinder);
+    // -a: the processes on a CPU now are read, and their files' tables built, before their
+    // first samples ask (those of a busy machine's programs were the walks lost to tables not
+    // loaded yet); the others, idle, load if they run. (-p's and -t's were read at the load.)
+    if (walk && target.kind == Target::System && proc_runs(pid)) {
+      walk->refresh_process(uint32_t(pid));
+      ++rec.kernel_start_processes;
+    }
+  }
+  if (!walk) return start;
+  if (target.kind != Target::System) rec.kernel_start_processes = running.size();
+  // Sampling begins once those tables are built (libLLVM's take ~0.1 s, a busy machine's
+  // programs together ~0.5 s), or after kStartLimit: its first samples then walk as its others
+  // do, where they stopped at "table not loaded yet". The duration counts from here.
+  const auto stopped = [&] { return stop_requests && stop_requests->load() > 0; };
+  while (walk->tables_building() && !stopped() && Clock::now() - start < kStartLimit) {
+    pollfd ready{walk->built_fd(), POLLIN, 0};
+    ::poll(&ready, 1, 50);
+    walk->serve_requests();
+  }
+  walk->hold_samples(false);
+  rec.kernel_start_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return Clock::now();
+}
+
 } // namespace
 
 Result<Recording> record(const RecordOptions& o, const std::atomic<int>* stop_requests) {
@@ -500,117 +665,10 @@ Result<Recording> record(const RecordOptions& o, const std::atomic<int>* stop_re
   } else {
     return Error::plain("nothing to record: give a command, -p PID, -t TID or -a");
   }
-  // Kernel mode where it is asked for, or possible under Auto (which says why not otherwise).
-  // The program loads (the verifier, libbpf's parse of the kernel's BTF: ~60 ms) on a thread of
-  // its own while the events open as kernel mode wants them (the first perf event of a machine
-  // can take ~12 ms: the kernel patches its static keys); they open again for user mode if it
-  // fails to load.
-  std::unique_ptr<bpf::KernelWalk> walk;
-  std::future<Result<std::unique_ptr<bpf::KernelWalk>>> loading;
-  std::string why;
-  if (o.unwind != UnwindMode::User) {
-    why = bpf::kernel_walk_unavailable();
-    if (why.empty()) {
-      bpf::KernelWalkOptions ko;
-      ko.max_depth = uint32_t(std::min<size_t>(o.max_depth, 512));
-      ko.kernel_stacks = o.sampling.kernel;
-      ko.copy_every = o.kernel_copy_every;
-      ko.find_mappings_only = o.kernel_find_mappings;
-      ko.debug_dirs = o.debug_dirs;
-      loading = std::async(std::launch::async, [ko] { return bpf::KernelWalk::load(ko); });
-    }
-  }
-  // The command's executable and the libraries it needs (as the loader will find them), their
-  // tables built while the program loads (6-17 ms here), installed once it has.
-  std::future<std::shared_ptr<bpf::KernelWalk::PreparedFiles>> preparing;
-  if (loading.valid()) {
-    std::vector<std::string> files;
-    if (!o.command.empty()) {
-      // A script's interpreter (through `env`, and scripts run by scripts) is what runs.
-      std::string program = executable_path(o.command[0]), runs;
-      for (int level = 0; level < 4 && !program.empty(); ++level) {
-        files.push_back(program);
-        runs = program;
-        program = script_interpreter(program, executable_path);
-      }
-      if (!runs.empty())
-        for (std::string& library : needed_libraries(runs))
-          files.push_back(std::move(library));
-    }
-    preparing = std::async(std::launch::async, [files = std::move(files), dirs = o.debug_dirs] {
-      return bpf::KernelWalk::prepare_files(files, dirs);
-    });
-  }
-  // On an error the command, still waiting for its exec, is killed and reaped by ~Command.
-  auto open_events = [&](bool kernel_mode) -> Result<EventSet> {
-    SamplingOptions sampling = o.sampling;
-    if (kernel_mode && o.kernel_copy_every == 0) sampling.stack_size = 0; // no stack bytes at all
-    sampling.wake_on_each_record = kernel_mode;
-    sampling.monotonic_clock = kernel_mode; // (KernelStack::space_since's clock)
-    return EventSet::open(sampling, target);
-  };
-  auto attach = [&](EventSet& events) -> Status {
-    for (int fd : events.fds())
-      if (Status attached = walk->attach(fd); !attached) return std::move(attached).error();
-    return Ok{};
-  };
-  Result<EventSet> opened = [&]() -> Result<EventSet> {
-    const bool for_kernel = loading.valid();
-    Result<EventSet> events = open_events(for_kernel);
-    if (loading.valid()) {
-      auto loaded = loading.get(); // (waited for on every path: the thread owns libbpf's log)
-      if (loaded)
-        walk = std::move(*loaded);
-      else
-        why = loaded.error().to_string();
-    }
-    if (o.unwind != UnwindMode::User && !walk) {
-      if (o.unwind == UnwindMode::Kernel) return Error::plain("--unwind kernel: " + why);
-      if (o.on_note) o.on_note("unwinding user stacks in user space: " + why);
-      if (for_kernel) return open_events(false); // (those for kernel mode closed on return)
-    }
-    if (events && walk)
-      if (Status attached = attach(*events); !attached) return std::move(attached).error();
-    return events;
-  }();
-  std::optional<EventSet> opened_events;
-  if (opened) {
-    opened_events.emplace(std::move(*opened));
-  } else if (walk && o.unwind == UnwindMode::Auto) {
-    // The program loaded but an event refused it: user space walks instead.
-    if (o.on_note) o.on_note("unwinding user stacks in user space: " + opened.error().message);
-    walk.reset();
-    auto again = open_events(false);
-    if (!again) return std::move(again).error();
-    opened_events.emplace(std::move(*again));
-  } else {
-    return std::move(opened).error();
-  }
-  EventSet& events = *opened_events;
-  if (walk) {
-    // Tables loaded before anything runs, so that the first samples walk: the command's
-    // executable and the libraries it needs, built while the program loaded (it waits for
-    // them); the files this process
-    // maps (libc, ld.so, libstdc++: what most programs map too) on the builder's thread, as it
-    // runs; the processes already running that are recorded.
-    // (ehelf's own executable is no other program's.)
-    std::vector<std::string> likely;
-    char self[4096];
-    const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
-    const std::string own = n > 0 ? std::string(self, size_t(n)) : std::string();
-    for (const ProcMapping& m :
-         read_proc_maps(::getpid(), true).value_or(std::vector<ProcMapping>{}))
-      if (!m.path.empty() && m.path[0] == '/' && m.path != own) likely.push_back(m.path);
-    walk->preload_prepared(*preparing.get());
-    walk->preload_files(likely, /*now=*/false);
-    if (target.kind == Target::Processes) {
-      for (int pid : target.pids)
-        walk->refresh_process(uint32_t(pid));
-    } else if (target.kind == Target::Threads) {
-      for (int tid : target.pids)
-        walk->refresh_process(uint32_t(process_of_thread(tid)));
-    }
-  }
+  auto sampling = open_sampling(o, target);
+  if (!sampling) return std::move(sampling).error();
+  EventSet& events = *sampling->events;
+  bpf::KernelWalk* walk = sampling->walk.get();
   if (!events.note().empty() && o.on_note) o.on_note(events.note());
   Recording rec;
   rec.kernel = events.kernel();
@@ -633,49 +691,10 @@ Result<Recording> record(const RecordOptions& o, const std::atomic<int>* stop_re
   if (command.running()) {
     if (Status s = command.run(o.command[0]); !s) return std::move(s).error();
   } else {
-    // Kernel mode: the program drops samples until the tables of what runs now are loaded
-    // (below); the events are enabled first all the same, so that no side-band record of a
-    // mapping made meanwhile is missed.
-    if (walk) walk->hold_samples(true);
-    events.enable();
-    // What already runs: the processes given, those of the threads given, or every process for
-    // -a.
-    std::vector<int> running = target.kind == Target::System
-                                   ? proc_numeric_entries("/proc").value_or(std::vector<int>{})
-                                   : target.pids;
-    if (target.kind == Target::Threads) {
-      std::transform(running.begin(), running.end(), running.begin(), process_of_thread);
-      std::sort(running.begin(), running.end());
-      running.erase(std::unique(running.begin(), running.end()), running.end());
-    }
-    for (int pid : running) {
-      describe_running(pid, *rec.unwinder);
-      // -a: the processes on a CPU now are read, and their files' tables built, before their
-      // first samples ask (those of a busy machine's programs were the walks lost to tables not
-      // loaded yet); the others, idle, load if they run. (-p's and -t's were read at the load.)
-      if (walk && target.kind == Target::System && proc_runs(pid)) {
-        walk->refresh_process(uint32_t(pid));
-        ++rec.kernel_start_processes;
-      }
-    }
-    if (walk) {
-      if (target.kind != Target::System) rec.kernel_start_processes = running.size();
-      // Sampling begins once those tables are built (libLLVM's take ~0.1 s, a busy machine's
-      // programs together ~0.5 s), or after kStartLimit: its first samples then walk as its
-      // others do, where they stopped at "table not loaded yet". The duration counts from here.
-      while (walk->tables_building() && !stopped() && Clock::now() - start < kStartLimit) {
-        pollfd ready{walk->built_fd(), POLLIN, 0};
-        ::poll(&ready, 1, 50);
-        walk->serve_requests();
-      }
-      walk->hold_samples(false);
-      rec.kernel_start_seconds = std::chrono::duration<double>(Clock::now() - start).count();
-      start = Clock::now();
-    }
+    start = start_running(target, events, *rec.unwinder, walk, rec, stop_requests);
   }
   std::unique_ptr<KernelSide> kernel_side;
   if (walk) {
-
     rec.in_kernel = true;
     kernel_side = std::make_unique<KernelSide>(*walk, *rec.unwinder, rec.profile, rec.copies);
   }
@@ -776,11 +795,11 @@ std::string kernel_walk_summary(const Recording& rec) {
                        double(k.run_time_ns) / double(k.runs),
                        k.frames ? double(k.run_time_ns) / double(k.frames) : 0.0);
   if (k.frames)
-    out += fmt::format("  rows found in the program's row cache: {:.1f}% of frames; stack reads: "
-                       "{:.1f} per sample\n",
-                       100.0 * double(k.frames - std::min(k.row_misses, k.frames)) /
-                           double(k.frames),
-                       k.samples ? double(k.stack_reads) / double(k.samples) : 0.0);
+    out +=
+        fmt::format("  rows found in the program's row cache: {:.1f}% of frames; stack reads: "
+                    "{:.1f} per sample\n",
+                    100.0 * double(k.frames - std::min(k.row_misses, k.frames)) / double(k.frames),
+                    k.samples ? double(k.stack_reads) / double(k.samples) : 0.0);
   const CopyComparison& c = rec.copies;
   if (c.compared || c.unmatched) {
     out += fmt::format("  copy mode: {} samples walked both ways, {} identical ({:.2f}%); "
