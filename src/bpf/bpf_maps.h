@@ -198,6 +198,8 @@ struct ehelf_walk {
   struct ehelf_stack_chunk chunk; /* one chunk of copy.stack, as the stacks map takes it */
   struct ehelf_bpf_row row;       /* the row a search found (unwind.bpf.c: search_table) */
   __u64 word;                     /* the word refill_window read */
+  __u32 stack_stored;             /* store_stack's result (its bpf_loop callback's) */
+  __u32 reserved_stored;
   __u64 saved_regs[21]; /* the sample's user registers (a pt_regs: unwind.bpf.c user_regs) */
 };
 
