@@ -190,20 +190,39 @@ EHELF_INLINE int ehelf_bpf_step(const struct ehelf_bpf_row *row, struct ehelf_bp
   return EHELF_STOP_OK;
 }
 
+/* One round of ehelf_bpf_search_rows' binary search of the rows from `first` for `rel`, knowing
+ * that rows before *lo start at or below rel and rows from *hi above it: 1 when the search is
+ * over (*lo <= *hi met), 0 to go on, -1 when a row could not be read. */
+EHELF_INLINE int ehelf_bpf_search_round(void *ctx, __u64 first, __u32 rel, __u32 *lo, __u32 *hi) {
+  if (*lo >= *hi) return 1;
+  const __u32 mid = *lo + (*hi - *lo) / 2;
+  const struct ehelf_bpf_row *row = EHELF_ROW_AT(ctx, first + mid);
+  if (!row) return -1;
+  if (row->pc <= rel)
+    *lo = mid + 1;
+  else
+    *hi = mid;
+  return 0;
+}
+
+/* The search's rounds, at most 32 (any table's): 0, or -1 when a row could not be read. The
+ * including file may run them another way (EHELF_SEARCH_ROUNDS: the BPF program's bpf_loop). */
+#ifndef EHELF_SEARCH_ROUNDS
+#define EHELF_SEARCH_ROUNDS(ctx, first, rel, lo, hi) ehelf_bpf_search_rounds(ctx, first, rel, lo, hi)
+EHELF_INLINE int ehelf_bpf_search_rounds(void *ctx, __u64 first, __u32 rel, __u32 *lo, __u32 *hi) {
+  for (int round = 0; round < 32; round++) {
+    const int done = ehelf_bpf_search_round(ctx, first, rel, lo, hi);
+    if (done) return done < 0 ? -1 : 0;
+  }
+  return 0;
+}
+#endif
+
 /* The global index of the row covering `rel` (relative to the table's base) among the rows from
  * `first`, knowing that rows before `lo` start at or below rel and rows from `hi` above it; or -1
- * (before the first row, or a row that could not be read). A binary search of at most 32 rounds:
- * a bounded loop the verifier accepts for any table size. */
+ * (before the first row, or a row that could not be read). */
 EHELF_INLINE __s64 ehelf_bpf_search_rows(void *ctx, __u64 first, __u32 lo, __u32 hi, __u32 rel) {
-  for (int round = 0; round < 32 && lo < hi; round++) {
-    __u32 mid = lo + (hi - lo) / 2;
-    const struct ehelf_bpf_row *row = EHELF_ROW_AT(ctx, first + mid);
-    if (!row) return -1;
-    if (row->pc <= rel)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
+  if (EHELF_SEARCH_ROUNDS(ctx, first, rel, &lo, &hi) < 0) return -1;
   return lo == 0 ? -1 : (__s64)(first + lo - 1);
 }
 
