@@ -23,6 +23,7 @@
 
 #include "bpf/bpf_maps.h"
 #include "bpf/bpf_rows.hpp"
+#include "bpf/kernel_btf.hpp"
 #include "bpf/libbpf_log.hpp"
 #include "bpf/mapped_array.hpp"
 #include "bpf/range_pool.hpp"
@@ -31,6 +32,7 @@
 #include "runtime/memory.hpp"
 #include "runtime/module_map.hpp"
 #include "runtime/proc_files.hpp"
+#include "support/read_fully.hpp"
 #include "unwind.skel.h"
 
 namespace ehelf::bpf {
@@ -180,8 +182,7 @@ struct KernelWalk::State {
     auto shard = std::make_unique<Shard>();
     const uint32_t index = uint32_t(shards.size());
     if (index == 0) { // the program's own map (unwind.bpf.c: rows0)
-      if (Status st = shard->rows.map(bpf_map__fd(skel->maps.rows0), EHELF_SHARD_ROWS, "rows");
-          !st)
+      if (Status st = shard->rows.map(bpf_map__fd(skel->maps.rows0), EHELF_SHARD_ROWS, "rows"); !st)
         return st;
       shards.push_back(std::move(shard));
       row_pool.grow(EHELF_SHARD_ROWS);
@@ -550,6 +551,35 @@ struct KernelWalk::State {
   }
 };
 
+namespace {
+
+// The BTF libbpf resolves the program's CO-RE relocations against (kernel_btf.hpp: the members it
+// reads, from the kernel's BTF read here), in a memfd libbpf opens by name; -1 where it cannot be
+// made, and libbpf reads the kernel's BTF whole, as it would anyway.
+int core_btf_memfd() {
+  auto file = KernelBtfFile::open();
+  if (!file) return -1;
+  auto kernel = KernelBtf::parse(file->bytes());
+  if (!kernel) return -1;
+  size_t size = 0;
+  const void* elf = ehelf_unwind__elf_bytes(&size);
+  bpf_object* object = bpf_object__open_mem(elf, size, nullptr); // (for its BTF alone)
+  if (!object) return -1;
+  auto bytes = core_btf(bpf_object__btf(object), *kernel);
+  bpf_object__close(object);
+  if (!bytes) return -1;
+  const int fd = int(::syscall(SYS_memfd_create, "ehelf-core-btf", MFD_CLOEXEC));
+  if (fd < 0) return -1;
+  if (!write_fully(fd,
+                   std::string_view(reinterpret_cast<const char*>(bytes->data()), bytes->size()))) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+} // namespace
+
 Result<std::unique_ptr<KernelWalk>> KernelWalk::load(const KernelWalkOptions& options) {
   if (std::string why = kernel_walk_unavailable(); !why.empty())
     return Error::plain("the kernel walk cannot be loaded: " + why);
@@ -561,8 +591,15 @@ Result<std::unique_ptr<KernelWalk>> KernelWalk::load(const KernelWalkOptions& op
     if (std::string tail = log.last_lines(6); !tail.empty()) message += "\n" + tail;
     return Error::plain(std::move(message));
   };
-  s->skel = ehelf_unwind__open();
-  if (!s->skel) return failed(fmt::format("cannot open it: {}", std::strerror(errno)));
+  const int core_fd = core_btf_memfd();
+  const std::string core_path = core_fd >= 0 ? fmt::format("/proc/self/fd/{}", core_fd) : "";
+  LIBBPF_OPTS(bpf_object_open_opts, open_options);
+  if (core_fd >= 0) open_options.btf_custom_path = core_path.c_str();
+  s->skel = ehelf_unwind__open_opts(&open_options);
+  if (!s->skel) {
+    if (core_fd >= 0) ::close(core_fd);
+    return failed(fmt::format("cannot open it: {}", std::strerror(errno)));
+  }
   s->skel->rodata->max_depth = std::clamp<uint32_t>(options.max_depth, 1, EHELF_MAX_FRAMES);
   s->skel->rodata->copy_every = options.copy_every;
   s->skel->rodata->find_mappings_only = options.find_mappings_only ? 1 : 0;
@@ -576,8 +613,11 @@ Result<std::unique_ptr<KernelWalk>> KernelWalk::load(const KernelWalkOptions& op
   bpf_map__set_max_entries(s->skel->maps.row_cache,
                            uint32_t(std::max(libbpf_num_possible_cpus(), 1))
                                << EHELF_ROW_CACHE_BITS);
-  if (ehelf_unwind__load(s->skel) != 0)
-    return failed(fmt::format("the kernel refused it: {}", std::strerror(errno)));
+  const int loaded = ehelf_unwind__load(s->skel);
+  const int load_errno = errno;
+  if (core_fd >= 0) ::close(core_fd);
+  if (loaded != 0)
+    return failed(fmt::format("the kernel refused it: {}", std::strerror(load_errno)));
   if (Status st = s->tables.map(bpf_map__fd(s->skel->maps.tables), EHELF_MAX_TABLES, "tables"); !st)
     return std::move(st).error();
   if (Status st =
