@@ -114,7 +114,7 @@ Result<KernelBtf> KernelBtf::parse(std::span<const uint8_t> bytes) {
       return Error::at("BTF", types.offset() - kTypeHeader - *extra, "name outside the strings");
     btf.offsets_.push_back(uint32_t(at));
     if ((kind == kStruct || kind == kUnion) && vlen > 0 && name_offset != 0)
-      btf.composites_.emplace(btf.string_at(name_offset), uint32_t(btf.offsets_.size()));
+      btf.composites_.push_back(uint32_t(btf.offsets_.size()));
   }
   return btf;
 }
@@ -135,8 +135,9 @@ uint32_t KernelBtf::word(uint32_t id, size_t index) const {
 }
 
 uint32_t KernelBtf::find_composite(std::string_view name) const {
-  const auto it = composites_.find(name);
-  return it == composites_.end() ? 0 : it->second;
+  for (uint32_t id : composites_)
+    if (string_at(word(id, 0)) == name) return id;
+  return 0;
 }
 
 uint32_t KernelBtf::kind(uint32_t id) const {

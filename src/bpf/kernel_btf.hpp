@@ -12,7 +12,6 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "support/result.hpp"
@@ -21,8 +20,8 @@ struct btf;
 
 namespace ehelf::bpf {
 
-// A BTF blob (header, types, strings), indexed: each type by id, the named structs and unions
-// by name. Nothing here reads outside the bytes given; a malformed blob is an error naming the
+// A BTF blob (header, types, strings), indexed: each type by id, and its named structs and
+// unions. Nothing here reads outside the bytes given; a malformed blob is an error naming the
 // offset.
 class KernelBtf {
 public:
@@ -63,7 +62,9 @@ public:
 private:
   std::span<const uint8_t> types_, strings_;
   std::vector<uint32_t> offsets_; // type id i at types_[offsets_[i - 1]]
-  std::unordered_map<std::string_view, uint32_t> composites_;
+  // The named structs and unions with members, in id order: a few of them are looked up, once
+  // each (a scan of their names costs less than hashing all of them).
+  std::vector<uint32_t> composites_;
 
   uint32_t word(uint32_t id, size_t index) const; // the type's index-th 32-bit word
   std::string_view string_at(uint32_t offset) const;
