@@ -122,8 +122,8 @@ struct ehelf_bpf_regs {
 /* The step through a SIGNAL row (the kernel's rt_sigframe at rsp), as ehelf_bpf_step takes it;
  * the including file may make it a call of its own (EHELF_SIGNAL_STEP: the BPF program's is a
  * global function, which the verifier checks once, apart from the frame's other paths). */
-EHELF_INLINE int ehelf_bpf_signal_step(const struct ehelf_bpf_row* row, struct ehelf_bpf_regs* r,
-                                       void* ctx) {
+EHELF_INLINE int ehelf_bpf_signal_step(const struct ehelf_bpf_row *row, struct ehelf_bpf_regs *r,
+                                       void *ctx) {
   __u64 rip = 0, rbp = r->rbp;
   __u8 rbp_known = r->rbp_known;
   __u64 rsp = 0;
@@ -146,8 +146,8 @@ EHELF_INLINE int ehelf_bpf_signal_step(const struct ehelf_bpf_row* row, struct e
 #endif
 
 /* One step through `row`: `r` become the caller's registers, or a stop reason and `r` unchanged. */
-EHELF_INLINE int ehelf_bpf_step(const struct ehelf_bpf_row* row, struct ehelf_bpf_regs* r,
-                                void* ctx) {
+EHELF_INLINE int ehelf_bpf_step(const struct ehelf_bpf_row *row, struct ehelf_bpf_regs *r,
+                                void *ctx) {
   __u64 cfa, rip = 0, rbp = r->rbp;
   __u8 rbp_known = r->rbp_known;
   switch (row->kind) {
@@ -205,10 +205,10 @@ EHELF_INLINE int ehelf_bpf_step(const struct ehelf_bpf_row* row, struct ehelf_bp
 /* One round of ehelf_bpf_search_rows' binary search of the rows from `first` for `rel`, knowing
  * that rows before *lo start at or below rel and rows from *hi above it: 1 when the search is
  * over (*lo <= *hi met), 0 to go on, -1 when a row could not be read. */
-EHELF_INLINE int ehelf_bpf_search_round(void* ctx, __u64 first, __u32 rel, __u32* lo, __u32* hi) {
+EHELF_INLINE int ehelf_bpf_search_round(void *ctx, __u64 first, __u32 rel, __u32 *lo, __u32 *hi) {
   if (*lo >= *hi) return 1;
   const __u32 mid = *lo + (*hi - *lo) / 2;
-  const struct ehelf_bpf_row* row = EHELF_ROW_AT(ctx, first + mid);
+  const struct ehelf_bpf_row *row = EHELF_ROW_AT(ctx, first + mid);
   if (!row) return -1;
   if (row->pc <= rel)
     *lo = mid + 1;
@@ -220,9 +220,8 @@ EHELF_INLINE int ehelf_bpf_search_round(void* ctx, __u64 first, __u32 rel, __u32
 /* The search's rounds, at most 32 (any table's): 0, or -1 when a row could not be read. The
  * including file may run them another way (EHELF_SEARCH_ROUNDS: the BPF program's bpf_loop). */
 #ifndef EHELF_SEARCH_ROUNDS
-#define EHELF_SEARCH_ROUNDS(ctx, first, rel, lo, hi)                                               \
-  ehelf_bpf_search_rounds(ctx, first, rel, lo, hi)
-EHELF_INLINE int ehelf_bpf_search_rounds(void* ctx, __u64 first, __u32 rel, __u32* lo, __u32* hi) {
+#define EHELF_SEARCH_ROUNDS(ctx, first, rel, lo, hi) ehelf_bpf_search_rounds(ctx, first, rel, lo, hi)
+EHELF_INLINE int ehelf_bpf_search_rounds(void *ctx, __u64 first, __u32 rel, __u32 *lo, __u32 *hi) {
   for (int round = 0; round < 32; round++) {
     const int done = ehelf_bpf_search_round(ctx, first, rel, lo, hi);
     if (done) return done < 0 ? -1 : 0;
@@ -234,17 +233,17 @@ EHELF_INLINE int ehelf_bpf_search_rounds(void* ctx, __u64 first, __u32 rel, __u3
 /* The global index of the row covering `rel` (relative to the table's base) among the rows from
  * `first`, knowing that rows before `lo` start at or below rel and rows from `hi` above it; or -1
  * (before the first row, or a row that could not be read). */
-EHELF_INLINE __s64 ehelf_bpf_search_rows(void* ctx, __u64 first, __u32 lo, __u32 hi, __u32 rel) {
+EHELF_INLINE __s64 ehelf_bpf_search_rows(void *ctx, __u64 first, __u32 lo, __u32 hi, __u32 rel) {
   if (EHELF_SEARCH_ROUNDS(ctx, first, rel, &lo, &hi) < 0) return -1;
   return lo == 0 ? -1 : (__s64)(first + lo - 1);
 }
 
 /* Entry `page` of a page index (EHELF_PAGE_ENTRIES to a row, from `first_index`) into *out; 0
  * when read. */
-EHELF_INLINE int ehelf_bpf_page_entry(void* ctx, __u64 first_index, __u32 page, __u32* out) {
-  const struct ehelf_bpf_row* row = EHELF_ROW_AT(ctx, first_index + page / EHELF_PAGE_ENTRIES);
+EHELF_INLINE int ehelf_bpf_page_entry(void *ctx, __u64 first_index, __u32 page, __u32 *out) {
+  const struct ehelf_bpf_row *row = EHELF_ROW_AT(ctx, first_index + page / EHELF_PAGE_ENTRIES);
   if (!row) return -1;
-  const struct ehelf_bpf_page_entries* entries = (const struct ehelf_bpf_page_entries*)row;
+  const struct ehelf_bpf_page_entries *entries = (const struct ehelf_bpf_page_entries *)row;
   *out = entries->rows_before[page % EHELF_PAGE_ENTRIES];
   return 0;
 }
@@ -253,7 +252,7 @@ EHELF_INLINE int ehelf_bpf_page_entry(void* ctx, __u64 first_index, __u32 page, 
  * the rows that start in rel's page (and the one before them), a few where a binary search over
  * the whole table would read a cache line per round. Bounds that do not make sense (a table
  * being replaced under the walk) fall back to the whole table. */
-EHELF_INLINE __s64 ehelf_bpf_find_row(void* ctx, const struct ehelf_bpf_table_view* t, __u32 rel) {
+EHELF_INLINE __s64 ehelf_bpf_find_row(void *ctx, const struct ehelf_bpf_table_view *t, __u32 rel) {
   __u32 lo = t->row_count, hi = t->row_count;
   const __u32 page = rel >> (t->page_shift & 31);
   if (page < t->page_count) {

@@ -27,15 +27,15 @@
 
 #include "bpf_maps.h"
 
-#define EHELF_READ_U64(ctx, addr, out) read_user((struct ehelf_walk*)(ctx), (addr), (out))
+#define EHELF_READ_U64(ctx, addr, out) read_user((struct ehelf_walk *)(ctx), (addr), (out))
 #define EHELF_ROW_AT(ctx, index) row_at(index)
 #define EHELF_SEARCH_ROUNDS(ctx, first, rel, lo, hi) search_rounds(first, rel, lo, hi)
 
-static const struct ehelf_bpf_row* row_at(__u64 index);
-static int read_user(struct ehelf_walk* w, __u64 addr, __u64* out);
-static int search_rounds(__u64 first, __u32 rel, __u32* lo, __u32* hi);
-int signal_step(const struct ehelf_bpf_row* row, struct ehelf_bpf_regs* r, struct ehelf_walk* w);
-#define EHELF_SIGNAL_STEP(ctx, row, r) signal_step((row), (r), (struct ehelf_walk*)(ctx))
+static const struct ehelf_bpf_row *row_at(__u64 index);
+static int read_user(struct ehelf_walk *w, __u64 addr, __u64 *out);
+static int search_rounds(__u64 first, __u32 rel, __u32 *lo, __u32 *hi);
+int signal_step(const struct ehelf_bpf_row *row, struct ehelf_bpf_regs *r, struct ehelf_walk *w);
+#define EHELF_SIGNAL_STEP(ctx, row, r) signal_step((row), (r), (struct ehelf_walk *)(ctx))
 
 #include "bpf_walk.h" /* again: now the step */
 
@@ -156,7 +156,7 @@ struct {
 } row_cache SEC(".maps");
 
 /* This CPU's entry `slot` of the row cache. */
-static __always_inline struct ehelf_row_cache_entry* row_cache_entry(__u32 slot) {
+static __always_inline struct ehelf_row_cache_entry *row_cache_entry(__u32 slot) {
   const __u32 index = (bpf_get_smp_processor_id() << EHELF_ROW_CACHE_BITS) | slot;
   return bpf_map_lookup_elem(&row_cache, &index);
 }
@@ -221,11 +221,11 @@ struct {
   __type(value, __u64);
 } asked SEC(".maps");
 
-static const struct ehelf_bpf_row* row_at(__u64 index) {
+static const struct ehelf_bpf_row *row_at(__u64 index) {
   __u32 shard = (__u32)(index >> EHELF_SHARD_BITS);
   __u32 slot = (__u32)(index & (EHELF_SHARD_ROWS - 1));
   if (shard == 0) return bpf_map_lookup_elem(&rows0, &slot);
-  void* rows = bpf_map_lookup_elem(&row_shards, &shard);
+  void *rows = bpf_map_lookup_elem(&row_shards, &shard);
   if (!rows) return 0;
   return bpf_map_lookup_elem(rows, &slot);
 }
@@ -238,8 +238,8 @@ struct search_state {
 };
 
 /* bpf_loop's callback: one round of a row search. */
-static long search_round(__u32 index, void* state) {
-  struct search_state* s = state;
+static long search_round(__u32 index, void *state) {
+  struct search_state *s = state;
   s->result = ehelf_bpf_search_round(0, s->first, s->key, &s->lo, &s->hi);
   return s->result != 0;
 }
@@ -248,7 +248,7 @@ static long search_round(__u32 index, void* state) {
  * Verifier: a callback is checked once, for any round; the 32 rounds of a loop were checked one
  * by one (with the page index's reads, 5,400 instructions processed at each load). Only a row
  * the row cache misses is searched. */
-static int search_rounds(__u64 first, __u32 rel, __u32* lo, __u32* hi) {
+static int search_rounds(__u64 first, __u32 rel, __u32 *lo, __u32 *hi) {
   struct search_state s = {.first = first, .key = rel, .lo = *lo, .hi = *hi};
   bpf_loop(32, search_round, &s, 0);
   *lo = s.lo;
@@ -257,7 +257,7 @@ static int search_rounds(__u64 first, __u32 rel, __u32* lo, __u32* hi) {
 }
 
 static void count_stat(__u32 index) {
-  __u64* n = bpf_map_lookup_elem(&stats, &index);
+  __u64 *n = bpf_map_lookup_elem(&stats, &index);
   if (n) *n += 1; /* per CPU: no other writer */
 }
 
@@ -265,7 +265,7 @@ static void count_stat(__u32 index) {
  * with each state that reached it). */
 __attribute__((noinline)) int request(__u32 tgid, __u64 pc, __u32 reason) {
   __u64 now = bpf_ktime_get_ns();
-  __u64* last = bpf_map_lookup_elem(&asked, &tgid);
+  __u64 *last = bpf_map_lookup_elem(&asked, &tgid);
   if (last && now - *last < 20000000ull) return 0; /* asked less than 20 ms ago */
   bpf_map_update_elem(&asked, &tgid, &now, BPF_ANY);
   struct ehelf_request r = {.tgid = tgid, .reason = reason, .pc = pc};
@@ -283,11 +283,11 @@ __attribute__((noinline)) int request(__u32 tgid, __u64 pc, __u32 reason) {
 /* The word at `addr` read (from a new window when it is 8-aligned) into w->word: 0, or the error.
  * Verifier: a global function, checked once on its own (as a static one it was checked again at
  * each of its call sites for each state the walk's loop reached it with). */
-__attribute__((noinline)) int refill_window(struct ehelf_walk* w, __u64 addr) {
+__attribute__((noinline)) int refill_window(struct ehelf_walk *w, __u64 addr) {
   if (!w) return -1;
-  struct ehelf_stack_window* win = &w->window;
+  struct ehelf_stack_window *win = &w->window;
   w->stack_reads += 1;
-  if (addr & 7) return bpf_probe_read_user(&w->word, 8, (const void*)addr);
+  if (addr & 7) return bpf_probe_read_user(&w->word, 8, (const void *)addr);
   __u64 below = addr & 4095; /* 8-aligned, as addr */
   if (below > EHELF_WINDOW_BELOW) below = EHELF_WINDOW_BELOW;
   const __u64 start = addr - below;
@@ -296,22 +296,22 @@ __attribute__((noinline)) int refill_window(struct ehelf_walk* w, __u64 addr) {
   /* The verifier's view of the length: at least 8, at most the window. */
   length &= EHELF_WINDOW_BYTES * 2 - 8;
   if (length < below + 8 || length > EHELF_WINDOW_BYTES ||
-      bpf_probe_read_user(win->bytes, (__u32)length, (const void*)start)) {
+      bpf_probe_read_user(win->bytes, (__u32)length, (const void *)start)) {
     win->length = 0;
     w->stack_reads += 1;
-    return bpf_probe_read_user(&w->word, 8, (const void*)addr);
+    return bpf_probe_read_user(&w->word, 8, (const void *)addr);
   }
   win->base = start;
   win->length = (__u32)length;
   /* In bounds for the verifier: an 8-aligned offset below the window's end. */
-  w->word = *(const __u64*)&win->bytes[below & (EHELF_WINDOW_BYTES - 8)];
+  w->word = *(const __u64 *)&win->bytes[below & (EHELF_WINDOW_BYTES - 8)];
   return 0;
 }
 
 /* (Inlined: the window's hit is most reads, and a call costs a return, which the kernel's
  * mitigations (retpolines, SRSO's safe RET) make a mispredicted one: ~5 ns.) */
-static __always_inline int read_user(struct ehelf_walk* w, __u64 addr, __u64* out) {
-  const struct ehelf_stack_window* win = &w->window;
+static __always_inline int read_user(struct ehelf_walk *w, __u64 addr, __u64 *out) {
+  const struct ehelf_stack_window *win = &w->window;
   const __u64 offset = addr - win->base;
   if ((addr & 7) || addr < win->base || offset + 8 > win->length) {
     const int error = refill_window(w, addr);
@@ -319,18 +319,18 @@ static __always_inline int read_user(struct ehelf_walk* w, __u64 addr, __u64* ou
     return error;
   }
   /* In bounds for the verifier: an 8-aligned offset below the window's end. */
-  *out = *(const __u64*)&win->bytes[offset & (EHELF_WINDOW_BYTES - 8)];
+  *out = *(const __u64 *)&win->bytes[offset & (EHELF_WINDOW_BYTES - 8)];
   return 0;
 }
 
 /* bpf_loop's callback: one round of search_mapping's binary search (key: the index in `mappings`
  * of the process's first mapping). */
-static long mapping_round(__u32 index, void* state) {
-  struct search_state* s = state;
+static long mapping_round(__u32 index, void *state) {
+  struct search_state *s = state;
   if (s->lo >= s->hi) return 1;
   const __u32 mid = s->lo + (s->hi - s->lo) / 2;
   const __u32 at = s->key + mid;
-  const struct ehelf_mapping* m = bpf_map_lookup_elem(&mappings, &at);
+  const struct ehelf_mapping *m = bpf_map_lookup_elem(&mappings, &at);
   if (!m) {
     s->result = -1;
     return 1;
@@ -346,13 +346,13 @@ static long mapping_round(__u32 index, void* state) {
  * at most 32 rounds, each a call of bpf_loop's callback.
  * Verifier: a global function (as refill_window); its rounds a callback, checked once (a loop's
  * were checked one by one: 3,600 instructions processed at each load). */
-__attribute__((noinline)) __s64 search_mapping(struct ehelf_walk* w, __u64 pc) {
+__attribute__((noinline)) __s64 search_mapping(struct ehelf_walk *w, __u64 pc) {
   if (!w) return -1;
   struct search_state s = {.first = pc, .key = w->first_mapping, .lo = 0, .hi = w->mapping_count};
   bpf_loop(32, mapping_round, &s, 0);
   if (s.result < 0 || s.lo == 0) return -1;
   const __u32 index = w->first_mapping + s.lo - 1;
-  const struct ehelf_mapping* m = bpf_map_lookup_elem(&mappings, &index);
+  const struct ehelf_mapping *m = bpf_map_lookup_elem(&mappings, &index);
   if (!m || pc >= m->end) return -1;
   w->last_mapping = index;
   return index;
@@ -360,9 +360,9 @@ __attribute__((noinline)) __s64 search_mapping(struct ehelf_walk* w, __u64 pc) {
 
 /* The mapping of the walk's process holding `pc`, or 0: the last one found when it holds it
  * (callers are mostly in the callee's file), else the search. */
-static __always_inline const struct ehelf_mapping* find_mapping(struct ehelf_walk* w, __u64 pc) {
+static __always_inline const struct ehelf_mapping *find_mapping(struct ehelf_walk *w, __u64 pc) {
   const __u32 index = w->last_mapping;
-  const struct ehelf_mapping* m = bpf_map_lookup_elem(&mappings, &index);
+  const struct ehelf_mapping *m = bpf_map_lookup_elem(&mappings, &index);
   if (m && index - w->first_mapping < w->mapping_count && m->start <= pc && pc < m->end) return m;
   const __s64 found = search_mapping(w, pc);
   if (found < 0) return 0;
@@ -375,34 +375,34 @@ struct super_block___ehelf {
   __u32 s_dev;
 } __attribute__((preserve_access_index));
 struct inode___ehelf {
-  struct super_block___ehelf* i_sb;
+  struct super_block___ehelf *i_sb;
   unsigned long i_ino;
   long long i_size;
   long long i_mtime_sec; /* (since 6.11; before, the file is not found this way) */
   __u32 i_mtime_nsec;
 } __attribute__((preserve_access_index));
 struct file___ehelf {
-  struct inode___ehelf* f_inode;
+  struct inode___ehelf *f_inode;
 } __attribute__((preserve_access_index));
 struct vm_area_struct___ehelf {
   unsigned long vm_start;
   unsigned long vm_end;
   unsigned long vm_flags;
   unsigned long vm_pgoff;
-  struct file___ehelf* vm_file;
+  struct file___ehelf *vm_file;
 } __attribute__((preserve_access_index));
 struct mm_struct___ehelf {
-  struct file___ehelf* exe_file;
+  struct file___ehelf *exe_file;
   unsigned long start_code;
   unsigned long end_code;
   unsigned long start_stack;
   struct {
-    void* vdso;
+    void *vdso;
   } context;
 } __attribute__((preserve_access_index));
 struct task_struct___ehelf {
-  struct mm_struct___ehelf* mm;
-  struct task_struct___ehelf* real_parent;
+  struct mm_struct___ehelf *mm;
+  struct task_struct___ehelf *real_parent;
   int tgid;
 } __attribute__((preserve_access_index));
 
@@ -410,9 +410,9 @@ struct task_struct___ehelf {
 
 /* The identity of `file` as user space keys its tables (1), or 0: no file, or a kernel before
  * 6.11 (whose inodes keep their mtime otherwise: not found this way). */
-static int file_key(struct file___ehelf* file, struct ehelf_file_key* key) {
+static int file_key(struct file___ehelf *file, struct ehelf_file_key *key) {
   if (!file || !bpf_core_field_exists(struct inode___ehelf, i_mtime_sec)) return 0;
-  struct inode___ehelf* inode = BPF_CORE_READ(file, f_inode);
+  struct inode___ehelf *inode = BPF_CORE_READ(file, f_inode);
   key->ino = BPF_CORE_READ(inode, i_ino);
   key->size = (__u64)BPF_CORE_READ(inode, i_size);
   key->mtime_sec = BPF_CORE_READ(inode, i_mtime_sec);
@@ -428,15 +428,15 @@ struct vma_seen {
   __u32 has_file, exec;
 };
 
-static long see_vma(void* task, void* vma, void* ctx) {
-  struct vma_seen* seen = ctx;
-  struct vm_area_struct___ehelf* v = vma;
-  struct file___ehelf* file = BPF_CORE_READ(v, vm_file);
+static long see_vma(void *task, void *vma, void *ctx) {
+  struct vma_seen *seen = ctx;
+  struct vm_area_struct___ehelf *v = vma;
+  struct file___ehelf *file = BPF_CORE_READ(v, vm_file);
   seen->start = BPF_CORE_READ(v, vm_start);
   seen->end = BPF_CORE_READ(v, vm_end);
   seen->offset = BPF_CORE_READ(v, vm_pgoff) << 12;
   seen->exec = (BPF_CORE_READ(v, vm_flags) & EHELF_VM_EXEC) != 0;
-  seen->vdso = (__u64)BPF_CORE_READ((struct task_struct___ehelf*)task, mm, context.vdso);
+  seen->vdso = (__u64)BPF_CORE_READ((struct task_struct___ehelf *)task, mm, context.vdso);
   seen->has_file = file_key(file, &seen->key);
   return 0;
 }
@@ -444,22 +444,22 @@ static long see_vma(void* task, void* vma, void* ctx) {
 /* The sampled thread's address space: a new one after each exec. */
 static __u64 current_address_space(void) {
   /* A direct load (the task is a BTF pointer), not a bpf_probe_read_kernel call. */
-  struct task_struct___ehelf* task = (void*)bpf_get_current_task_btf();
+  struct task_struct___ehelf *task = (void *)bpf_get_current_task_btf();
   return (__u64)task->mm;
 }
 
 /* The walk's learned mapping holding `pc`, or 0. */
-static const struct ehelf_mapping* learned_mapping(struct ehelf_walk* w, __u64 pc) {
+static const struct ehelf_mapping *learned_mapping(struct ehelf_walk *w, __u64 pc) {
   for (int i = 0; i < EHELF_FOUND_MAPPINGS; i++) {
     if ((__u32)i >= w->learned.count) break;
-    const struct ehelf_mapping* m = &w->learned.found[i];
+    const struct ehelf_mapping *m = &w->learned.found[i];
     if (m->start <= pc && pc < m->end) return m;
   }
   return 0;
 }
 
 /* A slot of w->learned, the oldest when it is full. */
-static __u32 learned_slot(struct ehelf_walk* w) {
+static __u32 learned_slot(struct ehelf_walk *w) {
   __u32 slot = w->learned.count;
   if (slot >= EHELF_FOUND_MAPPINGS) {
     slot = w->learned.next % EHELF_FOUND_MAPPINGS;
@@ -476,20 +476,20 @@ static __u32 learned_slot(struct ehelf_walk* w) {
  * mmap lock (mm's start_code and end_code: its executable segments' span, at its load bias;
  * exe_file: the file), so this costs no bpf_find_vma, of which a sample has one: a new process's
  * walk from its program into libc and back finds both. */
-static int learn_executable(struct ehelf_walk* w, __u64 pc) {
-  struct task_struct___ehelf* task = (void*)bpf_get_current_task_btf();
+static int learn_executable(struct ehelf_walk *w, __u64 pc) {
+  struct task_struct___ehelf *task = (void *)bpf_get_current_task_btf();
   const __u64 start = BPF_CORE_READ(task, mm, start_code);
   const __u64 end = BPF_CORE_READ(task, mm, end_code);
   if (pc < start || pc >= end) return -1;
   struct ehelf_file_key key = {};
   if (!file_key(BPF_CORE_READ(task, mm, exe_file), &key)) return -1;
-  const struct ehelf_file* f = bpf_map_lookup_elem(&files, &key);
+  const struct ehelf_file *f = bpf_map_lookup_elem(&files, &key);
   if (!f || f->segment_count == 0) return -1; /* (bpf_find_vma then says what it is) */
   /* start_code is the lowest executable segment's address plus the load bias. */
   __u64 lowest = f->segments[0].vaddr;
   if (f->segment_count > 1 && f->segments[1].vaddr < lowest) lowest = f->segments[1].vaddr;
   const __u32 slot = learned_slot(w);
-  struct ehelf_mapping* m = &w->learned.found[slot];
+  struct ehelf_mapping *m = &w->learned.found[slot];
   m->start = start;
   m->end = end;
   m->bias = start - lowest;
@@ -508,14 +508,14 @@ static int learn_executable(struct ehelf_walk* w, __u64 pc) {
  * process's next samples.
  * Verifier: a global function, checked once on its own; inlined at its two call sites, it made
  * the verifier's walk of the program ten times longer (50 -> 440 ms to load). */
-__attribute__((noinline)) int learned_index(struct ehelf_walk* w, __u64 pc) {
+__attribute__((noinline)) int learned_index(struct ehelf_walk *w, __u64 pc) {
   if (!w) return -1;
-  const struct ehelf_mapping* known = learned_mapping(w, pc);
+  const struct ehelf_mapping *known = learned_mapping(w, pc);
   if (known) return (int)(known - w->learned.found);
   if (!w->learned_read) {
     w->learned_read = 1;
     const __u64 space = current_address_space();
-    const struct ehelf_learned* l = bpf_map_lookup_elem(&learned, &w->tgid);
+    const struct ehelf_learned *l = bpf_map_lookup_elem(&learned, &w->tgid);
     if (l && l->address_space == space) {
       w->learned = *l;
       known = learned_mapping(w, pc);
@@ -538,7 +538,7 @@ __attribute__((noinline)) int learned_index(struct ehelf_walk* w, __u64 pc) {
       pc < seen.start || pc >= seen.end)
     return -1; /* (also when the mmap lock was taken: -EBUSY) */
   const __u32 slot = learned_slot(w);
-  struct ehelf_mapping* m = &w->learned.found[slot];
+  struct ehelf_mapping *m = &w->learned.found[slot];
   m->start = seen.start;
   m->end = seen.end;
   m->bias = 0;
@@ -554,13 +554,13 @@ __attribute__((noinline)) int learned_index(struct ehelf_walk* w, __u64 pc) {
     }
     return (int)slot;
   }
-  const struct ehelf_file* f = bpf_map_lookup_elem(&files, &seen.key);
+  const struct ehelf_file *f = bpf_map_lookup_elem(&files, &seen.key);
   if (!f) {
     count_stat(EHELF_STAT_VMA_UNKNOWN);
     return (int)slot;
   }
   for (int i = 0; i < EHELF_FILE_SEGMENTS; i++) {
-    const struct ehelf_file_segment* s = &f->segments[i];
+    const struct ehelf_file_segment *s = &f->segments[i];
     if ((__u32)i >= f->segment_count) break;
     if (seen.offset >= s->offset && seen.offset < s->offset + (s->filesz ? s->filesz : 1)) {
       m->bias = seen.start - (s->vaddr + (seen.offset - s->offset));
@@ -573,8 +573,10 @@ __attribute__((noinline)) int learned_index(struct ehelf_walk* w, __u64 pc) {
   return (int)slot;
 }
 
+
+
 /* Whether `pc` is in a file's mapping (one written by user space, or one the kernel found). */
-static int in_file(struct ehelf_walk* w, __u64 pc) {
+static int in_file(struct ehelf_walk *w, __u64 pc) {
   if (find_mapping(w, pc)) return 1;
   const int found = learned_index(w, pc);
   return found >= 0 &&
@@ -591,10 +593,11 @@ static const struct ehelf_bpf_row frame_pointer_row = {
 };
 
 /* Follows rbp as GeneralStep does outside tables: only when it gives a return address. */
-__attribute__((noinline)) int frame_pointer_step(struct ehelf_walk* w, struct ehelf_bpf_regs* r) {
+__attribute__((noinline)) int frame_pointer_step(struct ehelf_walk *w, struct ehelf_bpf_regs *r) {
   if (!w || !r) return -1;
   struct ehelf_bpf_regs caller = *r;
-  if (ehelf_bpf_step(&frame_pointer_row, &caller, w) != EHELF_STOP_OK || caller.rip == 0) return -1;
+  if (ehelf_bpf_step(&frame_pointer_row, &caller, w) != EHELF_STOP_OK || caller.rip == 0)
+    return -1;
   *r = caller;
   return 0;
 }
@@ -608,8 +611,8 @@ static __always_inline __u32 row_cache_slot(__u32 id, __u32 rel) {
  * Verifier: a global function, checked once on its own; inlined, its four reads of the stack
  * (each the window's check and refill) were followed with each of the frame's paths. Signal
  * frames are rare: a call costs nothing that shows. */
-__attribute__((noinline)) int signal_step(const struct ehelf_bpf_row* row, struct ehelf_bpf_regs* r,
-                                          struct ehelf_walk* w) {
+__attribute__((noinline)) int signal_step(const struct ehelf_bpf_row *row, struct ehelf_bpf_regs *r,
+                                          struct ehelf_walk *w) {
   if (!row || !r || !w) return EHELF_STOP_BAD_READ;
   return ehelf_bpf_signal_step(row, r, w);
 }
@@ -618,18 +621,18 @@ __attribute__((noinline)) int signal_step(const struct ehelf_bpf_row* row, struc
  * the search of a row not in the row cache, which it fills.
  * Verifier: a global function, checked once on its own (inlined in the walk, the searches' loops
  * made the program ten times longer to load). */
-__attribute__((noinline)) int search_table(struct ehelf_walk* w, __u32 id, __u32 rel) {
+__attribute__((noinline)) int search_table(struct ehelf_walk *w, __u32 id, __u32 rel) {
   if (!w) return EHELF_STOP_NO_TABLE_YET;
-  const struct ehelf_table* t = bpf_map_lookup_elem(&tables, &id);
+  const struct ehelf_table *t = bpf_map_lookup_elem(&tables, &id);
   if (!t || t->rows.row_count == 0) return EHELF_STOP_NO_TABLE_YET;
   count_stat(EHELF_STAT_ROW_MISSES);
   const __s64 index = ehelf_bpf_find_row(0, &t->rows, rel);
   if (index < 0) return EHELF_STOP_NO_ENTRY;
-  const struct ehelf_bpf_row* found = row_at((__u64)index);
+  const struct ehelf_bpf_row *found = row_at((__u64)index);
   if (!found) return EHELF_STOP_ROW_MISSING;
   w->row = *found;
   __u32 slot = row_cache_slot(id, rel);
-  struct ehelf_row_cache_entry* cached = row_cache_entry(slot);
+  struct ehelf_row_cache_entry *cached = row_cache_entry(slot);
   if (cached) {
     cached->table = id;
     cached->rel = rel;
@@ -641,13 +644,13 @@ __attribute__((noinline)) int search_table(struct ehelf_walk* w, __u32 id, __u32
 
 /* The row for `lookup` in table `id` mapped with `bias` into w->row, or a stop: from the row
  * cache (most frames; inlined: no call), else found by search_table. */
-static __always_inline int find_row(struct ehelf_walk* w, __u32 id, __u64 bias, __u64 lookup) {
-  const struct ehelf_table* t = bpf_map_lookup_elem(&tables, &id);
+static __always_inline int find_row(struct ehelf_walk *w, __u32 id, __u64 bias, __u64 lookup) {
+  const struct ehelf_table *t = bpf_map_lookup_elem(&tables, &id);
   if (!t || t->rows.row_count == 0) return EHELF_STOP_NO_TABLE_YET;
   const __u64 rel = lookup - bias - t->base;
   if (lookup < bias + t->base || rel > 0xffffffffull) return EHELF_STOP_NO_ENTRY;
   __u32 slot = row_cache_slot(id, (__u32)rel);
-  const struct ehelf_row_cache_entry* cached = row_cache_entry(slot);
+  const struct ehelf_row_cache_entry *cached = row_cache_entry(slot);
   if (cached && cached->table == id && cached->rel == (__u32)rel &&
       cached->generation == table_generation) {
     w->row = cached->row;
@@ -660,7 +663,7 @@ static __always_inline int find_row(struct ehelf_walk* w, __u32 id, __u64 bias, 
 
 /* One step of the walk through table `id` mapped with `bias` (its row looked up at pc - 1 unless
  * the pc is exact), or a stop. */
-static __always_inline int table_step(struct ehelf_walk* w, __u32 id, __u64 bias, __u64 pc,
+static __always_inline int table_step(struct ehelf_walk *w, __u32 id, __u64 bias, __u64 pc,
                                       __u8 interrupted) {
   int stop = find_row(w, id, bias, interrupted ? pc : pc - 1);
   /* A return address at a function's entry (makecontext's __start_context): looked up as is,
@@ -680,7 +683,7 @@ static __always_inline int table_step(struct ehelf_walk* w, __u32 id, __u64 bias
  * does not know.
  * Verifier: a global function, checked once on its own, not with each state of the walk's loop
  * (bpf_loop's callback is checked until its states repeat). */
-__attribute__((noinline)) int step_without_row(struct ehelf_walk* w, __u64 pc, __u32 kind) {
+__attribute__((noinline)) int step_without_row(struct ehelf_walk *w, __u64 pc, __u32 kind) {
   if (!w) return EHELF_STOP_NO_MAPPING;
   int stop;
   if (kind == EHELF_MAPPING_NO_FILE || kind == EHELF_MAPPING_UNKNOWN_FILE) {
@@ -716,7 +719,7 @@ __attribute__((noinline)) int step_without_row(struct ehelf_walk* w, __u64 pc, _
 }
 
 /* One frame: records the pc, then steps to the caller. 0: go on; 1: the walk ended. */
-static __always_inline long walk_one(struct ehelf_walk* w) {
+static __always_inline long walk_one(struct ehelf_walk *w) {
   __u64 pc = w->regs.rip;
   if (pc == 0) {
     w->stop = EHELF_STOP_END;
@@ -737,7 +740,7 @@ static __always_inline long walk_one(struct ehelf_walk* w) {
    * of pointer, which the verifier would follow apart through the rest of the frame). */
   __u32 kind = EHELF_MAPPING_NO_FILE, table = 0;
   __u64 bias = 0;
-  const struct ehelf_mapping* known = find_mapping(w, pc);
+  const struct ehelf_mapping *known = find_mapping(w, pc);
   if (known) {
     kind = known->kind;
     table = known->table;
@@ -745,7 +748,7 @@ static __always_inline long walk_one(struct ehelf_walk* w) {
   } else {
     const int found = learned_index(w, pc);
     if (found >= 0) {
-      const struct ehelf_mapping* f = &w->learned.found[found & (EHELF_FOUND_MAPPINGS - 1)];
+      const struct ehelf_mapping *f = &w->learned.found[found & (EHELF_FOUND_MAPPINGS - 1)];
       kind = f->kind;
       table = f->table;
       bias = f->bias;
@@ -785,9 +788,9 @@ static __always_inline long walk_one(struct ehelf_walk* w) {
 }
 
 /* bpf_loop's callback: one frame. */
-static long walk_frame(__u32 index, void* unused) {
+static long walk_frame(__u32 index, void *unused) {
   __u32 zero = 0;
-  struct ehelf_walk* w = bpf_map_lookup_elem(&scratch, &zero);
+  struct ehelf_walk *w = bpf_map_lookup_elem(&scratch, &zero);
   if (!w) return 1;
   return walk_one(w);
 }
@@ -795,7 +798,7 @@ static long walk_frame(__u32 index, void* unused) {
 /* Whether the sampled process runs its parent's program where the parent has it (a fork that
  * has not exec'd since): the same executable and stack addresses, as forked_from checks. */
 static int same_program_as_parent(void) {
-  struct task_struct___ehelf* task = (void*)bpf_get_current_task_btf();
+  struct task_struct___ehelf *task = (void *)bpf_get_current_task_btf();
   const unsigned long code = BPF_CORE_READ(task, mm, start_code);
   return code != 0 && BPF_CORE_READ(task, real_parent, mm, start_code) == code &&
          BPF_CORE_READ(task, real_parent, mm, start_stack) == BPF_CORE_READ(task, mm, start_stack);
@@ -808,20 +811,21 @@ static int same_program_as_parent(void) {
  * ancestor's now (walked in its present address space, or not walked since user space wrote it).
  * A child that lives a millisecond dies before user space reads its fork record, and its children
  * before theirs. */
-static const struct ehelf_process* forked_from(void) {
-  struct task_struct___ehelf* task = (void*)bpf_get_current_task_btf();
+static const struct ehelf_process *forked_from(void) {
+  struct task_struct___ehelf *task = (void *)bpf_get_current_task_btf();
   const unsigned long code = BPF_CORE_READ(task, mm, start_code);
   const unsigned long stack = BPF_CORE_READ(task, mm, start_stack);
   if (code == 0) return 0;
   for (int level = 0; level < 4; level++) {
-    struct task_struct___ehelf* parent = BPF_CORE_READ(task, real_parent);
+    struct task_struct___ehelf *parent = BPF_CORE_READ(task, real_parent);
     if (!parent || BPF_CORE_READ(parent, mm, start_code) != code ||
         BPF_CORE_READ(parent, mm, start_stack) != stack)
       return 0;
     __u32 parent_tgid = (__u32)BPF_CORE_READ(parent, tgid);
-    const struct ehelf_process* p = bpf_map_lookup_elem(&processes, &parent_tgid);
+    const struct ehelf_process *p = bpf_map_lookup_elem(&processes, &parent_tgid);
     if (p) /* (0: not walked since user space wrote it, for the address space of then) */
-      return p->address_space == 0 || p->address_space == (__u64)BPF_CORE_READ(parent, mm) ? p : 0;
+      return p->address_space == 0 || p->address_space == (__u64)BPF_CORE_READ(parent, mm) ? p
+                                                                                          : 0;
     task = parent;
   }
   return 0;
@@ -833,11 +837,11 @@ static const struct ehelf_process* forked_from(void) {
  * lookup. Only a sample of user code makes an entry: exec switches to the new space well before
  * it records the exec (it then frees the old one: milliseconds for a large one, ASan's), and a
  * sample in between, in the kernel, would date the space before the exec that made it. */
-static __u64 space_since(struct ehelf_walk* w, __u64 space, int in_user_code) {
+static __u64 space_since(struct ehelf_walk *w, __u64 space, int in_user_code) {
   if (w->last_space.tgid == w->tgid && w->last_space.space.address_space == space)
     return w->last_space.space.since;
   struct ehelf_space now = {.address_space = space};
-  const struct ehelf_space* known = bpf_map_lookup_elem(&spaces, &w->tgid);
+  const struct ehelf_space *known = bpf_map_lookup_elem(&spaces, &w->tgid);
   if (known && known->address_space == space) {
     now.since = known->since;
   } else if (!in_user_code) {
@@ -856,19 +860,19 @@ static __u64 space_since(struct ehelf_walk* w, __u64 space, int in_user_code) {
 /* The user registers of the sampled thread into w->regs: the sample's own when it interrupted
  * user code, else those saved at its entry into the kernel. -1 for a kernel thread. (Copied
  * into w, not onto the BPF stack: a pt_regs there left too little of it for the walk.) */
-static int user_regs(struct bpf_perf_event_data* ctx, struct ehelf_walk* w) {
+static int user_regs(struct bpf_perf_event_data *ctx, struct ehelf_walk *w) {
   _Static_assert(sizeof(w->saved_regs) == sizeof(struct pt_regs), "pt_regs");
   if ((ctx->regs.cs & 3) == 3) {
     /* (Whole: the verifier takes a context's fields read at fixed offsets only.) */
     __builtin_memcpy(w->saved_regs, &ctx->regs, sizeof(struct pt_regs));
   } else {
-    struct task_struct* task = bpf_get_current_task_btf();
-    struct pt_regs* saved = (struct pt_regs*)bpf_task_pt_regs(task);
+    struct task_struct *task = bpf_get_current_task_btf();
+    struct pt_regs *saved = (struct pt_regs *)bpf_task_pt_regs(task);
     if (!saved || bpf_probe_read_kernel(w->saved_regs, sizeof(struct pt_regs), saved)) return -1;
   }
-  const struct pt_regs* regs = (const struct pt_regs*)w->saved_regs;
+  const struct pt_regs *regs = (const struct pt_regs *)w->saved_regs;
   if ((regs->cs & 3) != 3) return -1;
-  struct ehelf_bpf_regs* r = &w->regs;
+  struct ehelf_bpf_regs *r = &w->regs;
   r->rip = regs->rip;
   r->rsp = regs->rsp;
   r->rbp = regs->rbp;
@@ -884,9 +888,9 @@ static int user_regs(struct bpf_perf_event_data* ctx, struct ehelf_walk* w) {
  * Verifier: a callback is checked once, for any index; the loop it replaces, unrolled or not, was
  * checked chunk by chunk with each of its paths: 43% of the instructions the verifier processed
  * for the whole program, ~15 ms of every start. */
-static long store_chunk(__u32 index, void* unused) {
+static long store_chunk(__u32 index, void *unused) {
   __u32 zero = 0;
-  struct ehelf_walk* w = bpf_map_lookup_elem(&scratch, &zero);
+  struct ehelf_walk *w = bpf_map_lookup_elem(&scratch, &zero);
   if (!w) return 1;
   const __u32 chunks = (w->depth + EHELF_STACK_CHUNK - 1) / EHELF_STACK_CHUNK;
   if (index >= chunks) return 1;
@@ -904,7 +908,7 @@ static long store_chunk(__u32 index, void* unused) {
 
 /* Puts the walk's stack in the stacks map, its chunks after the first, then the first (which
  * tells the stack is there); 0 when a chunk found no room. */
-static int store_stack(struct ehelf_walk* w) {
+static int store_stack(struct ehelf_walk *w) {
   w->chunk.depth = w->depth;
   w->chunk.stop = w->stop;
   w->stack_stored = 1;
@@ -915,12 +919,12 @@ static int store_stack(struct ehelf_walk* w) {
 
 /* Counts the walk's stack; 1 when its count is new in this map (its stack must be in `stacks`),
  * 0 when it was there (its stack is, or user space has read it: it evicts only those). */
-static int count_stack(struct bpf_perf_event_data* ctx, struct ehelf_walk* w, __u32 tid) {
+static int count_stack(struct bpf_perf_event_data *ctx, struct ehelf_walk *w, __u32 tid) {
   struct ehelf_count_key key = {
       .stack = w->hash, .pid = w->tgid, .tid = tid, .kernel = -1, .space_since = w->space_since};
   if (kernel_stacks) key.kernel = (__s32)bpf_get_stackid(ctx, &kernel_stack_traces, 0);
-  void* counts = active ? (void*)&counts1 : (void*)&counts0;
-  struct ehelf_count* c = bpf_map_lookup_elem(counts, &key);
+  void *counts = active ? (void *)&counts1 : (void *)&counts0;
+  struct ehelf_count *c = bpf_map_lookup_elem(counts, &key);
   if (c) {
     __sync_fetch_and_add(&c->samples, 1);
     __sync_fetch_and_add(&c->period, ctx->sample_period);
@@ -942,10 +946,10 @@ static int count_stack(struct bpf_perf_event_data* ctx, struct ehelf_walk* w, __
 }
 
 SEC("perf_event")
-int ehelf_sample(struct bpf_perf_event_data* ctx) {
+int ehelf_sample(struct bpf_perf_event_data *ctx) {
   if (held) return 0;
   __u32 zero = 0;
-  struct ehelf_walk* w = bpf_map_lookup_elem(&scratch, &zero);
+  struct ehelf_walk *w = bpf_map_lookup_elem(&scratch, &zero);
   if (!w) return 0;
   const __u64 id = bpf_get_current_pid_tgid();
   const __u32 tid = (__u32)id;
@@ -973,7 +977,7 @@ int ehelf_sample(struct bpf_perf_event_data* ctx) {
       present = w->last_process.address_space == space;
     } else if (!find_mappings_only) {
       w->last_process.valid = 0;
-      struct ehelf_process* p = bpf_map_lookup_elem(&processes, &w->tgid);
+      struct ehelf_process *p = bpf_map_lookup_elem(&processes, &w->tgid);
       /* Mappings read before an exec describe the program before it: not walked with (they
        * would stop at no entry, or give the old program's frames) until user space reads the
        * new ones. */
@@ -995,7 +999,7 @@ int ehelf_sample(struct bpf_perf_event_data* ctx) {
     w->first_mapping = present ? w->last_process.first_mapping : 0;
     w->mapping_count = present ? w->last_process.mapping_count : 0;
     if (!present && !find_mappings_only) {
-      const struct ehelf_process* parent = forked_from();
+      const struct ehelf_process *parent = forked_from();
       if (parent) {
         w->known_process = 1;
         w->first_mapping = parent->first_mapping;
@@ -1021,7 +1025,7 @@ int ehelf_sample(struct bpf_perf_event_data* ctx) {
   if (w->stop < EHELF_STOP_COUNT) count_stat(EHELF_STAT_STOPS + w->stop);
   __u64 frames = w->depth;
   __u32 frames_index = EHELF_STAT_FRAMES;
-  __u64* n = bpf_map_lookup_elem(&stats, &frames_index);
+  __u64 *n = bpf_map_lookup_elem(&stats, &frames_index);
   if (n) *n += frames;
   /* (Counted in the walk, added once: a count_stat per read cost the walk's step ~10%.) */
   __u32 reads_index = EHELF_STAT_STACK_READS;
@@ -1041,7 +1045,7 @@ int ehelf_sample(struct bpf_perf_event_data* ctx) {
       count_stat(EHELF_STAT_STACKS_FULL);
   }
   if (copy_every && w->tgid != 0) {
-    __u64* seen = bpf_map_lookup_elem(&stats, &zero);
+    __u64 *seen = bpf_map_lookup_elem(&stats, &zero);
     if (seen && *seen % copy_every == 0) {
       w->copy.tid = tid;
       if (bpf_ringbuf_output(&copies, &w->copy, sizeof(w->copy), 0) == 0) return 1;
