@@ -661,6 +661,15 @@ static __always_inline int find_row(struct ehelf_walk *w, __u32 id, __u64 bias, 
   return w->row.kind == EHELF_ROW_NONE ? EHELF_STOP_NO_ENTRY : EHELF_STOP_OK;
 }
 
+/* find_row for the rare second lookup of a frame (its pc itself).
+ * Verifier: a global function, checked once; a second inlined find_row was followed with each of
+ * the frame's paths. */
+__attribute__((noinline)) int find_row_again(struct ehelf_walk *w, __u32 id, __u64 bias,
+                                             __u64 lookup) {
+  if (!w) return EHELF_STOP_NO_TABLE_YET;
+  return find_row(w, id, bias, lookup);
+}
+
 /* One step of the walk through table `id` mapped with `bias` (its row looked up at pc - 1 unless
  * the pc is exact), or a stop. */
 static __always_inline int table_step(struct ehelf_walk *w, __u32 id, __u64 bias, __u64 pc,
@@ -668,7 +677,7 @@ static __always_inline int table_step(struct ehelf_walk *w, __u32 id, __u64 bias
   int stop = find_row(w, id, bias, interrupted ? pc : pc - 1);
   /* A return address at a function's entry (makecontext's __start_context): looked up as is,
    * as gdb and GeneralStep do. */
-  if (stop == EHELF_STOP_NO_ENTRY && !interrupted) stop = find_row(w, id, bias, pc);
+  if (stop == EHELF_STOP_NO_ENTRY && !interrupted) stop = find_row_again(w, id, bias, pc);
   if (stop != EHELF_STOP_OK) return stop;
   if (w->row.kind == EHELF_ROW_STOP) {
     const __u32 reason = (__u32)w->row.cfa_offset;
