@@ -15,12 +15,15 @@ struct btf* local_types() {
   struct btf* local = btf__new_empty();
   const int u64 = btf__add_int(local, "unsigned long", 8, 0);
   const int ptr = btf__add_ptr(local, 0);
+  const int u32 = btf__add_int(local, "unsigned int", 4, 0);
+  const int auxv = btf__add_array(local, u32, u64, 2);
   const int context = btf__add_struct(local, "", 8);
   btf__add_field(local, "vdso", ptr, 0, 0);
-  btf__add_struct(local, "mm_struct___f", 24);
+  btf__add_struct(local, "mm_struct___f", 40);
   btf__add_field(local, "start_code", u64, 0, 0);
   btf__add_field(local, "exe_file", ptr, 64, 0);
   btf__add_field(local, "context", context, 128, 0);
+  btf__add_field(local, "saved_auxv", auxv, 192, 0);
   btf__add_struct(local, "task_struct___f", 8);
   btf__add_field(local, "mm", ptr, 0, 0);
   return local;

@@ -101,12 +101,12 @@ open(sys.argv[1] + '/ring.seed', 'wb').write(struct.pack('<II', len(data), tail)
 PY
 }
 
-# A BTF as the kernel's has its structs (fuzz_kernel_btf): an integer, a pointer, a typedef, a
-# struct whose members sit in an anonymous struct inside it (mm_struct's), another one.
+# A BTF as the kernel's has its structs (fuzz_kernel_btf): an integer, a pointer, a typedef, an
+# array, a struct whose members sit in an anonymous struct inside it (mm_struct's), another one.
 btf_seed() { # DIR
   python3 - "$1" <<'PY'
 import struct, sys
-names = b'\0u64\0mm_struct\0start_code\0exe_file\0context\0vdso\0ctx_t\0task_struct\0mm\0'
+names = b'\0u64\0mm_struct\0start_code\0exe_file\0context\0vdso\0ctx_t\0task_struct\0mm\0saved_auxv\0'
 def name(s): return names.index(s.encode() + b'\0')
 def t(n, kind, vlen, size_or_type, kflag=0):
     return struct.pack('<III', n, (kflag << 31) | (kind << 24) | vlen, size_or_type)
@@ -115,10 +115,12 @@ types = (t(name('u64'), 1, 0, 8) + struct.pack('<I', 64) +                      
          t(0, 2, 0, 0) +                                                          # 2 void *
          t(0, 4, 1, 8) + member(name('vdso'), 2, 0) +                              # 3 {vdso}
          t(name('ctx_t'), 8, 0, 3) +                                              # 4 typedef
-         t(0, 4, 3, 24) + member(name('start_code'), 1, 0) +                       # 5 anon
+         t(0, 4, 4, 56) + member(name('start_code'), 1, 0) +                       # 5 anon
          member(name('exe_file'), 2, 64) + member(name('context'), 4, 128) +
+         member(name('saved_auxv'), 8, 192) +
          t(name('mm_struct'), 4, 1, 32) + member(0, 5, 64) +                        # 6
-         t(name('task_struct'), 4, 1, 16) + member(name('mm'), 2, 64))             # 7
+         t(name('task_struct'), 4, 1, 16) + member(name('mm'), 2, 64) +           # 7
+         t(0, 3, 0, 0) + struct.pack('<III', 1, 1, 4))                              # 8 u64[4]
 header = struct.pack('<HBBIIIII', 0xeb9f, 1, 0, 24, 0, len(types), len(types), len(names))
 open(sys.argv[1] + '/btf.seed', 'wb').write(header + types + names)
 PY

@@ -22,6 +22,10 @@
  * 264-byte entry): inserting a whole 512-frame value cost a sample ~2.5 us (a 4 KiB allocation
  * and copy into cold memory) where the walk itself costs about as much. */
 #define EHELF_STACK_CHUNK 32
+
+/* Words of a process's aux vector the walk reads (mm_struct's saved_auxv: 2 * 26 on x86_64). */
+#define EHELF_AUXV_WORDS 64
+
 #define EHELF_MAX_STACK_CHUNKS 32768
 #define EHELF_MAX_COUNTS 65536
 #define EHELF_MAX_KERNEL_STACKS 16384
@@ -83,6 +87,17 @@ struct ehelf_file {
   __u32 segment_count;
   __u32 reserved;
   struct ehelf_file_segment segments[EHELF_FILE_SEGMENTS];
+};
+
+/* The interpreter most programs name (ld.so), as user space publishes it: its file's key in
+ * `files`, and where its build ID's bytes are (a vaddr in it) for a process's own copy to be
+ * checked against (a program may name another interpreter). */
+struct ehelf_interpreter {
+  struct ehelf_file_key key;
+  __u64 id_vaddr;
+  __u64 id[3]; /* the build ID's first 24 bytes, zero-padded */
+  __u32 id_size; /* 0: none published */
+  __u32 reserved;
 };
 
 struct ehelf_process {
@@ -200,6 +215,7 @@ struct ehelf_walk {
   __u64 word;                     /* the word refill_window read */
   __u32 stack_stored;             /* store_stack's result (its bpf_loop callback's) */
   __u32 reserved_stored;
+  __u64 auxv[EHELF_AUXV_WORDS]; /* the process's aux vector (unwind.bpf.c: interpreter_base) */
   __u64 saved_regs[21]; /* the sample's user registers (a pt_regs: unwind.bpf.c user_regs) */
 };
 
@@ -252,7 +268,8 @@ enum ehelf_stat {
   EHELF_STAT_VMA_UNKNOWN = 7, /* ... of a file user space had not published */
   EHELF_STAT_ROW_MISSES = 8,  /* rows not in the row cache: found in their table */
   EHELF_STAT_STACK_READS = 9, /* bpf_probe_read_user calls of the walks (windows and words) */
-  EHELF_STAT_STOPS = 10,      /* + enum ehelf_walk_stop */
+  EHELF_STAT_INTERPRETER = 10, /* mappings of the interpreter found by its aux vector entry */
+  EHELF_STAT_STOPS = 11,       /* + enum ehelf_walk_stop */
   EHELF_STAT_NOT_EXPRESSIBLE = EHELF_STAT_STOPS + EHELF_STOP_COUNT, /* + the STOP row's reason */
   EHELF_STAT_COUNT = EHELF_STAT_NOT_EXPRESSIBLE + EHELF_NOT_EXPRESSIBLE_KINDS,
 };

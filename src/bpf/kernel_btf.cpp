@@ -166,6 +166,11 @@ KernelBtf::Member KernelBtf::member(uint32_t id, uint32_t index) const {
   return m;
 }
 
+KernelBtf::Array KernelBtf::array(uint32_t id) const {
+  if (kind(id) != kArray) return {};
+  return {word(id, 3), word(id, 5)}; // (element type, index type, count)
+}
+
 uint32_t KernelBtf::skip_modifiers(uint32_t id) const {
   for (uint32_t n = 0; n < kModifierLimit; ++n) {
     const uint32_t k = kind(id);
@@ -262,12 +267,21 @@ private:
       return pointer_;
     case KernelBtf::kInt:
     case KernelBtf::kEnum:
-    case KernelBtf::kEnum64: {
-      const uint32_t size = kernel_.size_or_type(k);
-      if (size == 0 || size > 16 || (size & (size - 1)) != 0) return 0;
-      int& id = integers_[size];
-      if (id == 0) id = btf__add_int(out_, fmt::format("u{}", size * 8).c_str(), size, 0);
-      return id;
+    case KernelBtf::kEnum64:
+      return integer(kernel_.size_or_type(k));
+    case KernelBtf::kArray: {
+      const btf_type* t = btf__type_by_id(local_, local_type);
+      if (!t || !btf_is_array(t)) return 0;
+      const KernelBtf::Array a = kernel_.array(k);
+      const uint32_t element = kernel_.skip_modifiers(a.element);
+      const uint32_t element_kind = kernel_.kind(element);
+      if (element_kind != KernelBtf::kInt && element_kind != KernelBtf::kEnum) return 0;
+      const int element_id = integer(kernel_.size_or_type(element));
+      const int index_id = integer(4);
+      if (element_id < 0) return element_id;
+      if (index_id < 0) return index_id;
+      if (element_id == 0 || index_id == 0) return 0;
+      return btf__add_array(out_, index_id, element_id, a.count);
     }
     case KernelBtf::kStruct:
     case KernelBtf::kUnion: {
@@ -278,6 +292,14 @@ private:
     default:
       return 0;
     }
+  }
+
+  // An integer type of `size` bytes: its id, 0 for a size no integer has, or a negative error.
+  int integer(uint32_t size) {
+    if (size == 0 || size > 16 || (size & (size - 1)) != 0) return 0;
+    int& id = integers_[size];
+    if (id == 0) id = btf__add_int(out_, fmt::format("u{}", size * 8).c_str(), size, 0);
+    return id;
   }
 
   const struct btf* local_;

@@ -29,6 +29,7 @@ public:
   enum Kind : uint32_t {
     kInt = 1,
     kPtr = 2,
+    kArray = 3,
     kStruct = 4,
     kUnion = 5,
     kEnum = 6,
@@ -56,6 +57,11 @@ public:
   uint32_t size_or_type(uint32_t id) const;
   uint32_t member_count(uint32_t id) const; // of a struct or union, else 0
   Member member(uint32_t id, uint32_t index) const;
+  struct Array {
+    uint32_t element = 0;
+    uint32_t count = 0;
+  };
+  Array array(uint32_t id) const; // of an array, else {}
   // The type under typedefs and qualifiers (at most 32 of them: a cycle ends there).
   uint32_t skip_modifiers(uint32_t id) const;
 
@@ -73,7 +79,8 @@ private:
 // For each struct of `local` (the BPF object's BTF) whose name has a flavor ("task_struct___x"),
 // a struct of the name without it in a new BTF, holding those of its members `local` declares
 // at the kernel's offsets, found by name through the kernel struct's anonymous members:
-// pointers as pointers, integers and enums as integers of their size, nested structs alike. A
+// pointers as pointers, integers and enums as integers of their size, arrays of integers as
+// arrays of as many, nested structs alike. A
 // member the kernel lacks is left out (libbpf's bpf_core_field_exists is then 0, as against the
 // whole BTF). An error when the kernel has no struct of that name. The BTF's raw bytes.
 Result<std::vector<uint8_t>> core_btf(const struct btf* local, const KernelBtf& kernel);

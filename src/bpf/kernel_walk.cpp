@@ -5,6 +5,7 @@
 #include <elf.h>
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -553,6 +554,37 @@ struct KernelWalk::State {
 
 namespace {
 
+// This process's interpreter (ld.so, which most programs name), as the walk checks a new
+// process's against it (unwind.bpf.c: learn_interpreter): its file's key, and its build ID's
+// bytes and address; nullopt when it has no build ID, or cannot be read.
+std::optional<ehelf_interpreter> our_interpreter(ehelf_file_key (*kernel_key)(const FileKey&)) {
+  const uint64_t base = ::getauxval(AT_BASE);
+  if (base == 0) return std::nullopt;
+  std::string path;
+  for (const ProcMapping& m : read_proc_maps(::getpid()).value_or(std::vector<ProcMapping>{}))
+    if (m.start == base && m.offset == 0 && !m.path.empty() && m.path[0] == '/') path = m.path;
+  const std::optional<FileKey> key = path.empty() ? std::nullopt : file_key_of(path);
+  if (!key) return std::nullopt;
+  auto elf = ElfFile::open(path);
+  if (!elf) return std::nullopt;
+  const auto id = (*elf)->build_id();
+  const std::span<const uint8_t> bytes = (*elf)->bytes();
+  if (!id || id->empty() || id->data() < bytes.data() ||
+      id->data() + id->size() > bytes.data() + bytes.size())
+    return std::nullopt;
+  const uint64_t offset = uint64_t(id->data() - bytes.data());
+  ehelf_interpreter out{};
+  for (const Segment& seg : (*elf)->segments())
+    if (seg.type == PT_LOAD && offset >= seg.offset &&
+        offset + id->size() <= seg.offset + seg.filesz)
+      out.id_vaddr = seg.vaddr + (offset - seg.offset);
+  if (out.id_vaddr == 0) return std::nullopt;
+  out.key = kernel_key(*key);
+  out.id_size = uint32_t(std::min(id->size(), sizeof(out.id)));
+  std::memcpy(out.id, id->data(), out.id_size);
+  return out;
+}
+
 // The BTF libbpf resolves the program's CO-RE relocations against (kernel_btf.hpp: the members it
 // reads, from the kernel's BTF read here), in a memfd libbpf opens by name; -1 where it cannot be
 // made, and libbpf reads the kernel's BTF whole, as it would anyway.
@@ -618,6 +650,8 @@ Result<std::unique_ptr<KernelWalk>> KernelWalk::load(const KernelWalkOptions& op
   if (core_fd >= 0) ::close(core_fd);
   if (loaded != 0)
     return failed(fmt::format("the kernel refused it: {}", std::strerror(load_errno)));
+  if (auto interpreter = our_interpreter(&State::kernel_key))
+    s->skel->bss->interpreter = *interpreter;
   if (Status st = s->tables.map(bpf_map__fd(s->skel->maps.tables), EHELF_MAX_TABLES, "tables"); !st)
     return std::move(st).error();
   if (Status st =
@@ -879,7 +913,8 @@ KernelWalkStats KernelWalk::stats() const {
   out.counts_full = total(EHELF_STAT_COUNTS_FULL);
   out.stacks_full = total(EHELF_STAT_STACKS_FULL);
   out.copies_lost = total(EHELF_STAT_COPIES_LOST);
-  out.found_files = total(EHELF_STAT_VMA_FILES);
+  out.found_interpreter = total(EHELF_STAT_INTERPRETER);
+  out.found_files = total(EHELF_STAT_VMA_FILES) + out.found_interpreter;
   out.found_unknown = total(EHELF_STAT_VMA_UNKNOWN);
   out.row_misses = total(EHELF_STAT_ROW_MISSES);
   out.stack_reads = total(EHELF_STAT_STACK_READS);

@@ -70,8 +70,9 @@ struct KernelWalkStats {
   std::array<uint64_t, 16> not_expressible{};   // STOP rows met, by NotExpressible reason
   uint64_t requests_lost = 0, counts_full = 0, stacks_full = 0, copies_lost = 0;
   // Mappings the kernel found itself (bpf_find_vma: a pc in none of those written here) whose
-  // file had a published table, and those whose file had none yet.
-  uint64_t found_files = 0, found_unknown = 0;
+  // file had a published table, and those whose file had none yet; of the first, the
+  // interpreter's found by the process's aux vector.
+  uint64_t found_files = 0, found_unknown = 0, found_interpreter = 0;
   // Frames whose row was not in the program's row cache, and its reads of the sampled stacks.
   uint64_t row_misses = 0, stack_reads = 0;
   uint64_t files = 0, rows = 0, row_bytes = 0; // tables loaded now (bytes: page indexes too)

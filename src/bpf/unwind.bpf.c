@@ -61,6 +61,10 @@ volatile __u32 table_generation = 0;
  * last_process is then read again). */
 volatile __u32 process_generation = 0;
 
+/* The interpreter most programs name (ld.so), set by the loader before any sample (id_size 0:
+ * none): learn_interpreter. */
+struct ehelf_interpreter interpreter = {};
+
 /* The vDSO's table (no file names it; every process maps the same image): its id (0: none yet)
  * and its bias less the vDSO's start. */
 volatile __u32 vdso_table = 0;
@@ -396,6 +400,7 @@ struct mm_struct___ehelf {
   unsigned long start_code;
   unsigned long end_code;
   unsigned long start_stack;
+  unsigned long saved_auxv[2]; /* (the kernel's size: bpf_core_field_size) */
   struct {
     void *vdso;
   } context;
@@ -499,6 +504,62 @@ static int learn_executable(struct ehelf_walk *w, __u64 pc) {
   return (int)slot;
 }
 
+/* The sampled process's interpreter's base address (its aux vector's AT_BASE), or 0. */
+static __u64 interpreter_base(struct ehelf_walk *w) {
+  struct task_struct___ehelf *task = (void *)bpf_get_current_task_btf();
+  struct mm_struct___ehelf *mm = BPF_CORE_READ(task, mm);
+  if (!mm) return 0;
+  __u32 size = bpf_core_field_size(struct mm_struct___ehelf, saved_auxv);
+  if (size > sizeof(w->auxv)) size = sizeof(w->auxv);
+  if (size < 16) return 0;
+  const __u64 offset = bpf_core_field_offset(struct mm_struct___ehelf, saved_auxv);
+  if (bpf_probe_read_kernel(w->auxv, size, (const char *)mm + offset)) return 0;
+  for (int i = 0; i < EHELF_AUXV_WORDS / 2; i++) {
+    if ((__u32)(2 * i + 2) * 8 > size) break;
+    const __u64 type = w->auxv[2 * i];
+    if (type == 0) break;                      /* AT_NULL */
+    if (type == 7) return w->auxv[2 * i + 1]; /* AT_BASE */
+  }
+  return 0;
+}
+
+/* For a process user space has not read: when `pc` is in the interpreter's code, the slot of
+ * w->learned that now maps it, else -1. A new process runs ld.so for its first milliseconds,
+ * mapping its libraries: the one bpf_find_vma a sample may make then mostly finds the mmap lock
+ * taken (by the sampled thread itself, in mmap). The kernel says where it put the interpreter
+ * (AT_BASE) without that lock; that it is the one user space published (a program may name
+ * another) is checked by its build ID, read where the process has it. */
+static int learn_interpreter(struct ehelf_walk *w, __u64 pc) {
+  if (interpreter.id_size == 0) return -1;
+  struct ehelf_file_key key = interpreter.key;
+  const struct ehelf_file *f = bpf_map_lookup_elem(&files, &key);
+  if (!f) return -1;
+  const __u64 base = interpreter_base(w);
+  if (base == 0) return -1;
+  for (int i = 0; i < EHELF_FILE_SEGMENTS; i++) {
+    if ((__u32)i >= f->segment_count) break;
+    const struct ehelf_file_segment *seg = &f->segments[i];
+    const __u64 start = base + seg->vaddr;
+    if (pc < start || pc >= start + seg->filesz) continue;
+    __u64 id[3] = {};
+    __u32 n = interpreter.id_size;
+    if (n > sizeof(id)) n = sizeof(id);
+    if (n == 0 || bpf_probe_read_user(id, n, (const void *)(base + interpreter.id_vaddr)) ||
+        id[0] != interpreter.id[0] || id[1] != interpreter.id[1] || id[2] != interpreter.id[2])
+      return -1;
+    const __u32 slot = learned_slot(w);
+    struct ehelf_mapping *m = &w->learned.found[slot];
+    m->start = start;
+    m->end = start + seg->filesz;
+    m->bias = base;
+    m->table = f->table;
+    m->kind = f->kind;
+    count_stat(EHELF_STAT_INTERPRETER);
+    return (int)slot;
+  }
+  return -1;
+}
+
 /* The index in w->learned of the mapping holding `pc` as the kernel has it, for a pc in none of
  * those user space wrote (a process that exec'd since, a library dlopen'd since): its file's
  * table when user space published one for that inode (the tables are per file: a new process
@@ -525,7 +586,8 @@ __attribute__((noinline)) int learned_index(struct ehelf_walk *w, __u64 pc) {
     }
   }
   if (!w->known_process) {
-    const int slot = learn_executable(w, pc);
+    int slot = learn_executable(w, pc);
+    if (slot < 0) slot = learn_interpreter(w, pc);
     if (slot >= 0) return slot;
   }
   if (w->vma_asked) {

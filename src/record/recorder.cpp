@@ -780,8 +780,9 @@ std::string kernel_walk_summary(const Recording& rec) {
   if (!rows.empty()) out += "  rows not expressible in the kernel: " + rows + "\n";
   if (k.found_files || k.found_unknown)
     out += fmt::format("  mappings found in the kernel (pcs outside those read from /proc): {} "
-                       "of files with a table, {} of files without one yet\n",
-                       k.found_files, k.found_unknown);
+                       "of files with a table ({} the interpreter's, by its aux vector entry), {} "
+                       "of files without one yet\n",
+                       k.found_files, k.found_interpreter, k.found_unknown);
   const uint64_t lost = k.requests_lost + k.counts_full + k.stacks_full + k.copies_lost;
   if (lost)
     out += fmt::format("  dropped: {} requests, {} counts, {} stacks, {} copies (maps full)\n",

@@ -66,14 +66,17 @@ BtfPtr local_types() {
   const int u64 = btf__add_int(local.get(), "unsigned long", 8, 0);
   const int s32 = btf__add_int(local.get(), "int", 4, BTF_INT_SIGNED);
   const int ptr = btf__add_ptr(local.get(), 0);
+  const int u32 = btf__add_int(local.get(), "unsigned int", 4, 0);
+  const int auxv = btf__add_array(local.get(), u32, u64, 2);
   const int context = btf__add_struct(local.get(), "", 8);
   btf__add_field(local.get(), "vdso", ptr, 0, 0);
-  btf__add_struct(local.get(), "mm_struct___t", 48);
+  btf__add_struct(local.get(), "mm_struct___t", 64);
   btf__add_field(local.get(), "exe_file", ptr, 0, 0);
   btf__add_field(local.get(), "start_code", u64, 64, 0);
   btf__add_field(local.get(), "start_stack", u64, 128, 0);
   btf__add_field(local.get(), "context", context, 192, 0);
   btf__add_field(local.get(), "no_such_member___", u64, 256, 0);
+  btf__add_field(local.get(), "saved_auxv", auxv, 320, 0);
   btf__add_struct(local.get(), "task_struct___t", 24);
   btf__add_field(local.get(), "mm", ptr, 0, 0);
   btf__add_field(local.get(), "real_parent", ptr, 64, 0);
@@ -104,10 +107,11 @@ TEST(KernelBtf, TheMembersTheProgramReadsAreWhereLibbpfFindsThemInTheKernelsBtf)
     const char* type;
     const char* member;
   };
-  const Case cases[] = {
-      {"mm_struct", "exe_file"}, {"mm_struct", "start_code"},    {"mm_struct", "start_stack"},
-      {"mm_struct", "context"},  {"task_struct", "mm"},          {"task_struct", "real_parent"},
-      {"task_struct", "tgid"},   {"vm_area_struct", "vm_flags"}, {"vm_area_struct", "vm_pgoff"}};
+  const Case cases[] = {{"mm_struct", "exe_file"},      {"mm_struct", "start_code"},
+                        {"mm_struct", "start_stack"},   {"mm_struct", "context"},
+                        {"task_struct", "mm"},          {"task_struct", "real_parent"},
+                        {"task_struct", "tgid"},        {"vm_area_struct", "vm_flags"},
+                        {"vm_area_struct", "vm_pgoff"}, {"mm_struct", "saved_auxv"}};
   for (const Case& c : cases) {
     const auto expected = libbpf_offset(whole.get(), struct_id(whole.get(), c.type), c.member);
     ASSERT_TRUE(expected) << c.type << "." << c.member << " not in the kernel's BTF";
@@ -125,6 +129,14 @@ TEST(KernelBtf, TheMembersTheProgramReadsAreWhereLibbpfFindsThemInTheKernelsBtf)
   };
   ASSERT_TRUE(vdso(whole.get()));
   EXPECT_EQ(vdso(core.get()), vdso(whole.get()));
+  // An array of integers keeps the kernel's length (the aux vector: bpf_core_field_size).
+  const auto auxv_length = [](const struct btf* btf) -> int64_t {
+    const uint32_t type = member_type(btf, struct_id(btf, "mm_struct"), "saved_auxv");
+    const btf_type* t = type ? btf__type_by_id(btf, type) : nullptr;
+    return t && btf_is_array(t) ? int64_t(btf_array(t)->nelems) : -1;
+  };
+  EXPECT_GT(auxv_length(whole.get()), 2);
+  EXPECT_EQ(auxv_length(core.get()), auxv_length(whole.get()));
   // Pointers stay pointers and integers integers (what CO-RE's compatibility check looks at).
   const btf_type* task = btf__type_by_id(core.get(), struct_id(core.get(), "task_struct"));
   for (uint16_t i = 0; i < btf_vlen(task); ++i) {
