@@ -5,7 +5,9 @@
 #include <elf.h>
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <linux/perf_event.h>
 #include <sys/auxv.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -80,6 +82,7 @@ struct FileTable {
   uint64_t row_count = 0;  // the rows alone
   uint32_t kind = EHELF_MAPPING_TABLE;
   uint64_t building = 0;         // the build under way (TableBuilder's serial), 0: built
+  bool wanted = false;           // a process has mapped it (else preloaded on speculation)
   std::vector<Segment> segments; // for the bias of each mapping of it
   std::string path;              // for the stats
   uint32_t users = 0;            // processes mapping it
@@ -142,7 +145,7 @@ std::optional<FileKey> file_key_of(const std::string& path) {
 struct KernelWalk::State {
   KernelWalkOptions options;
   ehelf_unwind* skel = nullptr;
-  std::vector<bpf_link*> links;
+  std::vector<int> links; // the program's links to the perf events
   ring_buffer* requests = nullptr;
   ring_buffer* copies = nullptr;
   MappedArray<ehelf_table> tables;
@@ -170,8 +173,8 @@ struct KernelWalk::State {
   TableBuilder builder;
 
   ~State() {
-    for (bpf_link* l : links)
-      bpf_link__destroy(l);
+    for (int l : links)
+      ::close(l);
     if (requests) ring_buffer__free(requests);
     if (copies) ring_buffer__free(copies);
     for (auto& s : shards)
@@ -240,13 +243,21 @@ struct KernelWalk::State {
       }
       set_file_key(st, key);
     }
-    if (auto it = files.find(key); it != files.end()) return &it->second;
+    if (auto it = files.find(key); it != files.end()) {
+      FileTable& known = it->second;
+      if (pid && !known.wanted) { // preloaded, and now mapped: built ahead of speculation
+        known.wanted = true;
+        if (known.building) builder.want(known.building);
+      }
+      return &known;
+    }
     if (files.size() >= EHELF_MAX_TABLES - 1) free_idle(true); // room before kKeepIdle
     if (files.size() >= EHELF_MAX_TABLES - 1) return nullptr;
 
     const LoadPolicy policy = table_policy(options.debug_dirs);
     FileTable f;
     f.path = m.path;
+    f.wanted = pid != 0;
     if (now || !key.vdso.empty()) { // built here, at once
       std::vector<uint8_t> image;
       if (!key.vdso.empty()) {
@@ -273,7 +284,7 @@ struct KernelWalk::State {
     f.id = take_table_id();
     f.building = next_build++;
     __atomic_store_n(&tables.values[f.id].rows.row_count, 0u, __ATOMIC_RELEASE);
-    builder.submit({f.building, key, fd, policy});
+    builder.submit({f.building, key, fd, policy, f.wanted});
     FileTable& placed = files.emplace(key, std::move(f)).first->second;
     publish(key, placed);
     return &placed;
@@ -695,12 +706,22 @@ KernelWalk::KernelWalk(std::unique_ptr<State> state) : s_(std::move(state)) {}
 KernelWalk::~KernelWalk() = default;
 
 Status KernelWalk::attach(int perf_event_fd) {
-  bpf_link* link = bpf_program__attach_perf_event(s_->skel->progs.ehelf_sample, perf_event_fd);
-  if (!link)
-    return Error::plain(
-        fmt::format("cannot attach the kernel walk to a perf event: {}", std::strerror(errno)));
-  s_->links.push_back(link);
-  return Ok{};
+  // Attached, not enabled: libbpf's bpf_program__attach_perf_event enables the event too
+  // (PERF_EVENT_IOC_ENABLE), which began sampling before the recorder did: -p's process sampled
+  // before its mappings were read (its first samples' walks stopped at "process not loaded yet"),
+  // and a command's events, enabled on its exec, sampled ehelf's own forked copy before it
+  // (whose files' tables were then built ahead of the command's).
+  const int prog = bpf_program__fd(s_->skel->progs.ehelf_sample);
+  const int link = bpf_link_create(prog, perf_event_fd, BPF_PERF_EVENT, nullptr);
+  if (link >= 0) {
+    s_->links.push_back(link);
+    return Ok{};
+  }
+  // Before Linux 5.15 (no perf event links): the program set on the event, detached when the
+  // event is closed.
+  if (::ioctl(perf_event_fd, PERF_EVENT_IOC_SET_BPF, prog) == 0) return Ok{};
+  return Error::plain(
+      fmt::format("cannot attach the kernel walk to a perf event: {}", std::strerror(errno)));
 }
 
 void KernelWalk::refresh_process(uint32_t pid) {
@@ -782,7 +803,7 @@ void KernelWalk::hold_samples(bool held) {
 
 bool KernelWalk::tables_building() const {
   return std::any_of(s_->files.begin(), s_->files.end(),
-                     [](const auto& f) { return f.second.building != 0; });
+                     [](const auto& f) { return f.second.building != 0 && f.second.wanted; });
 }
 
 int KernelWalk::requests_fd() const {

@@ -118,7 +118,8 @@ public:
   void preload_prepared(PreparedFiles& prepared);
   // While held, the program drops every sample (none walked, counted or handed to perf).
   void hold_samples(bool held);
-  // Whether tables are being built off this thread (serve_requests installs them when done).
+  // Whether tables of files processes map are being built off this thread (serve_requests
+  // installs them when done); preloaded files, built on speculation, are not waited for.
   bool tables_building() const;
   // The process is gone: its mappings are dropped, and the tables only it used.
   void forget_process(uint32_t pid);

@@ -3,6 +3,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <utility>
+
 #include <fmt/format.h>
 
 namespace ehelf::bpf {
@@ -28,7 +30,8 @@ TableBuilder::~TableBuilder() {
     stop_ = true;
   }
   wake_.notify_all();
-  if (worker_.joinable()) worker_.join();
+  for (std::thread& w : workers_)
+    w.join();
   for (Job& j : jobs_)
     ::close(j.fd);
   if (event_ >= 0) ::close(event_);
@@ -37,10 +40,36 @@ TableBuilder::~TableBuilder() {
 void TableBuilder::submit(Job job) {
   {
     std::lock_guard lock(mutex_);
-    if (!worker_.joinable()) worker_ = std::thread([this] { run(); });
+    if (workers_.empty())
+      for (size_t i = 0; i < kThreads; ++i)
+        workers_.emplace_back([this] { run(); });
     jobs_.push_back(std::move(job));
   }
-  wake_.notify_one();
+  wake_.notify_all();
+}
+
+void TableBuilder::want(uint64_t serial) {
+  {
+    std::lock_guard lock(mutex_);
+    for (Job& j : jobs_)
+      if (j.serial == serial) j.wanted = true;
+  }
+  wake_.notify_all();
+}
+
+std::optional<size_t> TableBuilder::next_job() const {
+  std::optional<size_t> best;
+  for (size_t i = 0; i < jobs_.size(); ++i) {
+    const Job& j = jobs_[i];
+    if (!j.wanted && speculating_) continue;
+    if (!best) {
+      best = i;
+      continue;
+    }
+    const Job& b = jobs_[*best];
+    if (std::pair(!j.wanted, j.key.size) < std::pair(!b.wanted, b.key.size)) best = i;
+  }
+  return best;
 }
 
 std::vector<TableBuilder::Done> TableBuilder::take() {
@@ -59,10 +88,13 @@ std::vector<TableBuilder::Done> TableBuilder::take() {
 void TableBuilder::run() {
   std::unique_lock lock(mutex_);
   while (true) {
-    wake_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+    std::optional<size_t> next;
+    wake_.wait(lock, [&] { return stop_ || (next = next_job()).has_value(); });
     if (stop_) return;
-    Job job = std::move(jobs_.front());
-    jobs_.pop_front();
+    Job job = std::move(jobs_[*next]);
+    jobs_.erase(jobs_.begin() + std::ptrdiff_t(*next));
+    const bool speculative = !job.wanted;
+    if (speculative) speculating_ = true;
     lock.unlock();
     Done d;
     d.serial = job.serial;
@@ -74,6 +106,10 @@ void TableBuilder::run() {
     }
     ::close(job.fd);
     lock.lock();
+    if (speculative) {
+      speculating_ = false;
+      wake_.notify_all(); // the next speculative job may start
+    }
     done_.push_back(std::move(d));
     const uint64_t one = 1;
     if (event_ >= 0) (void)!::write(event_, &one, sizeof one);
