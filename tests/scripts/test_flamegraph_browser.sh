@@ -39,6 +39,7 @@ fi
   bad "record --inverted: $(cat rec.err)"
 "$py" - "$work/flame.svg" "$work/icicle.svg" << 'PY' && ok "browser: renders, hover, click zooms, reset, Ctrl-F and ?s= search; the same in an icicle graph" || bad "browser"
 import re, struct, sys, zlib, xml.etree.ElementTree as E
+from decimal import Decimal, ROUND_HALF_UP
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.action_chains import ActionChains
@@ -51,6 +52,10 @@ ns = '{http://www.w3.org/2000/svg}'
 root = E.parse(path).getroot()
 area = next(s for s in root.iter(ns + 'svg') if s.get('id') == 'frames')
 total, levels = map(int, area.get('viewBox').split()[2:])
+def to_fixed(x, digits):
+    # JavaScript's toFixed: the double's exact value, a tie rounded up (Python's format rounds a
+    # tie to even: 63 of 224 samples is 28.125%, shown as 28.13%, formatted 28.12).
+    return str(Decimal(x).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP))
 def read_frames(root, area):
     names = [t.text for e in root.iter(ns + 'text') if e.get('id') == 'names' for t in e.iter(ns + 'tspan')]
     frames = {}
@@ -168,7 +173,7 @@ def interactive(path, inverted):
         # Hover names the frame on the status line.
         move(*at('path_b'))
         details = driver.find_element(By.ID, 'details').text
-        assert details in [f'Function: path_b ({n:,} samples, {100 * n / total:.2f}%)'
+        assert details in [f'Function: path_b ({n:,} samples, {to_fixed(100 * n / total, 2)}%)'
                            for s, row, n, colour in frames['path_b']], details
         # A click zooms: path_b spans the width (its whole row is path_b: path_a, its sibling, is
         # cut away), its callee spin is drawn under it, main (an ancestor) stays full width behind
