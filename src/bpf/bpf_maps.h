@@ -111,6 +111,12 @@ struct ehelf_process {
    * process still runs its parent's program (it may have exec'd before its first sample). */
   __u32 inherited;
   __u32 reserved;
+  /* The address space user space read the mappings of, by where its code and its stack begin
+   * (/proc/PID/stat: mm start_code, start_stack; 0: unknown): the first walk takes the entry
+   * only in an address space that has them. (A process that exec'd between the read and its
+   * first walk was walked with the program before's mappings, its pcs in no known module.) */
+  __u64 start_code;
+  __u64 start_stack;
 };
 
 struct ehelf_stack {

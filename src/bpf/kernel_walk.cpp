@@ -97,6 +97,7 @@ constexpr std::chrono::seconds kKeepIdle{2};
 struct ProcessEntry {
   RangePool::Range mappings{};
   std::vector<ehelf_mapping> list; // what the range holds
+  ProcAddressSpace space;          // whose mappings they are (0: unknown)
   std::set<FileKey> files;
 };
 
@@ -445,11 +446,25 @@ struct KernelWalk::State {
     pending.erase(pid);
     // Answered: the process's next walk that needs more asks at once, not 20 ms after this ask.
     bpf_map_delete_elem(bpf_map__fd(skel->maps.asked), &pid);
+    const std::optional<ProcAddressSpace> space = proc_address_space(int(pid));
     auto maps = read_proc_maps(int(pid), /*executable_only=*/true);
     if (!maps) { // gone
       forget(pid);
       return;
     }
+    // An exec under way: the address space changed while its maps were read, its code is not
+    // all mapped yet (an exec sets start_code once it is: the maps then lack ld.so), or they show
+    // no file mapped in a process that has code (the maps of an address space being replaced
+    // read empty). Nothing is written: the entry of before describes another address space,
+    // which the walk tells (ehelf_process: start_code), and the process's next sample asks again.
+    const std::optional<ProcAddressSpace> after = proc_address_space(int(pid));
+    const bool files_mapped = std::any_of(maps->begin(), maps->end(), [](const ProcMapping& m) {
+      return !m.path.empty() && m.path[0] == '/';
+    });
+    if (space != after ||
+        (after && after->start_code == 0 && after->start_stack != 0) || // mapping its code
+        (after && after->start_code != 0 && !files_mapped))
+      return;
     std::vector<ehelf_mapping> list;
     std::set<FileKey> used;
     for (const ProcMapping& m : *maps) {
@@ -489,11 +504,16 @@ struct KernelWalk::State {
     // Written before the process's entry points at them: the update below is a system call,
     // which orders these stores before it (no fence needed, none that ThreadSanitizer refuses).
     std::copy(list.begin(), list.end(), mappings.values + range->first);
-    const ehelf_process value{uint32_t(range->first), uint32_t(list.size())};
+    ehelf_process value{uint32_t(range->first), uint32_t(list.size())};
+    if (after) {
+      value.start_code = after->start_code;
+      value.start_stack = after->start_stack;
+    }
     bpf_map_update_elem(bpf_map__fd(skel->maps.processes), &pid, &value, BPF_ANY);
     process_changed();
     if (p.mappings.count) retire(&mapping_pool, p.mappings, UINT32_MAX);
     p.mappings = *range;
+    p.space = after.value_or(ProcAddressSpace{});
     p.list = std::move(list);
     release_files(p.files);
     p.files = std::move(used);
@@ -539,12 +559,15 @@ struct KernelWalk::State {
     auto range = mapping_pool.allocate(std::max<size_t>(from.list.size(), 1));
     if (!range) return;
     std::copy(from.list.begin(), from.list.end(), mappings.values + range->first);
-    const ehelf_process value{uint32_t(range->first), uint32_t(from.list.size()), 0, 1, 0};
+    // (The child has its parent's address space until it execs: the same start_code.)
+    const ehelf_process value{uint32_t(range->first), uint32_t(from.list.size()), 0, 1, 0,
+                              from.space.start_code,  from.space.start_stack};
     bpf_map_update_elem(bpf_map__fd(skel->maps.processes), &child, &value, BPF_ANY);
     process_changed();
     ProcessEntry p;
     p.mappings = *range;
     p.list = from.list;
+    p.space = from.space;
     p.files = from.files;
     for (const FileKey& key : p.files)
       ++files.at(key).users;

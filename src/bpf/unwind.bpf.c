@@ -875,6 +875,15 @@ static int same_program_as_parent(void) {
          BPF_CORE_READ(task, real_parent, mm, start_stack) == BPF_CORE_READ(task, mm, start_stack);
 }
 
+/* Whether the process's entry describes the address space the walk runs in (bpf_maps.h:
+ * ehelf_process's start_code and start_stack; 0: not known, taken). */
+static int entry_is_of_this_space(const struct ehelf_process *p) {
+  if (p->start_code == 0) return 1;
+  struct task_struct___ehelf *task = (void *)bpf_get_current_task_btf();
+  return BPF_CORE_READ(task, mm, start_code) == p->start_code &&
+         BPF_CORE_READ(task, mm, start_stack) == p->start_stack;
+}
+
 /* For a process user space has not read yet: the entry of the nearest of its first 4 ancestors
  * that has one, when it is a fork of that ancestor that has not exec'd since (each process on the
  * way has its executable and its stack where the ancestor has them: a fork copies the address
@@ -1055,7 +1064,8 @@ int ehelf_sample(struct bpf_perf_event_data *ctx) {
       if (p) {
         /* (An entry copied from the parent at the fork is the child's only while it runs the
          * parent's program: not after an exec that came before its first sample.) */
-        if (p->address_space == 0 && (!p->inherited || same_program_as_parent()))
+        if (p->address_space == 0 && (!p->inherited || same_program_as_parent()) &&
+            entry_is_of_this_space(p))
           p->address_space = space;
         present = p->address_space == space;
         w->last_process.tgid = w->tgid;

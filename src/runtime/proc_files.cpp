@@ -124,6 +124,28 @@ char proc_state(int pid) {
   return fields.empty() ? 0 : fields[0];
 }
 
+std::optional<ProcAddressSpace> proc_address_space(int pid) {
+  // After "pid (comm) ": state is field 3 of proc(5), startcode 26, startstack 28.
+  const std::string fields = stat_fields(pid);
+  std::string_view rest = fields;
+  uint64_t values[26] = {};
+  for (size_t i = 0; i < 26; ++i) {
+    while (!rest.empty() && rest.front() == ' ')
+      rest.remove_prefix(1);
+    if (rest.empty()) return std::nullopt;
+    if (i > 0) { // (the state is a letter)
+      auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), values[i]);
+      if (ec != std::errc{} && ec != std::errc::result_out_of_range) values[i] = 0;
+      rest.remove_prefix(size_t(end - rest.data()));
+    }
+    while (!rest.empty() && rest.front() != ' ')
+      rest.remove_prefix(1);
+  }
+  ProcAddressSpace space{values[26 - 3], values[28 - 3]};
+  if (space.start_code == 1 && space.start_stack == 0) return std::nullopt; // not permitted
+  return space;
+}
+
 bool proc_runs(int pid) {
   const std::string task = "/proc/" + std::to_string(pid) + "/task/";
   for (int tid : proc_numeric_entries(task).value_or(std::vector<int>{})) {

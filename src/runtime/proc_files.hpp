@@ -48,4 +48,14 @@ char proc_state(int pid);
 // Whether a thread of process `pid` is running or runnable now (state R).
 bool proc_runs(int pid);
 
+// Which address space process `pid` has now, as /proc/PID/stat names it: where its code and its
+// stack begin (mm start_code, start_stack; an exec gives others, and with ASLR different ones).
+// Both 0 when it has none (a kernel thread, a zombie); nullopt when they cannot be read (no such
+// process, or not ours to read: the kernel then shows 1 and 0).
+struct ProcAddressSpace {
+  uint64_t start_code = 0, start_stack = 0;
+  bool operator==(const ProcAddressSpace&) const = default;
+};
+std::optional<ProcAddressSpace> proc_address_space(int pid);
+
 } // namespace ehelf

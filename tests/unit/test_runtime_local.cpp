@@ -8,7 +8,10 @@
 #include <cstring>
 #include <dlfcn.h>
 #include <execinfo.h>
+#include <optional>
 #include <string>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <vector>
 
 #include "runtime/local.hpp"
@@ -290,6 +293,62 @@ TEST(ProcFiles, ThisProcessHasItsCodeMappedFromItsExecutable) {
   ::kill(sleeper, SIGKILL);
   ::waitpid(sleeper, nullptr, 0);
   EXPECT_FALSE(proc_runs(sleeper));
+}
+
+// proc_address_space: this process's code starts in an executable mapping of its executable and
+// its stack in [stack] (the oracle: its maps); it is the same read twice; a fork has its parent's,
+// an exec another; a kernel thread has none; no process, nullopt.
+TEST(ProcFiles, AddressSpaceIsWhereCodeAndStackBegin) {
+  auto space = proc_address_space(::getpid());
+  ASSERT_TRUE(space);
+  EXPECT_EQ(proc_address_space(::getpid()), space);
+  char exe[PATH_MAX] = {};
+  ASSERT_GT(::readlink("/proc/self/exe", exe, sizeof exe - 1), 0);
+  auto maps = read_proc_maps(::getpid());
+  ASSERT_TRUE(maps);
+  bool code = false, stack = false;
+  for (const ProcMapping& m : *maps) {
+    code |=
+        m.executable && m.path == exe && m.start <= space->start_code && space->start_code < m.end;
+    stack |= m.path == "[stack]" && m.start <= space->start_stack && space->start_stack < m.end;
+  }
+  EXPECT_TRUE(code) << std::hex << space->start_code;
+  EXPECT_TRUE(stack) << std::hex << space->start_stack;
+  EXPECT_FALSE(proc_address_space(0x7ffffff0));
+  if (auto kthreadd = proc_address_space(2); kthreadd && proc_parent(2) == 0) {
+    EXPECT_EQ(*kthreadd, ProcAddressSpace{}); // (pid 2 is kthreadd outside a pid namespace)
+  }
+
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(ready[0]);
+    // Forked: its parent's address space until the exec.
+    const auto forked = proc_address_space(::getpid());
+    const char verdict = forked == space ? 'y' : 'n';
+    (void)!::write(ready[1], &verdict, 1);
+    ::execlp("sleep", "sleep", "10", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(ready[1]);
+  char verdict = 0;
+  ASSERT_EQ(::read(ready[0], &verdict, 1), 1);
+  ::close(ready[0]);
+  EXPECT_EQ(verdict, 'y');
+  // Exec'd: another program's code and stack.
+  std::optional<ProcAddressSpace> after;
+  for (int i = 0; i < 400; ++i) {
+    after = proc_address_space(child);
+    if (after && after->start_code != space->start_code) break;
+    ::usleep(5000);
+  }
+  ASSERT_TRUE(after);
+  EXPECT_NE(after->start_code, space->start_code);
+  EXPECT_NE(after->start_stack, space->start_stack);
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
 }
 
 } // namespace
