@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bpf/table_builder.hpp"
@@ -76,48 +77,50 @@ struct Libraries {
   bool found() const { return !big.empty() && !libc.empty() && !libm.empty() && !small.empty(); }
 };
 
+// The files submitted in turn (serials 1, 2, ...; each wanted or speculative), the job of serial
+// `promoted` then wanted (0: none): the serials in the order their builds finished.
+std::vector<uint64_t> build_order(const std::vector<std::pair<std::string, bool>>& files,
+                                  uint64_t promoted = 0) {
+  TableBuilder builder;
+  uint64_t serial = 0;
+  for (const auto& [path, wanted] : files)
+    builder.submit(job_for(path, ++serial, wanted));
+  if (promoted) builder.want(promoted);
+  return finished(builder, serial);
+}
+
+class TableBuilderOrder : public ::testing::Test {
+protected:
+  void SetUp() override {
+    if (!lib.found()) GTEST_SKIP() << "libstdc++, libc, libm or ld.so not mapped here";
+  }
+  Libraries lib;
+};
+
 // Speculative builds run one at a time on one thread: the wanted file, submitted last, is built
 // on the other while the first of them runs, and finishes before the second of them can (a
 // single queue in order built it last: the failure this guards).
-TEST(TableBuilder, WantedFileIsNotQueuedBehindSpeculativeOnes) {
-  Libraries lib;
-  if (!lib.found()) GTEST_SKIP() << "libstdc++, libc, libm or ld.so not mapped here";
-  TableBuilder builder;
-  builder.submit(job_for(lib.big, 1, false));
-  builder.submit(job_for(lib.libc, 2, false));
-  builder.submit(job_for(lib.libm, 3, false));
-  builder.submit(job_for(lib.small, 4, true));
-  const std::vector<uint64_t> order = finished(builder, 4);
+TEST_F(TableBuilderOrder, WantedFileIsNotQueuedBehindSpeculativeOnes) {
+  const std::vector<uint64_t> order =
+      build_order({{lib.big, false}, {lib.libc, false}, {lib.libm, false}, {lib.small, true}});
   ASSERT_EQ(order.size(), 4u);
   EXPECT_LT(position(order, 4), position(order, 2));
   EXPECT_LT(position(order, 4), position(order, 3));
 }
 
 // A queued speculative job a process now maps is built ahead of the speculative ones before it.
-TEST(TableBuilder, PromotedJobGoesAheadOfSpeculativeOnes) {
-  Libraries lib;
-  if (!lib.found()) GTEST_SKIP() << "libstdc++, libc, libm or ld.so not mapped here";
-  TableBuilder builder;
-  builder.submit(job_for(lib.big, 1, false));
-  builder.submit(job_for(lib.libc, 2, false));
-  builder.submit(job_for(lib.small, 3, false));
-  builder.want(3);
-  const std::vector<uint64_t> order = finished(builder, 3);
+TEST_F(TableBuilderOrder, PromotedJobGoesAheadOfSpeculativeOnes) {
+  const std::vector<uint64_t> order =
+      build_order({{lib.big, false}, {lib.libc, false}, {lib.small, false}}, /*promoted=*/3);
   ASSERT_EQ(order.size(), 3u);
   EXPECT_LT(position(order, 3), position(order, 2));
 }
 
 // Among wanted files the smaller is built first: with both threads busy on large ones, a small
 // file submitted after a large one finishes before it.
-TEST(TableBuilder, SmallerWantedFileFirst) {
-  Libraries lib;
-  if (!lib.found()) GTEST_SKIP() << "libstdc++, libc, libm or ld.so not mapped here";
-  TableBuilder builder;
-  builder.submit(job_for(lib.big, 1, true));
-  builder.submit(job_for(lib.big, 2, true));
-  builder.submit(job_for(lib.libc, 3, true));
-  builder.submit(job_for(lib.small, 4, true));
-  const std::vector<uint64_t> order = finished(builder, 4);
+TEST_F(TableBuilderOrder, SmallerWantedFileFirst) {
+  const std::vector<uint64_t> order =
+      build_order({{lib.big, true}, {lib.big, true}, {lib.libc, true}, {lib.small, true}});
   ASSERT_EQ(order.size(), 4u);
   EXPECT_LT(position(order, 4), position(order, 3));
 }
