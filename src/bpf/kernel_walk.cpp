@@ -905,6 +905,10 @@ void KernelWalk::drain(const std::function<void(const KernelStack&)>& use) {
       if (bpf_map_lookup_elem(kernel, &id, kernel_pcs.data()) == 0)
         for (uint64_t pc : kernel_pcs) {
           if (pc == 0) break;
+          // The event samples callchains (PERF_SAMPLE_CALLCHAIN), so bpf_get_stackid copies the
+          // sample's, whose kernel part begins with the PERF_CONTEXT_KERNEL marker: not a frame
+          // (named after the last BPF symbol below the top of the address space, before).
+          if (pc >= static_cast<uint64_t>(PERF_CONTEXT_MAX)) continue;
           out.kernel.push_back(pc);
         }
     }

@@ -378,6 +378,36 @@ sys.exit(0 if total >= 30 and a + b >= 0.8 * total and a > b > 0 else 1)
 EOF
 grep -q 'path_a' k.txt && ok "script output names path_a" || bad "script: $(head -20 k.txt)"
 
+# ---- kernel frames ----
+# A program in system calls: its kernel frames (bpf_get_stackid's) are frames only, none of the
+# callchain's context markers (before: each kernel stack began with PERF_CONTEXT_KERNEL,
+# ffffffffffffff80, named after the last BPF program's symbol), and end where the user-space
+# mode's (perf's callchain) end: at the system call's entry.
+for mode in kernel user; do
+  "$ehelf" record -q --unwind "$mode" -f script -o "dd-$mode.txt" -- \
+    dd if=/dev/zero of=/dev/null bs=256 count=400000 > /dev/null 2> "dd-$mode.err" ||
+    bad "record --unwind $mode dd: $(cat "dd-$mode.err")"
+done
+/usr/bin/python3 - dd-kernel.txt dd-user.txt > dd.txt 2>&1 << 'EOF2' && ok "kernel frames: $(cat dd.txt)" || bad "kernel frames: $(cat dd.txt)"
+import sys
+def kernel_stacks(path):
+    stacks = []
+    for block in open(path).read().split('\n\n'):
+        frames = [l.split() for l in block.strip().split('\n')[1:] if '[kernel.kallsyms]' in l]
+        if frames: stacks.append([(int(f[0], 16), f[1]) for f in frames])
+    return stacks
+shares = []
+for path in sys.argv[1:]:
+    stacks = kernel_stacks(path)
+    markers = [f for s in stacks for f in s if f[0] >= 0xfffffffffffff001 or f[1].startswith('bpf_prog_')]
+    entry = sum(1 for s in stacks if s[-1][1].startswith('entry_SYSCALL_64'))
+    share = entry / max(1, len(stacks))
+    print(f"{path}: {len(stacks)} stacks with kernel frames, {share:.0%} from the system call's entry, {len(markers)} markers", end='; ')
+    if len(stacks) < 20 or markers: sys.exit(1)
+    shares.append(share)
+sys.exit(0 if shares[0] >= 0.7 and abs(shares[0] - shares[1]) <= 0.15 else 1)
+EOF2
+
 # ---- a library without unwind tables, dlopen'd while the walk runs ----
 # Its table is built off the reader's thread, finds no rows, and its mappings become frame-pointer
 # ones: the kernel then walks its frames by rbp, through to main, as the user-space walk does.
