@@ -146,6 +146,10 @@ struct ehelf_copy {
   __u32 outside; /* frames stepped by following rbp from code in no mapping it knew */
   __u64 ip;
   __u64 sp;
+  /* When the program began with the sample (CLOCK_MONOTONIC ns): perf times its sample just
+   * after the program returns, so that a walk parked and sent late still finds its sample
+   * among others of the same thread from the same registers. */
+  __u64 time;
   struct ehelf_stack stack;
 };
 
@@ -223,6 +227,39 @@ struct ehelf_walk {
   __u32 reserved_stored;
   __u64 auxv[EHELF_AUXV_WORDS]; /* the process's aux vector (unwind.bpf.c: interpreter_base) */
   __u64 saved_regs[21]; /* the sample's user registers (a pt_regs: unwind.bpf.c user_regs) */
+  struct ehelf_bpf_regs start_regs; /* the walk's first registers (a sample parked keeps them) */
+  __u64 space;                      /* the address space walked (its mm) */
+  __u32 replaying;                  /* a parked sample's walk: its stack is the parked copy */
+  __u32 reserved_replaying;
+};
+
+/* A sample whose walk stopped for want of a table (its process's mappings, or a file's rows,
+ * not loaded yet: a process's first milliseconds, a large file's build), kept in the kernel
+ * until user space has loaded what it needs, then walked again (unwind.bpf.c: park,
+ * ehelf_replay): its registers, what its count needs, and EHELF_PARK_BYTES of its stack from
+ * rsp (perf's default stack copy: deeper frames are walked as far as those bytes go). ehelf
+ * never reads them: the maps that hold them are made BPF_F_WRONLY, so that the kernel refuses
+ * reads through ehelf's descriptors (root can still read any map by its id, as it can read any
+ * process's memory). */
+#define EHELF_PARK_BYTES 16384
+#define EHELF_PARK_ENTRIES 1024 /* ~20 MiB of kernel memory, made at load */
+struct ehelf_parked {
+  struct ehelf_bpf_regs regs; /* at the sample */
+  __u64 space;                /* the address space (mm) sampled */
+  __u64 start_code;           /* ... where its code and its stack begin (ehelf_process) */
+  __u64 start_stack;
+  __u64 space_since;
+  __u64 sampled_at; /* CLOCK_MONOTONIC ns (ehelf_copy's time) */
+  __u64 period;
+  __u32 tgid;
+  __u32 tid;
+  __s32 kernel; /* the sample's kernel stack id, or negative */
+  __u32 copy;   /* copy mode: perf has the sample's stack copy; the walk goes to `copies` */
+  __u32 length; /* bytes of the stack in `bytes`, from regs.rsp */
+  __u32 round;  /* the replay round that put it back last (ehelf_replay) */
+  char comm[16];
+  /* (A page more: the verifier's bound on the last page's read, at an offset below 16 KiB.) */
+  __u8 bytes[EHELF_PARK_BYTES + 4096];
 };
 
 /* The in-kernel walk's row cache (unwind.bpf.c: row_cache): 2^12 entries per CPU. */
@@ -275,7 +312,10 @@ enum ehelf_stat {
   EHELF_STAT_ROW_MISSES = 8,  /* rows not in the row cache: found in their table */
   EHELF_STAT_STACK_READS = 9, /* bpf_probe_read_user calls of the walks (windows and words) */
   EHELF_STAT_INTERPRETER = 10, /* mappings of the interpreter found by its aux vector entry */
-  EHELF_STAT_STOPS = 11,       /* + enum ehelf_walk_stop */
+  EHELF_STAT_PARKED = 11,      /* samples parked for their tables (ehelf_parked) */
+  EHELF_STAT_PARK_FULL = 12,   /* ... not parked: the queue was full */
+  EHELF_STAT_REPLAYED = 13,    /* parked samples walked again and counted */
+  EHELF_STAT_STOPS = 14,       /* + enum ehelf_walk_stop */
   EHELF_STAT_NOT_EXPRESSIBLE = EHELF_STAT_STOPS + EHELF_STOP_COUNT, /* + the STOP row's reason */
   EHELF_STAT_COUNT = EHELF_STAT_NOT_EXPRESSIBLE + EHELF_NOT_EXPRESSIBLE_KINDS,
 };

@@ -670,6 +670,7 @@ Result<std::unique_ptr<KernelWalk>> KernelWalk::load(const KernelWalkOptions& op
   s->skel->rodata->copy_every = options.copy_every;
   s->skel->rodata->find_mappings_only = options.find_mappings_only ? 1 : 0;
   s->skel->rodata->kernel_stacks = options.kernel_stacks ? 1 : 0;
+  if (!options.park) bpf_map__set_max_entries(s->skel->maps.parked, 1);
   // Maps a run does not use are made as small as the kernel takes (their memory is allocated
   // and zeroed at load: 16 MiB of kernel stacks, 4 MiB of copies' ring).
   if (!options.kernel_stacks) bpf_map__set_max_entries(s->skel->maps.kernel_stack_traces, 1);
@@ -686,6 +687,11 @@ Result<std::unique_ptr<KernelWalk>> KernelWalk::load(const KernelWalkOptions& op
     return failed(fmt::format("the kernel refused it: {}", std::strerror(load_errno)));
   if (auto interpreter = our_interpreter(&State::kernel_key))
     s->skel->bss->interpreter = *interpreter;
+  if (options.park) { // (parked samples need the replay: a kernel that cannot run it parks none)
+    LIBBPF_OPTS(bpf_test_run_opts, run_options);
+    s->skel->bss->park_samples =
+        bpf_prog_test_run_opts(bpf_program__fd(s->skel->progs.ehelf_replay), &run_options) == 0;
+  }
   if (Status st = s->tables.map(bpf_map__fd(s->skel->maps.tables), EHELF_MAX_TABLES, "tables"); !st)
     return std::move(st).error();
   if (Status st =
@@ -712,6 +718,7 @@ Result<std::unique_ptr<KernelWalk>> KernelWalk::load(const KernelWalkOptions& op
         w.tid = c->tid;
         w.ip = c->ip;
         w.sp = c->sp;
+        w.time = c->time;
         w.stop = c->stack.stop;
         w.outside = c->outside;
         const uint32_t depth = std::min<uint32_t>(c->stack.depth, EHELF_MAX_FRAMES);
@@ -936,6 +943,20 @@ void KernelWalk::drain(const std::function<void(const KernelStack&)>& use) {
   }
 }
 
+void KernelWalk::replay_parked(bool final) {
+  State& s = *s_;
+  // (A run takes each waiting sample once: more than one only at the end, for those parked
+  // while it ran.)
+  for (int run = 0; run < (final ? 4 : 1); ++run) {
+    if (__atomic_load_n(&s.skel->bss->parked_waiting, __ATOMIC_ACQUIRE) == 0) return;
+    __atomic_store_n(&s.skel->bss->replay_round, s.skel->bss->replay_round + 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&s.skel->bss->replay_final, final ? 1u : 0u, __ATOMIC_RELEASE);
+    LIBBPF_OPTS(bpf_test_run_opts, run_options);
+    if (bpf_prog_test_run_opts(bpf_program__fd(s.skel->progs.ehelf_replay), &run_options) != 0)
+      return; // (the samples stay parked; counted as not loaded, below, at the end)
+  }
+}
+
 void KernelWalk::take_copies(const std::function<void(const CopiedWalk&)>& use) {
   s_->on_copy = use;
   ring_buffer__consume(s_->copies);
@@ -961,6 +982,9 @@ KernelWalkStats KernelWalk::stats() const {
   out.counts_full = total(EHELF_STAT_COUNTS_FULL);
   out.stacks_full = total(EHELF_STAT_STACKS_FULL);
   out.copies_lost = total(EHELF_STAT_COPIES_LOST);
+  out.parked = total(EHELF_STAT_PARKED);
+  out.park_full = total(EHELF_STAT_PARK_FULL);
+  out.replayed = total(EHELF_STAT_REPLAYED);
   out.found_interpreter = total(EHELF_STAT_INTERPRETER);
   out.found_files = total(EHELF_STAT_VMA_FILES) + out.found_interpreter;
   out.found_unknown = total(EHELF_STAT_VMA_UNKNOWN);

@@ -34,6 +34,10 @@ struct KernelWalkOptions {
   // since); true: always the kernel's, once per file a walk meets (what the fallback does,
   // for every sample: how the tests hold it to copy mode).
   bool find_mappings_only = false;
+  // A sample whose walk stops for want of a table (its process's mappings, a file's rows) waits
+  // in the kernel, its stack's first 16 KiB with it, and is walked again once they are loaded
+  // (replay_parked): false counts it as it stopped.
+  bool park = true;
   std::vector<std::string> debug_dirs; // where separate debug files are looked up first
 };
 
@@ -59,6 +63,7 @@ struct KernelStack {
 struct CopiedWalk {
   uint32_t tid = 0;
   uint64_t ip = 0, sp = 0;
+  uint64_t time = 0; // when the program began with the sample (CLOCK_MONOTONIC ns)
   std::vector<uint64_t> user;
   unsigned stop = 0;
   unsigned outside = 0; // frames stepped by following rbp from code in no mapping it knew
@@ -69,6 +74,9 @@ struct KernelWalkStats {
   std::array<uint64_t, kWalkStopCount> stops{}; // walks by why they ended
   std::array<uint64_t, 16> not_expressible{};   // STOP rows met, by NotExpressible reason
   uint64_t requests_lost = 0, counts_full = 0, stacks_full = 0, copies_lost = 0;
+  // Samples that waited in the kernel for their tables, those the queue had no room for, and
+  // those walked again and counted (of which `replay_stops` by why they ended then).
+  uint64_t parked = 0, park_full = 0, replayed = 0;
   // Mappings the kernel found itself (bpf_find_vma: a pc in none of those written here) whose
   // file had a published table, and those whose file had none yet; of the first, the
   // interpreter's found by the process's aux vector.
@@ -129,6 +137,10 @@ public:
   int requests_fd() const;
   // Polls readable when tables built off this thread are ready (serve_requests installs them).
   int built_fd() const;
+  // Walks the samples waiting for their tables again (those whose tables are loaded now are
+  // counted; the others wait on, at most 5 s), or with `final` counts them all as they end now.
+  // Nothing when none waits. Call after serve_requests.
+  void replay_parked(bool final);
   // Every stack counted since the last drain.
   void drain(const std::function<void(const KernelStack&)>& use);
   // Copy mode: the walks of samples handed to perf too, since the last call.

@@ -16,6 +16,8 @@
  *   files      a file's inode -> its table, for pcs in none of a process's mappings
  *   learned    tgid -> the mappings the program found itself (bpf_find_vma) in that process
  *   requests   (tgid, pc) of samples in a process or at an address with no table yet
+ *   parked     samples whose walk stopped for want of a table, with their stack's bytes, until
+ *              user space has loaded it (ehelf_replay walks them again)
  */
 #include <linux/bpf.h>
 #include <linux/bpf_perf_event.h>
@@ -60,6 +62,18 @@ volatile __u32 table_generation = 0;
 /* Bumped by user space whenever it writes or deletes a process's entry (ehelf_walk's
  * last_process is then read again). */
 volatile __u32 process_generation = 0;
+
+/* 1: a walk that stops for want of a table parks its sample (KernelWalkOptions::park; set by
+ * the loader once it has run ehelf_replay: a kernel that cannot run it parks nothing). */
+volatile __u32 park_samples = 0;
+/* Parked samples not counted yet (park adds, ehelf_replay takes away): user space runs the
+ * replay while there are any. */
+volatile __u64 parked_waiting = 0;
+/* Set by user space before each run of ehelf_replay: its round (a sample it puts back is marked
+ * with it, and met again ends the run), and whether to count every parked sample now, walked
+ * to its end or not (the recording's end). */
+volatile __u32 replay_round = 0;
+volatile __u32 replay_final = 0;
 
 /* The interpreter most programs name (ld.so), set by the loader before any sample (id_size 0:
  * none): learn_interpreter. */
@@ -140,8 +154,11 @@ struct {
   __type(value, struct ehelf_learned);
 } learned SEC(".maps");
 
+/* (Write-only through ehelf's descriptor, as every map that holds bytes of the sampled stacks:
+ * its window; bpf_maps.h, ehelf_parked.) */
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(map_flags, BPF_F_WRONLY);
   __uint(max_entries, 1);
   __type(key, __u32);
   __type(value, struct ehelf_walk);
@@ -225,6 +242,43 @@ struct {
   __type(value, __u64);
 } asked SEC(".maps");
 
+/* Samples waiting for their tables (bpf_maps.h: ehelf_parked), oldest first. */
+struct {
+  __uint(type, BPF_MAP_TYPE_QUEUE);
+  __uint(map_flags, BPF_F_WRONLY);
+  __uint(max_entries, EHELF_PARK_ENTRIES);
+  __type(value, struct ehelf_parked);
+} parked SEC(".maps");
+
+/* Where a sample is made ready to park, and where ehelf_replay takes one out, and its walk: apart
+ * from the sampling program's (scratch), which a sample may run in the middle of a replay on the
+ * same CPU. */
+struct parked_scratch {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(map_flags, BPF_F_WRONLY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct ehelf_parked);
+};
+struct parked_scratch park_scratch SEC(".maps");
+struct parked_scratch replay_parked SEC(".maps");
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(map_flags, BPF_F_WRONLY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct ehelf_walk);
+} replay_scratch SEC(".maps");
+
+/* Which walk a bpf_loop callback works on: the sample's (scratch) or a parked one's. */
+struct loop_ctx {
+  __u32 replaying;
+};
+static __always_inline struct ehelf_walk *walk_of(const struct loop_ctx *c) {
+  __u32 zero = 0;
+  return bpf_map_lookup_elem(c && c->replaying ? (void *)&replay_scratch : (void *)&scratch, &zero);
+}
+
 static const struct ehelf_bpf_row *row_at(__u64 index) {
   __u32 shard = (__u32)(index >> EHELF_SHARD_BITS);
   __u32 slot = (__u32)(index & (EHELF_SHARD_ROWS - 1));
@@ -291,6 +345,13 @@ __attribute__((noinline)) int refill_window(struct ehelf_walk *w, __u64 addr) {
   if (!w) return -1;
   struct ehelf_stack_window *win = &w->window;
   w->stack_reads += 1;
+  if (w->replaying) { /* the parked copy, read a word at a time (the window stays empty) */
+    __u32 zero = 0;
+    const struct ehelf_parked *p = bpf_map_lookup_elem(&replay_parked, &zero);
+    if (!p || addr < p->regs.rsp || addr - p->regs.rsp + 8 > p->length) return -14; /* EFAULT */
+    const __u64 offset = (addr - p->regs.rsp) & (EHELF_PARK_BYTES - 1);
+    return bpf_probe_read_kernel(&w->word, 8, &p->bytes[offset]);
+  }
   if (addr & 7) return bpf_probe_read_user(&w->word, 8, (const void *)addr);
   __u64 below = addr & 4095; /* 8-aligned, as addr */
   if (below > EHELF_WINDOW_BELOW) below = EHELF_WINDOW_BELOW;
@@ -575,7 +636,7 @@ __attribute__((noinline)) int learned_index(struct ehelf_walk *w, __u64 pc) {
   if (known) return (int)(known - w->learned.found);
   if (!w->learned_read) {
     w->learned_read = 1;
-    const __u64 space = current_address_space();
+    const __u64 space = w->space;
     const struct ehelf_learned *l = bpf_map_lookup_elem(&learned, &w->tgid);
     if (l && l->address_space == space) {
       w->learned = *l;
@@ -584,6 +645,10 @@ __attribute__((noinline)) int learned_index(struct ehelf_walk *w, __u64 pc) {
     } else {
       w->learned.address_space = space;
     }
+  }
+  if (w->replaying) { /* the sampled task is not the current one: nothing more to learn */
+    w->vma_deferred = 1;
+    return -1;
   }
   if (!w->known_process) {
     int slot = learn_executable(w, pc);
@@ -693,6 +758,7 @@ __attribute__((noinline)) int search_table(struct ehelf_walk *w, __u32 id, __u32
   const struct ehelf_bpf_row *found = row_at((__u64)index);
   if (!found) return EHELF_STOP_ROW_MISSING;
   w->row = *found;
+  if (w->replaying) return EHELF_STOP_OK; /* (a sample on this CPU may be writing the cache) */
   __u32 slot = row_cache_slot(id, rel);
   struct ehelf_row_cache_entry *cached = row_cache_entry(slot);
   if (cached) {
@@ -712,7 +778,7 @@ static __always_inline int find_row(struct ehelf_walk *w, __u32 id, __u64 bias, 
   const __u64 rel = lookup - bias - t->base;
   if (lookup < bias + t->base || rel > 0xffffffffull) return EHELF_STOP_NO_ENTRY;
   __u32 slot = row_cache_slot(id, (__u32)rel);
-  const struct ehelf_row_cache_entry *cached = row_cache_entry(slot);
+  const struct ehelf_row_cache_entry *cached = w->replaying ? 0 : row_cache_entry(slot);
   if (cached && cached->table == id && cached->rel == (__u32)rel &&
       cached->generation == table_generation) {
     w->row = cached->row;
@@ -859,9 +925,8 @@ static __always_inline long walk_one(struct ehelf_walk *w) {
 }
 
 /* bpf_loop's callback: one frame. */
-static long walk_frame(__u32 index, void *unused) {
-  __u32 zero = 0;
-  struct ehelf_walk *w = bpf_map_lookup_elem(&scratch, &zero);
+static long walk_frame(__u32 index, void *ctx) {
+  struct ehelf_walk *w = walk_of(ctx);
   if (!w) return 1;
   return walk_one(w);
 }
@@ -968,9 +1033,8 @@ static int user_regs(struct bpf_perf_event_data *ctx, struct ehelf_walk *w) {
  * Verifier: a callback is checked once, for any index; the loop it replaces, unrolled or not, was
  * checked chunk by chunk with each of its paths: 43% of the instructions the verifier processed
  * for the whole program, ~15 ms of every start. */
-static long store_chunk(__u32 index, void *unused) {
-  __u32 zero = 0;
-  struct ehelf_walk *w = bpf_map_lookup_elem(&scratch, &zero);
+static long store_chunk(__u32 index, void *ctx) {
+  struct ehelf_walk *w = walk_of(ctx);
   if (!w) return 1;
   const __u32 chunks = (w->depth + EHELF_STACK_CHUNK - 1) / EHELF_STACK_CHUNK;
   if (index >= chunks) return 1;
@@ -993,25 +1057,30 @@ static int store_stack(struct ehelf_walk *w) {
   w->chunk.stop = w->stop;
   w->stack_stored = 1;
   const __u32 chunks = (w->depth + EHELF_STACK_CHUNK - 1) / EHELF_STACK_CHUNK;
-  bpf_loop(chunks ? chunks : 1, store_chunk, 0, 0);
+  struct loop_ctx c = {.replaying = w->replaying};
+  bpf_loop(chunks ? chunks : 1, store_chunk, &c, 0);
   return w->stack_stored;
 }
 
-/* Counts the walk's stack; 1 when its count is new in this map (its stack must be in `stacks`),
+/* Counts the walk's stack (with the sample's kernel stack id, period and command: `comm`, or the
+ * current task's when 0); 1 when its count is new in this map (its stack must be in `stacks`),
  * 0 when it was there (its stack is, or user space has read it: it evicts only those). */
-static int count_stack(struct bpf_perf_event_data *ctx, struct ehelf_walk *w, __u32 tid) {
+static int count_stack(struct ehelf_walk *w, __u32 tid, __s32 kernel, __u64 period,
+                       const char *comm) {
   struct ehelf_count_key key = {
-      .stack = w->hash, .pid = w->tgid, .tid = tid, .kernel = -1, .space_since = w->space_since};
-  if (kernel_stacks) key.kernel = (__s32)bpf_get_stackid(ctx, &kernel_stack_traces, 0);
+      .stack = w->hash, .pid = w->tgid, .tid = tid, .kernel = kernel, .space_since = w->space_since};
   void *counts = active ? (void *)&counts1 : (void *)&counts0;
   struct ehelf_count *c = bpf_map_lookup_elem(counts, &key);
   if (c) {
     __sync_fetch_and_add(&c->samples, 1);
-    __sync_fetch_and_add(&c->period, ctx->sample_period);
+    __sync_fetch_and_add(&c->period, period);
     return 0;
   }
-  struct ehelf_count fresh = {.samples = 1, .period = ctx->sample_period};
-  bpf_get_current_comm(fresh.comm, sizeof(fresh.comm));
+  struct ehelf_count fresh = {.samples = 1, .period = period};
+  if (comm)
+    __builtin_memcpy(fresh.comm, comm, sizeof(fresh.comm));
+  else
+    bpf_get_current_comm(fresh.comm, sizeof(fresh.comm));
   if (bpf_map_update_elem(counts, &key, &fresh, BPF_NOEXIST)) {
     c = bpf_map_lookup_elem(counts, &key); /* another CPU added it first (and its stack) */
     if (!c) {
@@ -1019,9 +1088,90 @@ static int count_stack(struct bpf_perf_event_data *ctx, struct ehelf_walk *w, __
       return 0;
     }
     __sync_fetch_and_add(&c->samples, 1);
-    __sync_fetch_and_add(&c->period, ctx->sample_period);
+    __sync_fetch_and_add(&c->period, period);
     return 0;
   }
+  return 1;
+}
+
+/* The walk's stack counted (and stored when new), its stop and frames in the stats. */
+static void count_walk(struct ehelf_walk *w, __u32 tid, __s32 kernel, __u64 period,
+                       const char *comm) {
+  if (w->stop == EHELF_STOP_OK) w->stop = EHELF_STOP_DEPTH;
+  if (w->stop < EHELF_STOP_COUNT) count_stat(EHELF_STAT_STOPS + w->stop);
+  __u64 frames = w->depth;
+  __u32 frames_index = EHELF_STAT_FRAMES;
+  __u64 *n = bpf_map_lookup_elem(&stats, &frames_index);
+  if (n) *n += frames;
+  /* (Counted in the walk, added once: a count_stat per read cost the walk's step ~10%.) */
+  __u32 reads_index = EHELF_STAT_STACK_READS;
+  n = bpf_map_lookup_elem(&stats, &reads_index);
+  if (n) *n += w->stack_reads;
+  w->hash ^= (__u64)w->stop << 56;
+  w->copy.stack.depth = w->depth;
+  w->copy.stack.stop = w->stop;
+  /* Stacks stay in the map across drains (user space evicts them in bulk when it fills): a stack
+   * seen before costs a lookup, where inserting costs an allocation and a copy per chunk; one
+   * counted already since the last drain costs nothing more. The stack is in the map before
+   * user space reads the count: it reads a map 2 ms after the program stopped writing it, and a
+   * run of the program takes microseconds. */
+  if (count_stack(w, tid, kernel, period, comm)) {
+    const struct ehelf_stack_key first = {.stack = w->hash};
+    if (!bpf_map_lookup_elem(&stacks, &first) && !store_stack(w))
+      count_stat(EHELF_STAT_STACKS_FULL);
+  }
+}
+
+/* Whether the walk stopped for want of something user space loads: the process's mappings, a
+ * file's table, or a mapping made since it read them. */
+static __always_inline int waits_for_tables(__u32 stop) {
+  return stop == EHELF_STOP_NO_PROCESS || stop == EHELF_STOP_NO_TABLE_YET ||
+         stop == EHELF_STOP_NO_MAPPING;
+}
+
+/* Parks the sample `w` walked (bpf_maps.h: ehelf_parked): 1, or 0 when it cannot be (no stack
+ * readable at rsp, the queue full), to be counted as it is. */
+static int park(struct bpf_perf_event_data *ctx, struct ehelf_walk *w, __u32 tid, __u32 copy) {
+  __u32 zero = 0;
+  struct ehelf_parked *p = bpf_map_lookup_elem(&park_scratch, &zero);
+  if (!p) return 0;
+  const __u64 rsp = w->start_regs.rsp;
+  /* The stack from rsp, 16 KiB as perf copies it, or up to the stack's end: the rest of rsp's
+   * page, then page by page (a read fails whole: the stack's last page ends the copy). */
+  __u64 first = 4096 - (rsp & 4095);
+  if (first > 4096) first = 4096; /* (the verifier's bound) */
+  if (first == 0 || bpf_probe_read_user(p->bytes, (__u32)first, (const void *)rsp)) return 0;
+  __u64 length = first;
+  for (int i = 0; i < 4; i++) {
+    const __u64 at = first + (__u64)i * 4096;
+    __u64 size = EHELF_PARK_BYTES - at; /* (the last page's part up to 16 KiB from rsp) */
+    if (size > 4096) size = 4096;
+    if (at >= EHELF_PARK_BYTES || size == 0 ||
+        bpf_probe_read_user(&p->bytes[at], (__u32)size, (const void *)(rsp + at)))
+      break;
+    length = at + size;
+  }
+  struct task_struct___ehelf *task = (void *)bpf_get_current_task_btf();
+  p->regs = w->start_regs;
+  p->space = w->space;
+  p->start_code = BPF_CORE_READ(task, mm, start_code);
+  p->start_stack = BPF_CORE_READ(task, mm, start_stack);
+  p->space_since = w->space_since;
+  p->sampled_at = w->copy.time;
+  p->period = ctx->sample_period;
+  p->tgid = w->tgid;
+  p->tid = tid;
+  p->kernel = kernel_stacks ? (__s32)bpf_get_stackid(ctx, &kernel_stack_traces, 0) : -1;
+  p->copy = copy;
+  p->length = (__u32)length;
+  p->round = 0;
+  bpf_get_current_comm(p->comm, sizeof(p->comm));
+  if (bpf_map_push_elem(&parked, p, 0)) {
+    count_stat(EHELF_STAT_PARK_FULL);
+    return 0;
+  }
+  count_stat(EHELF_STAT_PARKED);
+  __sync_fetch_and_add(&parked_waiting, 1);
   return 1;
 }
 
@@ -1042,14 +1192,23 @@ int ehelf_sample(struct bpf_perf_event_data *ctx) {
   w->window.length = 0; /* another thread's stack, or this one's changed */
   w->stack_reads = 0;
   w->space_since = 0;
+  w->replaying = 0;
+  w->copy.time = bpf_ktime_get_ns();
   count_stat(EHELF_STAT_SAMPLES);
+  __u32 copy = 0;
+  if (copy_every && w->tgid != 0) {
+    __u64 *seen = bpf_map_lookup_elem(&stats, &zero);
+    copy = seen && *seen % copy_every == 0;
+  }
   if (w->tgid != 0 && user_regs(ctx, w) == 0) {
     w->copy.ip = w->regs.rip;
     w->copy.sp = w->regs.rsp;
+    w->start_regs = w->regs;
     /* The process's entry: the one this CPU used last while user space has changed no entry
      * since (a CPU mostly samples one process after another: no hash lookup), else the map's. */
     const __u32 generation = process_generation;
     const __u64 space = current_address_space();
+    w->space = space;
     w->space_since = space_since(w, space, (ctx->regs.cs & 3) == 3);
     int present = 0;
     if (!find_mappings_only && w->last_process.valid && w->last_process.tgid == w->tgid &&
@@ -1093,45 +1252,108 @@ int ehelf_sample(struct bpf_perf_event_data *ctx) {
     w->last_mapping = w->first_mapping;
     /* A process user space has not read (since its exec) is walked through the files the
      * kernel says its pcs are in, as far as user space has their tables. */
-    bpf_loop(EHELF_MAX_FRAMES, walk_frame, 0, 0);
+    struct loop_ctx c = {.replaying = 0};
+    bpf_loop(EHELF_MAX_FRAMES, walk_frame, &c, 0);
     if (!present && !find_mappings_only) request(w->tgid, w->regs.rip, EHELF_STOP_NO_PROCESS);
     /* What this walk found, for the process's next ones (another CPU's walk may write its own
      * at the same time: one of the two is kept, the other found again). */
     if (w->learned_added) bpf_map_update_elem(&learned, &w->tgid, &w->learned, BPF_ANY);
+    /* A walk that waits for user space waits in the kernel, counted when walked again. (In
+     * copy mode perf has its stack copy now: its walk reaches `copies` then.) */
+    if (park_samples && waits_for_tables(w->stop) && park(ctx, w, tid, copy)) return copy;
   } else {
     w->copy.ip = w->copy.sp = 0;
     w->stop = EHELF_STOP_END; /* a kernel thread: no user stack */
   }
-  if (w->stop == EHELF_STOP_OK) w->stop = EHELF_STOP_DEPTH;
-  if (w->stop < EHELF_STOP_COUNT) count_stat(EHELF_STAT_STOPS + w->stop);
-  __u64 frames = w->depth;
-  __u32 frames_index = EHELF_STAT_FRAMES;
-  __u64 *n = bpf_map_lookup_elem(&stats, &frames_index);
-  if (n) *n += frames;
-  /* (Counted in the walk, added once: a count_stat per read cost the walk's step ~10%.) */
-  __u32 reads_index = EHELF_STAT_STACK_READS;
-  n = bpf_map_lookup_elem(&stats, &reads_index);
-  if (n) *n += w->stack_reads;
-  w->hash ^= (__u64)w->stop << 56;
-  w->copy.stack.depth = w->depth;
-  w->copy.stack.stop = w->stop;
-  /* Stacks stay in the map across drains (user space evicts them in bulk when it fills): a stack
-   * seen before costs a lookup, where inserting costs an allocation and a copy per chunk; one
-   * counted already since the last drain costs nothing more. The stack is in the map before
-   * user space reads the count: it reads a map 2 ms after the program stopped writing it, and a
-   * run of the program takes microseconds. */
-  if (count_stack(ctx, w, tid)) {
-    const struct ehelf_stack_key first = {.stack = w->hash};
-    if (!bpf_map_lookup_elem(&stacks, &first) && !store_stack(w))
-      count_stat(EHELF_STAT_STACKS_FULL);
-  }
-  if (copy_every && w->tgid != 0) {
-    __u64 *seen = bpf_map_lookup_elem(&stats, &zero);
-    if (seen && *seen % copy_every == 0) {
-      w->copy.tid = tid;
-      if (bpf_ringbuf_output(&copies, &w->copy, sizeof(w->copy), 0) == 0) return 1;
-      count_stat(EHELF_STAT_COPIES_LOST);
-    }
+  count_walk(w, tid, kernel_stacks ? (__s32)bpf_get_stackid(ctx, &kernel_stack_traces, 0) : -1,
+             ctx->sample_period, 0);
+  if (copy) {
+    w->copy.tid = tid;
+    if (bpf_ringbuf_output(&copies, &w->copy, sizeof(w->copy), 0) == 0) return 1;
+    count_stat(EHELF_STAT_COPIES_LOST);
   }
   return 0; /* the sample goes no further: no stack bytes, no record */
+}
+
+/* How long a parked sample waits for its tables at most (a file of millions of rows builds in
+ * under a second, a process's maps are read in milliseconds): then it is counted as walked. */
+#define EHELF_PARK_PATIENCE_NS 5000000000ull
+
+/* The parked sample `p`, walked again into `w` as ehelf_sample walks a sample, but from its
+ * parked registers and stack, with the process's entry for the address space it was sampled
+ * in (the current task is user space's). */
+static void walk_parked(struct ehelf_walk *w, const struct ehelf_parked *p) {
+  w->tgid = p->tgid;
+  w->depth = 0;
+  w->copy.outside = 0;
+  w->stop = EHELF_STOP_OK;
+  w->hash = 0xcbf29ce484222325ull;
+  w->signal = 0;
+  w->window.length = 0;
+  w->stack_reads = 0;
+  w->space_since = p->space_since;
+  w->replaying = 1;
+  w->space = p->space;
+  w->regs = p->regs;
+  w->start_regs = p->regs;
+  w->copy.ip = p->regs.rip;
+  w->copy.sp = p->regs.rsp;
+  w->copy.time = p->sampled_at;
+  const struct ehelf_process *e = bpf_map_lookup_elem(&processes, &w->tgid);
+  /* The entry is the sample's when the program took it in that address space, or, not taken
+   * yet, when it was read in one whose code and stack begin where the sample's did (for an
+   * entry copied at a fork too: a child that had exec'd has them elsewhere). */
+  int present = 0;
+  if (e && !find_mappings_only) {
+    if (e->address_space != 0)
+      present = e->address_space == p->space;
+    else if (e->start_code != 0)
+      present = e->start_code == p->start_code && e->start_stack == p->start_stack;
+    else
+      present = !e->inherited;
+  }
+  w->known_process = present;
+  w->first_mapping = present ? e->first_mapping : 0;
+  w->mapping_count = present ? e->mapping_count : 0;
+  w->last_mapping = w->first_mapping;
+  w->learned.count = 0;
+  w->learned.next = 0;
+  w->learned_read = w->vma_asked = w->learned_added = w->vma_deferred = 0;
+  struct loop_ctx c = {.replaying = 1};
+  bpf_loop(EHELF_MAX_FRAMES, walk_frame, &c, 0);
+}
+
+/* bpf_loop's callback for ehelf_replay: the next parked sample walked again, and counted, or put
+ * back while what it waits for is not loaded yet. 1 (the run ends) when the queue is empty, or
+ * its next sample was put back in this round already. */
+static long replay_one(__u32 index, void *unused) {
+  __u32 zero = 0;
+  struct ehelf_parked *p = bpf_map_lookup_elem(&replay_parked, &zero);
+  struct ehelf_walk *w = bpf_map_lookup_elem(&replay_scratch, &zero);
+  if (!p || !w || bpf_map_pop_elem(&parked, p)) return 1;
+  const __u32 round = replay_round;
+  if (p->round == round && !replay_final && bpf_map_push_elem(&parked, p, 0) == 0) return 1;
+  walk_parked(w, p);
+  if (waits_for_tables(w->stop) && !replay_final &&
+      bpf_ktime_get_ns() - p->sampled_at < EHELF_PARK_PATIENCE_NS) {
+    p->round = round;
+    if (bpf_map_push_elem(&parked, p, 0) == 0) return 0;
+  }
+  /* (Counted as walked now, also when it could not be put back.) */
+  count_walk(w, p->tid, p->kernel, p->period, p->comm);
+  count_stat(EHELF_STAT_REPLAYED);
+  __sync_fetch_and_sub(&parked_waiting, 1);
+  if (p->copy) {
+    w->copy.tid = p->tid;
+    if (bpf_ringbuf_output(&copies, &w->copy, sizeof(w->copy), 0)) count_stat(EHELF_STAT_COPIES_LOST);
+  }
+  return 0;
+}
+
+/* The parked samples walked again, run by user space (BPF_PROG_TEST_RUN) once it has loaded
+ * tables or processes they may wait for; never attached. */
+SEC("raw_tp")
+int ehelf_replay(void *ctx) {
+  bpf_loop(EHELF_PARK_ENTRIES, replay_one, 0, 0);
+  return 0;
 }

@@ -38,6 +38,7 @@ struct Options {
   std::string unwind = "auto";
   uint32_t copy_every = 0;
   std::string kernel_mappings = "read";
+  bool no_kernel_park = false;
   double interval = 0;
   std::string title;
   size_t top = 10;
@@ -79,6 +80,7 @@ int run_record(const Options& o) {
                                    : record::UnwindMode::Auto;
   ro.kernel_copy_every = o.copy_every;
   ro.kernel_find_mappings = o.kernel_mappings == "found";
+  ro.kernel_park = !o.no_kernel_park;
   ro.pids = o.pids;
   ro.tids = o.tids;
   const int targets = int(!ro.command.empty()) + int(!ro.pids.empty()) + int(!ro.tids.empty()) +
@@ -255,6 +257,10 @@ void register_record(CLI::App& app) {
                   "outside them, as between an exec and that read) or found (always the "
                   "kernel's, once per file in each walk: slower; the fallback, for every sample)")
       ->check(CLI::IsMember({"read", "found"}));
+  cmd->add_flag("--no-kernel-park", opt->no_kernel_park,
+                "Kernel mode: count a sample whose tables are not loaded yet as it stopped, "
+                "instead of keeping it in the kernel (with 16 KiB of its stack, never handed "
+                "out; ~20 MiB in all) and walking it again once they are");
   add_debug_dir_option(cmd, opt->debug_dirs);
   cmd->add_flag("-r,--raw", opt->raw, "Do not demangle C++ names");
   cmd->add_flag("--pid-roots", opt->with_pid, "folded/svg: one root per process (comm-PID)");

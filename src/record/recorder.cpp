@@ -272,25 +272,76 @@ public:
   }
 
   // A sample perf got with its stack copy (copy mode), walked here: compared with the kernel's
-  // walk of it, not counted (the kernel counted it). Each thread's copies come in the order of
-  // its samples, so the first copy of the thread from the same registers is this sample's
-  // (copies skipped on the way belong to samples perf lost).
+  // walk of it, not counted (the kernel counted it). The kernel's walk of the sample is the
+  // thread's copy from the same registers timed nearest it (microseconds apart: perf times the
+  // sample, then the program begins): most come before perf's sample is read, one that waited in
+  // the kernel for its tables (parked) after it, when it was walked again; perf's sample then waits
+  // here for it. (Copies whose sample perf lost, and samples whose copy the kernel lost, are
+  // counted unmatched when too many wait, and at the end.)
   void compare(const perf::Record& r, const perf::RawStack& raw) {
-    walk_.take_copies([&](const bpf::CopiedWalk& c) { waiting_[c.tid].push_back(c); });
+    take_copies();
     const auto& s = std::get<perf::SampleRecord>(r.body);
     uint64_t ip = 0, sp = 0;
     s.reg(perf::perf_reg::kIp, ip);
     s.reg(perf::perf_reg::kSp, sp);
     std::deque<bpf::CopiedWalk>& mine = waiting_[s.tid];
-    auto it = std::find_if(mine.begin(), mine.end(),
-                           [&](const bpf::CopiedWalk& c) { return c.ip == ip && c.sp == sp; });
+    auto it = nearest(mine, ip, sp, r.time, [](const bpf::CopiedWalk& c) { return c.time; });
     if (it == mine.end()) {
-      ++copies_.unmatched;
+      std::deque<UserWalk>& walks = unpaired_[s.tid];
+      walks.push_back({ip, sp, r.time, raw.user, raw.stop});
+      if (walks.size() > kMaxWaiting) {
+        walks.pop_front();
+        ++copies_.unmatched;
+      }
       return;
     }
-    copies_.unmatched += uint64_t(it - mine.begin());
     const bpf::CopiedWalk k = std::move(*it);
-    mine.erase(mine.begin(), it + 1);
+    mine.erase(it);
+    judge(s.tid, k, raw.user, raw.stop);
+  }
+
+  // The kernel's walks of copied samples since the last call: each judged against perf's
+  // sample waiting for it, or left to wait for that sample.
+  void take_copies() {
+    walk_.take_copies([&](const bpf::CopiedWalk& c) {
+      std::deque<UserWalk>& walks = unpaired_[c.tid];
+      auto it = nearest(walks, c.ip, c.sp, c.time, [](const UserWalk& u) { return u.time; });
+      if (it == walks.end()) {
+        std::deque<bpf::CopiedWalk>& mine = waiting_[c.tid];
+        mine.push_back(c);
+        if (mine.size() > kMaxWaiting) { // (copies whose perf sample never came: lost)
+          mine.pop_front();
+          ++copies_.unmatched;
+        }
+        return;
+      }
+      const UserWalk u = std::move(*it);
+      walks.erase(it);
+      judge(c.tid, c, u.user, u.stop);
+    });
+  }
+
+  // The recording ends: the next step counts every parked sample (the events are disabled).
+  void ending() { ending_ = true; }
+
+  // After the last step: whatever waits for its other half now never gets it.
+  void unmatched_at_end() {
+    take_copies();
+    for (const auto& [tid, copies] : waiting_)
+      copies_.unmatched += copies.size();
+    for (const auto& [tid, walks] : unpaired_)
+      copies_.unmatched += walks.size();
+    waiting_.clear();
+    unpaired_.clear();
+  }
+
+  // The kernel's walk `k` of a sample against this walk of its stack copy.
+  void judge(uint32_t tid, const bpf::CopiedWalk& k, const std::vector<uint64_t>& user,
+             StopReason user_stop) {
+    struct {
+      const std::vector<uint64_t>& user;
+      StopReason stop;
+    } raw{user, user_stop};
     ++copies_.compared;
     if (k.user == raw.user) {
       ++copies_.identical;
@@ -320,7 +371,7 @@ public:
         copies_.examples.push_back(
             fmt::format("tid {}: kernel {} frames ({}), user {} frames ({}), first difference at "
                         "frame {}: kernel {}, user {}",
-                        s.tid, k.user.size(), bpf::walk_stop_name(k.stop), raw.user.size(),
+                        tid, k.user.size(), bpf::walk_stop_name(k.stop), raw.user.size(),
                         stop_reason_name(raw.stop), same, at(k.user), at(raw.user)));
       }
     }
@@ -343,6 +394,14 @@ public:
     dirty_.clear();
     gone_.clear();
     walk_.serve_requests();
+    // Samples parked for tables loaded since are walked now (at most every 20 ms: each run walks
+    // every parked sample again), all of them at the end.
+    const auto replay_time = std::chrono::steady_clock::now();
+    if (everything || replay_time - last_replay_ >= std::chrono::milliseconds(20)) {
+      last_replay_ = replay_time;
+      walk_.replay_parked(ending_);
+      take_copies();
+    }
     const auto drain_time = std::chrono::steady_clock::now();
     if (!everything && drain_time - last_drain_ < std::chrono::milliseconds(100)) return;
     last_drain_ = drain_time;
@@ -375,12 +434,6 @@ public:
     for (const bpf::KernelStack& k : waiting)
       add(k);
     walk_.drain(add);
-    // Copies whose perf sample never came (lost from the ring) are not kept forever.
-    for (auto& [tid, copies] : waiting_)
-      while (copies.size() > 4096) {
-        copies.pop_front();
-        ++copies_.unmatched;
-      }
   }
 
   // The rings are about to be read: what the side band holds up to now is read next.
@@ -401,8 +454,41 @@ private:
   Profile& profile_;
   CopyComparison& copies_;
   std::vector<uint32_t> dirty_, gone_;
-  std::vector<std::pair<uint32_t, uint32_t>> forks_;                  // (parent, child)
+  std::vector<std::pair<uint32_t, uint32_t>> forks_; // (parent, child)
+  // A copied sample's walk here, waiting for the kernel's (parked: walked again later).
+  struct UserWalk {
+    uint64_t ip = 0, sp = 0;
+    uint64_t time = 0; // perf's time of the sample
+    std::vector<uint64_t> user;
+    StopReason stop = StopReason::None;
+  };
+  // perf's time of a sample and the program's are this close at most (measured: ~5 us, perf's
+  // first; a thread's samples at 4 kHz are 250 us apart and more).
+  static constexpr uint64_t kPairWindow = 1000000; // ns
+  // The entry of `halves` from registers (ip, sp) that is the other half of the sample timed
+  // `time`: the nearest in time, within kPairWindow (`time_of` gives an entry's); end() if none.
+  template <typename Halves, typename TimeOf>
+  static typename Halves::iterator nearest(Halves& halves, uint64_t ip, uint64_t sp, uint64_t time,
+                                           TimeOf time_of) {
+    auto best = halves.end();
+    uint64_t best_gap = kPairWindow + 1;
+    for (auto it = halves.begin(); it != halves.end(); ++it) {
+      if (it->ip != ip || it->sp != sp) continue;
+      const uint64_t t = time_of(*it), gap = t > time ? t - time : time - t;
+      if (gap < best_gap) {
+        best_gap = gap;
+        best = it;
+      }
+    }
+    return best;
+  }
+  // Halves waiting for their other half, per thread: more than this and the oldest is dropped
+  // (its other half was lost). The kernel parks at most EHELF_PARK_ENTRIES samples.
+  static constexpr size_t kMaxWaiting = 4096;
   std::unordered_map<uint32_t, std::deque<bpf::CopiedWalk>> waiting_; // by thread, in order
+  std::unordered_map<uint32_t, std::deque<UserWalk>> unpaired_;       // by thread, in order
+  std::chrono::steady_clock::time_point last_replay_{};
+  bool ending_ = false;
   perf::RawStack raw_;
   std::chrono::steady_clock::time_point last_drain_{};
   uint64_t rings_read_at_ = 0;
@@ -518,6 +604,7 @@ Result<Sampling> open_sampling(const RecordOptions& o, const Target& target) {
       ko.kernel_stacks = o.sampling.kernel;
       ko.copy_every = o.kernel_copy_every;
       ko.find_mappings_only = o.kernel_find_mappings;
+      ko.park = o.kernel_park;
       ko.debug_dirs = o.debug_dirs;
       loading = std::async(std::launch::async, [ko] { return bpf::KernelWalk::load(ko); });
     }
@@ -737,7 +824,9 @@ Result<Recording> record(const RecordOptions& o, const std::atomic<int>* stop_re
   }
   rec.seconds = std::chrono::duration<double>(Clock::now() - interval_start).count();
   events.disable();
+  if (kernel_side) kernel_side->ending();
   drain(/*everything=*/true);
+  if (kernel_side) kernel_side->unmatched_at_end();
   // Stopped early: the command ends as under perf record.
   if (command.running()) rec.exit_status = command.terminate(stop_requests);
   rec.ring_records = drain.records();
@@ -783,6 +872,10 @@ std::string kernel_walk_summary(const Recording& rec) {
                        "of files with a table ({} the interpreter's, by its aux vector entry), {} "
                        "of files without one yet\n",
                        k.found_files, k.found_interpreter, k.found_unknown);
+  if (k.parked || k.park_full)
+    out += fmt::format("  samples that waited in the kernel for their tables: {} (walked again "
+                       "once loaded; {} not kept: the queue was full)\n",
+                       k.parked, k.park_full);
   const uint64_t lost = k.requests_lost + k.counts_full + k.stacks_full + k.copies_lost;
   if (lost)
     out += fmt::format("  dropped: {} requests, {} counts, {} stacks, {} copies (maps full)\n",

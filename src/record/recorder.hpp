@@ -72,6 +72,7 @@ struct RecordOptions {
   std::function<Status(struct Recording&, unsigned index)> on_interval;
   uint32_t kernel_copy_every = 0;    // kernel mode: also copy every Nth sample's stack (copy mode)
   bool kernel_find_mappings = false; // kernel mode: KernelWalkOptions::find_mappings_only
+  bool kernel_park = true;           // kernel mode: KernelWalkOptions::park
   // Told at once what was given up to start (EventSet::note: kernel frames, ring size, the rate).
   std::function<void(const std::string&)> on_note;
 };

@@ -26,7 +26,7 @@ fi
 
 count() { grep -E "$2" "$1" | awk '{ n += $NF } END { print n + 0 }'; }
 total() { awk '{ n += $NF } END { print n + 0 }' "$1"; }
-ours() { bpftool prog list 2> /dev/null | grep -c ehelf_sample; }
+ours() { bpftool prog list 2> /dev/null | grep -cE 'ehelf_(sample|replay)'; }
 
 # copy_check NAME ERR: copy mode's line in a summary: no sample differs but by a known category,
 # those walked before their tables were loaded at most 10% (a process's first milliseconds, a
@@ -457,6 +457,49 @@ else
   bad "could not build the library without tables"
 fi
 
+# ---- samples parked in the kernel until their tables are loaded ----
+# A library with a large table (420,000 rows: ~0.1 s to build, more beside other tests),
+# dlopen'd while the walk runs and spun in at once: its first samples' walks stop for want of
+# its table. They wait in the kernel (with their stack's first 16 KiB, never handed out) and are
+# walked again once it is loaded: none differs from the user-space walk for "not loaded yet",
+# and all reach main. --no-kernel-park counts them as they stopped (the check's own check).
+python3 - << 'EOF' > big.s
+print('\t.section .note.GNU-stack,"",@progbits\n\t.text')
+for i in range(60000):
+    print(f"\t.p2align 4\nbig_f{i}:\n\t.cfi_startproc\n\tpush %rbp\n\t.cfi_adjust_cfa_offset 8\n"
+          "\t.cfi_offset %rbp, -16\n\tpush %rbx\n\t.cfi_adjust_cfa_offset 8\n\tpush %r12\n"
+          "\t.cfi_adjust_cfa_offset 8\n\tpop %r12\n\t.cfi_adjust_cfa_offset -8\n\tpop %rbx\n"
+          "\t.cfi_adjust_cfa_offset -8\n\tpop %rbp\n\t.cfi_adjust_cfa_offset -8\n\tret\n"
+          "\t.cfi_endproc")
+EOF
+sed -e 's/notab_/big_/g' notab.c > bigspin.c
+sed -e 's/notab_spin/big_spin/; s/spin(1.0)/spin(0.6)/' notab_main.c > big_main.c
+if gcc -O1 -shared -fPIC -o libbig.so big.s bigspin.c && gcc -O1 -o big_main big_main.c -ldl; then
+  for park in park no-park; do
+    flag=""
+    [ "$park" = no-park ] && flag=--no-kernel-park
+    # shellcheck disable=SC2086
+    "$ehelf" record --unwind kernel --kernel-copy-every 2 $flag -o "big-$park.folded" -- \
+      ./big_main "$work/libbig.so" > /dev/null 2> "big-$park.err" ||
+      bad "record big ($park): $(cat "big-$park.err")"
+  done
+  waited=$(grep -oE 'waited in the kernel for their tables: [0-9]+' big-park.err | grep -oE '[0-9]+$')
+  line=$(grep -E 'copy mode: ' big-park.err)
+  not_loaded=$(grep -oE '[0-9]+ not loaded yet' <<<"$line" | cut -d' ' -f1)
+  through=$(count big-park.folded ';main;big_spin;big_inner( |;)')
+  inner=$(count big-park.folded 'big_inner( |;)')
+  [ "${waited:-0}" -ge 10 ] && [ "${not_loaded:-1}" -eq 0 ] && grep -q ' 0 other' <<<"$line" &&
+    [ "$inner" -ge 50 ] && [ $((through * 100)) -ge $((inner * 98)) ] &&
+    ok "parked: ${waited} samples waited for libbig.so's table, $through of $inner through to main; $line" ||
+    bad "parked: ${waited:-none} waited, $through of $inner through to main; $line $(grep -A3 'copy mode' big-park.err | tail -3)"
+  unparked=$(grep -oE '[0-9]+ not loaded yet' big-no-park.err | cut -d' ' -f1)
+  [ "${unparked:-0}" -ge 5 ] && ! grep -q 'waited in the kernel' big-no-park.err &&
+    ok "--no-kernel-park: $unparked compared samples not loaded yet" ||
+    bad "--no-kernel-park: ${unparked:-none} not loaded yet: $(grep -E 'copy mode|waited' big-no-park.err)"
+else
+  bad "could not build the library with a large table"
+fi
+
 # ---- -p, and nothing of ours left in the kernel, after a SIGKILL too ----
 [ "$(ours)" -eq 0 ] && ok "no program of ours loaded after the runs" || bad "programs left: $(bpftool prog list | grep -A2 ehelf_sample)"
 "$target" wait > wait.out &
@@ -492,9 +535,9 @@ for _ in $(seq 100); do [ "$(ours)" -eq 0 ] && break; sleep 0.05; done
 [ "$(ours)" -eq 0 ] && ok "after SIGKILL: no program of ours stays loaded" ||
   bad "after SIGKILL: $(bpftool prog list | grep -A2 ehelf_sample)"
 # (The kernel frees a program's maps a moment after the program.)
-for _ in $(seq 100); do grep -qE 'ehelf|counts0|row_shards' <<<"$(bpftool map list 2> /dev/null)" || break; sleep 0.05; done
-grep -qE 'ehelf|counts0|row_shards' <<<"$(bpftool map list 2> /dev/null)" &&
-  bad "maps left: $(bpftool map list | grep -E 'ehelf|counts0|row_shards')" || ok "no map of ours stays"
+for _ in $(seq 100); do grep -qE 'ehelf|counts0|row_shards|parked|replay_scr' <<<"$(bpftool map list 2> /dev/null)" || break; sleep 0.05; done
+grep -qE 'ehelf|counts0|row_shards|parked|replay_scr' <<<"$(bpftool map list 2> /dev/null)" &&
+  bad "maps left: $(bpftool map list | grep -E 'ehelf|counts0|row_shards|parked|replay_scr')" || ok "no map of ours stays"
 kill -0 "$waiter" 2> /dev/null && ok "the process recorded is left running" || bad "the process recorded died"
 kill "$waiter"
 
