@@ -168,6 +168,7 @@ struct KernelWalk::State {
   uint64_t chunks_in_map = 0;                 // of those
   std::unordered_set<uint32_t> pending;       // processes asked for by the program
   std::function<void(const CopiedWalk&)> on_copy;
+  uint64_t replayed_generations = ~uint64_t(0); // table and process generations at the last replay
   uint64_t requests_answered = 0, bytes_read = 0;
   uint64_t next_build = 1;
   // Declared last: destroyed first, its thread stopped before what it reports to goes.
@@ -945,6 +946,14 @@ void KernelWalk::drain(const std::function<void(const KernelStack&)>& use) {
 
 void KernelWalk::replay_parked(bool final) {
   State& s = *s_;
+  // Only when a table or a process was published or withdrawn since the last run: what the
+  // waiting samples wait for. (A sample waiting longer than the program's patience is counted at
+  // the next run, or at the end.)
+  const uint64_t generations =
+      uint64_t(__atomic_load_n(&s.skel->bss->table_generation, __ATOMIC_ACQUIRE)) << 32 |
+      __atomic_load_n(&s.skel->bss->process_generation, __ATOMIC_ACQUIRE);
+  if (!final && generations == s.replayed_generations) return;
+  s.replayed_generations = generations;
   // (A run takes each waiting sample once: more than one only at the end, for those parked
   // while it ran.)
   for (int run = 0; run < (final ? 4 : 1); ++run) {
@@ -1013,6 +1022,12 @@ KernelWalkStats KernelWalk::stats() const {
   if (bpf_obj_get_info_by_fd(bpf_program__fd(s.skel->progs.ehelf_sample), &info, &info_size) == 0) {
     out.runs = info.run_cnt;
     out.run_time_ns = info.run_time_ns;
+  }
+  info = {};
+  info_size = sizeof(info);
+  if (bpf_obj_get_info_by_fd(bpf_program__fd(s.skel->progs.ehelf_replay), &info, &info_size) == 0) {
+    out.replay_runs = info.run_cnt;
+    out.replay_time_ns = info.run_time_ns;
   }
   return out;
 }

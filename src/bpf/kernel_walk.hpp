@@ -92,6 +92,7 @@ struct KernelWalkStats {
   // The program's runs and their time, as the kernel counts them while
   // /proc/sys/kernel/bpf_stats_enabled is 1 (0 otherwise).
   uint64_t runs = 0, run_time_ns = 0;
+  uint64_t replay_runs = 0, replay_time_ns = 0; // ... and of the replay of parked samples
 };
 
 // Why this process cannot load the walk (empty: it can): root, or CAP_BPF with CAP_PERFMON.

@@ -752,7 +752,7 @@ __attribute__((noinline)) int search_table(struct ehelf_walk *w, __u32 id, __u32
   if (!w) return EHELF_STOP_NO_TABLE_YET;
   const struct ehelf_table *t = bpf_map_lookup_elem(&tables, &id);
   if (!t || t->rows.row_count == 0) return EHELF_STOP_NO_TABLE_YET;
-  count_stat(EHELF_STAT_ROW_MISSES);
+  if (!w->replaying) count_stat(EHELF_STAT_ROW_MISSES); /* (the cache's misses only) */
   const __s64 index = ehelf_bpf_find_row(0, &t->rows, rel);
   if (index < 0) return EHELF_STOP_NO_ENTRY;
   const struct ehelf_bpf_row *found = row_at((__u64)index);
@@ -1103,10 +1103,11 @@ static void count_walk(struct ehelf_walk *w, __u32 tid, __s32 kernel, __u64 peri
   __u32 frames_index = EHELF_STAT_FRAMES;
   __u64 *n = bpf_map_lookup_elem(&stats, &frames_index);
   if (n) *n += frames;
-  /* (Counted in the walk, added once: a count_stat per read cost the walk's step ~10%.) */
+  /* (Counted in the walk, added once: a count_stat per read cost the walk's step ~10%. A
+   * replay's reads are of the parked copy, not of the stack.) */
   __u32 reads_index = EHELF_STAT_STACK_READS;
   n = bpf_map_lookup_elem(&stats, &reads_index);
-  if (n) *n += w->stack_reads;
+  if (n && !w->replaying) *n += w->stack_reads;
   w->hash ^= (__u64)w->stop << 56;
   w->copy.stack.depth = w->depth;
   w->copy.stack.stop = w->stop;

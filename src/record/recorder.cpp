@@ -888,6 +888,9 @@ std::string kernel_walk_summary(const Recording& rec) {
     out += fmt::format("  BPF program: {} runs, {:.0f} ns each ({:.1f} ns per frame)\n", k.runs,
                        double(k.run_time_ns) / double(k.runs),
                        k.frames ? double(k.run_time_ns) / double(k.frames) : 0.0);
+  if (k.replay_runs && k.replay_time_ns)
+    out += fmt::format("  parked samples' replay: {} runs, {:.2f} ms in all\n", k.replay_runs,
+                       double(k.replay_time_ns) / 1e6);
   if (k.frames)
     out +=
         fmt::format("  rows found in the program's row cache: {:.1f}% of frames; stack reads: "
