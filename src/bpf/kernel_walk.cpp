@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/perf_event.h>
+#include <poll.h>
 #include <sys/auxv.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -15,10 +16,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <map>
 #include <set>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -141,6 +144,9 @@ std::optional<FileKey> file_key_of(const std::string& path) {
   return key;
 }
 
+// The BTF libbpf resolves the program's CO-RE relocations against (defined below).
+int core_btf_memfd();
+
 } // namespace
 
 struct KernelWalk::State {
@@ -169,12 +175,25 @@ struct KernelWalk::State {
   std::unordered_set<uint32_t> pending;       // processes asked for by the program
   std::function<void(const CopiedWalk&)> on_copy;
   uint64_t replayed_generations = ~uint64_t(0); // table and process generations at the last replay
+  // Processes gone while samples were parked, and since when (forget).
+  std::vector<std::pair<uint32_t, std::chrono::steady_clock::time_point>> exited;
+  // The replay of parked samples (unwind.bpf.c: ehelf_replay), a second copy of the object that
+  // shares the first's maps and loads that program alone, off this thread, when a sample is first
+  // parked: its verification (~35 ms, as long as the sampling program's) is not every run's
+  // start-up, and a run that parks nothing never pays it.
+  enum ReplayState { kReplayNone, kReplayLoading, kReplayReady, kReplayFailed };
+  ehelf_unwind* replay_skel = nullptr;
+  std::thread replay_loader;
+  std::atomic<int> replay_state{kReplayNone};
+  std::string replay_error; // written by the loader before kReplayFailed
   uint64_t requests_answered = 0, bytes_read = 0;
   uint64_t next_build = 1;
   // Declared last: destroyed first, its thread stopped before what it reports to goes.
   TableBuilder builder;
 
   ~State() {
+    if (replay_loader.joinable()) replay_loader.join();
+    if (replay_skel) ehelf_unwind__destroy(replay_skel);
     for (int l : links)
       ::close(l);
     if (requests) ring_buffer__free(requests);
@@ -182,6 +201,43 @@ struct KernelWalk::State {
     for (auto& s : shards)
       if (s->fd >= 0) ::close(s->fd);
     if (skel) ehelf_unwind__destroy(skel);
+  }
+
+  // The replay program loaded into replay_skel (on replay_loader's thread).
+  void load_replay() {
+    auto fail = [&](const std::string& why) {
+      replay_error = why;
+      replay_state.store(kReplayFailed, std::memory_order_release);
+    };
+    const int core_fd = core_btf_memfd();
+    const std::string core_path = core_fd >= 0 ? fmt::format("/proc/self/fd/{}", core_fd) : "";
+    LIBBPF_OPTS(bpf_object_open_opts, open_options);
+    if (core_fd >= 0) open_options.btf_custom_path = core_path.c_str();
+    ehelf_unwind* r = ehelf_unwind__open_opts(&open_options);
+    if (!r) {
+      if (core_fd >= 0) ::close(core_fd);
+      return fail(fmt::format("cannot open it: {}", std::strerror(errno)));
+    }
+    *r->rodata = *skel->rodata; // (the maps' are the first object's: these are what it verifies)
+    bpf_map* map = nullptr;
+    bpf_object__for_each_map(map, r->obj) {
+      const bpf_map* theirs = bpf_object__find_map_by_name(skel->obj, bpf_map__name(map));
+      if (!theirs || bpf_map__reuse_fd(map, bpf_map__fd(theirs)) != 0) {
+        if (core_fd >= 0) ::close(core_fd);
+        ehelf_unwind__destroy(r);
+        return fail(fmt::format("cannot share map {}", bpf_map__name(map)));
+      }
+    }
+    bpf_program__set_autoload(r->progs.ehelf_sample, false);
+    const int loaded = ehelf_unwind__load(r);
+    const int load_errno = errno;
+    if (core_fd >= 0) ::close(core_fd);
+    if (loaded != 0) {
+      ehelf_unwind__destroy(r);
+      return fail(fmt::format("the kernel refused it: {}", std::strerror(load_errno)));
+    }
+    replay_skel = r;
+    replay_state.store(kReplayReady, std::memory_order_release);
   }
 
   Status add_shard() {
@@ -449,10 +505,12 @@ struct KernelWalk::State {
     bpf_map_delete_elem(bpf_map__fd(skel->maps.asked), &pid);
     const std::optional<ProcAddressSpace> space = proc_address_space(int(pid));
     auto maps = read_proc_maps(int(pid), /*executable_only=*/true);
-    if (!maps) { // gone
+    if (!maps || (maps->empty() && (!space || space->start_code == 0))) { // gone, or a zombie
       forget(pid);
       return;
     }
+    // (A process of a pid that was gone: another one.)
+    std::erase_if(exited, [&](const auto& e) { return e.first == pid; });
     // An exec under way: the address space changed while its maps were read, its code is not
     // all mapped yet (an exec sets start_code once it is: the maps then lack ld.so), or they show
     // no file mapped in a process that has code (the maps of an address space being replaced
@@ -575,7 +633,31 @@ struct KernelWalk::State {
     processes.emplace(child, std::move(p));
   }
 
+  // A process gone (exited, or its maps unreadable): forgotten, or while samples are parked
+  // (which may be its, waiting for a table it maps) kept until none is, at most 5 s
+  // (drop_exited).
   void forget(uint32_t pid) {
+    if (__atomic_load_n(&skel->bss->parked_waiting, __ATOMIC_ACQUIRE) > 0) {
+      if (std::none_of(exited.begin(), exited.end(), [&](const auto& e) { return e.first == pid; }))
+        exited.emplace_back(pid, std::chrono::steady_clock::now());
+      return;
+    }
+    drop(pid);
+  }
+
+  // The processes kept by forget dropped: all of them, or those whose samples cannot be waiting
+  // any more.
+  void drop_exited(bool all) {
+    const bool waiting = __atomic_load_n(&skel->bss->parked_waiting, __ATOMIC_ACQUIRE) > 0;
+    const auto now = std::chrono::steady_clock::now();
+    std::erase_if(exited, [&](const auto& e) {
+      if (!all && waiting && now - e.second < std::chrono::seconds(5)) return false;
+      drop(e.first);
+      return true;
+    });
+  }
+
+  void drop(uint32_t pid) {
     auto it = processes.find(pid);
     bpf_map_delete_elem(bpf_map__fd(skel->maps.learned), &pid);
     if (it == processes.end()) return;
@@ -681,6 +763,8 @@ Result<std::unique_ptr<KernelWalk>> KernelWalk::load(const KernelWalkOptions& op
   bpf_map__set_max_entries(s->skel->maps.row_cache,
                            uint32_t(std::max(libbpf_num_possible_cpus(), 1))
                                << EHELF_ROW_CACHE_BITS);
+  // (The replay of parked samples is loaded when a sample is first parked: State::load_replay.)
+  bpf_program__set_autoload(s->skel->progs.ehelf_replay, false);
   const int loaded = ehelf_unwind__load(s->skel);
   const int load_errno = errno;
   if (core_fd >= 0) ::close(core_fd);
@@ -688,11 +772,7 @@ Result<std::unique_ptr<KernelWalk>> KernelWalk::load(const KernelWalkOptions& op
     return failed(fmt::format("the kernel refused it: {}", std::strerror(load_errno)));
   if (auto interpreter = our_interpreter(&State::kernel_key))
     s->skel->bss->interpreter = *interpreter;
-  if (options.park) { // (parked samples need the replay: a kernel that cannot run it parks none)
-    LIBBPF_OPTS(bpf_test_run_opts, run_options);
-    s->skel->bss->park_samples =
-        bpf_prog_test_run_opts(bpf_program__fd(s->skel->progs.ehelf_replay), &run_options) == 0;
-  }
+  s->skel->bss->park_samples = options.park ? 1 : 0;
   if (Status st = s->tables.map(bpf_map__fd(s->skel->maps.tables), EHELF_MAX_TABLES, "tables"); !st)
     return std::move(st).error();
   if (Status st =
@@ -825,6 +905,7 @@ void KernelWalk::serve_requests() {
   std::vector<uint32_t> asked(s_->pending.begin(), s_->pending.end());
   for (uint32_t pid : asked)
     s_->refresh(pid);
+  s_->drop_exited(false);
   s_->free_retired();
 }
 
@@ -945,6 +1026,11 @@ void KernelWalk::drain(const std::function<void(const KernelStack&)>& use) {
 }
 
 void KernelWalk::replay_parked(bool final) {
+  replay(final);
+  if (final) s_->drop_exited(true);
+}
+
+void KernelWalk::replay(bool final) {
   State& s = *s_;
   // Only when a table or a process was published or withdrawn since the last run: what the
   // waiting samples wait for. (A sample waiting longer than the program's patience is counted at
@@ -953,6 +1039,21 @@ void KernelWalk::replay_parked(bool final) {
       uint64_t(__atomic_load_n(&s.skel->bss->table_generation, __ATOMIC_ACQUIRE)) << 32 |
       __atomic_load_n(&s.skel->bss->process_generation, __ATOMIC_ACQUIRE);
   if (!final && generations == s.replayed_generations) return;
+  if (__atomic_load_n(&s.skel->bss->parked_waiting, __ATOMIC_ACQUIRE) == 0) return;
+  if (s.replay_state.load(std::memory_order_acquire) == State::kReplayNone) {
+    s.replay_state.store(State::kReplayLoading, std::memory_order_relaxed);
+    s.replay_loader = std::thread([&s] { s.load_replay(); });
+  }
+  if (final && s.replay_loader.joinable()) s.replay_loader.join();
+  // At the end, the tables being built that processes map (what the waiting samples may wait
+  // for) are waited for, at most 2 s.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (final && tables_building() && std::chrono::steady_clock::now() < until) {
+    pollfd ready{built_fd(), POLLIN, 0};
+    ::poll(&ready, 1, 50);
+    serve_requests();
+  }
+  if (s.replay_state.load(std::memory_order_acquire) != State::kReplayReady) return;
   s.replayed_generations = generations;
   // (A run takes each waiting sample once: more than one only at the end, for those parked
   // while it ran.)
@@ -961,7 +1062,8 @@ void KernelWalk::replay_parked(bool final) {
     __atomic_store_n(&s.skel->bss->replay_round, s.skel->bss->replay_round + 1, __ATOMIC_RELEASE);
     __atomic_store_n(&s.skel->bss->replay_final, final ? 1u : 0u, __ATOMIC_RELEASE);
     LIBBPF_OPTS(bpf_test_run_opts, run_options);
-    if (bpf_prog_test_run_opts(bpf_program__fd(s.skel->progs.ehelf_replay), &run_options) != 0)
+    if (bpf_prog_test_run_opts(bpf_program__fd(s.replay_skel->progs.ehelf_replay), &run_options) !=
+        0)
       return; // (the samples stay parked; counted as not loaded, below, at the end)
   }
 }
@@ -1025,10 +1127,14 @@ KernelWalkStats KernelWalk::stats() const {
   }
   info = {};
   info_size = sizeof(info);
-  if (bpf_obj_get_info_by_fd(bpf_program__fd(s.skel->progs.ehelf_replay), &info, &info_size) == 0) {
+  if (s.replay_state.load(std::memory_order_acquire) == State::kReplayReady &&
+      bpf_obj_get_info_by_fd(bpf_program__fd(s.replay_skel->progs.ehelf_replay), &info,
+                             &info_size) == 0) {
     out.replay_runs = info.run_cnt;
     out.replay_time_ns = info.run_time_ns;
   }
+  if (s.replay_state.load(std::memory_order_acquire) == State::kReplayFailed)
+    out.replay_error = s.replay_error;
   return out;
 }
 

@@ -93,6 +93,7 @@ struct KernelWalkStats {
   // /proc/sys/kernel/bpf_stats_enabled is 1 (0 otherwise).
   uint64_t runs = 0, run_time_ns = 0;
   uint64_t replay_runs = 0, replay_time_ns = 0; // ... and of the replay of parked samples
+  std::string replay_error; // why the replay could not be loaded (its samples never counted)
 };
 
 // Why this process cannot load the walk (empty: it can): root, or CAP_BPF with CAP_PERFMON.
@@ -149,6 +150,7 @@ public:
   KernelWalkStats stats() const;
 
 private:
+  void replay(bool final); // replay_parked's runs
   struct State;
   explicit KernelWalk(std::unique_ptr<State> state);
   std::unique_ptr<State> s_;

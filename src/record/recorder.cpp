@@ -385,23 +385,25 @@ public:
     for (const auto& [parent, child] : forks_)
       walk_.inherit_process(parent, child);
     forks_.clear();
-    for (uint32_t pid : gone_)
-      walk_.forget_process(pid);
     std::sort(dirty_.begin(), dirty_.end());
     dirty_.erase(std::unique(dirty_.begin(), dirty_.end()), dirty_.end());
     for (uint32_t pid : dirty_)
       if (std::find(gone_.begin(), gone_.end(), pid) == gone_.end()) walk_.refresh_process(pid);
     dirty_.clear();
-    gone_.clear();
     walk_.serve_requests();
     // Samples parked for tables loaded since are walked now (at most every 20 ms: each run walks
-    // every parked sample again), all of them at the end.
+    // every parked sample again; before a process that exited is forgotten), all of them at the
+    // end.
     const auto replay_time = std::chrono::steady_clock::now();
-    if (everything || replay_time - last_replay_ >= std::chrono::milliseconds(20)) {
+    if (everything || !gone_.empty() ||
+        replay_time - last_replay_ >= std::chrono::milliseconds(20)) {
       last_replay_ = replay_time;
       walk_.replay_parked(ending_);
       take_copies();
     }
+    for (uint32_t pid : gone_)
+      walk_.forget_process(pid);
+    gone_.clear();
     const auto drain_time = std::chrono::steady_clock::now();
     if (!everything && drain_time - last_drain_ < std::chrono::milliseconds(100)) return;
     last_drain_ = drain_time;
@@ -876,6 +878,9 @@ std::string kernel_walk_summary(const Recording& rec) {
     out += fmt::format("  samples that waited in the kernel for their tables: {} (walked again "
                        "once loaded; {} not kept: the queue was full)\n",
                        k.parked, k.park_full);
+  if (k.parked > k.replayed && !k.replay_error.empty())
+    out += fmt::format("  {} of them never walked again: the replay's BPF program: {}\n",
+                       k.parked - k.replayed, k.replay_error);
   const uint64_t lost = k.requests_lost + k.counts_full + k.stacks_full + k.copies_lost;
   if (lost)
     out += fmt::format("  dropped: {} requests, {} counts, {} stacks, {} copies (maps full)\n",
