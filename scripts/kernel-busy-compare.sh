@@ -86,13 +86,14 @@ if [ "${other:-1}" -ne 0 ]; then
   exit 1
 fi
 echo "PASS: no sample differs but by a known category"
-# What is left is each new process's first samples, taken before user space read its mappings
-# (99.7% identical in runs of 2026-11-29; 96% before sampling waited for the running programs'
+# Issue 30's target: 99.9%. What is left is a few processes that exited before user space read
+# their mappings (99.93-99.99% identical in runs of 2026-11-30 since samples wait in the kernel
+# for their tables; 99.7-99.87% before; 96% before sampling waited for the running programs'
 # tables, the program found a new process's executable itself and every side-band record woke
 # the reader in copy mode too).
 share=$(grep -oE 'identical \(([0-9.]+)%\)' <<< "$line" | grep -oE '[0-9.]+')
-if ! python3 -c "import sys; sys.exit(0 if float('${share:-0}') >= 99.0 else 1)"; then
-  echo "FAIL: ${share:-?}% identical, under 99%"
+if ! python3 -c "import sys; sys.exit(0 if float('${share:-0}') >= 99.9 else 1)"; then
+  echo "FAIL: ${share:-?}% identical, under 99.9%"
   exit 1
 fi
 echo "PASS: ${share}% of the samples walked both ways identical"
