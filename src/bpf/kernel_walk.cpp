@@ -1046,8 +1046,8 @@ void KernelWalk::replay(bool final) {
   }
   if (final && s.replay_loader.joinable()) s.replay_loader.join();
   // At the end, the tables being built that processes map (what the waiting samples may wait
-  // for) are waited for, at most 2 s.
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  // for) are waited for, at most 5 s (a large one, built by a sanitized ehelf beside other work).
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (final && tables_building() && std::chrono::steady_clock::now() < until) {
     pollfd ready{built_fd(), POLLIN, 0};
     ::poll(&ready, 1, 50);
