@@ -633,11 +633,16 @@ struct KernelWalk::State {
     processes.emplace(child, std::move(p));
   }
 
-  // A process gone (exited, or its maps unreadable): forgotten, or while samples are parked
-  // (which may be its, waiting for a table it maps) kept until none is, at most 5 s
-  // (drop_exited).
+  // Whether samples of the process wait in the kernel (unwind.bpf.c: parked_by_process).
+  bool has_parked(uint32_t pid) const {
+    uint32_t n = 0;
+    return bpf_map_lookup_elem(bpf_map__fd(skel->maps.parked_by_process), &pid, &n) == 0 && n > 0;
+  }
+
+  // A process gone (exited, or its maps unreadable): forgotten, or while samples of it are
+  // parked (waiting for a table it maps) kept until none is, at most 5 s (drop_exited).
   void forget(uint32_t pid) {
-    if (__atomic_load_n(&skel->bss->parked_waiting, __ATOMIC_ACQUIRE) > 0) {
+    if (has_parked(pid)) {
       if (std::none_of(exited.begin(), exited.end(), [&](const auto& e) { return e.first == pid; }))
         exited.emplace_back(pid, std::chrono::steady_clock::now());
       return;
@@ -645,13 +650,12 @@ struct KernelWalk::State {
     drop(pid);
   }
 
-  // The processes kept by forget dropped: all of them, or those whose samples cannot be waiting
-  // any more.
+  // The processes kept by forget dropped: all of them, or those whose samples no longer wait.
   void drop_exited(bool all) {
-    const bool waiting = __atomic_load_n(&skel->bss->parked_waiting, __ATOMIC_ACQUIRE) > 0;
+    if (exited.empty()) return;
     const auto now = std::chrono::steady_clock::now();
     std::erase_if(exited, [&](const auto& e) {
-      if (!all && waiting && now - e.second < std::chrono::seconds(5)) return false;
+      if (!all && now - e.second < std::chrono::seconds(5) && has_parked(e.first)) return false;
       drop(e.first);
       return true;
     });

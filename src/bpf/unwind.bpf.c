@@ -250,6 +250,29 @@ struct {
   __type(value, struct ehelf_parked);
 } parked SEC(".maps");
 
+/* How many samples of each process wait in `parked`: user space keeps a process that exited
+ * while some of its samples wait (their walks need its mappings). */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 4096);
+  __type(key, __u32);
+  __type(value, __u32);
+} parked_by_process SEC(".maps");
+
+/* One more (or, `delta` -1, one less) sample of `tgid` waiting. */
+static void count_parked(__u32 tgid, int delta) {
+  __u32 *n = bpf_map_lookup_elem(&parked_by_process, &tgid);
+  if (n) {
+    if (delta < 0 && *n <= 1)
+      bpf_map_delete_elem(&parked_by_process, &tgid);
+    else
+      __sync_fetch_and_add(n, delta);
+  } else if (delta > 0) {
+    __u32 one = 1;
+    bpf_map_update_elem(&parked_by_process, &tgid, &one, BPF_NOEXIST);
+  }
+}
+
 /* Where a sample is made ready to park, and where ehelf_replay takes one out, and its walk: apart
  * from the sampling program's (scratch), which a sample may run in the middle of a replay on the
  * same CPU. */
@@ -1173,6 +1196,7 @@ static int park(struct bpf_perf_event_data *ctx, struct ehelf_walk *w, __u32 tid
   }
   count_stat(EHELF_STAT_PARKED);
   __sync_fetch_and_add(&parked_waiting, 1);
+  count_parked(p->tgid, 1);
   return 1;
 }
 
@@ -1344,6 +1368,7 @@ static long replay_one(__u32 index, void *unused) {
   count_walk(w, p->tid, p->kernel, p->period, p->comm);
   count_stat(EHELF_STAT_REPLAYED);
   __sync_fetch_and_sub(&parked_waiting, 1);
+  count_parked(p->tgid, -1);
   if (p->copy) {
     w->copy.tid = p->tid;
     if (bpf_ringbuf_output(&copies, &w->copy, sizeof(w->copy), 0)) count_stat(EHELF_STAT_COPIES_LOST);
