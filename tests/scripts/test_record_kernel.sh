@@ -313,7 +313,7 @@ if gcc -O1 nothing.c -o nothing; then
       2> "storm-$mode.err" || bad "record storm $mode: $(tail -3 "storm-$mode.err")"
     interp=$(grep -oE '\([0-9]+ the interpreter' "storm-$mode.err" | grep -oE '[0-9]+')
     line=$(grep -E 'copy mode: ' "storm-$mode.err")
-    python3 - "${interp:-0}" "$line" "$mode" << 'EOF' && ok "exec storm ($mode): ${interp:-0} interpreter mappings found by the aux vector; $line" || bad "exec storm ($mode): ${interp:-0} interpreter mappings; $line"
+    python3 - "${interp:-0}" "$line" "$mode" << 'EOF' && ok "exec storm ($mode): ${interp:-0} interpreter mappings found by the aux vector; $line" || bad "exec storm ($mode): ${interp:-0} interpreter mappings; $line $(grep -A4 'copy mode' "storm-$mode.err" | tail -4)"
 import re, sys
 interp, line, mode = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 m = re.search(r'(\d+) samples walked both ways, .*differing: (\d+) not loaded yet, .* (\d+) other', line)
