@@ -63,8 +63,9 @@ volatile __u32 table_generation = 0;
  * last_process is then read again). */
 volatile __u32 process_generation = 0;
 
-/* 1: a walk that stops for want of a table parks its sample (KernelWalkOptions::park; set by
- * the loader once it has run ehelf_replay: a kernel that cannot run it parks nothing). */
+/* 1: a walk that stops for want of a table parks its sample (KernelWalkOptions::park, set by the
+ * loader; ehelf_replay is loaded when a sample is first parked, kernel_walk.cpp load_replay, and
+ * the summary says how many parked samples were never walked again if it cannot be). */
 volatile __u32 park_samples = 0;
 /* Parked samples not counted yet (park adds, ehelf_replay takes away): user space runs the
  * replay while there are any. */
