@@ -150,6 +150,8 @@ struct ehelf_copy {
    * after the program returns, so that a walk parked and sent late still finds its sample
    * among others of the same thread from the same registers. */
   __u64 time;
+  __u32 parked; /* walked again from the sample's parked stack (its first 16 KiB) */
+  __u32 reserved;
   struct ehelf_stack stack;
 };
 

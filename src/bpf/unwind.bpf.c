@@ -1220,6 +1220,7 @@ int ehelf_sample(struct bpf_perf_event_data *ctx) {
   w->space_since = 0;
   w->replaying = 0;
   w->copy.time = bpf_ktime_get_ns();
+  w->copy.parked = 0;
   count_stat(EHELF_STAT_SAMPLES);
   __u32 copy = 0;
   if (copy_every && w->tgid != 0) {
@@ -1325,6 +1326,7 @@ static void walk_parked(struct ehelf_walk *w, const struct ehelf_parked *p) {
   w->copy.ip = p->regs.rip;
   w->copy.sp = p->regs.rsp;
   w->copy.time = p->sampled_at;
+  w->copy.parked = 1;
   const struct ehelf_process *e = bpf_map_lookup_elem(&processes, &w->tgid);
   /* The entry is the sample's when the program took it in that address space, or, not taken
    * yet, when it was read in one whose code and stack begin where the sample's did (for an

@@ -357,9 +357,13 @@ public:
       ++copies_.not_loaded;
     } else if (k.stop == EHELF_STOP_NOT_EXPRESSIBLE) {
       ++copies_.not_expressible;
-    } else if ((raw.stop == StopReason::BadRead || raw.stop == StopReason::MissingRegister) &&
-               k.user.size() > raw.user.size() &&
-               std::equal(raw.user.begin(), raw.user.end(), k.user.begin())) {
+    } else if (((raw.stop == StopReason::BadRead || raw.stop == StopReason::MissingRegister) &&
+                k.user.size() > raw.user.size() &&
+                std::equal(raw.user.begin(), raw.user.end(), k.user.begin())) ||
+               (k.parked && k.stop == EHELF_STOP_BAD_READ && k.user.size() < raw.user.size() &&
+                std::equal(k.user.begin(), k.user.end(), raw.user.begin()))) {
+      // (Either walk past its stack copy: perf's, of --stack-size bytes, or the 16 KiB the
+      // kernel kept of a parked sample.)
       ++copies_.outside_copy;
     } else {
       ++copies_.other;

@@ -45,7 +45,9 @@ struct CopyComparison {
   // epilogue's rows still read a register from the slot it was just popped from (glibc's
   // _dl_fixup after `pop %rbx`, under ld.so's lazy-binding trampoline, whose CFA is rbx-based:
   // without rbx the walk cannot go on). Both walks start from the same registers and follow the
-  // same rules, so the kernel can know more only from memory the copy lacks.
+  // same rules, so the kernel can know more only from memory the copy lacks. Also the reverse:
+  // a sample parked in the kernel is walked again from the 16 KiB of its stack kept there, and
+  // a walk that goes further than that stops where perf's larger copy went on.
   uint64_t outside_copy = 0;
   uint64_t other = 0;                // any other difference
   uint64_t unmatched = 0;            // a stack copy whose kernel walk was not found (lost)
