@@ -147,6 +147,28 @@ std::optional<FileKey> file_key_of(const std::string& path) {
 // The BTF libbpf resolves the program's CO-RE relocations against (defined below).
 int core_btf_memfd();
 
+// The program's object opened against that BTF (core_btf_memfd), which libbpf reads by path
+// until the object is loaded: the memfd lives as long as this.
+class CoreBtf {
+public:
+  CoreBtf() : fd_(core_btf_memfd()), path_(fd_ >= 0 ? fmt::format("/proc/self/fd/{}", fd_) : "") {}
+  ~CoreBtf() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  CoreBtf(const CoreBtf&) = delete;
+  CoreBtf& operator=(const CoreBtf&) = delete;
+  // The skeleton, opened (nullptr: errno says why).
+  ehelf_unwind* open() const {
+    LIBBPF_OPTS(bpf_object_open_opts, options);
+    if (fd_ >= 0) options.btf_custom_path = path_.c_str();
+    return ehelf_unwind__open_opts(&options);
+  }
+
+private:
+  int fd_;
+  std::string path_;
+};
+
 } // namespace
 
 struct KernelWalk::State {
@@ -209,21 +231,14 @@ struct KernelWalk::State {
       replay_error = why;
       replay_state.store(kReplayFailed, std::memory_order_release);
     };
-    const int core_fd = core_btf_memfd();
-    const std::string core_path = core_fd >= 0 ? fmt::format("/proc/self/fd/{}", core_fd) : "";
-    LIBBPF_OPTS(bpf_object_open_opts, open_options);
-    if (core_fd >= 0) open_options.btf_custom_path = core_path.c_str();
-    ehelf_unwind* r = ehelf_unwind__open_opts(&open_options);
-    if (!r) {
-      if (core_fd >= 0) ::close(core_fd);
-      return fail(fmt::format("cannot open it: {}", std::strerror(errno)));
-    }
+    const CoreBtf core;
+    ehelf_unwind* r = core.open();
+    if (!r) return fail(fmt::format("cannot open it: {}", std::strerror(errno)));
     *r->rodata = *skel->rodata; // (the maps' are the first object's: these are what it verifies)
     bpf_map* map = nullptr;
     bpf_object__for_each_map(map, r->obj) {
       const bpf_map* theirs = bpf_object__find_map_by_name(skel->obj, bpf_map__name(map));
       if (!theirs || bpf_map__reuse_fd(map, bpf_map__fd(theirs)) != 0) {
-        if (core_fd >= 0) ::close(core_fd);
         ehelf_unwind__destroy(r);
         return fail(fmt::format("cannot share map {}", bpf_map__name(map)));
       }
@@ -231,7 +246,6 @@ struct KernelWalk::State {
     bpf_program__set_autoload(r->progs.ehelf_sample, false);
     const int loaded = ehelf_unwind__load(r);
     const int load_errno = errno;
-    if (core_fd >= 0) ::close(core_fd);
     if (loaded != 0) {
       ehelf_unwind__destroy(r);
       return fail(fmt::format("the kernel refused it: {}", std::strerror(load_errno)));
@@ -744,15 +758,9 @@ Result<std::unique_ptr<KernelWalk>> KernelWalk::load(const KernelWalkOptions& op
     if (std::string tail = log.last_lines(6); !tail.empty()) message += "\n" + tail;
     return Error::plain(std::move(message));
   };
-  const int core_fd = core_btf_memfd();
-  const std::string core_path = core_fd >= 0 ? fmt::format("/proc/self/fd/{}", core_fd) : "";
-  LIBBPF_OPTS(bpf_object_open_opts, open_options);
-  if (core_fd >= 0) open_options.btf_custom_path = core_path.c_str();
-  s->skel = ehelf_unwind__open_opts(&open_options);
-  if (!s->skel) {
-    if (core_fd >= 0) ::close(core_fd);
-    return failed(fmt::format("cannot open it: {}", std::strerror(errno)));
-  }
+  const CoreBtf core;
+  s->skel = core.open();
+  if (!s->skel) return failed(fmt::format("cannot open it: {}", std::strerror(errno)));
   s->skel->rodata->max_depth = std::clamp<uint32_t>(options.max_depth, 1, EHELF_MAX_FRAMES);
   s->skel->rodata->copy_every = options.copy_every;
   s->skel->rodata->find_mappings_only = options.find_mappings_only ? 1 : 0;
@@ -771,7 +779,6 @@ Result<std::unique_ptr<KernelWalk>> KernelWalk::load(const KernelWalkOptions& op
   bpf_program__set_autoload(s->skel->progs.ehelf_replay, false);
   const int loaded = ehelf_unwind__load(s->skel);
   const int load_errno = errno;
-  if (core_fd >= 0) ::close(core_fd);
   if (loaded != 0)
     return failed(fmt::format("the kernel refused it: {}", std::strerror(load_errno)));
   if (auto interpreter = our_interpreter(&State::kernel_key))

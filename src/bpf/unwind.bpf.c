@@ -155,15 +155,17 @@ struct {
   __type(value, struct ehelf_learned);
 } learned SEC(".maps");
 
-/* (Write-only through ehelf's descriptor, as every map that holds bytes of the sampled stacks:
+/* A walk in progress, per CPU: the sample's (scratch) and a parked sample's (replay_scratch).
+ * (Write-only through ehelf's descriptor, as every map that holds bytes of the sampled stacks:
  * its window; bpf_maps.h, ehelf_parked.) */
-struct {
+struct walk_scratch {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
   __uint(map_flags, BPF_F_WRONLY);
   __uint(max_entries, 1);
   __type(key, __u32);
   __type(value, struct ehelf_walk);
-} scratch SEC(".maps");
+};
+struct walk_scratch scratch SEC(".maps");
 
 /* Rows by (table, pc looked up), per CPU, direct-mapped: a sample's return addresses are mostly
  * those of the samples before it, and a hit is one lookup where the page index and the binary
@@ -286,13 +288,7 @@ struct parked_scratch {
 };
 struct parked_scratch park_scratch SEC(".maps");
 struct parked_scratch replay_parked SEC(".maps");
-struct {
-  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-  __uint(map_flags, BPF_F_WRONLY);
-  __uint(max_entries, 1);
-  __type(key, __u32);
-  __type(value, struct ehelf_walk);
-} replay_scratch SEC(".maps");
+struct walk_scratch replay_scratch SEC(".maps");
 
 /* Which walk a bpf_loop callback works on: the sample's (scratch) or a parked one's. */
 struct loop_ctx {

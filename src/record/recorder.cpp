@@ -285,8 +285,7 @@ public:
     s.reg(perf::perf_reg::kIp, ip);
     s.reg(perf::perf_reg::kSp, sp);
     std::deque<bpf::CopiedWalk>& mine = waiting_[s.tid];
-    auto it = pair_of(
-        mine, ip, sp, r.time, [](const bpf::CopiedWalk& c) { return c.time; }, true);
+    auto it = pair_of(mine, ip, sp, [&](const bpf::CopiedWalk& c) { return gap(c.time, r.time); });
     if (it == mine.end()) {
       std::deque<UserWalk>& walks = unpaired_[s.tid];
       walks.push_back({ip, sp, r.time, raw.user, raw.stop});
@@ -298,7 +297,7 @@ public:
     }
     const bpf::CopiedWalk k = std::move(*it);
     mine.erase(it);
-    judge(s.tid, k, raw.user, raw.stop);
+    judge(s.tid, k, {raw.user, raw.stop});
   }
 
   // The kernel's walks of copied samples since the last call: each judged against perf's
@@ -306,8 +305,7 @@ public:
   void take_copies() {
     walk_.take_copies([&](const bpf::CopiedWalk& c) {
       std::deque<UserWalk>& walks = unpaired_[c.tid];
-      auto it = pair_of(
-          walks, c.ip, c.sp, c.time, [](const UserWalk& u) { return u.time; }, false);
+      auto it = pair_of(walks, c.ip, c.sp, [&](const UserWalk& u) { return gap(c.time, u.time); });
       if (it == walks.end()) {
         std::deque<bpf::CopiedWalk>& mine = waiting_[c.tid];
         mine.push_back(c);
@@ -319,7 +317,7 @@ public:
       }
       const UserWalk u = std::move(*it);
       walks.erase(it);
-      judge(c.tid, c, u.user, u.stop);
+      judge(c.tid, c, {u.user, u.stop});
     });
   }
 
@@ -337,13 +335,13 @@ public:
     unpaired_.clear();
   }
 
-  // The kernel's walk `k` of a sample against this walk of its stack copy.
-  void judge(uint32_t tid, const bpf::CopiedWalk& k, const std::vector<uint64_t>& user,
-             StopReason user_stop) {
-    struct {
-      const std::vector<uint64_t>& user;
-      StopReason stop;
-    } raw{user, user_stop};
+  // The kernel's walk `k` of a sample against this walk of its stack copy (`raw`: its frames and
+  // why it ended).
+  struct UserFrames {
+    const std::vector<uint64_t>& user;
+    StopReason stop;
+  };
+  void judge(uint32_t tid, const bpf::CopiedWalk& k, const UserFrames& raw) {
     ++copies_.compared;
     if (k.user == raw.user) {
       ++copies_.identical;
@@ -477,21 +475,21 @@ private:
   // perf half from the same registers (measured before this bound, with a nearest-either-way
   // pairing: 1 of 537 exec storm samples under ASan paired crosswise).
   static constexpr uint64_t kPairWindow = 200000; // ns
-  // The entry of `halves` from registers (ip, sp) that is the other half of the sample whose
-  // perf half was timed `perf_time` and whose kernel half began at `kernel_time` (one of them
-  // is the entries', which `time_of` gives): the nearest in time within kPairWindow, kernel
-  // after perf; end() if none.
-  template <typename Halves, typename TimeOf>
-  static typename Halves::iterator pair_of(Halves& halves, uint64_t ip, uint64_t sp, uint64_t time,
-                                           TimeOf time_of, bool entries_are_kernel) {
+  // How long after perf timed a sample the kernel's walk began (negative: before).
+  static int64_t gap(uint64_t kernel_time, uint64_t perf_time) {
+    return int64_t(kernel_time - perf_time);
+  }
+  // The entry of `halves` from registers (ip, sp) that is the other half of a sample: the one
+  // whose `gap_of` (gap()) is smallest in [0, kPairWindow]; end() if none.
+  template <typename Halves, typename GapOf>
+  static typename Halves::iterator pair_of(Halves& halves, uint64_t ip, uint64_t sp, GapOf gap_of) {
     auto best = halves.end();
-    uint64_t best_gap = kPairWindow + 1;
+    int64_t best_gap = int64_t(kPairWindow) + 1;
     for (auto it = halves.begin(); it != halves.end(); ++it) {
       if (it->ip != ip || it->sp != sp) continue;
-      const uint64_t kernel_time = entries_are_kernel ? time_of(*it) : time;
-      const uint64_t perf_time = entries_are_kernel ? time : time_of(*it);
-      if (kernel_time < perf_time || kernel_time - perf_time >= best_gap) continue;
-      best_gap = kernel_time - perf_time;
+      const int64_t g = gap_of(*it);
+      if (g < 0 || g >= best_gap) continue;
+      best_gap = g;
       best = it;
     }
     return best;
