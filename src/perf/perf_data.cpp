@@ -49,6 +49,11 @@ uint64_t SampleRecord::callchain_at(size_t i) const {
   return load_u64(callchain.data() + 8 * i);
 }
 
+uint64_t SampleRecord::weight() const {
+  if (attr == nullptr) return 1;
+  return (attr->sample_type & sample::kPeriod) ? period : attr->fixed_period();
+}
+
 bool SampleRecord::reg(unsigned perf_reg, uint64_t& value) const {
   if (perf_reg >= 64 || !(regs_mask & (uint64_t(1) << perf_reg)) || regs_abi == 0) return false;
   const size_t index =

@@ -46,6 +46,9 @@ struct EventAttr {
   std::string name;          // from the event-description feature, else empty
   bool sample_id_all() const { return (flags >> 18) & 1; }
   bool freq() const { return (flags >> 10) & 1; }
+  // What one sample stands for when it does not say (no PERF_SAMPLE_PERIOD): the fixed period,
+  // as perf script reads it, or 1 (a frequency, or no attr).
+  uint64_t fixed_period() const { return !freq() && sample_period != 0 ? sample_period : 1; }
 };
 
 // PERF_SAMPLE_* bits (<linux/perf_event.h>), as the unsigned 64-bit masks sample_type is.
@@ -143,6 +146,8 @@ struct SampleRecord {
   uint64_t callchain_at(size_t i) const;
   // A user register by perf number; false if the sample does not have it.
   bool reg(unsigned perf_reg, uint64_t& value) const;
+  // The sample's weight: its period (PERF_SAMPLE_PERIOD), else its event's fixed period.
+  uint64_t weight() const;
   // The valid part of the stack copy.
   std::span<const uint8_t> stack_data() const {
     return stack.first(std::min<size_t>(stack.size(), stack_dyn_size));

@@ -560,7 +560,7 @@ bool SampleUnwinder::feed_raw(const Record& r, RawStack& out) {
   out.pid = s->pid;
   out.tid = s->tid;
   out.time = s->time;
-  out.period = (s->attr && (s->attr->sample_type & sample::kPeriod)) ? s->period : 1;
+  out.period = s->weight();
   kernel_pcs(r, *s, out.kernel);
   Process& p = process(s->pid);
   out.user_walked = s->regs_abi != 0 && !s->stack.empty();
@@ -662,7 +662,7 @@ void SampleUnwinder::prepare_sample(const Record& r, const SampleRecord& s, Prep
   out.pid = s.pid;
   out.tid = s.tid;
   out.time = s.time;
-  out.period = (s.attr && (s.attr->sample_type & sample::kPeriod)) ? s.period : 1;
+  out.period = s.weight();
   out.ip_only = false;
   out.stop = {};
   out.comm = comm_of(s.pid, s.tid);

@@ -72,6 +72,11 @@ perf_event_attr make_attr(const SamplingOptions& o, const Target& t, bool kernel
     a.sample_freq = o.frequency;
   }
   a.sample_type = kSampleType;
+  // A software event other than the clocks samples every event when asked for the period with a
+  // fixed one (the kernel's perf_swevent_event: each sample's period is then that event's count),
+  // so that -c 1000 -e page-faults took every fault. Without it each sample's period is the
+  // fixed one, as perf record -c asks.
+  if (o.period) a.sample_type &= ~uint64_t(PERF_SAMPLE_PERIOD);
   a.sample_regs_user = kRegsUser;
   a.sample_stack_user = o.stack_size;
   if (o.stack_size == 0) { // the user stack is walked in the kernel: nothing of it is copied
@@ -114,10 +119,11 @@ perf::EventAttr mirror(const perf_event_attr& a) {
   perf::EventAttr e;
   e.type = a.type;
   e.config = a.config;
+  e.sample_period = a.sample_period; // (sample_freq with freq: the same field)
   e.sample_type = a.sample_type;
   e.sample_regs_user = a.sample_regs_user;
   e.sample_stack_user = a.sample_stack_user;
-  e.flags = uint64_t(1) << 18; // sample_id_all, the only bit the decoder reads
+  e.flags = uint64_t(1) << 18 | uint64_t(a.freq) << 10; // sample_id_all, freq: the bits read
   return e;
 }
 

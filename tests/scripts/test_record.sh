@@ -392,6 +392,30 @@ pd=$(count period.folded ';path_a;spin( |;)')
 [ "$tk" -gt 20 ] && [ "$pd" -gt 10 ] && [ "$pd" -lt "$tk" ] &&
   ok "-e task-clock: $tk samples in path_a; -c 2000000: $pd" || bad "task-clock $tk, -c $pd"
 
+# -c with a software event counted per event (page faults): one sample every N faults, each
+# weighing N, as perf stat counts the faults of the same run (the kernel samples every event of
+# such a counter when the period is also asked for: every fault was a sample).
+"$ehelf" record --unwind user -q -e page-faults -c 64 -o faults.folded -- "$target" faults 100 \
+  2> faults.err || bad "record -e page-faults -c 64: $(cat faults.err)"
+"$ehelf" record --unwind user -q --period -e page-faults -c 64 -o faults-period.folded -- \
+  "$target" faults 100 2> faults-period.err ||
+  bad "record --period -e page-faults -c 64: $(cat faults-period.err)"
+if faults=$(perf stat -x, -e page-faults -- "$target" faults 100 2>&1 > /dev/null | grep page-faults |
+  cut -d, -f1) && [ "$faults" -gt 102400 ] 2> /dev/null; then
+  fs=$(total faults.folded)
+  fw=$(total faults-period.folded)
+  fp=$(count faults.folded ';main;fault_pages( |;)')
+  # (a counter per CPU, each may end with up to 63 faults not sampled; the loader's faults may
+  # differ by a few from perf stat's run)
+  lo=$((faults / 64 - $(nproc) - 1))
+  [ "$fs" -ge "$lo" ] && [ "$fs" -le $((faults / 64 + 1)) ] && [ "$fp" -ge $((fs - 2)) ] &&
+    [ $((fw % 64)) -eq 0 ] && [ "$fw" -ge $((lo * 64)) ] && [ "$fw" -le $(((faults / 64 + 1) * 64)) ] &&
+    ok "-e page-faults -c 64: $fs samples ($fp in fault_pages) for perf stat's $faults faults; --period: $fw" ||
+    bad "-e page-faults -c 64: $fs samples ($fp in fault_pages), --period $fw, for $faults faults"
+else
+  echo "SKIP -e page-faults -c 64: perf stat counted no page faults: $faults"
+fi
+
 # ---- bad input: one line, non-zero exit, nothing left running ----
 expect_error() { # expect_error WHAT PATTERN ARGS...
   local what=$1 pattern=$2

@@ -408,6 +408,25 @@ for path in sys.argv[1:]:
 sys.exit(0 if shares[0] >= 0.7 and abs(shares[0] - shares[1]) <= 0.15 else 1)
 EOF2
 
+# ---- a fixed period of a software event ----
+# -e page-faults -c 64: one sample every 64 faults, each weighing 64 (the program's count is the
+# sample's period), as perf stat counts the faults of the same run (every fault was a sample:
+# test_record.sh).
+"$ehelf" record -q --unwind kernel --period -e page-faults -c 64 -o kfaults.folded -- \
+  "$target" faults 100 2> kfaults.err || bad "record --unwind kernel -e page-faults: $(cat kfaults.err)"
+if faults=$(perf stat -x, -e page-faults -- "$target" faults 100 2>&1 > /dev/null | grep page-faults |
+  cut -d, -f1) && [ "$faults" -gt 102400 ] 2> /dev/null; then
+  kw=$(total kfaults.folded)
+  kp=$(count kfaults.folded ';main;fault_pages( |;)')
+  lo=$(((faults / 64 - $(nproc) - 1) * 64)) # (a counter per CPU, each with up to 63 left over)
+  [ $((kw % 64)) -eq 0 ] && [ "$kw" -ge "$lo" ] && [ "$kw" -le $(((faults / 64 + 1) * 64)) ] &&
+    [ "$kp" -ge $((kw - 128)) ] &&
+    ok "-e page-faults -c 64: $((kw / 64)) samples of 64 faults ($((kp / 64)) in fault_pages) for perf stat's $faults" ||
+    bad "-e page-faults -c 64: a weight of $kw ($kp in fault_pages) for $faults faults"
+else
+  echo "SKIP -e page-faults -c 64: perf stat counted no page faults: $faults"
+fi
+
 # ---- a library without unwind tables, dlopen'd while the walk runs ----
 # Its table is built off the reader's thread, finds no rows, and its mappings become frame-pointer
 # ones: the kernel then walks its frames by rbp, through to main, as the user-space walk does.
