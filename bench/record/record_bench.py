@@ -122,11 +122,15 @@ def main():
             base = min(timed(wrap(cmd, end), end)[0] for _ in range(2))
             svg = os.path.join(work, 'ehelf.svg')
             folded = os.path.join(work, 'ehelf.folded')
-            t_e, after_e, err = timed([a.ehelf, 'record', '-F', str(freq), '--stack-size', str(a.stack_size),
+            # (--unwind user: this is the stack-copying walk's benchmark; as root, auto would take
+            # the in-kernel walk, bench/run_record_kernel.sh's)
+            t_e, after_e, err = timed([a.ehelf, 'record', '--unwind', 'user', '-F', str(freq),
+                                       '--stack-size', str(a.stack_size),
                                        '-o', svg, '--'] + wrap(cmd, end), end)
             lost_e = int((re.search(r'(\d+) samples lost', err) or [0, 0])[1])
             samples_e = int(re.search(r'(\d+) samples \(', err).group(1))
-            timed([a.ehelf, 'record', '-q', '-F', str(freq), '--stack-size', str(a.stack_size),
+            timed([a.ehelf, 'record', '--unwind', 'user', '-q', '-F', str(freq),
+                   '--stack-size', str(a.stack_size),
                    '-o', folded, '--'] + cmd)
             perf_data = os.path.join(work, 'perf.data')
             t_p, after_p, perr = timed(['perf', 'record', '-e', 'cpu-clock', '-F', str(freq),

@@ -219,8 +219,9 @@ void register_record(CLI::App& app) {
                   "(gzipped profile.proto) or script (perf script's layout, per sample)")
       ->check(CLI::IsMember({"folded", "svg", "pprof", "script"}));
   cmd->add_option("-e,--event", opt->event, "The event to sample (default cpu-clock)");
-  cmd->add_option("-F,--freq", opt->frequency, "Samples per second (default 999)");
-  cmd->add_option("-c,--count", opt->period, "One sample every this many events (instead of -F)");
+  auto* freq = cmd->add_option("-F,--freq", opt->frequency, "Samples per second (default 999)");
+  cmd->add_option("-c,--count", opt->period, "One sample every this many events (instead of -F)")
+      ->excludes(freq);
   cmd->add_option("--stack-size", opt->stack_size,
                   "Bytes of user stack copied per sample (default 16384, at most 65528)")
       ->check(CLI::Range(uint32_t(8), record::kMaxStackSize) &
@@ -286,6 +287,24 @@ void register_record(CLI::App& app) {
                  "ehelf: record: unknown option '{}' (a command to profile goes after --, with its "
                  "own options: ehelf record [OPTIONS] -- CMD ARGS...; see --help)\n",
                  *unknown);
+      set_exit_code(2);
+      return;
+    }
+    // A flag of one mode given with the other one named is said, not ignored (under auto, each
+    // applies if its mode is the one taken).
+    auto given = [&](const char* name) { return cmd->count(name) > 0; };
+    for (const char* kernel_only :
+         {"--kernel-copy-every", "--kernel-mappings", "--no-kernel-park"}) {
+      if (opt->unwind == "user" && given(kernel_only)) {
+        fmt::print(stderr, "ehelf: record: {} is for the in-kernel walk, not --unwind user\n",
+                   kernel_only);
+        set_exit_code(2);
+        return;
+      }
+    }
+    if (opt->unwind == "kernel" && given("--stack-size") && !given("--kernel-copy-every")) {
+      fmt::print(stderr, "ehelf: record: --stack-size is the size of the stack copies, which "
+                         "--unwind kernel makes only with --kernel-copy-every\n");
       set_exit_code(2);
       return;
     }

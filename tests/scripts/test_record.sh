@@ -433,6 +433,16 @@ expect_error "two targets" 'give exactly one of' -p 1 -- true
 expect_error "unknown event" "unknown event 'bogus'" -e bogus -- true
 expect_error "-F 0" '-F must be above 0' -F 0 -- true
 expect_error "stack size" 'multiple of 8' --stack-size 7 -- true
+expect_error "-F and -c" 'excludes' -F 99 -c 1000 -- true
+# (a flag of the other mode is said, not ignored)
+expect_error "user mode, --kernel-copy-every" 'in-kernel walk, not --unwind user' --kernel-copy-every 2 -- true
+expect_error "user mode, --no-kernel-park" 'in-kernel walk, not --unwind user' --no-kernel-park -- true
+if ! "$ehelf" record --unwind kernel -q -o bad.folded --stack-size 4096 -- true > /dev/null 2> bad.err &&
+  [ "$(wc -l < bad.err)" -eq 1 ] && grep -q 'only with --kernel-copy-every' bad.err; then
+  ok "kernel mode, --stack-size: $(cat bad.err)"
+else
+  bad "kernel mode, --stack-size: $(cat bad.err)"
+fi
 expect_error "bad pid" "'12x' is not a process id" -p 12x
 expect_error "no process" 'no process' -p 999999999
 expect_error "no thread" 'no thread 999999999' -t 999999999
