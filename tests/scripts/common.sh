@@ -19,6 +19,8 @@ sanitized=0
 # (Whole outputs before grep -q: under pipefail, a producer still writing when grep -q has found
 # its line dies of SIGPIPE and the pipeline fails, whatever grep found.)
 grep -q 'libasan\|libtsan' <<<"$(readelf -d "$ehelf" 2>/dev/null)" && sanitized=1
+# page_faults CMD ARGS...: the page faults perf stat counts in a run of CMD (empty if it cannot)
+page_faults() { perf stat -x, -e page-faults -- "$@" 2>&1 > /dev/null | grep page-faults | cut -d, -f1; }
 ok() { echo "ok   $*"; }
 bad() { echo "FAIL $*"; fail=1; }
 # wait_blocked PID PROGRAM [SYSCALL]: waits, 10 s at most, until PID runs PROGRAM (its exec

@@ -575,4 +575,15 @@ if checked < 20:
 print(f"libc's PLT: {frames} frames named as objdump names the entries ({checked} IFUNC entries)")
 PY
 
+# A recording without the period in its samples (perf record -c: a fixed one, not asked for): each
+# sample weighs the event's sample_period, as perf script prints it (ehelf perf counted 1 each).
+perf_record -q -e page-faults -c 32 --call-graph dwarf -o fixed.data \
+  "$BUILD/tests/fixtures/record_target" faults 20 > /dev/null 2> record.log ||
+  { cat record.log; fail "perf record -e page-faults -c 32"; }
+theirs=$(perf script -i fixed.data -F period 2> /dev/null | awk '{ n += $1 } END { print n + 0 }')
+ours=$("$EHELF" perf --period -f folded fixed.data 2> /dev/null | awk '{ n += $NF } END { print n + 0 }')
+[ "$theirs" -gt 0 ] && [ "$ours" = "$theirs" ] ||
+  fail "a fixed period: ehelf perf --period weighs $ours, perf script's periods add up to $theirs"
+echo "a fixed period (perf record -c 32, no period in the samples): $ours, as perf script"
+
 echo "PASS"

@@ -400,8 +400,7 @@ pd=$(count period.folded ';path_a;spin( |;)')
 "$ehelf" record --unwind user -q --period -e page-faults -c 64 -o faults-period.folded -- \
   "$target" faults 100 2> faults-period.err ||
   bad "record --period -e page-faults -c 64: $(cat faults-period.err)"
-if faults=$(perf stat -x, -e page-faults -- "$target" faults 100 2>&1 > /dev/null | grep page-faults |
-  cut -d, -f1) && [ "$faults" -gt 102400 ] 2> /dev/null; then
+if faults=$(page_faults "$target" faults 100) && [ "$faults" -gt 102400 ] 2> /dev/null; then
   fs=$(total faults.folded)
   fw=$(total faults-period.folded)
   fp=$(count faults.folded ';main;fault_pages( |;)')

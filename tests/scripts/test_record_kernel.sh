@@ -415,8 +415,7 @@ EOF2
 # sanitizer, its shadow's first touches; the sanitizer's runtime faults elsewhere too).
 "$ehelf" record -q --unwind kernel --period -e page-faults -c 64 -o kfaults.folded -- \
   "$target" faults 100 2> kfaults.err || bad "record --unwind kernel -e page-faults: $(cat kfaults.err)"
-if faults=$(perf stat -x, -e page-faults -- "$target" faults 100 2>&1 > /dev/null | grep page-faults |
-  cut -d, -f1) && [ "$faults" -gt 102400 ] 2> /dev/null; then
+if faults=$(page_faults "$target" faults 100) && [ "$faults" -gt 102400 ] 2> /dev/null; then
   kw=$(total kfaults.folded)
   kp=$(count kfaults.folded ';main;fault_pages( |;)')
   lo=$(((faults / 64 - $(nproc) - 1) * 64)) # (a counter per CPU, each with up to 63 left over)
