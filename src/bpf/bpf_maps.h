@@ -151,7 +151,11 @@ struct ehelf_copy {
    * among others of the same thread from the same registers. */
   __u64 time;
   __u32 parked; /* walked again from the sample's parked stack (its first 16 KiB) */
-  __u32 reserved;
+  /* The thread ran in its parent's address space (a vfork child: dash runs every command so),
+   * on its parent's stack: once the child's exec lets the parent run, before the new address
+   * space replaces the old, the parent may write that stack between the walk's reads and perf's
+   * copy. */
+  __u32 parents_space;
   struct ehelf_stack stack;
 };
 
@@ -259,6 +263,8 @@ struct ehelf_parked {
   __u32 copy;   /* copy mode: perf has the sample's stack copy; the walk goes to `copies` */
   __u32 length; /* bytes of the stack in `bytes`, from regs.rsp */
   __u32 round;  /* the replay round that put it back last (ehelf_replay) */
+  __u32 parents_space; /* ehelf_copy's */
+  __u32 reserved;
   char comm[16];
   /* (A page more: the verifier's bound on the last page's read, at an offset below 16 KiB.) */
   __u8 bytes[EHELF_PARK_BYTES + 4096];

@@ -812,6 +812,7 @@ Result<std::unique_ptr<KernelWalk>> KernelWalk::load(const KernelWalkOptions& op
         w.sp = c->sp;
         w.time = c->time;
         w.parked = c->parked != 0;
+        w.parents_space = c->parents_space != 0;
         w.stop = c->stack.stop;
         w.outside = c->outside;
         const uint32_t depth = std::min<uint32_t>(c->stack.depth, EHELF_MAX_FRAMES);

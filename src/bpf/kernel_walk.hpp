@@ -63,8 +63,9 @@ struct KernelStack {
 struct CopiedWalk {
   uint32_t tid = 0;
   uint64_t ip = 0, sp = 0;
-  uint64_t time = 0;   // when the program began with the sample (CLOCK_MONOTONIC ns)
-  bool parked = false; // walked again from the sample's parked stack (its first 16 KiB)
+  uint64_t time = 0;          // when the program began with the sample (CLOCK_MONOTONIC ns)
+  bool parked = false;        // walked again from the sample's parked stack (its first 16 KiB)
+  bool parents_space = false; // sampled in its parent's address space (vfork: the parent's stack)
   std::vector<uint64_t> user;
   unsigned stop = 0;
   unsigned outside = 0; // frames stepped by following rbp from code in no mapping it knew

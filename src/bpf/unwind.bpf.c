@@ -492,6 +492,14 @@ struct task_struct___ehelf {
   int tgid;
 } __attribute__((preserve_access_index));
 
+/* Whether the current thread runs in its parent's address space (1): a vfork or posix_spawn
+ * child until its exec replaces it (ehelf_copy.parents_space). */
+static __u32 in_parents_space(void) {
+  struct task_struct___ehelf *task = (void *)bpf_get_current_task_btf();
+  struct mm_struct___ehelf *mm = BPF_CORE_READ(task, mm);
+  return mm && mm == BPF_CORE_READ(task, real_parent, mm);
+}
+
 #define EHELF_VM_EXEC 0x4 /* include/linux/mm.h */
 
 /* The identity of `file` as user space keys its tables (1), or 0: no file, or a kernel before
@@ -1184,6 +1192,7 @@ static int park(struct bpf_perf_event_data *ctx, struct ehelf_walk *w, __u32 tid
   p->tid = tid;
   p->kernel = kernel_stacks ? (__s32)bpf_get_stackid(ctx, &kernel_stack_traces, 0) : -1;
   p->copy = copy;
+  p->parents_space = w->copy.parents_space;
   p->length = (__u32)length;
   p->round = 0;
   bpf_get_current_comm(p->comm, sizeof(p->comm));
@@ -1226,6 +1235,7 @@ int ehelf_sample(struct bpf_perf_event_data *ctx) {
     __u64 *seen = bpf_map_lookup_elem(&stats, &zero);
     copy = seen && *seen % copy_every == 0;
   }
+  w->copy.parents_space = copy ? in_parents_space() : 0;
   if (w->tgid != 0 && user_regs(ctx, w) == 0) {
     w->copy.ip = w->regs.rip;
     w->copy.sp = w->regs.rsp;
@@ -1326,6 +1336,7 @@ static void walk_parked(struct ehelf_walk *w, const struct ehelf_parked *p) {
   w->copy.sp = p->regs.rsp;
   w->copy.time = p->sampled_at;
   w->copy.parked = 1;
+  w->copy.parents_space = p->parents_space;
   const struct ehelf_process *e = bpf_map_lookup_elem(&processes, &w->tgid);
   /* The entry is the sample's when the program took it in that address space, or, not taken
    * yet, when it was read in one whose code and stack begin where the sample's did (for an

@@ -46,9 +46,6 @@ struct SamplingOptions {
   // its samples land in code it does not know yet), even where samples with stack copies fill
   // the ring too (its copy mode); else at a quarter of the ring. Without stack copies, always.
   bool wake_on_each_record = false;
-  // Record times on CLOCK_MONOTONIC (perf_event_attr.use_clockid), the clock of the in-kernel
-  // walk's times (bpf_ktime_get_ns), instead of perf's own.
-  bool monotonic_clock = false;
   // Per CPU: 4 MiB hold ~250 samples of 16 KiB, a quarter second at 999 Hz, so that a recorder
   // kept off the CPU by a busy machine loses nothing; halved down to 8 pages when the kernel
   // refuses the memory (perf_event_mlock_kb for unprivileged users).

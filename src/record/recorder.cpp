@@ -247,6 +247,14 @@ void describe_running(int pid, perf::SampleUnwinder& unwinder) {
   }
 }
 
+// CLOCK_MONOTONIC in ns, the clock of the events' record times (use_clockid) and of the
+// in-kernel walk's.
+uint64_t monotonic_now() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
 // Kernel mode: the in-kernel walk kept in step with the processes (their mappings reloaded when
 // the side band says they mapped code or exec'd, dropped when they exit), its counted stacks
 // added to the profile, and in copy mode the samples perf also got compared with its walks.
@@ -363,6 +371,8 @@ public:
       // (Either walk past its stack copy: perf's, of --stack-size bytes, or the 16 KiB the
       // kernel kept of a parked sample.)
       ++copies_.outside_copy;
+    } else if (k.parents_space) {
+      ++copies_.parents_space;
     } else {
       ++copies_.other;
       if (copies_.examples.size() < 8) {
@@ -411,15 +421,15 @@ public:
     const auto drain_time = std::chrono::steady_clock::now();
     if (!everything && drain_time - last_drain_ < std::chrono::milliseconds(100)) return;
     last_drain_ = drain_time;
-    const uint64_t now = perf_clock_now();
+    const uint64_t now = monotonic_now();
     // A stack is named with the maps of the program it ran in (the process may have exec'd
     // another since: SampleUnwinder::adopt_raw), known once the side band up to that program's
-    // first sample is read: one sampled since the rings were last read (less a margin for
-    // records being written then) waits for the next drain. The last drain names them all.
+    // first sample is read: one sampled after the side band read in order (Drain's `settled`)
+    // waits for the next drain. The last drain names them all.
     std::vector<bpf::KernelStack> waiting = std::move(later_);
     later_.clear();
     auto add = [&](const bpf::KernelStack& k) {
-      if (!everything && k.space_since + kSideBandMargin >= rings_read_at_) {
+      if (!everything && k.space_since >= side_band_read_to_) {
         later_.push_back(k);
         return;
       }
@@ -442,19 +452,10 @@ public:
     walk_.drain(add);
   }
 
-  // The rings are about to be read: what the side band holds up to now is read next.
-  void reading_rings() { rings_read_at_ = perf_clock_now(); }
+  // The side band up to `time` (the records' clock) is read next, in order.
+  void side_band_read_to(uint64_t time) { side_band_read_to_ = time; }
 
 private:
-  // Records are written as their events happen: one timed just before the rings were read may
-  // still be on its way into one.
-  static constexpr uint64_t kSideBandMargin = 2000000; // ns
-  // CLOCK_MONOTONIC, which the events' record times follow in kernel mode (use_clockid).
-  static uint64_t perf_clock_now() {
-    timespec ts{};
-    ::clock_gettime(CLOCK_MONOTONIC, &ts);
-    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-  }
   bpf::KernelWalk& walk_;
   perf::SampleUnwinder& unwinder_;
   Profile& profile_;
@@ -503,7 +504,7 @@ private:
   bool ending_ = false;
   perf::RawStack raw_;
   std::chrono::steady_clock::time_point last_drain_{};
-  uint64_t rings_read_at_ = 0;
+  uint64_t side_band_read_to_ = 0;
   std::vector<bpf::KernelStack> later_; // counted stacks named at the next drain
 };
 
@@ -517,24 +518,49 @@ public:
   uint64_t records() const { return records_; }
   uint64_t bytes() const { return bytes_; }
 
-  // `everything`: the kernel's counts too, whenever they were last read.
+  // `everything`: every record read, and the kernel's counts too, whenever they were last read.
   void operator()(bool everything = false) {
     batch_.clear();
-    if (kernel_side_) kernel_side_->reading_rings();
-    for (RingBuffer& ring : events_.rings()) {
+    std::vector<RingBuffer>& rings = events_.rings();
+    seen_.resize(rings.size());
+    taken_.resize(rings.size());
+    // A record is written a little after its time was taken: one timed just before the rings
+    // were read may not be in its ring yet while a later one is read from another (an exec's
+    // records on one CPU, a sample of the new program on the other: walked with the old maps).
+    // Records timed up to `settled` are all read; later ones wait in their rings for the next
+    // drain (perf's ordering by rounds does the same).
+    const uint64_t settled = everything ? UINT64_MAX : monotonic_now() - kOnTheirWay;
+    if (kernel_side_) kernel_side_->side_band_read_to(settled);
+    for (size_t i = 0; i < rings.size(); ++i) {
+      RingBuffer& ring = rings[i];
       const uint64_t corrupt = ring.corrupt_bytes();
-      for (std::span<const uint8_t> bytes : ring.pending()) {
-        bytes_ += bytes.size();
+      const auto records = ring.pending();
+      // (A ring found corrupt is given back whole: what follows the damage cannot be read again.)
+      const bool may_wait = ring.corrupt_bytes() == corrupt;
+      size_t taken = 0;
+      bool waiting = false;
+      for (size_t j = 0; j < records.size(); ++j) {
+        const std::span<const uint8_t> bytes = records[j];
+        const bool fresh = j >= seen_[i]; // (not read in a drain before: waited there)
         perf::Record r;
         std::memcpy(&r.type, bytes.data(), 4);
         std::memcpy(&r.misc, bytes.data() + 4, 2);
         std::string why;
         if (!perf::decode_kernel_record(bytes.subspan(8), 8, events_.attr(), r, why)) {
-          profile_.add_corrupt_bytes(bytes.size());
-          continue;
+          if (fresh) profile_.add_corrupt_bytes(bytes.size());
+        } else {
+          // The kernel side reloads processes as the side band says, whatever waits.
+          if (fresh && kernel_side_) kernel_side_->saw(r);
+          waiting = waiting || (may_wait && r.time > settled);
+          if (!waiting) batch_.push_back(std::move(r));
         }
-        batch_.push_back(std::move(r));
+        if (!waiting) {
+          ++taken;
+          bytes_ += bytes.size();
+        }
       }
+      taken_[i] = taken;
+      seen_[i] = records.size() - taken;
       profile_.add_corrupt_bytes(ring.corrupt_bytes() - corrupt);
     }
     // Each ring is in time order; the rings together are put in it (a mapping made on one CPU
@@ -547,7 +573,6 @@ public:
         profile_.add_lost(lost->lost);
         continue;
       }
-      if (kernel_side_) kernel_side_->saw(r);
       if (unwinder_.feed_raw(r, raw_)) {
         if (kernel_side_)
           kernel_side_->compare(r, raw_);
@@ -556,8 +581,8 @@ public:
       }
     }
     batch_.clear();
-    for (RingBuffer& ring : events_.rings())
-      ring.release();
+    for (size_t i = 0; i < rings.size(); ++i)
+      rings[i].release(taken_[i]);
     if (kernel_side_) kernel_side_->step(everything);
   }
 
@@ -566,7 +591,12 @@ private:
   perf::SampleUnwinder& unwinder_;
   Profile& profile_;
   KernelSide* kernel_side_;
+  // How long after its time a record may still be on its way into its ring (microseconds,
+  // with interrupts off; a margin for a virtual CPU the host stalls).
+  static constexpr uint64_t kOnTheirWay = 2000000; // ns
   std::vector<perf::Record> batch_;
+  std::vector<size_t> taken_; // per ring: how many of its records this drain took
+  std::vector<size_t> seen_;  // per ring: how many of its first records a drain before read
   perf::RawStack raw_;
   uint64_t records_ = 0, bytes_ = 0;
 };
@@ -631,7 +661,6 @@ Result<Sampling> open_sampling(const RecordOptions& o, const Target& target) {
     SamplingOptions options = o.sampling;
     if (kernel_mode && o.kernel_copy_every == 0) options.stack_size = 0; // no stack bytes at all
     options.wake_on_each_record = kernel_mode;
-    options.monotonic_clock = kernel_mode; // (KernelStack::space_since's clock)
     return EventSet::open(options, target);
   };
   Result<EventSet> opened = [&]() -> Result<EventSet> {
@@ -916,10 +945,11 @@ std::string kernel_walk_summary(const Recording& rec) {
   if (c.compared || c.unmatched) {
     out += fmt::format("  copy mode: {} samples walked both ways, {} identical ({:.2f}%); "
                        "differing: {} not loaded yet, {} not expressible, {} outside the stack "
-                       "copy, {} other; {} unmatched\n",
+                       "copy, {} in a parent's address space, {} other; {} unmatched\n",
                        c.compared, c.identical,
                        c.compared ? 100.0 * double(c.identical) / double(c.compared) : 0.0,
-                       c.not_loaded, c.not_expressible, c.outside_copy, c.other, c.unmatched);
+                       c.not_loaded, c.not_expressible, c.outside_copy, c.parents_space, c.other,
+                       c.unmatched);
     for (const std::string& e : c.examples)
       out += "    " + e + "\n";
   }

@@ -49,6 +49,12 @@ struct CopyComparison {
   // a sample parked in the kernel is walked again from the 16 KiB of its stack kept there, and
   // a walk that goes further than that stops where perf's larger copy went on.
   uint64_t outside_copy = 0;
+  // In a parent's address space: a vfork child (sh runs every command so) runs on its parent's
+  // stack until its exec replaces the address space, and the exec lets the parent run a little
+  // before it does: a child sampled then has its stack written by the parent between the
+  // kernel's reads and perf's copy of one sample (seen: the parent's sigprocmask frames in
+  // perf's copy of the child's execve, the child's own in the kernel's walk).
+  uint64_t parents_space = 0;
   uint64_t other = 0;                // any other difference
   uint64_t unmatched = 0;            // a stack copy whose kernel walk was not found (lost)
   std::vector<std::string> examples; // the first few differences of `other`, described

@@ -23,7 +23,7 @@ Result<RingBuffer> RingBuffer::map(int fd, size_t data_pages) {
   r.meta_ = static_cast<perf_event_mmap_page*>(p);
   r.data_ = static_cast<const uint8_t*>(p) + page;
   r.size_ = data_pages * page;
-  r.read_to_ = r.meta_->data_tail;
+  r.read_to_ = r.round_end_ = r.meta_->data_tail;
   return r;
 }
 
@@ -32,14 +32,14 @@ RingBuffer RingBuffer::view(perf_event_mmap_page* meta, const uint8_t* data, siz
   r.meta_ = meta;
   r.data_ = data;
   r.size_ = size;
-  r.read_to_ = meta->data_tail;
+  r.read_to_ = r.round_end_ = meta->data_tail;
   return r;
 }
 
 RingBuffer::RingBuffer(RingBuffer&& o) noexcept
     : base_(o.base_), mapped_(o.mapped_), meta_(o.meta_), data_(o.data_), size_(o.size_),
-      read_to_(o.read_to_), corrupt_bytes_(o.corrupt_bytes_), records_(std::move(o.records_)),
-      scratch_(std::move(o.scratch_)) {
+      read_to_(o.read_to_), round_end_(o.round_end_), corrupt_bytes_(o.corrupt_bytes_),
+      records_(std::move(o.records_)), ends_(std::move(o.ends_)), scratch_(std::move(o.scratch_)) {
   o.base_ = nullptr;
 }
 
@@ -49,6 +49,7 @@ RingBuffer::~RingBuffer() {
 
 std::span<const std::span<const uint8_t>> RingBuffer::pending() {
   records_.clear();
+  ends_.clear();
   // Acquire: the records' bytes are visible once their head is.
   const uint64_t head = __atomic_load_n(&meta_->data_head, __ATOMIC_ACQUIRE);
   uint64_t pos = read_to_;
@@ -81,13 +82,18 @@ std::span<const std::span<const uint8_t>> RingBuffer::pending() {
       records_.emplace_back(scratch_.data(), h.size);
     }
     pos += h.size;
+    ends_.push_back(pos);
   }
-  read_to_ = pos;
+  round_end_ = pos;
   return records_;
 }
 
-void RingBuffer::release() {
+void RingBuffer::release(size_t count) {
+  // (All of them: past any bytes found corrupt too.)
+  read_to_ = count >= records_.size() ? round_end_ : count ? ends_[count - 1] : read_to_;
+  round_end_ = read_to_;
   records_.clear();
+  ends_.clear();
   // Release: our reads of the records happen before the kernel may overwrite them.
   __atomic_store_n(&meta_->data_tail, read_to_, __ATOMIC_RELEASE);
 }

@@ -37,7 +37,9 @@ public:
   // (its 8-byte header first). Valid until release().
   std::span<const std::span<const uint8_t>> pending();
   // Gives the records returned by pending() back to the kernel.
-  void release();
+  void release() { release(records_.size()); }
+  // Gives back the first `count` of them; the others are pending() again.
+  void release(size_t count);
 
   size_t data_size() const { return size_; }
   uint64_t corrupt_bytes() const { return corrupt_bytes_; }
@@ -49,10 +51,12 @@ private:
   size_t mapped_ = 0;
   perf_event_mmap_page* meta_ = nullptr;
   const uint8_t* data_ = nullptr;
-  size_t size_ = 0;      // of the data area, a power of two
-  uint64_t read_to_ = 0; // the head pending() last read up to
+  size_t size_ = 0;        // of the data area, a power of two
+  uint64_t read_to_ = 0;   // where the next pending() reads from (the tail given back)
+  uint64_t round_end_ = 0; // where the last pending() stopped
   uint64_t corrupt_bytes_ = 0;
   std::vector<std::span<const uint8_t>> records_;
+  std::vector<uint64_t> ends_;   // where each of records_ ends in the ring
   std::vector<uint8_t> scratch_; // the one record that wraps, if any
 };
 

@@ -41,8 +41,8 @@ copy_check() {
   python3 - "$1" "$line" << 'EOF' && ok "$1: $line" || bad "$1: $line; $(grep -A8 'copy mode' "$2" | tail -8)"
 import re, sys
 name, line = sys.argv[1], sys.argv[2]
-m = re.search(r'(\d+) samples walked both ways, (\d+) identical .*differing: (\d+) not loaded yet, (\d+) not expressible, (\d+) outside the stack copy, (\d+) other; (\d+) unmatched', line)
-compared, same, not_loaded, not_expr, outside, other, unmatched = map(int, m.groups())
+m = re.search(r"(\d+) samples walked both ways, (\d+) identical .*differing: (\d+) not loaded yet, (\d+) not expressible, (\d+) outside the stack copy, (\d+) in a parent's address space, (\d+) other; (\d+) unmatched", line)
+compared, same, not_loaded, not_expr, outside, parents, other, unmatched = map(int, m.groups())
 # Samples taken before a process's tables were loaded are expected (its first milliseconds, or
 # a library's after it was mapped), and rows BPF cannot express (CFA = rbx + n in ld.so's lazy
 # binding) stop the kernel's walk: both are counted, neither may exceed its bound; every other
@@ -53,8 +53,11 @@ checked = compared - not_loaded - not_expr
 # the command, its interpreter and the libraries they need are loaded before it runs, and a
 # forked child starts with its parent's mappings: what is left is a process's first
 # milliseconds after its exec, and dlopen.
-ok = (compared >= 20 and checked > 0 and other == 0 and not_expr <= 0.02 * compared and
-      not_loaded <= 0.1 * compared)
+# A vfork child sampled in its parent's address space (sh and Python's subprocess run programs
+# so) may have its stack written by the parent during the sample: rare (1 in ~600 samples of an
+# exec storm of sh), at most 1%.
+ok = (compared >= 20 and checked > 0 and other == 0 and parents <= max(3, 0.01 * compared) and
+      not_expr <= 0.02 * compared and not_loaded <= 0.1 * compared)
 sys.exit(0 if ok else 1)
 EOF
 }
@@ -301,9 +304,12 @@ fi
 # modes, against the user-space walk of the same samples. Before: 9-13 of ~900 compared samples
 # "not loaded yet" reading /proc (1-1.5%), 35-36 in found mode (3.7%); after: 0-1 of ~850-1,040
 # reading /proc, 0 found (4 of 575, 0.7%, in a CI run under ASan beside other tests: a sample
-# in a third file, or the mmap lock taken at exit). Bounds: 0.5% and 1.5%. (Not
-# copy_check's bounds: dash's rows with the return address elsewhere than at the CFA, which the
-# kernel does not express, are ~10% of this workload's samples, a known category.)
+# in a third file, or the mmap lock taken at exit). Bounds: 0.5% and 1.5%. sh runs each program
+# in a vfork child: sampled in its execve after the exec let the parent run, its stack is being
+# written by the parent (two CI runs: 1 'other' of 395 and of 611, before the kernel said so;
+# 5 of 80 runs beside two busy loops, 1 each, 0 other). (Not copy_check's bounds: dash's rows
+# with the return address elsewhere than at the CFA, which the kernel does not express, are ~10%
+# of this workload's samples, a known category.)
 printf 'int main(void) { return 0; }\n' > nothing.c
 if gcc -O1 nothing.c -o nothing; then
   for mode in read found; do
@@ -316,10 +322,10 @@ if gcc -O1 nothing.c -o nothing; then
     python3 - "${interp:-0}" "$line" "$mode" << 'EOF' && ok "exec storm ($mode): ${interp:-0} interpreter mappings found by the aux vector; $line" || bad "exec storm ($mode): ${interp:-0} interpreter mappings; $line $(grep -A4 'copy mode' "storm-$mode.err" | tail -4)"
 import re, sys
 interp, line, mode = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-m = re.search(r'(\d+) samples walked both ways, .*differing: (\d+) not loaded yet, .* (\d+) other', line)
-compared, not_loaded, other = int(m.group(1)), int(m.group(2)), int(m.group(3))
+m = re.search(r"(\d+) samples walked both ways, .*differing: (\d+) not loaded yet, .* (\d+) in a parent's address space, (\d+) other", line)
+compared, not_loaded, parents, other = map(int, m.groups())
 share = 0.005 if mode == 'read' else 0.015
-sys.exit(0 if interp > 0 and compared >= 40 and other == 0 and
+sys.exit(0 if interp > 0 and compared >= 40 and other == 0 and parents <= max(3, 0.01 * compared) and
          not_loaded <= max(3, share * compared) else 1)
 EOF
   done

@@ -58,6 +58,31 @@ TEST(RingBuffer, HandsOutRecordsInOrderAndAWrappedOneWhole) {
   EXPECT_EQ(ring.corrupt_bytes(), 0u);
 }
 
+TEST(RingBuffer, RecordsNotGivenBackArePendingAgain) {
+  // The recorder gives back the records it took and leaves those timed after what it knows to
+  // be read in order (a record on its way into another ring): they come again, the wrapped one
+  // too, and the tail stops at the first of them.
+  const auto a = record_of(9, 40, 0xaa), b = record_of(3, 48, 0xbb), c = record_of(9, 24, 0xcc);
+  TestRing t(128, 64, {a, b, c}); // b wraps
+  RingBuffer ring = RingBuffer::view(&t.meta, t.data.data(), t.data.size());
+  ASSERT_EQ(ring.pending().size(), 3u);
+  ring.release(1);
+  EXPECT_EQ(t.meta.data_tail, 104u);
+  auto again = ring.pending();
+  ASSERT_EQ(again.size(), 2u);
+  EXPECT_EQ(std::vector<uint8_t>(again[0].begin(), again[0].end()), b);
+  EXPECT_EQ(std::vector<uint8_t>(again[1].begin(), again[1].end()), c);
+  ring.release(0);
+  EXPECT_EQ(t.meta.data_tail, 104u);
+  ring.release(); // (nothing pending: the tail stays)
+  EXPECT_EQ(t.meta.data_tail, 104u);
+  ASSERT_EQ(ring.pending().size(), 2u);
+  ring.release(2);
+  EXPECT_EQ(t.meta.data_tail, t.meta.data_head);
+  EXPECT_TRUE(ring.pending().empty());
+  EXPECT_EQ(ring.corrupt_bytes(), 0u);
+}
+
 TEST(RingBuffer, ARecordSizeThatCannotBeIsCountedAndSkipped) {
   auto a = record_of(9, 32, 1), bad = record_of(9, 16, 2);
   const uint16_t huge = 4000; // runs past the head
