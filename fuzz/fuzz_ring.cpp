@@ -3,6 +3,7 @@
 // of two). Every record handed out must lie inside the ring or be one wrapped copy; each is decoded
 // as the recorder's events lay records out, fed to a SampleUnwinder's address-only path and
 // aggregated in a Profile, whose stacks are then named. Nothing may read outside the given bytes.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -40,6 +41,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   perf::SampleUnwinder unwinder(perf::RecordingInfo{}, options);
   record::Profile profile;
   perf::RawStack raw;
+  // The recorder gives back a prefix of the records and reads the others again at its next
+  // drain (a record timed after what it knows to be read in order): they must come again, the
+  // same bytes in the same order, and the tail never passes the head.
+  std::vector<std::vector<uint8_t>> first;
+  for (std::span<const uint8_t> r : rb.pending())
+    first.emplace_back(r.begin(), r.end());
+  if (rb.corrupt_bytes() == 0 && !first.empty()) {
+    const size_t given = data[8] % (first.size() + 1);
+    rb.release(given);
+    if (meta.data_tail > meta.data_head) std::abort();
+    const auto again = rb.pending();
+    if (again.size() < first.size() - given) std::abort();
+    for (size_t j = 0; j + given < first.size(); ++j)
+      if (!std::equal(again[j].begin(), again[j].end(), first[j + given].begin(),
+                      first[j + given].end()))
+        std::abort();
+  }
   for (std::span<const uint8_t> r : rb.pending()) {
     if (r.size() < 8) std::abort();
     perf::Record rec;
