@@ -332,6 +332,19 @@ EOF
 else
   bad "could not build nothing.c"
 fi
+# The vfork case made to happen at every sample: a child in its parent's address space (clone
+# with CLONE_VM) spins while the parent flips a return address in the child's stack, so that
+# the program's reads and perf's copy of one sample see different bytes. Each such difference
+# is counted in its category, none as "other" (before the program said so, all of them were).
+"$ehelf" record --unwind kernel --kernel-copy-every 1 -F 4000 -o shared.folded -- \
+  "$target" shared 100 > /dev/null 2> shared.err || bad "record shared: $(tail -3 shared.err)"
+line=$(grep -E 'copy mode: ' shared.err)
+python3 - "$line" << 'EOF' && ok "a stack its parent writes: $line" || bad "a stack its parent writes: $line $(grep -A4 'copy mode' shared.err | tail -4)"
+import re, sys
+m = re.search(r"(\d+) samples walked both ways, .* (\d+) in a parent's address space, (\d+) other", sys.argv[1])
+compared, parents, other = map(int, m.groups())
+sys.exit(0 if compared >= 100 and parents >= 0.05 * compared and other == 0 else 1)
+EOF
 # The same in the default mode, named: a stack counted in the kernel is named with the maps of
 # the program it was sampled in, not those of the one the process exec'd since (before: 4 of 84
 # samples named in compare_spinning, the last program's; user mode 67-71 of ~82). Built with
