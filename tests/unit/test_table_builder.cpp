@@ -98,14 +98,16 @@ protected:
 };
 
 // Speculative builds run one at a time on one thread: the wanted file, submitted last, is built
-// on the other while the first of them runs, and finishes before the second of them can (a
-// single queue in order built it last: the failure this guards).
+// on the other beside at most one of them, and at most that one finishes before it (a single
+// queue in order built it last: the failure this guards). Which one runs beside it depends on
+// when the threads start: the first submitted, or, when all four are queued before a thread
+// looks, the smallest (libm), which may then finish first (a CI run under ASan: libm, then the
+// wanted file).
 TEST_F(TableBuilderOrder, WantedFileIsNotQueuedBehindSpeculativeOnes) {
   const std::vector<uint64_t> order =
       build_order({{lib.big, false}, {lib.libc, false}, {lib.libm, false}, {lib.small, true}});
   ASSERT_EQ(order.size(), 4u);
-  EXPECT_LT(position(order, 4), position(order, 2));
-  EXPECT_LT(position(order, 4), position(order, 3));
+  EXPECT_LE(position(order, 4), 1u);
 }
 
 // A queued speculative job a process now maps is built ahead of the speculative ones before it.
