@@ -99,9 +99,9 @@ perf_event_attr make_attr(const SamplingOptions& o, const Target& t, bool kernel
   a.enable_on_exec = t.kind == Target::Command ? 1 : 0;
   a.watermark = 1;
   a.wakeup_watermark = static_cast<uint32_t>(ring_bytes / 4);
-  // Record times on CLOCK_MONOTONIC, which ehelf can read too (the rings' records are put in
-  // order up to a time read before the rings: ring_order.hpp), as the in-kernel walk does
-  // (bpf_ktime_get_ns), instead of perf's own clock.
+  // Record times on CLOCK_MONOTONIC, which ehelf can read too (the recorder's drain puts the
+  // rings' records in order up to a time read before the rings: recorder.cpp, Drain), as the
+  // in-kernel walk does (bpf_ktime_get_ns), instead of perf's own clock.
   a.use_clockid = 1;
   a.clockid = CLOCK_MONOTONIC;
   if (o.stack_size == 0 || o.wake_on_each_record) {
