@@ -119,6 +119,19 @@ struct ehelf_process {
   __u64 start_stack;
 };
 
+/* A program a process ran before its exec, or before it exited, while samples of it waited in
+ * the kernel (ehelf_parked): its mappings in the pool, for the samples taken while it ran
+ * (sampled_at in [valid_from, valid_to), CLOCK_MONOTONIC ns: its exec or fork, and the exec or
+ * exit that ended it). A process's entry in `processes` describes its present program only. */
+#define EHELF_PAST_PROGRAMS 4
+struct ehelf_past_program {
+  __u64 valid_from, valid_to;
+  __u32 first_mapping, mapping_count;
+};
+struct ehelf_past_programs {
+  struct ehelf_past_program programs[EHELF_PAST_PROGRAMS]; /* unused: mapping_count 0 */
+};
+
 struct ehelf_stack {
   __u32 depth;
   __u32 stop; /* enum ehelf_walk_stop */
@@ -264,7 +277,9 @@ struct ehelf_parked {
   __u32 length; /* bytes of the stack in `bytes`, from regs.rsp */
   __u32 round;  /* the replay round that put it back last (ehelf_replay) */
   __u32 parents_space; /* ehelf_copy's */
-  __u32 reserved;
+  /* The parent's tgid when the process ran its parent's program (a fork that has not exec'd
+   * yet), else 0: a sample that waited while the process exec'd walks with the parent's entry. */
+  __u32 parent;
   char comm[16];
   /* (A page more: the verifier's bound on the last page's read, at an offset below 16 KiB.) */
   __u8 bytes[EHELF_PARK_BYTES + 4096];

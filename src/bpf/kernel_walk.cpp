@@ -102,7 +102,37 @@ struct ProcessEntry {
   std::vector<ehelf_mapping> list; // what the range holds
   ProcAddressSpace space;          // whose mappings they are (0: unknown)
   std::set<FileKey> files;
+  uint64_t written_at = 0; // when the entry was written (CLOCK_MONOTONIC ns)
 };
+
+// A program a process ran before (bpf_maps.h: ehelf_past_programs), kept while samples of it
+// wait: its mappings in the pool, the files they use.
+struct PastProgram {
+  RangePool::Range mappings{};
+  std::set<FileKey> files;
+  ehelf_past_program value{};
+  std::chrono::steady_clock::time_point ended;
+};
+
+uint64_t monotonic_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+// Whether the file at m.path is still the one the side band says was mapped: the same build ID,
+// or (a record without one) the same device and inode.
+bool same_file(const SideBandMapping& m) {
+  if (m.path.empty() || m.path[0] != '/') return false;
+  if (!m.build_id.empty()) {
+    auto elf = ElfFile::open(m.path);
+    if (!elf) return false;
+    const auto id = (*elf)->build_id();
+    return id && std::equal(id->begin(), id->end(), m.build_id.begin(), m.build_id.end());
+  }
+  struct stat st {};
+  return m.ino != 0 && ::stat(m.path.c_str(), &st) == 0 && st.st_dev == m.dev && st.st_ino == m.ino;
+}
 
 bool same_mappings(const std::vector<ehelf_mapping>& a, const std::vector<ehelf_mapping>& b) {
   return a.size() == b.size() &&
@@ -209,6 +239,8 @@ struct KernelWalk::State {
   std::atomic<int> replay_state{kReplayNone};
   std::string replay_error; // written by the loader before kReplayFailed
   uint64_t requests_answered = 0, bytes_read = 0;
+  std::unordered_map<uint32_t, std::vector<PastProgram>> past; // (program_ended)
+  uint64_t programs_kept = 0;
   uint64_t next_build = 1;
   // Declared last: destroyed first, its thread stopped before what it reports to goes.
   TableBuilder builder;
@@ -300,17 +332,19 @@ struct KernelWalk::State {
 
   // The file's table if a process had it already, else a new one: built now (`now`, and the
   // vDSO) or by the builder; null if the file cannot be read.
-  FileTable* file_for(uint32_t pid, const ProcMapping& m, FileKey& key, bool now = false) {
+  FileTable* file_for(uint32_t pid, const ProcMapping& m, FileKey& key, bool now = false,
+                      bool by_path = false) {
     std::string open_path;
     if (m.path == "[vdso]") {
       key.vdso = m.path;
     } else {
-      // The file the process maps, even deleted, replaced or in another mount namespace (pid 0:
-      // a file by its path, preloaded).
-      open_path = pid ? fmt::format("/proc/{}/map_files/{:x}-{:x}", pid, m.start, m.end) : m.path;
+      // The file the process maps, even deleted, replaced or in another mount namespace (pid 0,
+      // or `by_path`: a file by its path, preloaded or of a process gone).
+      open_path = pid && !by_path ? fmt::format("/proc/{}/map_files/{:x}-{:x}", pid, m.start, m.end)
+                                  : m.path;
       struct stat st {};
       if (::stat(open_path.c_str(), &st) != 0) {
-        open_path = m.open_path(int(pid));
+        open_path = by_path ? m.path : m.open_path(int(pid));
         if (::stat(open_path.c_str(), &st) != 0) return nullptr;
       }
       set_file_key(st, key);
@@ -538,12 +572,31 @@ struct KernelWalk::State {
         (after && after->start_code == 0 && after->start_stack != 0) || // mapping its code
         (after && after->start_code != 0 && !files_mapped))
       return;
-    std::vector<ehelf_mapping> list;
     std::set<FileKey> used;
-    for (const ProcMapping& m : *maps) {
+    std::vector<ehelf_mapping> list = mappings_of(pid, *maps, used);
+    ehelf_process value{};
+    if (after) {
+      value.start_code = after->start_code;
+      value.start_stack = after->start_stack;
+    }
+    if (install(pid, std::move(list), std::move(used), value)) {
+      ProcessEntry& p = processes[pid];
+      p.space = after.value_or(ProcAddressSpace{});
+      p.written_at = monotonic_ns();
+      ++requests_answered;
+    }
+  }
+
+  // The process's mappings of files as the walk finds them (`maps`: from /proc/PID/maps, or the
+  // side band's, whose files are opened `by_path`: the pid may be another process's now),
+  // sorted; the files' keys into `used`, each file's users counted once.
+  std::vector<ehelf_mapping> mappings_of(uint32_t pid, const std::vector<ProcMapping>& maps,
+                                         std::set<FileKey>& used, bool by_path = false) {
+    std::vector<ehelf_mapping> list;
+    for (const ProcMapping& m : maps) {
       if (m.path.empty() || (m.path[0] == '[' && m.path != "[vdso]")) continue; // JIT, vsyscall
       FileKey key;
-      FileTable* f = file_for(pid, m, key);
+      FileTable* f = file_for(pid, m, key, /*now=*/false, by_path);
       if (!f) continue;
       const auto bias = load_bias(f->segments, m.start, m.offset);
       if (!bias) continue;
@@ -563,34 +616,133 @@ struct KernelWalk::State {
     }
     std::sort(list.begin(), list.end(),
               [](const ehelf_mapping& a, const ehelf_mapping& b) { return a.start < b.start; });
+    return list;
+  }
+
+  // `list` written as the process's mappings, the entry `value` pointing at them (its
+  // first_mapping and mapping_count set here); false when nothing changed (the same mappings
+  // asked again) or the pool is full, the files' users given back.
+  bool install(uint32_t pid, std::vector<ehelf_mapping> list, std::set<FileKey> used,
+               ehelf_process value) {
     keep_learned(pid, list);
     ProcessEntry& p = processes[pid];
-    if (p.mappings.count && same_mappings(p.list, list)) { // asked again, nothing changed
+    if (p.mappings.count && same_mappings(p.list, list)) {
       release_files(used);
-      return;
+      return false;
     }
     auto range = mapping_pool.allocate(std::max<size_t>(list.size(), 1));
     if (!range) {
       release_files(used);
-      return;
+      if (!p.mappings.count) processes.erase(pid);
+      return false;
     }
     // Written before the process's entry points at them: the update below is a system call,
     // which orders these stores before it (no fence needed, none that ThreadSanitizer refuses).
     std::copy(list.begin(), list.end(), mappings.values + range->first);
-    ehelf_process value{uint32_t(range->first), uint32_t(list.size())};
-    if (after) {
-      value.start_code = after->start_code;
-      value.start_stack = after->start_stack;
-    }
+    value.first_mapping = uint32_t(range->first);
+    value.mapping_count = uint32_t(list.size());
     bpf_map_update_elem(bpf_map__fd(skel->maps.processes), &pid, &value, BPF_ANY);
     process_changed();
     if (p.mappings.count) retire(&mapping_pool, p.mappings, UINT32_MAX);
     p.mappings = *range;
-    p.space = after.value_or(ProcAddressSpace{});
     p.list = std::move(list);
     release_files(p.files);
     p.files = std::move(used);
-    ++requests_answered;
+    return true;
+  }
+
+  // A program of the process ended (its exec of another, or its exit) at `until`, begun at
+  // `since` (its exec or fork): while samples of it wait in the kernel, the mappings it had are
+  // kept for them (ehelf_past_programs): the process's entry when it was written in that time,
+  // else those the side band gave (`side_band`, null when it did not see the program begin; a
+  // file replaced since is left out).
+  void program_ended(uint32_t pid, const std::vector<SideBandMapping>* side_band, uint64_t since,
+                     uint64_t until) {
+    if (!has_parked(pid)) return;
+    std::vector<ehelf_mapping> list;
+    std::set<FileKey> used;
+    auto it = processes.find(pid);
+    if (it != processes.end() && it->second.written_at >= since && it->second.written_at <= until) {
+      list = it->second.list;
+      used = it->second.files;
+      for (const FileKey& key : used)
+        ++files.at(key).users;
+    } else if (side_band) {
+      std::vector<ProcMapping> maps;
+      for (const SideBandMapping& m : *side_band) {
+        if (m.path != "[vdso]" && !same_file(m)) continue;
+        ProcMapping pm;
+        pm.start = m.start;
+        pm.end = m.end;
+        pm.offset = m.offset;
+        pm.executable = true;
+        pm.path = m.path;
+        maps.push_back(std::move(pm));
+      }
+      list = mappings_of(pid, maps, used, /*by_path=*/true);
+    }
+    if (list.empty()) {
+      release_files(used);
+      return;
+    }
+    auto range = mapping_pool.allocate(list.size());
+    if (!range) {
+      release_files(used);
+      return;
+    }
+    std::copy(list.begin(), list.end(), mappings.values + range->first);
+    std::vector<PastProgram>& kept = past[pid];
+    if (kept.size() == EHELF_PAST_PROGRAMS) { // the oldest gives way
+      retire_past(kept.front());
+      kept.erase(kept.begin());
+    }
+    PastProgram& added = kept.emplace_back();
+    added.mappings = *range;
+    added.files = std::move(used);
+    added.value = {since, until, uint32_t(range->first), uint32_t(list.size())};
+    added.ended = std::chrono::steady_clock::now();
+    write_past(pid);
+    ++programs_kept;
+  }
+
+  // The process's past programs written for the walk (none: its entry deleted).
+  void write_past(uint32_t pid) {
+    const int fd = bpf_map__fd(skel->maps.past_programs);
+    auto it = past.find(pid);
+    if (it == past.end() || it->second.empty()) {
+      bpf_map_delete_elem(fd, &pid);
+      if (it != past.end()) past.erase(it);
+      return;
+    }
+    ehelf_past_programs value{};
+    for (size_t i = 0; i < it->second.size() && i < EHELF_PAST_PROGRAMS; ++i)
+      value.programs[i] = it->second[i].value;
+    bpf_map_update_elem(fd, &pid, &value, BPF_ANY);
+    process_changed(); // (the replay walks again what waits)
+  }
+
+  void retire_past(PastProgram& g) {
+    retire(&mapping_pool, g.mappings, UINT32_MAX);
+    release_files(g.files);
+  }
+
+  // Past programs dropped once no sample of their process waits, or after the replay's patience
+  // (5 s); all of them with `all`.
+  void drop_past(bool all) {
+    const auto now = std::chrono::steady_clock::now();
+    std::vector<uint32_t> changed;
+    for (auto& [pid, kept] : past) {
+      const bool waiting = !all && has_parked(pid);
+      const size_t before = kept.size();
+      std::erase_if(kept, [&](PastProgram& g) {
+        if (waiting && now - g.ended < std::chrono::seconds(5)) return false;
+        retire_past(g);
+        return true;
+      });
+      if (kept.size() != before) changed.push_back(pid);
+    }
+    for (uint32_t pid : changed)
+      write_past(pid);
   }
 
   // What the program found itself in the process (unwind.bpf.c: learned) may describe what is
@@ -641,6 +793,7 @@ struct KernelWalk::State {
     p.mappings = *range;
     p.list = from.list;
     p.space = from.space;
+    p.written_at = monotonic_ns();
     p.files = from.files;
     for (const FileKey& key : p.files)
       ++files.at(key).users;
@@ -912,6 +1065,11 @@ void KernelWalk::forget_process(uint32_t pid) {
   s_->forget(pid);
 }
 
+void KernelWalk::program_ended(uint32_t pid, const std::vector<SideBandMapping>* side_band,
+                               uint64_t since, uint64_t until) {
+  s_->program_ended(pid, side_band, since, until);
+}
+
 void KernelWalk::serve_requests() {
   s_->take_built();
   ring_buffer__consume(s_->requests);
@@ -919,6 +1077,7 @@ void KernelWalk::serve_requests() {
   for (uint32_t pid : asked)
     s_->refresh(pid);
   s_->drop_exited(false);
+  s_->drop_past(false);
   s_->free_retired();
 }
 
@@ -1040,7 +1199,10 @@ void KernelWalk::drain(const std::function<void(const KernelStack&)>& use) {
 
 void KernelWalk::replay_parked(bool final) {
   replay(final);
-  if (final) s_->drop_exited(true);
+  if (final) {
+    s_->drop_exited(true);
+    s_->drop_past(true);
+  }
 }
 
 void KernelWalk::replay(bool final) {
@@ -1131,6 +1293,7 @@ KernelWalkStats KernelWalk::stats() const {
   for (const auto& [pid, p] : s.processes)
     out.mappings += p.mappings.count;
   out.requests = s.requests_answered;
+  out.programs_kept = s.programs_kept;
   out.bytes_read = s.bytes_read;
   bpf_prog_info info{};
   uint32_t info_size = sizeof(info);

@@ -90,12 +90,21 @@ struct KernelWalkStats {
   std::string largest_file;
   uint64_t processes = 0, mappings = 0; // processes with mappings loaded now
   uint64_t requests = 0;                // requests answered
-  uint64_t bytes_read = 0;              // what user space read from the maps (drains, copies)
+  uint64_t programs_kept = 0; // programs that ended while samples of them waited (program_ended)
+  uint64_t bytes_read = 0;    // what user space read from the maps (drains, copies)
   // The program's runs and their time, as the kernel counts them while
   // /proc/sys/kernel/bpf_stats_enabled is 1 (0 otherwise).
   uint64_t runs = 0, run_time_ns = 0;
   uint64_t replay_runs = 0, replay_time_ns = 0; // ... and of the replay of parked samples
   std::string replay_error; // why the replay could not be loaded (its samples never counted)
+};
+
+// A mapping of code as the side band's records described it (PERF_RECORD_MMAP2).
+struct SideBandMapping {
+  uint64_t start = 0, end = 0, offset = 0;
+  std::string path;
+  std::vector<uint8_t> build_id; // or, a record without one, the file's device and inode
+  uint64_t dev = 0, ino = 0;
 };
 
 // Why this process cannot load the walk (empty: it can): root, or CAP_BPF with CAP_PERFMON.
@@ -135,6 +144,12 @@ public:
   bool tables_building() const;
   // The process is gone: its mappings are dropped, and the tables only it used.
   void forget_process(uint32_t pid);
+  // A program of the process ended at `until` (CLOCK_MONOTONIC ns: its exec of another, or its
+  // exit), begun at `since` (its exec or fork): while samples of it wait in the kernel, they walk
+  // with the mappings it had: its entry's when read while it ran, else `side_band`'s (null: the
+  // side band did not see it begin). Call before the process is read again or forgotten.
+  void program_ended(uint32_t pid, const std::vector<SideBandMapping>* side_band, uint64_t since,
+                     uint64_t until);
   // Answers the program's requests (processes and files without tables yet). Call often.
   void serve_requests();
   // Polls readable when the program has sent requests: a loop waiting on it answers at once.

@@ -140,6 +140,15 @@ struct {
   __type(value, struct ehelf_process);
 } processes SEC(".maps");
 
+/* The programs processes ran before, for their samples that waited (bpf_maps.h:
+ * ehelf_past_programs); only the replay reads it. */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 4096);
+  __type(key, __u32);
+  __type(value, struct ehelf_past_programs);
+} past_programs SEC(".maps");
+
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(map_flags, BPF_F_NO_PREALLOC);
@@ -1193,6 +1202,7 @@ static int park(struct bpf_perf_event_data *ctx, struct ehelf_walk *w, __u32 tid
   p->kernel = kernel_stacks ? (__s32)bpf_get_stackid(ctx, &kernel_stack_traces, 0) : -1;
   p->copy = copy;
   p->parents_space = w->copy.parents_space;
+  p->parent = same_program_as_parent() ? (__u32)BPF_CORE_READ(task, real_parent, tgid) : 0;
   p->length = (__u32)length;
   p->round = 0;
   bpf_get_current_comm(p->comm, sizeof(p->comm));
@@ -1350,9 +1360,31 @@ static void walk_parked(struct ehelf_walk *w, const struct ehelf_parked *p) {
     else
       present = !e->inherited;
   }
+  /* A fork sampled before its exec, walked again after it: its entry is of the program it
+   * exec'd now; the parent's describes the one it ran (the same code and stack addresses). */
+  if (!present && p->parent != 0 && !find_mappings_only) {
+    __u32 parent = p->parent;
+    e = bpf_map_lookup_elem(&processes, &parent);
+    present = e && e->start_code != 0 && e->start_code == p->start_code &&
+              e->start_stack == p->start_stack;
+  }
+  w->first_mapping = present && e ? e->first_mapping : 0;
+  w->mapping_count = present && e ? e->mapping_count : 0;
+  /* Else a program the process ran before an exec, or before it exited, while the sample
+   * waited. */
+  if (!present && !find_mappings_only) {
+    const struct ehelf_past_programs *past = bpf_map_lookup_elem(&past_programs, &w->tgid);
+    for (int i = 0; past && i < EHELF_PAST_PROGRAMS; i++) {
+      const struct ehelf_past_program *g = &past->programs[i];
+      if (g->mapping_count && p->sampled_at >= g->valid_from && p->sampled_at < g->valid_to) {
+        w->first_mapping = g->first_mapping;
+        w->mapping_count = g->mapping_count;
+        present = 1;
+        break;
+      }
+    }
+  }
   w->known_process = present;
-  w->first_mapping = present ? e->first_mapping : 0;
-  w->mapping_count = present ? e->mapping_count : 0;
   w->last_mapping = w->first_mapping;
   w->learned.count = 0;
   w->learned.next = 0;

@@ -13,6 +13,7 @@
 #include <optional>
 #include <poll.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <unordered_map>
@@ -267,15 +268,33 @@ public:
   // A side-band record, before the unwinder sees it.
   void saw(const perf::Record& r) {
     if (const auto* m = std::get_if<perf::MmapRecord>(&r.body)) {
-      if (m->executable()) dirty_.push_back(m->pid);
+      if (m->executable()) {
+        dirty_.push_back(m->pid);
+        mapped(*m);
+      }
     } else if (const auto* c = std::get_if<perf::CommRecord>(&r.body)) {
-      if (c->exec) dirty_.push_back(c->pid);
+      if (c->exec) {
+        dirty_.push_back(c->pid);
+        ended(c->pid, r.time);
+        side_band_[c->pid] = {r.time, true, {}};
+      }
     } else if (r.type == perf::record_type::kFork) {
-      if (const auto* t = std::get_if<perf::TaskRecord>(&r.body); t && t->pid != t->ppid)
+      if (const auto* t = std::get_if<perf::TaskRecord>(&r.body); t && t->pid != t->ppid) {
         forks_.push_back({t->ppid, t->pid}); // a new process, not a thread
+        auto parent = side_band_.find(t->ppid);
+        SideBandProcess child{r.time, false, {}};
+        if (parent != side_band_.end() && parent->second.complete) {
+          child.complete = true;
+          child.mappings = parent->second.mappings;
+        }
+        side_band_[t->pid] = std::move(child);
+      }
     } else if (r.type == perf::record_type::kExit) {
-      if (const auto* t = std::get_if<perf::TaskRecord>(&r.body); t && t->pid == t->tid)
+      if (const auto* t = std::get_if<perf::TaskRecord>(&r.body); t && t->pid == t->tid) {
         gone_.push_back(t->pid);
+        ended(t->pid, r.time);
+        side_band_.erase(t->pid);
+      }
     }
   }
 
@@ -396,6 +415,11 @@ public:
   // of now. Batches come at every side-band record; a drain empties the count maps, and each
   // stack counted again after it costs the program an insertion.
   void step(bool everything) {
+    // Programs that ended (an exec, an exit) while samples of them may wait in the kernel: kept
+    // for those, before their processes are read again or forgotten.
+    for (const EndedProgram& e : ended_)
+      walk_.program_ended(e.pid, e.complete ? &e.mappings : nullptr, e.since, e.until);
+    ended_.clear();
     for (const auto& [parent, child] : forks_)
       walk_.inherit_process(parent, child);
     forks_.clear();
@@ -460,6 +484,57 @@ private:
   perf::SampleUnwinder& unwinder_;
   Profile& profile_;
   CopyComparison& copies_;
+  // A code mapping of a process (its pid's last program) as the side band gives it: one mapped
+  // over an older one's range replaces it (munmap has no record: a library unloaded stays).
+  void mapped(const perf::MmapRecord& m) {
+    auto it = side_band_.find(m.pid);
+    if (it == side_band_.end() || m.len == 0 || m.start + m.len < m.start) return;
+    if (m.filename.empty() || (m.filename[0] != '/' && m.filename != "[vdso]")) return;
+    std::vector<bpf::SideBandMapping>& maps = it->second.mappings;
+    const uint64_t end = m.start + m.len;
+    std::erase_if(maps, [&](const bpf::SideBandMapping& old) {
+      return old.start < end && m.start < old.end;
+    });
+    if (maps.size() >= kMaxSideBandMappings) return;
+    bpf::SideBandMapping& added = maps.emplace_back();
+    added.start = m.start;
+    added.end = end;
+    added.offset = m.pgoff;
+    added.path = std::string(m.filename);
+    added.build_id.assign(m.build_id.begin(), m.build_id.end());
+    added.dev = makedev(m.maj, m.min);
+    added.ino = m.ino;
+  }
+  // Each process's code mappings since its exec or fork (`since`, the record's time), kept for
+  // a process that exits before its /proc/PID/maps is read (KernelWalk::exited_with): complete
+  // when the side band saw the program begin (an exec, or a fork of a complete parent), not for
+  // a process that ran before the recording (its mappings of then are in no record).
+  struct SideBandProcess {
+    uint64_t since = 0;
+    bool complete = false;
+    std::vector<bpf::SideBandMapping> mappings;
+  };
+  static constexpr size_t kMaxSideBandMappings = 4096; // per process: beyond, not kept
+  std::unordered_map<uint32_t, SideBandProcess> side_band_;
+  // The process's program ended at `until` (an exec, an exit): handed to the walk at the next
+  // step.
+  void ended(uint32_t pid, uint64_t until) {
+    auto it = side_band_.find(pid);
+    EndedProgram e{pid, 0, until, false, {}};
+    if (it != side_band_.end()) {
+      e.since = it->second.since;
+      e.complete = it->second.complete;
+      e.mappings = std::move(it->second.mappings);
+    }
+    ended_.push_back(std::move(e));
+  }
+  struct EndedProgram {
+    uint32_t pid = 0;
+    uint64_t since = 0, until = 0;
+    bool complete = false;
+    std::vector<bpf::SideBandMapping> mappings;
+  };
+  std::vector<EndedProgram> ended_;
   std::vector<uint32_t> dirty_, gone_;
   std::vector<std::pair<uint32_t, uint32_t>> forks_; // (parent, child)
   // A copied sample's walk here, waiting for the kernel's (parked: walked again later).
@@ -917,6 +992,10 @@ std::string kernel_walk_summary(const Recording& rec) {
     out += fmt::format("  samples that waited in the kernel for their tables: {} (walked again "
                        "once loaded; {} not kept: the queue was full)\n",
                        k.parked, k.park_full);
+  if (k.programs_kept)
+    out += fmt::format("  programs that ended (exec, exit) while samples of them waited: {} "
+                       "(those walked with the mappings they had)\n",
+                       k.programs_kept);
   if (k.parked > k.replayed && !k.replay_error.empty())
     out += fmt::format("  {} of them never walked again: the replay's BPF program: {}\n",
                        k.parked - k.replayed, k.replay_error);

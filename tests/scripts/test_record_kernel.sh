@@ -534,6 +534,50 @@ if gcc -O1 -shared -fPIC -o libbig.so big.s bigspin.c && gcc -O1 -o big_main big
   [ "${unparked:-0}" -ge 5 ] && ! grep -q 'waited in the kernel' big-no-park.err &&
     ok "--no-kernel-park: $unparked compared samples not loaded yet" ||
     bad "--no-kernel-park: ${unparked:-none} not loaded yet: $(grep -E 'copy mode|waited' big-no-park.err)"
+  # The same samples waiting while their process exec's another program: the process's entry
+  # becomes the new program's, and the samples walk with the mappings of the program they were
+  # taken in, kept for them (before: 0 of 51 through to main, each stopped at "process not
+  # loaded yet"); also in a fork of the program (its entry the parent's, copied at the fork).
+  cat > big_exec.c << 'EOF'
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+  usleep(200000);
+  void *lib = dlopen(argv[1], RTLD_NOW);
+  if (!lib) { fprintf(stderr, "%s\n", dlerror()); return 1; }
+  uint64_t (*spin)(double) = (uint64_t(*)(double))dlsym(lib, "big_spin");
+  if (argc > 2 && strcmp(argv[2], "fork") == 0) {
+    pid_t child = fork();
+    if (child > 0) return waitpid(child, 0, 0) == child ? 0 : 1;
+  }
+  printf("%llu\n", (unsigned long long)spin(0.04));
+  fflush(stdout);
+  execlp("sleep", "sleep", "0.6", (char *)0);
+  return 1;
+}
+EOF
+  if gcc -O1 -o big_exec big_exec.c -ldl; then
+    for mode in exec fork; do
+      "$ehelf" record --unwind kernel -F 4000 --kernel-copy-every 1 -o "big-$mode.folded" -- \
+        ./big_exec "$work/libbig.so" "$mode" > /dev/null 2> "big-$mode.err" ||
+        bad "record big_exec $mode: $(cat "big-$mode.err")"
+      ended=$(grep -oE 'while samples of them waited: [0-9]+' "big-$mode.err" | grep -oE '[0-9]+$')
+      line=$(grep -E 'copy mode: ' "big-$mode.err")
+      not_loaded=$(grep -oE '[0-9]+ not loaded yet' <<<"$line" | cut -d' ' -f1)
+      through=$(count "big-$mode.folded" ';main;big_spin;big_inner( |;)')
+      inner=$(count "big-$mode.folded" 'big_inner( |;)')
+      [ "${ended:-0}" -ge 1 ] && [ "${not_loaded:-1}" -eq 0 ] && grep -q ' 0 other' <<<"$line" &&
+        [ "$inner" -ge 20 ] && [ $((through * 100)) -ge $((inner * 98)) ] &&
+        ok "parked, then exec ($mode): $through of $inner samples in big_inner through to main; $line" ||
+        bad "parked, then exec ($mode): ${ended:-no} program kept, $through of $inner through to main; $line $(grep -E 'waited|stopped' "big-$mode.err")"
+    done
+  else
+    bad "could not build big_exec"
+  fi
 else
   bad "could not build the library with a large table"
 fi
