@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <fstream>
 #include <future>
+#include <memory>
 #include <optional>
 #include <poll.h>
 #include <sys/syscall.h>
@@ -276,16 +277,16 @@ public:
       if (c->exec) {
         dirty_.push_back(c->pid);
         ended(c->pid, r.time);
-        side_band_[c->pid] = {r.time, true, {}};
+        side_band_[c->pid] = {r.time, true, std::make_shared<SideBandMappings>()};
       }
     } else if (r.type == perf::record_type::kFork) {
       if (const auto* t = std::get_if<perf::TaskRecord>(&r.body); t && t->pid != t->ppid) {
         forks_.push_back({t->ppid, t->pid}); // a new process, not a thread
         auto parent = side_band_.find(t->ppid);
-        SideBandProcess child{r.time, false, {}};
+        SideBandProcess child{r.time, false, std::make_shared<SideBandMappings>()};
         if (parent != side_band_.end() && parent->second.complete) {
           child.complete = true;
-          child.mappings = parent->second.mappings;
+          child.mappings = parent->second.mappings; // shared until one of the two maps more
         }
         side_band_[t->pid] = std::move(child);
       }
@@ -418,7 +419,8 @@ public:
     // Programs that ended (an exec, an exit) while samples of them may wait in the kernel: kept
     // for those, before their processes are read again or forgotten.
     for (const EndedProgram& e : ended_)
-      walk_.program_ended(e.pid, e.complete ? &e.mappings : nullptr, e.since, e.until);
+      walk_.program_ended(e.pid, e.complete && e.mappings ? e.mappings.get() : nullptr, e.since,
+                          e.until);
     ended_.clear();
     for (const auto& [parent, child] : forks_)
       walk_.inherit_process(parent, child);
@@ -490,7 +492,9 @@ private:
     auto it = side_band_.find(m.pid);
     if (it == side_band_.end() || m.len == 0 || m.start + m.len < m.start) return;
     if (m.filename.empty() || (m.filename[0] != '/' && m.filename != "[vdso]")) return;
-    std::vector<bpf::SideBandMapping>& maps = it->second.mappings;
+    std::shared_ptr<SideBandMappings>& shared = it->second.mappings;
+    if (shared.use_count() > 1) shared = std::make_shared<SideBandMappings>(*shared);
+    SideBandMappings& maps = *shared;
     const uint64_t end = m.start + m.len;
     std::erase_if(maps, [&](const bpf::SideBandMapping& old) {
       return old.start < end && m.start < old.end;
@@ -506,13 +510,16 @@ private:
     added.ino = m.ino;
   }
   // Each process's code mappings since its exec or fork (`since`, the record's time), kept for
-  // a process that exits before its /proc/PID/maps is read (KernelWalk::exited_with): complete
+  // a program that ends while samples of it wait (KernelWalk::program_ended): complete
   // when the side band saw the program begin (an exec, or a fork of a complete parent), not for
   // a process that ran before the recording (its mappings of then are in no record).
+  // (A fork shares its parent's list until either maps more: a fork bomb of a process with
+  // thousands of mappings costs a pointer a child.)
+  using SideBandMappings = std::vector<bpf::SideBandMapping>;
   struct SideBandProcess {
     uint64_t since = 0;
     bool complete = false;
-    std::vector<bpf::SideBandMapping> mappings;
+    std::shared_ptr<SideBandMappings> mappings;
   };
   static constexpr size_t kMaxSideBandMappings = 4096; // per process: beyond, not kept
   std::unordered_map<uint32_t, SideBandProcess> side_band_;
@@ -520,7 +527,7 @@ private:
   // step.
   void ended(uint32_t pid, uint64_t until) {
     auto it = side_band_.find(pid);
-    EndedProgram e{pid, 0, until, false, {}};
+    EndedProgram e{pid, 0, until, false, nullptr};
     if (it != side_band_.end()) {
       e.since = it->second.since;
       e.complete = it->second.complete;
@@ -532,7 +539,7 @@ private:
     uint32_t pid = 0;
     uint64_t since = 0, until = 0;
     bool complete = false;
-    std::vector<bpf::SideBandMapping> mappings;
+    std::shared_ptr<const SideBandMappings> mappings;
   };
   std::vector<EndedProgram> ended_;
   std::vector<uint32_t> dirty_, gone_;
