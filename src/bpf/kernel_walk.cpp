@@ -38,6 +38,7 @@
 #include "runtime/memory.hpp"
 #include "runtime/module_map.hpp"
 #include "runtime/proc_files.hpp"
+#include "support/monotonic_clock.hpp"
 #include "support/read_fully.hpp"
 #include "unwind.skel.h"
 
@@ -114,24 +115,11 @@ struct PastProgram {
   std::chrono::steady_clock::time_point ended;
 };
 
-uint64_t monotonic_ns() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
-
-// Whether the file at m.path is still the one the side band says was mapped: the same build ID,
-// or (a record without one) the same device and inode.
+// Whether the file at m.path is still the one the side band says was mapped: the same build ID.
 bool same_file(const SideBandMapping& m) {
-  if (m.path.empty() || m.path[0] != '/') return false;
-  if (!m.build_id.empty()) {
-    auto elf = ElfFile::open(m.path);
-    if (!elf) return false;
-    const auto id = (*elf)->build_id();
-    return id && std::equal(id->begin(), id->end(), m.build_id.begin(), m.build_id.end());
-  }
-  struct stat st {};
-  return m.ino != 0 && ::stat(m.path.c_str(), &st) == 0 && st.st_dev == m.dev && st.st_ino == m.ino;
+  if (m.path.empty() || m.path[0] != '/' || m.build_id.empty()) return false;
+  auto elf = ElfFile::open(m.path);
+  return elf && (*elf)->build_id_hex() == m.build_id;
 }
 
 bool same_mappings(const std::vector<ehelf_mapping>& a, const std::vector<ehelf_mapping>& b) {
@@ -654,9 +642,8 @@ struct KernelWalk::State {
   // A program of the process ended (its exec of another, or its exit) at `until`, begun at
   // `since` (its exec or fork): while samples of it wait in the kernel, the mappings it had are
   // kept for them (ehelf_past_programs): the process's entry when it was written in that time,
-  // else those the side band gave (`side_band`, null when it did not see the program begin; a
-  // file replaced since is left out).
-  void program_ended(uint32_t pid, const std::vector<SideBandMapping>* side_band, uint64_t since,
+  // else those the side band gave (a file replaced since is left out).
+  void program_ended(uint32_t pid, const std::vector<SideBandMapping>& side_band, uint64_t since,
                      uint64_t until) {
     if (!has_parked(pid)) return;
     std::vector<ehelf_mapping> list;
@@ -667,9 +654,9 @@ struct KernelWalk::State {
       used = it->second.files;
       for (const FileKey& key : used)
         ++files.at(key).users;
-    } else if (side_band) {
+    } else {
       std::vector<ProcMapping> maps;
-      for (const SideBandMapping& m : *side_band) {
+      for (const SideBandMapping& m : side_band) {
         if (m.path != "[vdso]" && !same_file(m)) continue;
         ProcMapping pm;
         pm.start = m.start;
@@ -1065,7 +1052,11 @@ void KernelWalk::forget_process(uint32_t pid) {
   s_->forget(pid);
 }
 
-void KernelWalk::program_ended(uint32_t pid, const std::vector<SideBandMapping>* side_band,
+bool KernelWalk::samples_waiting(uint32_t pid) const {
+  return s_->has_parked(pid);
+}
+
+void KernelWalk::program_ended(uint32_t pid, const std::vector<SideBandMapping>& side_band,
                                uint64_t since, uint64_t until) {
   s_->program_ended(pid, side_band, since, until);
 }

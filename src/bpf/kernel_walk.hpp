@@ -103,8 +103,7 @@ struct KernelWalkStats {
 struct SideBandMapping {
   uint64_t start = 0, end = 0, offset = 0;
   std::string path;
-  std::vector<uint8_t> build_id; // or, a record without one, the file's device and inode
-  uint64_t dev = 0, ino = 0;
+  std::string build_id; // hex (empty: unknown, the file is not taken)
 };
 
 // Why this process cannot load the walk (empty: it can): root, or CAP_BPF with CAP_PERFMON.
@@ -144,11 +143,13 @@ public:
   bool tables_building() const;
   // The process is gone: its mappings are dropped, and the tables only it used.
   void forget_process(uint32_t pid);
+  // Whether samples of the process wait in the kernel for their tables (parked).
+  bool samples_waiting(uint32_t pid) const;
   // A program of the process ended at `until` (CLOCK_MONOTONIC ns: its exec of another, or its
-  // exit), begun at `since` (its exec or fork): while samples of it wait in the kernel, they walk
-  // with the mappings it had: its entry's when read while it ran, else `side_band`'s (null: the
-  // side band did not see it begin). Call before the process is read again or forgotten.
-  void program_ended(uint32_t pid, const std::vector<SideBandMapping>* side_band, uint64_t since,
+  // exit), begun at `since` (its exec or fork; 0: before the recording): while samples of it wait
+  // in the kernel, they walk with the mappings it had: its entry's when read while it ran, else
+  // `side_band`'s (a file whose build ID is not the one mapped then is left out).
+  void program_ended(uint32_t pid, const std::vector<SideBandMapping>& side_band, uint64_t since,
                      uint64_t until);
   // Answers the program's requests (processes and files without tables yet). Call often.
   void serve_requests();

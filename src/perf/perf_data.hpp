@@ -160,8 +160,6 @@ struct MmapRecord {
   uint32_t prot = 0, flags = 0; // mmap2 only; mmap records are executable mappings
   bool mmap2 = false;
   std::span<const uint8_t> build_id; // mmap2 with PERF_RECORD_MISC_MMAP_BUILD_ID
-  uint32_t maj = 0, min = 0;         // mmap2 without it: the file's device and inode
-  uint64_t ino = 0;
   std::string_view filename;
   bool executable() const { return !mmap2 || (prot & 4); } // PROT_EXEC
 };

@@ -147,10 +147,7 @@ bool decode_kernel_record(std::span<const uint8_t> body, uint64_t body_offset, c
         std::span<const uint8_t> id = c.bytes(20);
         if (c.ok()) m.build_id = id.first(std::min<size_t>(n, 20));
       } else {
-        m.maj = c.u32();
-        m.min = c.u32();
-        m.ino = c.u64();
-        c.skip(8); // ino_generation
+        c.skip(24); // maj, min, ino, ino_generation
       }
       m.prot = c.u32();
       m.flags = c.u32();

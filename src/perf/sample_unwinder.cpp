@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <optional>
 #include <fmt/format.h>
+#include <optional>
 #include <sys/stat.h>
 #include <thread>
 
@@ -130,7 +130,9 @@ struct SampleUnwinder::Process {
     uint64_t until = 0;
     std::shared_ptr<ProcessMaps> maps;
     std::optional<ModuleMap> map; // made when a stack is first named with them
+    uint64_t began = 0;           // (program_at)
   };
+  uint64_t began = 0; // the record time of the exec or fork that made its present program
   std::deque<Earlier> earlier;
   // (An exec chain: env, a shim, its interpreter; an exec loop makes ~100 a second, and a stack
   // waits for at most two drains, 100 ms apart.)
@@ -236,9 +238,10 @@ void SampleUnwinder::on_comm(const CommRecord& c, uint64_t time) {
   comms_[c.tid] = std::string(c.comm);
   if (c.exec && c.pid == c.tid) { // a new program: the old mappings are gone
     Process& p = process(c.pid);
-    p.earlier.push_back({time, p.maps, std::nullopt});
+    p.earlier.push_back({time, p.maps, std::nullopt, p.began});
     if (p.earlier.size() > Process::kEarlierPrograms) p.earlier.pop_front();
     p.maps = std::make_shared<ProcessMaps>();
+    p.began = time;
     p.dirty = true;
   }
 }
@@ -253,6 +256,26 @@ void SampleUnwinder::on_fork(const TaskRecord& t) {
   child.maps = parent->second->maps; // shared until one of them maps something
   child.mapped = parent->second->mapped;
   child.dirty = true;
+  child.began = t.time;
+}
+
+SampleUnwinder::Program SampleUnwinder::program_at(uint32_t pid, uint64_t time) const {
+  Program out;
+  auto it = processes_.find(pid);
+  if (it == processes_.end()) return out;
+  const Process& p = *it->second;
+  const ProcessMaps* maps = p.maps.get();
+  out.began = p.began;
+  for (const Process::Earlier& e : p.earlier)
+    if (time < e.until) {
+      maps = e.maps.get();
+      out.began = e.began;
+      break;
+    }
+  out.mappings.reserve(maps->mappings.size());
+  for (const auto& [start, m] : maps->mappings)
+    out.mappings.push_back(m);
+  return out;
 }
 
 void SampleUnwinder::on_exit(const TaskRecord& t) {

@@ -141,6 +141,15 @@ public:
   // process first ran the program the stack was sampled in; the maps are that program's when
   // the process has exec'd another since (of its last 64 programs).
   void adopt_raw(RawStack& out, uint64_t samples, uint64_t since = 0);
+  // A program process `pid` ran, as the records fed so far describe it: the one it ran at record
+  // time `time` (its present one, or one of its last 64 before an exec), when it began (the exec
+  // or fork that made it; 0: before the recording) and its executable file mappings (none: a
+  // process no record described).
+  struct Program {
+    uint64_t began = 0;
+    std::vector<FileMapping> mappings;
+  };
+  Program program_at(uint32_t pid, uint64_t time) const;
   // Names a resolved stack (the command name too) as feed() would have: the same SampleStack.
   // Names are looked up once per distinct (module, address).
   void name_stack(const ResolvedStack& stack, std::string_view comm, SampleStack& out);

@@ -14,7 +14,6 @@
 #include <optional>
 #include <poll.h>
 #include <sys/syscall.h>
-#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <unordered_map>
@@ -27,6 +26,7 @@
 #include "record/ring_buffer.hpp"
 #include "runtime/proc_files.hpp"
 #include "runtime/unwind_rule.hpp"
+#include "support/monotonic_clock.hpp"
 
 namespace ehelf::record {
 namespace {
@@ -249,14 +249,6 @@ void describe_running(int pid, perf::SampleUnwinder& unwinder) {
   }
 }
 
-// CLOCK_MONOTONIC in ns, the clock of the events' record times (use_clockid) and of the
-// in-kernel walk's.
-uint64_t monotonic_now() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
-
 // Kernel mode: the in-kernel walk kept in step with the processes (their mappings reloaded when
 // the side band says they mapped code or exec'd, dropped when they exit), its counted stacks
 // added to the profile, and in copy mode the samples perf also got compared with its walks.
@@ -269,32 +261,19 @@ public:
   // A side-band record, before the unwinder sees it.
   void saw(const perf::Record& r) {
     if (const auto* m = std::get_if<perf::MmapRecord>(&r.body)) {
-      if (m->executable()) {
-        dirty_.push_back(m->pid);
-        mapped(*m);
-      }
+      if (m->executable()) dirty_.push_back(m->pid);
     } else if (const auto* c = std::get_if<perf::CommRecord>(&r.body)) {
       if (c->exec) {
         dirty_.push_back(c->pid);
-        ended(c->pid, r.time);
-        side_band_[c->pid] = {r.time, true, std::make_shared<SideBandMappings>()};
+        ended_.push_back({c->pid, r.time});
       }
     } else if (r.type == perf::record_type::kFork) {
-      if (const auto* t = std::get_if<perf::TaskRecord>(&r.body); t && t->pid != t->ppid) {
+      if (const auto* t = std::get_if<perf::TaskRecord>(&r.body); t && t->pid != t->ppid)
         forks_.push_back({t->ppid, t->pid}); // a new process, not a thread
-        auto parent = side_band_.find(t->ppid);
-        SideBandProcess child{r.time, false, std::make_shared<SideBandMappings>()};
-        if (parent != side_band_.end() && parent->second.complete) {
-          child.complete = true;
-          child.mappings = parent->second.mappings; // shared until one of the two maps more
-        }
-        side_band_[t->pid] = std::move(child);
-      }
     } else if (r.type == perf::record_type::kExit) {
       if (const auto* t = std::get_if<perf::TaskRecord>(&r.body); t && t->pid == t->tid) {
         gone_.push_back(t->pid);
-        ended(t->pid, r.time);
-        side_band_.erase(t->pid);
+        ended_.push_back({t->pid, r.time});
       }
     }
   }
@@ -417,11 +396,19 @@ public:
   // stack counted again after it costs the program an insertion.
   void step(bool everything) {
     // Programs that ended (an exec, an exit) while samples of them may wait in the kernel: kept
-    // for those, before their processes are read again or forgotten.
-    for (const EndedProgram& e : ended_)
-      walk_.program_ended(e.pid, e.complete && e.mappings ? e.mappings.get() : nullptr, e.since,
-                          e.until);
-    ended_.clear();
+    // for those, before their processes are read again or forgotten, with the mappings the
+    // unwinder has of them once the side band up to their end has been fed to it (in time order:
+    // the records of the last 2 ms wait in their rings).
+    std::erase_if(ended_, [&](const Ended& e) {
+      if (!everything && e.until > side_band_read_to_) return false;
+      if (!walk_.samples_waiting(e.pid)) return true;
+      const perf::SampleUnwinder::Program program = unwinder_.program_at(e.pid, e.until - 1);
+      std::vector<bpf::SideBandMapping> mappings;
+      for (const perf::FileMapping& m : program.mappings)
+        mappings.push_back({m.start, m.end, m.offset, m.path, m.build_id});
+      walk_.program_ended(e.pid, mappings, program.began, e.until);
+      return true;
+    });
     for (const auto& [parent, child] : forks_)
       walk_.inherit_process(parent, child);
     forks_.clear();
@@ -447,7 +434,7 @@ public:
     const auto drain_time = std::chrono::steady_clock::now();
     if (!everything && drain_time - last_drain_ < std::chrono::milliseconds(100)) return;
     last_drain_ = drain_time;
-    const uint64_t now = monotonic_now();
+    const uint64_t now = monotonic_ns();
     // A stack is named with the maps of the program it ran in (the process may have exec'd
     // another since: SampleUnwinder::adopt_raw), known once the side band up to that program's
     // first sample is read: one sampled after the side band read in order (Drain's `settled`)
@@ -486,62 +473,12 @@ private:
   perf::SampleUnwinder& unwinder_;
   Profile& profile_;
   CopyComparison& copies_;
-  // A code mapping of a process (its pid's last program) as the side band gives it: one mapped
-  // over an older one's range replaces it (munmap has no record: a library unloaded stays).
-  void mapped(const perf::MmapRecord& m) {
-    auto it = side_band_.find(m.pid);
-    if (it == side_band_.end() || m.len == 0 || m.start + m.len < m.start) return;
-    if (m.filename.empty() || (m.filename[0] != '/' && m.filename != "[vdso]")) return;
-    std::shared_ptr<SideBandMappings>& shared = it->second.mappings;
-    if (shared.use_count() > 1) shared = std::make_shared<SideBandMappings>(*shared);
-    SideBandMappings& maps = *shared;
-    const uint64_t end = m.start + m.len;
-    std::erase_if(maps, [&](const bpf::SideBandMapping& old) {
-      return old.start < end && m.start < old.end;
-    });
-    if (maps.size() >= kMaxSideBandMappings) return;
-    bpf::SideBandMapping& added = maps.emplace_back();
-    added.start = m.start;
-    added.end = end;
-    added.offset = m.pgoff;
-    added.path = std::string(m.filename);
-    added.build_id.assign(m.build_id.begin(), m.build_id.end());
-    added.dev = makedev(m.maj, m.min);
-    added.ino = m.ino;
-  }
-  // Each process's code mappings since its exec or fork (`since`, the record's time), kept for
-  // a program that ends while samples of it wait (KernelWalk::program_ended): complete
-  // when the side band saw the program begin (an exec, or a fork of a complete parent), not for
-  // a process that ran before the recording (its mappings of then are in no record).
-  // (A fork shares its parent's list until either maps more: a fork bomb of a process with
-  // thousands of mappings costs a pointer a child.)
-  using SideBandMappings = std::vector<bpf::SideBandMapping>;
-  struct SideBandProcess {
-    uint64_t since = 0;
-    bool complete = false;
-    std::shared_ptr<SideBandMappings> mappings;
-  };
-  static constexpr size_t kMaxSideBandMappings = 4096; // per process: beyond, not kept
-  std::unordered_map<uint32_t, SideBandProcess> side_band_;
-  // The process's program ended at `until` (an exec, an exit): handed to the walk at the next
-  // step.
-  void ended(uint32_t pid, uint64_t until) {
-    auto it = side_band_.find(pid);
-    EndedProgram e{pid, 0, until, false, nullptr};
-    if (it != side_band_.end()) {
-      e.since = it->second.since;
-      e.complete = it->second.complete;
-      e.mappings = std::move(it->second.mappings);
-    }
-    ended_.push_back(std::move(e));
-  }
-  struct EndedProgram {
+  // Programs that ended: the process, and the record time of the exec or exit that ended it.
+  struct Ended {
     uint32_t pid = 0;
-    uint64_t since = 0, until = 0;
-    bool complete = false;
-    std::shared_ptr<const SideBandMappings> mappings;
+    uint64_t until = 0;
   };
-  std::vector<EndedProgram> ended_;
+  std::vector<Ended> ended_;
   std::vector<uint32_t> dirty_, gone_;
   std::vector<std::pair<uint32_t, uint32_t>> forks_; // (parent, child)
   // A copied sample's walk here, waiting for the kernel's (parked: walked again later).
@@ -611,7 +548,7 @@ public:
     // records on one CPU, a sample of the new program on the other: walked with the old maps).
     // Records timed up to `settled` are all read; later ones wait in their rings for the next
     // drain (perf's ordering by rounds does the same).
-    const uint64_t settled = everything ? UINT64_MAX : monotonic_now() - kOnTheirWay;
+    const uint64_t settled = everything ? UINT64_MAX : monotonic_ns() - kOnTheirWay;
     if (kernel_side_) kernel_side_->side_band_read_to(settled);
     for (size_t i = 0; i < rings.size(); ++i) {
       RingBuffer& ring = rings[i];

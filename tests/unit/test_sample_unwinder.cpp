@@ -60,8 +60,8 @@ TEST(SampleUnwinder, FollowsTheRecordedProcesses) {
 // at `time`; the record's file name points into `maps`. Null: not found.
 struct LibcMapping {
   uint64_t pc = reinterpret_cast<uint64_t>(&::getpid);
-  std::vector<ProcMapping> maps = read_proc_maps(::getpid(), /*executable_only=*/true)
-                                      .value_or(std::vector<ProcMapping>{});
+  std::vector<ProcMapping> maps =
+      read_proc_maps(::getpid(), /*executable_only=*/true).value_or(std::vector<ProcMapping>{});
   const ProcMapping* libc() const {
     for (const ProcMapping& m : maps)
       if (m.start <= pc && pc < m.end) return &m;
@@ -120,6 +120,15 @@ TEST(SampleUnwinder, AStackNamedBeforeItsMappingsRecordIsNamedAgainAfterIt) {
   }
 }
 
+// Process `pid`'s exec of a program "next" at `time`.
+Record exec_record(uint32_t pid, uint64_t time) {
+  Record exec;
+  exec.type = record_type::kComm;
+  exec.time = time;
+  exec.body = CommRecord{pid, pid, "next", true};
+  return exec;
+}
+
 // A process that exec'd another program after a stack was counted in the kernel: the stack is
 // named with the first program's maps (its sample came before the exec), not the second's. libc
 // as this process maps it, for a process 4343 that maps it, execs at time 2000 and then has no
@@ -131,15 +140,7 @@ TEST(SampleUnwinder, AStackCountedBeforeAnExecIsNamedWithTheMapsBeforeIt) {
   SampleUnwinder u(RecordingInfo{}, SampleUnwinderOptions{});
   RawStack ignored;
   EXPECT_FALSE(u.feed_raw(libc.record(4343, 1000), ignored));
-  Record exec;
-  exec.type = record_type::kComm;
-  exec.time = 2000;
-  CommRecord c;
-  c.pid = c.tid = 4343;
-  c.comm = "next";
-  c.exec = true;
-  exec.body = c;
-  EXPECT_FALSE(u.feed_raw(exec, ignored));
+  EXPECT_FALSE(u.feed_raw(exec_record(4343, 2000), ignored));
   auto name = [&](uint64_t since) {
     RawStack raw;
     raw.pid = raw.tid = 4343;
@@ -154,6 +155,40 @@ TEST(SampleUnwinder, AStackCountedBeforeAnExecIsNamedWithTheMapsBeforeIt) {
   EXPECT_NE(name(1500).find("getpid"), std::string::npos); // sampled before the exec
   EXPECT_EQ(name(2500).find("getpid"), std::string::npos); // after it: libc is not mapped
   EXPECT_EQ(name(0).find("getpid"), std::string::npos);    // unknown: the maps of now
+}
+
+// The program a process ran at a time, as the records describe it (what ehelf record's kernel
+// side keeps for samples that waited while it ended): a process 4444 maps libc (as this process
+// maps it, from /proc/self/maps) at time 1000 and forks 4445 at 1500, which execs at 2000.
+TEST(SampleUnwinder, ProgramAtATimeIsTheOneThatRanThen) {
+  const LibcMapping libc;
+  ASSERT_NE(libc.libc(), nullptr);
+  SampleUnwinder u(RecordingInfo{}, SampleUnwinderOptions{});
+  RawStack ignored;
+  EXPECT_FALSE(u.feed_raw(libc.record(4444, 1000), ignored));
+  Record fork;
+  fork.type = record_type::kFork;
+  fork.time = 1500;
+  fork.body = TaskRecord{4445, 4444, 4445, 4444, 1500};
+  EXPECT_FALSE(u.feed_raw(fork, ignored));
+  EXPECT_FALSE(u.feed_raw(exec_record(4445, 2000), ignored));
+
+  const ProcMapping& l = *libc.libc();
+  auto is_libc = [&](const SampleUnwinder::Program& p) {
+    return p.mappings.size() == 1 && p.mappings[0].path == l.path &&
+           p.mappings[0].start == l.start && p.mappings[0].end == l.end &&
+           p.mappings[0].offset == l.offset && p.mappings[0].build_id.size() == 40;
+  };
+  const SampleUnwinder::Program before_exec = u.program_at(4445, 1999);
+  EXPECT_TRUE(is_libc(before_exec)); // the parent's mappings, from the fork
+  EXPECT_EQ(before_exec.began, 1500u);
+  const SampleUnwinder::Program after_exec = u.program_at(4445, 2000);
+  EXPECT_TRUE(after_exec.mappings.empty()); // the new program has mapped nothing yet
+  EXPECT_EQ(after_exec.began, 2000u);
+  const SampleUnwinder::Program parent = u.program_at(4444, 3000);
+  EXPECT_TRUE(is_libc(parent));
+  EXPECT_EQ(parent.began, 0u); // (its program began before the recording)
+  EXPECT_TRUE(u.program_at(4446, 1000).mappings.empty()); // no record of it
 }
 
 } // namespace
