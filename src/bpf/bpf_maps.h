@@ -10,6 +10,7 @@
 /* At least the 512 frames of the user-space walk; a power of two, so that an index masked with
  * EHELF_MAX_FRAMES - 1 is one the verifier sees in bounds. */
 #define EHELF_MAX_FRAMES 512
+#define EHELF_MAX_FRAMES_SHIFT 9
 /* Rows come in shards of 2^20 (16 MiB each), made when the tables need them: 64 shards hold
  * 67 million rows, far more than every file of this machine's together. */
 #define EHELF_SHARD_BITS 20
@@ -203,6 +204,39 @@ struct ehelf_space {
   __u64 since;
 };
 
+/* A frame of a CPU's last walk (unwind.bpf.c: walk_memo): the registers the walk had there and,
+ * when its step was a row's plain one (CFA = rsp, rbp or rbx + n, or a PLT entry's; every read
+ * it made succeeded), where that step read the caller's words, relative to the caller's rsp (the
+ * CFA). The walk is a function of the registers, the words it reads and the tables: a later
+ * sample of the process that reaches the same registers, while the tables and the process's
+ * mappings are those of then, takes the same step by reading those words again and finding the
+ * values the caller's registers hold, without its mapping, row and step. */
+enum ehelf_memo_flags {
+  EHELF_MEMO_STEP = 1,     /* the step to the next frame may be taken so */
+  EHELF_MEMO_RBP_READ = 2, /* ... it read the caller's rbp (at the CFA + rbp_offset) */
+  EHELF_MEMO_RBX_READ = 4, /* ... and its rbx (at the CFA + rbx_offset) */
+};
+struct ehelf_memo_frame {
+  struct ehelf_bpf_regs regs;
+  __u8 flags; /* enum ehelf_memo_flags */
+  __u8 reserved;
+  __s16 rip_offset, rbp_offset, rbx_offset;
+};
+
+/* Which walk a CPU's memo holds: its frames are valid for samples of the same process, address
+ * space, mappings and tables (unwind.bpf.c: memo_usable). */
+struct ehelf_memo {
+  __u64 space;
+  __u32 tgid;
+  __u32 process_generation;
+  __u32 table_generation;
+  __u32 first_mapping;
+  __u32 mapping_count;
+  __u32 frames; /* 0: none */
+  __u32 buffer; /* which of the CPU's two buffers holds them (the next walk writes the other) */
+  __u32 reserved;
+};
+
 /* One walk in progress, per CPU (too large for the BPF stack). */
 struct ehelf_walk {
   struct ehelf_bpf_regs regs;
@@ -250,6 +284,13 @@ struct ehelf_walk {
   __u64 space;                      /* the address space walked (its mm) */
   __u32 replaying;                  /* a parked sample's walk: its stack is the parked copy */
   __u32 reserved_replaying;
+  struct ehelf_memo memo; /* this CPU's last walk (kept across samples) */
+  __u32 memo_usable;      /* its frames may be taken by this walk */
+  __u32 memo_cursor;      /* its first frame not below this walk's rsp, as far as looked */
+  __u32 memo_taking;      /* 1: this walk takes its frames, from memo_next */
+  __u32 memo_next;
+  __u32 memo_taken;   /* frames this walk took from it */
+  __u32 memo_changed; /* ... and steps it did not take: the words read were not those of then */
 };
 
 /* A sample whose walk stopped for want of a table (its process's mappings, or a file's rows,
@@ -340,7 +381,10 @@ enum ehelf_stat {
   EHELF_STAT_REPLAYED = 13,    /* parked samples walked again and counted */
   EHELF_STAT_STOPS = 14,       /* + enum ehelf_walk_stop */
   EHELF_STAT_NOT_EXPRESSIBLE = EHELF_STAT_STOPS + EHELF_STOP_COUNT, /* + the STOP row's reason */
-  EHELF_STAT_COUNT = EHELF_STAT_NOT_EXPRESSIBLE + EHELF_NOT_EXPRESSIBLE_KINDS,
+  EHELF_STAT_MEMO_FRAMES = EHELF_STAT_NOT_EXPRESSIBLE + EHELF_NOT_EXPRESSIBLE_KINDS,
+  /* (frames taken from the CPU's last walk: ehelf_memo_frame) */
+  EHELF_STAT_MEMO_CHANGED, /* its frames not taken: the stack's words had changed */
+  EHELF_STAT_COUNT,
 };
 
 #endif

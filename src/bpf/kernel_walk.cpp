@@ -915,6 +915,10 @@ Result<std::unique_ptr<KernelWalk>> KernelWalk::load(const KernelWalkOptions& op
   bpf_map__set_max_entries(s->skel->maps.row_cache,
                            uint32_t(std::max(libbpf_num_possible_cpus(), 1))
                                << EHELF_ROW_CACHE_BITS);
+  // Each CPU's last walk, in two buffers of EHELF_MAX_FRAMES frames (unwind.bpf.c: memo_at).
+  bpf_map__set_max_entries(s->skel->maps.walk_memo,
+                           uint32_t(std::max(libbpf_num_possible_cpus(), 1))
+                               << (EHELF_MAX_FRAMES_SHIFT + 1));
   // (The replay of parked samples is loaded when a sample is first parked: State::load_replay.)
   bpf_program__set_autoload(s->skel->progs.ehelf_replay, false);
   const int loaded = ehelf_unwind__load(s->skel);
@@ -1267,6 +1271,8 @@ KernelWalkStats KernelWalk::stats() const {
   out.found_unknown = total(EHELF_STAT_VMA_UNKNOWN);
   out.row_misses = total(EHELF_STAT_ROW_MISSES);
   out.stack_reads = total(EHELF_STAT_STACK_READS);
+  out.memo_frames = total(EHELF_STAT_MEMO_FRAMES);
+  out.memo_changed = total(EHELF_STAT_MEMO_CHANGED);
   for (unsigned i = 0; i < kWalkStopCount; ++i)
     out.stops[i] = total(EHELF_STAT_STOPS + i);
   for (unsigned i = 0; i < out.not_expressible.size(); ++i)

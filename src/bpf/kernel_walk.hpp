@@ -85,6 +85,9 @@ struct KernelWalkStats {
   uint64_t found_files = 0, found_unknown = 0, found_interpreter = 0;
   // Frames whose row was not in the program's row cache, and its reads of the sampled stacks.
   uint64_t row_misses = 0, stack_reads = 0;
+  // Frames taken from the CPU's last walk (their words read again and found the same), and the
+  // times its step was not taken: the words had changed.
+  uint64_t memo_frames = 0, memo_changed = 0;
   uint64_t files = 0, rows = 0, row_bytes = 0; // tables loaded now (bytes: page indexes too)
   uint64_t largest_file_rows = 0;
   std::string largest_file;

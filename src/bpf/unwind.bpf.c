@@ -194,6 +194,24 @@ static __always_inline struct ehelf_row_cache_entry *row_cache_entry(__u32 slot)
   return bpf_map_lookup_elem(&row_cache, &index);
 }
 
+/* Each CPU's last walk, frame by frame (bpf_maps.h: ehelf_memo_frame), in two buffers: a walk
+ * that takes frames from the one holding it writes its own into the other. CPU c's buffer b is
+ * entries [(2c + b) << EHELF_MAX_FRAMES_SHIFT, + EHELF_MAX_FRAMES): a plain array the loader
+ * sizes for the possible CPUs, as the row cache. */
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 2 * EHELF_MAX_FRAMES); /* times the CPUs: set by the loader */
+  __type(key, __u32);
+  __type(value, struct ehelf_memo_frame);
+} walk_memo SEC(".maps");
+
+/* Frame `frame` of this CPU's memo buffer `buffer`. */
+static __always_inline struct ehelf_memo_frame *memo_at(__u32 buffer, __u32 frame) {
+  const __u32 index = ((bpf_get_smp_processor_id() * 2 + (buffer & 1)) << EHELF_MAX_FRAMES_SHIFT) |
+                      (frame & (EHELF_MAX_FRAMES - 1));
+  return bpf_map_lookup_elem(&walk_memo, &index);
+}
+
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, EHELF_MAX_STACK_CHUNKS);
@@ -892,12 +910,42 @@ __attribute__((noinline)) int step_without_row(struct ehelf_walk *w, __u64 pc, _
   return stop;
 }
 
+/* Frame `memo` of this walk's memo after a step through `row` that left `caller` (0 kept: a
+ * step the memo does not repeat). */
+static __always_inline void memo_step(struct ehelf_memo_frame *memo,
+                                      const struct ehelf_bpf_row *row,
+                                      const struct ehelf_bpf_regs *caller) {
+  if (row->kind != EHELF_ROW_CFA_RSP && row->kind != EHELF_ROW_CFA_RBP &&
+      row->kind != EHELF_ROW_CFA_RBX && row->kind != EHELF_ROW_PLT)
+    return;
+  if (row->flags & EHELF_ROW_SIGNAL_FRAME) return;
+  __u8 flags = EHELF_MEMO_STEP;
+  if ((row->flags & EHELF_SAVE_MASK) == EHELF_SAVE_AT_CFA) {
+    if (!caller->rbp_known) return; /* (its read failed) */
+    flags |= EHELF_MEMO_RBP_READ;
+  }
+  if ((row->flags & EHELF_RBX_MASK) == (EHELF_SAVE_AT_CFA << EHELF_RBX_SHIFT)) {
+    if (!caller->rbx_known) return;
+    flags |= EHELF_MEMO_RBX_READ;
+  }
+  memo->rip_offset = row->rip_offset;
+  memo->rbp_offset = row->rbp_offset;
+  memo->rbx_offset = row->rbx_offset;
+  memo->flags = flags;
+}
+
 /* One frame: records the pc, then steps to the caller. 0: go on; 1: the walk ended. */
 static __always_inline long walk_one(struct ehelf_walk *w) {
   __u64 pc = w->regs.rip;
   if (pc == 0) {
     w->stop = EHELF_STOP_END;
     return 1;
+  }
+  /* The frame in this walk's memo (the buffer the CPU's last walk is not in). */
+  struct ehelf_memo_frame *memo = w->replaying ? 0 : memo_at(w->memo.buffer ^ 1, w->depth);
+  if (memo) {
+    memo->regs = w->regs;
+    memo->flags = 0;
   }
   w->copy.stack.pcs[w->depth & (EHELF_MAX_FRAMES - 1)] = pc;
   w->depth += 1;
@@ -945,6 +993,8 @@ static __always_inline long walk_one(struct ehelf_walk *w) {
   const int mapped = kind != EHELF_MAPPING_NO_FILE && kind != EHELF_MAPPING_UNKNOWN_FILE;
   stop = EHELF_STOP_NO_ENTRY;
   if (kind == EHELF_MAPPING_TABLE) stop = table_step(w, table, bias, pc, interrupted);
+  /* (By a row of a mapping user space wrote: a step the memo may repeat.) */
+  const int by_row = stop == EHELF_STOP_OK && known;
   if (stop == EHELF_STOP_NO_ENTRY) stop = step_without_row(w, pc, kind);
   if (stop == EHELF_STOP_OK && w->regs.rip == 0) stop = EHELF_STOP_END;
   /* The stack grows down: a caller's frame is above (signal frames may switch stacks). Where rbp
@@ -958,13 +1008,104 @@ static __always_inline long walk_one(struct ehelf_walk *w) {
     w->stop = stop;
     return 1;
   }
+  if (memo && by_row) memo_step(memo, &w->row, &w->regs);
   return 0;
 }
 
-/* bpf_loop's callback: one frame. */
+/* Whether `a` and `b` are the same registers (every field the step reads). */
+static __always_inline int same_regs(const struct ehelf_bpf_regs *a,
+                                     const struct ehelf_bpf_regs *b) {
+  return a->rip == b->rip && a->rsp == b->rsp && a->rbp == b->rbp && a->rbx == b->rbx &&
+         a->rbp_known == b->rbp_known && a->rbx_known == b->rbx_known &&
+         a->exact_pc == b->exact_pc;
+}
+
+/* Whether the walk's registers are those of a frame of the CPU's last walk that it may take the
+ * step of (1: it takes frames from there, memo_next). The last walk's frames are looked at in
+ * the order of their rsp, as the walk's own grow: at most 4 more a frame. */
+static __always_inline int memo_match(struct ehelf_walk *w) {
+  for (int i = 0; i < 4; i++) {
+    const __u32 at = w->memo_cursor;
+    if (at >= w->memo.frames) {
+      w->memo_usable = 0;
+      return 0;
+    }
+    const struct ehelf_memo_frame *m = memo_at(w->memo.buffer, at);
+    if (!m) return 0;
+    if (m->regs.rsp < w->regs.rsp) {
+      w->memo_cursor = at + 1;
+      continue;
+    }
+    if (m->regs.rsp != w->regs.rsp || !(m->flags & EHELF_MEMO_STEP) ||
+        !same_regs(&m->regs, &w->regs))
+      return 0;
+    w->memo_taking = 1;
+    w->memo_next = at;
+    return 1;
+  }
+  return 0;
+}
+
+/* Whether the stack holds, where frame `m`'s step read them, the words that made `next`'s
+ * registers. */
+static __always_inline int memo_words_match(struct ehelf_walk *w,
+                                            const struct ehelf_memo_frame *m,
+                                            const struct ehelf_memo_frame *next) {
+  const __u64 cfa = next->regs.rsp;
+  __u64 word = 0;
+  if (read_user(w, cfa + (__u64)(__s64)m->rip_offset, &word) || word != next->regs.rip) return 0;
+  if ((m->flags & EHELF_MEMO_RBP_READ) &&
+      (read_user(w, cfa + (__u64)(__s64)m->rbp_offset, &word) || word != next->regs.rbp))
+    return 0;
+  if ((m->flags & EHELF_MEMO_RBX_READ) &&
+      (read_user(w, cfa + (__u64)(__s64)m->rbx_offset, &word) || word != next->regs.rbx))
+    return 0;
+  return 1;
+}
+
+/* One frame taken from the CPU's last walk (memo_next, whose registers the walk has): recorded
+ * as walk_one records it, its step checked by reading its words again. 0: taken, go on; 1: the
+ * walk ended (the frame limit); -1: not taken (the step differs now, or was not a plain one
+ * then): the walk goes on from there on its own. */
+static __always_inline long memo_take(struct ehelf_walk *w) {
+  const __u32 at = w->memo_next;
+  const struct ehelf_memo_frame *m = memo_at(w->memo.buffer, at);
+  const struct ehelf_memo_frame *next =
+      at + 1 < w->memo.frames ? memo_at(w->memo.buffer, at + 1) : 0;
+  const int step = m && next && (m->flags & EHELF_MEMO_STEP);
+  if (!step || !memo_words_match(w, m, next)) {
+    w->memo_changed += step; /* (the words were not those of then) */
+    w->memo_taking = 0;
+    w->memo_cursor = at + 1; /* (not matched again) */
+    if (m) w->regs = m->regs;
+    return -1;
+  }
+  struct ehelf_memo_frame *copy = memo_at(w->memo.buffer ^ 1, w->depth);
+  if (copy) *copy = *m;
+  const __u64 pc = m->regs.rip;
+  w->copy.stack.pcs[w->depth & (EHELF_MAX_FRAMES - 1)] = pc;
+  w->depth += 1;
+  w->hash = (w->hash ^ pc) * 0x100000001b3ull + (w->hash >> 29);
+  w->memo_taken += 1;
+  w->memo_next = at + 1;
+  if (w->depth >= max_depth || w->depth >= EHELF_MAX_FRAMES) {
+    w->regs = m->regs;
+    w->stop = EHELF_STOP_DEPTH;
+    return 1;
+  }
+  return 0;
+}
+
+#define EHELF_MEMO_BATCH 4
+/* bpf_loop's callback: one frame, taken from the CPU's last walk when it may be. */
 static long walk_frame(__u32 index, void *ctx) {
   struct ehelf_walk *w = walk_of(ctx);
   if (!w) return 1;
+  if (w->memo_usable && (w->memo_taking || memo_match(w))) {
+    long taken = 0;
+    for (int i = 0; i < EHELF_MEMO_BATCH && taken == 0; i++) taken = memo_take(w);
+    if (taken >= 0) return taken;
+  }
   return walk_one(w);
 }
 
@@ -1145,6 +1286,12 @@ static void count_walk(struct ehelf_walk *w, __u32 tid, __s32 kernel, __u64 peri
   __u32 reads_index = EHELF_STAT_STACK_READS;
   n = bpf_map_lookup_elem(&stats, &reads_index);
   if (n && !w->replaying) *n += w->stack_reads;
+  __u32 memo_index = EHELF_STAT_MEMO_FRAMES;
+  n = bpf_map_lookup_elem(&stats, &memo_index);
+  if (n && w->memo_taken) *n += w->memo_taken;
+  __u32 changed_index = EHELF_STAT_MEMO_CHANGED;
+  n = bpf_map_lookup_elem(&stats, &changed_index);
+  if (n && w->memo_changed) *n += w->memo_changed;
   w->hash ^= (__u64)w->stop << 56;
   w->copy.stack.depth = w->depth;
   w->copy.stack.stop = w->stop;
@@ -1165,6 +1312,14 @@ static void count_walk(struct ehelf_walk *w, __u32 tid, __s32 kernel, __u64 peri
 static __always_inline int waits_for_tables(__u32 stop) {
   return stop == EHELF_STOP_NO_PROCESS || stop == EHELF_STOP_NO_TABLE_YET ||
          stop == EHELF_STOP_NO_MAPPING;
+}
+
+/* The sample's kernel stack, its id in kernel_stack_traces, or -1: none asked for, or a sample of
+ * user code, which has none (bpf_get_stackid takes a callchain buffer to find the kernel's
+ * callchain of user registers empty: -EFAULT). */
+static __always_inline __s32 kernel_stack(struct bpf_perf_event_data *ctx) {
+  if (!kernel_stacks || (ctx->regs.cs & 3) == 3) return -1;
+  return (__s32)bpf_get_stackid(ctx, &kernel_stack_traces, 0);
 }
 
 /* Parks the sample `w` walked (bpf_maps.h: ehelf_parked): 1, or 0 when it cannot be (no stack
@@ -1199,7 +1354,7 @@ static int park(struct bpf_perf_event_data *ctx, struct ehelf_walk *w, __u32 tid
   p->period = ctx->sample_period;
   p->tgid = w->tgid;
   p->tid = tid;
-  p->kernel = kernel_stacks ? (__s32)bpf_get_stackid(ctx, &kernel_stack_traces, 0) : -1;
+  p->kernel = kernel_stack(ctx);
   p->copy = copy;
   p->parents_space = w->copy.parents_space;
   p->parent = same_program_as_parent() ? (__u32)BPF_CORE_READ(task, real_parent, tgid) : 0;
@@ -1296,10 +1451,29 @@ int ehelf_sample(struct bpf_perf_event_data *ctx) {
     w->learned.next = 0;
     w->learned_read = w->vma_asked = w->learned_added = w->vma_deferred = 0;
     w->last_mapping = w->first_mapping;
+    /* The CPU's last walk may lend its frames when it walked this process in this address
+     * space, with its mappings and tables as they are now. */
+    const __u32 tables_then = table_generation;
+    const struct ehelf_memo *memo = &w->memo;
+    w->memo_usable = present && memo->frames && memo->tgid == w->tgid && memo->space == space &&
+                     memo->process_generation == generation &&
+                     memo->table_generation == tables_then &&
+                     memo->first_mapping == w->first_mapping &&
+                     memo->mapping_count == w->mapping_count;
+    w->memo_cursor = w->memo_taking = w->memo_next = w->memo_taken = w->memo_changed = 0;
     /* A process user space has not read (since its exec) is walked through the files the
      * kernel says its pcs are in, as far as user space has their tables. */
     struct loop_ctx c = {.replaying = 0};
     bpf_loop(EHELF_MAX_FRAMES, walk_frame, &c, 0);
+    /* This walk is now the CPU's last (its frames are in the other buffer). */
+    w->memo.buffer ^= 1;
+    w->memo.frames = present && !find_mappings_only ? w->depth : 0;
+    w->memo.tgid = w->tgid;
+    w->memo.space = space;
+    w->memo.process_generation = generation;
+    w->memo.table_generation = tables_then;
+    w->memo.first_mapping = w->first_mapping;
+    w->memo.mapping_count = w->mapping_count;
     if (!present && !find_mappings_only) request(w->tgid, w->regs.rip, EHELF_STOP_NO_PROCESS);
     /* What this walk found, for the process's next ones (another CPU's walk may write its own
      * at the same time: one of the two is kept, the other found again). */
@@ -1311,8 +1485,7 @@ int ehelf_sample(struct bpf_perf_event_data *ctx) {
     w->copy.ip = w->copy.sp = 0;
     w->stop = EHELF_STOP_END; /* a kernel thread: no user stack */
   }
-  count_walk(w, tid, kernel_stacks ? (__s32)bpf_get_stackid(ctx, &kernel_stack_traces, 0) : -1,
-             ctx->sample_period, 0);
+  count_walk(w, tid, kernel_stack(ctx), ctx->sample_period, 0);
   if (copy) {
     w->copy.tid = tid;
     if (bpf_ringbuf_output(&copies, &w->copy, sizeof(w->copy), 0) == 0) return 1;
@@ -1389,6 +1562,7 @@ static void walk_parked(struct ehelf_walk *w, const struct ehelf_parked *p) {
   w->learned.count = 0;
   w->learned.next = 0;
   w->learned_read = w->vma_asked = w->learned_added = w->vma_deferred = 0;
+  w->memo_usable = w->memo_taking = w->memo_taken = w->memo_changed = 0; /* (the samples') */
   struct loop_ctx c = {.replaying = 1};
   bpf_loop(EHELF_MAX_FRAMES, walk_frame, &c, 0);
 }

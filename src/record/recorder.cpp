@@ -958,12 +958,19 @@ std::string kernel_walk_summary(const Recording& rec) {
   if (k.replay_runs && k.replay_time_ns)
     out += fmt::format("  parked samples' replay: {} runs, {:.2f} ms in all\n", k.replay_runs,
                        double(k.replay_time_ns) / 1e6);
-  if (k.frames)
-    out +=
-        fmt::format("  rows found in the program's row cache: {:.1f}% of frames; stack reads: "
-                    "{:.1f} per sample\n",
-                    100.0 * double(k.frames - std::min(k.row_misses, k.frames)) / double(k.frames),
-                    k.samples ? double(k.stack_reads) / double(k.samples) : 0.0);
+  if (k.frames) {
+    // (A frame taken from the CPU's last walk looks no row up.)
+    const uint64_t looked_up = k.frames - std::min(k.memo_frames, k.frames);
+    out += fmt::format(
+        "  frames taken from the CPU's last walk (their words read again): {:.1f}% ({} not: "
+        "the words had changed); rows of the others found in the program's row cache: {:.1f}%; "
+        "stack reads: {:.1f} per sample\n",
+        100.0 * double(k.frames - looked_up) / double(k.frames), k.memo_changed,
+        looked_up
+            ? 100.0 * double(looked_up - std::min(k.row_misses, looked_up)) / double(looked_up)
+            : 100.0,
+        k.samples ? double(k.stack_reads) / double(k.samples) : 0.0);
+  }
   const CopyComparison& c = rec.copies;
   if (c.compared || c.unmatched) {
     out += fmt::format("  copy mode: {} samples walked both ways, {} identical ({:.2f}%); "

@@ -345,6 +345,26 @@ m = re.search(r"(\d+) samples walked both ways, .* (\d+) in a parent's address s
 compared, parents, other = map(int, m.groups())
 sys.exit(0 if compared >= 100 and parents >= 0.05 * compared and other == 0 else 1)
 EOF
+# The walk takes a frame from the CPU's last walk when it reaches the registers that walk had
+# there, after reading the words the step read again: alternate_work is called from two places in
+# turn with the same registers (nothing that changes is in a register), so a sample's first
+# frame is the last one's while its caller is not. Every sample is walked both ways (copy mode),
+# and the words must have been found changed (else the memo was never put to the test).
+"$ehelf" record --unwind kernel --kernel-copy-every 1 -F 4000 -o alternate.folded -- \
+  "$target" alternate 100 > /dev/null 2> alternate.err || bad "record alternate: $(tail -3 alternate.err)"
+alt_a=$(count alternate.folded ';main;alternate_a;alternate_work( |;)')
+alt_b=$(count alternate.folded ';main;alternate_b;alternate_work( |;)')
+python3 - "$alt_a" "$alt_b" alternate.err << 'EOF' && ok "callers told apart after the last walk's frames: a $alt_a, b $alt_b; $(grep -oE 'frames taken [^;]*' alternate.err)" || bad "alternate: a $alt_a, b $alt_b: $(grep -E 'frames taken|copy mode' alternate.err)"
+import re, sys
+a, b = int(sys.argv[1]), int(sys.argv[2])
+text = open(sys.argv[3]).read()
+copy = re.search(r"(\d+) samples walked both ways, (\d+) identical", text)
+memo = re.search(r"frames taken from the CPU's last walk \(their words read again\): ([\d.]+)% \((\d+) not", text)
+compared, identical = map(int, copy.groups())
+taken, changed = float(memo.group(1)), int(memo.group(2))
+sys.exit(0 if compared >= 100 and identical == compared and taken > 10 and changed >= 20 and
+         min(a, b) >= 0.3 * (a + b) else 1)
+EOF
 # The same in the default mode, named: a stack counted in the kernel is named with the maps of
 # the program it was sampled in, not those of the one the process exec'd since (before: 4 of 84
 # samples named in compare_spinning, the last program's; user mode 67-71 of ~82). Built with
