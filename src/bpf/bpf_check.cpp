@@ -9,9 +9,12 @@ BackendUnderTest bpf_rows_backend(const BpfTable& rows) {
   BackendUnderTest b{"bpf rows", kBpfRegisters, false, {}};
   b.step = [&rows](uint64_t pc, const TableRange&, RegisterState& regs, MemoryReader& mem,
                    const SyntheticStack&, bool& signal_frame) {
+    const RegisterState callee = regs;
     switch (bpf_twin_step(rows, pc, regs, mem, signal_frame)) {
     case EHELF_STOP_OK:
-      return BackendAnswer::Unwound;
+      // The same step taken again from the CPU's last walk, as the program does, must be too.
+      return bpf_twin_memo_sound(rows, pc, callee, mem) ? BackendAnswer::Unwound
+                                                        : BackendAnswer::Failed;
     case EHELF_STOP_END:
       // The outermost frame: the model must also leave the return address undefined.
       regs.clear(x86_64::RIP);

@@ -12,7 +12,8 @@ namespace ehelf {
 inline constexpr uint32_t kBpfRegisters = (1u << 16) | (1u << 7) | (1u << 6) | (1u << 3);
 
 // The twin as a backend: STOP rows are not handled (the kernel's walk stops there: a user-space
-// unwinder takes over), END rows unwind to an undefined return address, NONE rows fail.
+// unwinder takes over), END rows unwind to an undefined return address, NONE rows fail, and so
+// does a step whose memo the program could not take again soundly (bpf_twin_memo_sound).
 BackendUnderTest bpf_rows_backend(const BpfTable& rows);
 
 // check_backend of the rows encoded from `table` ("bpf rows"); when the table cannot be encoded

@@ -204,25 +204,6 @@ struct ehelf_space {
   __u64 since;
 };
 
-/* A frame of a CPU's last walk (unwind.bpf.c: walk_memo): the registers the walk had there and,
- * when its step was a row's plain one (CFA = rsp, rbp or rbx + n, or a PLT entry's; every read
- * it made succeeded), where that step read the caller's words, relative to the caller's rsp (the
- * CFA). The walk is a function of the registers, the words it reads and the tables: a later
- * sample of the process that reaches the same registers, while the tables and the process's
- * mappings are those of then, takes the same step by reading those words again and finding the
- * values the caller's registers hold, without its mapping, row and step. */
-enum ehelf_memo_flags {
-  EHELF_MEMO_STEP = 1,     /* the step to the next frame may be taken so */
-  EHELF_MEMO_RBP_READ = 2, /* ... it read the caller's rbp (at the CFA + rbp_offset) */
-  EHELF_MEMO_RBX_READ = 4, /* ... and its rbx (at the CFA + rbx_offset) */
-};
-struct ehelf_memo_frame {
-  struct ehelf_bpf_regs regs;
-  __u8 flags; /* enum ehelf_memo_flags */
-  __u8 reserved;
-  __s16 rip_offset, rbp_offset, rbx_offset;
-};
-
 /* Which walk a CPU's memo holds: its frames are valid for samples of the same process, address
  * space, mappings and tables (unwind.bpf.c: memo_usable). */
 struct ehelf_memo {

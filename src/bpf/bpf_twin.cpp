@@ -1,6 +1,10 @@
 #include "bpf/bpf_twin.hpp"
 
+#include <algorithm>
+#include <cstring>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "model/registers.hpp"
 
@@ -58,16 +62,10 @@ int64_t bpf_twin_find_row(const BpfTable& table, uint64_t pc) {
   return index < 0 ? -1 : int64_t(index - __s64(view.first_row));
 }
 
-int bpf_twin_step(const BpfTable& table, uint64_t pc, RegisterState& regs, MemoryReader& mem,
-                  bool& signal_frame) {
-  if (!regs.has(x86_64::RIP)) return EHELF_STOP_END;
-  if (!regs.has(x86_64::RSP)) return EHELF_STOP_BAD_READ; // no stack to read: not in the kernel
-  if (pc < table.base || pc - table.base > UINT32_MAX || table.rows.size() > UINT32_MAX)
-    return EHELF_STOP_NO_ENTRY;
-  TwinContext ctx{mem, table.page_index, table.rows};
-  const ehelf_bpf_table_view view = view_of(table);
-  const __s64 index = ehelf_bpf_find_row(&ctx, &view, __u32(pc - table.base));
-  if (index < 0) return EHELF_STOP_NO_ENTRY;
+namespace {
+
+// The kernel's registers of `regs` (rip and rsp known).
+ehelf_bpf_regs bpf_regs_of(const RegisterState& regs) {
   ehelf_bpf_regs r{};
   r.rip = regs.get(x86_64::RIP);
   r.rsp = regs.get(x86_64::RSP);
@@ -75,7 +73,108 @@ int bpf_twin_step(const BpfTable& table, uint64_t pc, RegisterState& regs, Memor
   r.rbp_known = regs.has(x86_64::RBP);
   r.rbx = regs.get(x86_64::RBX);
   r.rbx_known = regs.has(x86_64::RBX);
-  const int stop = ehelf_bpf_step(twin_row_at(&ctx, uint64_t(index)), &r, &ctx);
+  return r;
+}
+
+// The step at `pc` from `r` (into `r`), through the row it finds (`*row`), or a stop.
+int step_in(const BpfTable& table, uint64_t pc, ehelf_bpf_regs& r, MemoryReader& mem,
+            const ehelf_bpf_row** row) {
+  if (pc < table.base || pc - table.base > UINT32_MAX || table.rows.size() > UINT32_MAX)
+    return EHELF_STOP_NO_ENTRY;
+  TwinContext ctx{mem, table.page_index, table.rows};
+  const ehelf_bpf_table_view view = view_of(table);
+  const __s64 index = ehelf_bpf_find_row(&ctx, &view, __u32(pc - table.base));
+  if (index < 0) return EHELF_STOP_NO_ENTRY;
+  *row = twin_row_at(&ctx, uint64_t(index));
+  return ehelf_bpf_step(*row, &r, &ctx);
+}
+
+bool same_bpf_regs(const ehelf_bpf_regs& a, const ehelf_bpf_regs& b) {
+  return a.rip == b.rip && a.rsp == b.rsp && a.rbp == b.rbp && a.rbx == b.rbx &&
+         a.rbp_known == b.rbp_known && a.rbx_known == b.rbx_known && a.exact_pc == b.exact_pc;
+}
+
+// Memory as `real` has it, but for every 8-byte word at an address not in `kept`, which reads
+// with its bits flipped; or (`kept` of one address, `flip_kept`) only that word flipped.
+class FlippedWords final : public MemoryReader {
+public:
+  FlippedWords(MemoryReader& real, std::vector<uint64_t> kept, bool flip_kept)
+      : real_(real), kept_(std::move(kept)), flip_kept_(flip_kept) {}
+  bool read(uint64_t addr, void* out, size_t size) override {
+    if (!real_.read(addr, out, size)) return false;
+    const bool listed = std::find(kept_.begin(), kept_.end(), addr) != kept_.end();
+    if (listed == flip_kept_)
+      for (size_t i = 0; i < size; ++i)
+        static_cast<uint8_t*>(out)[i] ^= 0xa5;
+    return true;
+  }
+
+private:
+  MemoryReader& real_;
+  std::vector<uint64_t> kept_;
+  bool flip_kept_;
+};
+
+} // namespace
+
+int bpf_twin_memo_of(const BpfTable& table, uint64_t pc, const RegisterState& regs,
+                     MemoryReader& mem, ehelf_memo_frame& memo, ehelf_bpf_regs& caller) {
+  if (!regs.has(x86_64::RIP)) return EHELF_STOP_END;
+  if (!regs.has(x86_64::RSP)) return EHELF_STOP_BAD_READ;
+  memo = ehelf_memo_frame{};
+  memo.regs = bpf_regs_of(regs);
+  caller = memo.regs;
+  const ehelf_bpf_row* row = nullptr;
+  const int stop = step_in(table, pc, caller, mem, &row);
+  if (stop == EHELF_STOP_OK && row) ehelf_bpf_memo_record(&memo, row, &caller);
+  return stop;
+}
+
+bool bpf_twin_memo_check(const ehelf_memo_frame& memo, const ehelf_bpf_regs& caller,
+                         MemoryReader& mem) {
+  const std::vector<ehelf_bpf_row> no_rows;
+  TwinContext ctx{mem, no_rows, no_rows};
+  return ehelf_bpf_memo_check(&ctx, &memo, &caller) != 0;
+}
+
+bool bpf_twin_memo_sound(const BpfTable& table, uint64_t pc, const RegisterState& regs,
+                         MemoryReader& mem, std::string* why) {
+  ehelf_memo_frame memo{};
+  ehelf_bpf_regs caller{};
+  if (bpf_twin_memo_of(table, pc, regs, mem, memo, caller) != EHELF_STOP_OK ||
+      !(memo.flags & EHELF_MEMO_STEP))
+    return true;
+  auto fail = [&](std::string what) {
+    if (why) *why = fmt::format("pc {:#x}: {}", pc, what);
+    return false;
+  };
+  if (!bpf_twin_memo_check(memo, caller, mem)) return fail("the kept words are not the caller's");
+  std::vector<uint64_t> listed = {caller.rsp + uint64_t(int64_t(memo.rip_offset))};
+  if (memo.flags & EHELF_MEMO_RBP_READ)
+    listed.push_back(caller.rsp + uint64_t(int64_t(memo.rbp_offset)));
+  if (memo.flags & EHELF_MEMO_RBX_READ)
+    listed.push_back(caller.rsp + uint64_t(int64_t(memo.rbx_offset)));
+  FlippedWords others(mem, listed, false);
+  ehelf_bpf_regs again = memo.regs;
+  const ehelf_bpf_row* row_again = nullptr;
+  if (step_in(table, pc, again, others, &row_again) != EHELF_STOP_OK ||
+      !same_bpf_regs(again, caller))
+    return fail("the step read a word the memo does not keep");
+  for (uint64_t addr : listed) {
+    FlippedWords one(mem, {addr}, true);
+    if (bpf_twin_memo_check(memo, caller, one))
+      return fail(fmt::format("the word at {:#x} changed, the check still passes", addr));
+  }
+  return true;
+}
+
+namespace {
+
+int step_from(const BpfTable& table, uint64_t pc, RegisterState& regs, MemoryReader& mem,
+              bool& signal_frame) {
+  ehelf_bpf_regs r = bpf_regs_of(regs);
+  const ehelf_bpf_row* row = nullptr;
+  const int stop = step_in(table, pc, r, mem, &row);
   if (stop != EHELF_STOP_OK) return stop;
   regs.set(x86_64::RIP, r.rip);
   regs.set(x86_64::RSP, r.rsp);
@@ -89,6 +188,15 @@ int bpf_twin_step(const BpfTable& table, uint64_t pc, RegisterState& regs, Memor
     regs.clear(x86_64::RBX);
   signal_frame = r.exact_pc != 0;
   return EHELF_STOP_OK;
+}
+
+} // namespace
+
+int bpf_twin_step(const BpfTable& table, uint64_t pc, RegisterState& regs, MemoryReader& mem,
+                  bool& signal_frame) {
+  if (!regs.has(x86_64::RIP)) return EHELF_STOP_END;
+  if (!regs.has(x86_64::RSP)) return EHELF_STOP_BAD_READ; // no stack to read: not in the kernel
+  return step_from(table, pc, regs, mem, signal_frame);
 }
 
 } // namespace ehelf

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "bpf/bpf_rows.hpp"
 #include "model/memory_reader.hpp"
@@ -24,5 +25,25 @@ int64_t bpf_twin_find_row(const BpfTable& table, uint64_t pc);
 
 int bpf_twin_step(const BpfTable& table, uint64_t pc, RegisterState& regs, MemoryReader& mem,
                   bool& signal_frame);
+
+// The step at `pc` from `regs` as the BPF program keeps it for its CPU's next walk: `memo` (its
+// registers the callee's; flags 0 when the step is not kept: not a row's plain one) and `caller`
+// the step's result, when it returns EHELF_STOP_OK (else the stop).
+int bpf_twin_memo_of(const BpfTable& table, uint64_t pc, const RegisterState& regs,
+                     MemoryReader& mem, ehelf_memo_frame& memo, ehelf_bpf_regs& caller);
+
+// Whether `mem` holds, where the step kept in `memo` read them, the words that made `caller`
+// (bpf_walk.h: ehelf_bpf_memo_check, the program's check before it takes the step again).
+bool bpf_twin_memo_check(const ehelf_memo_frame& memo, const ehelf_bpf_regs& caller,
+                         MemoryReader& mem);
+
+// Whether the step at `pc` from `regs` may be taken again as the BPF program takes the frames of
+// its CPU's last walk (bpf_walk.h: ehelf_bpf_memo_record, ehelf_bpf_memo_check), or is never
+// taken so (true both): when the step keeps a memo frame, the words it lists must hold the
+// caller's registers in `mem`, the step must leave the same caller with every other word of
+// memory changed, and any one listed word changed must fail the check. Otherwise false, and
+// `why` (when given) says which failed.
+bool bpf_twin_memo_sound(const BpfTable& table, uint64_t pc, const RegisterState& regs,
+                         MemoryReader& mem, std::string* why = nullptr);
 
 } // namespace ehelf

@@ -114,6 +114,25 @@ struct ehelf_bpf_regs {
   __u8 exact_pc; /* look the pc up as it is (the first frame, after a signal frame) */
 };
 
+/* A frame of a walk kept for a later one (the BPF program keeps its CPU's last walk:
+ * unwind.bpf.c walk_memo): the registers the walk had there and, when its step was a row's plain
+ * one (CFA = rsp, rbp or rbx + n, or a PLT entry's; every read it made succeeded), where that
+ * step read the caller's words, relative to the caller's rsp (the CFA). Such a step is a function
+ * of the registers and those words (with the row, which the tables' generation keeps): a later
+ * walk that reaches the same registers takes it again by reading those words and finding the
+ * values the caller's registers hold (ehelf_bpf_memo_check), without its mapping, row and step. */
+enum ehelf_memo_flags {
+  EHELF_MEMO_STEP = 1,     /* the step to the next frame may be taken so */
+  EHELF_MEMO_RBP_READ = 2, /* ... it read the caller's rbp (at the CFA + rbp_offset) */
+  EHELF_MEMO_RBX_READ = 4, /* ... and its rbx (at the CFA + rbx_offset) */
+};
+struct ehelf_memo_frame {
+  struct ehelf_bpf_regs regs;
+  __u8 flags; /* enum ehelf_memo_flags */
+  __u8 reserved;
+  __s16 rip_offset, rbp_offset, rbx_offset;
+};
+
 #endif /* the types */
 
 #if defined(EHELF_READ_U64) && defined(EHELF_ROW_AT) && !defined(EHELF_BPF_WALK_STEP)
@@ -200,6 +219,49 @@ EHELF_INLINE int ehelf_bpf_step(const struct ehelf_bpf_row *row, struct ehelf_bp
   r->rbp_known = rbp_known;
   r->exact_pc = (row->flags & EHELF_ROW_SIGNAL_FRAME) != 0;
   return EHELF_STOP_OK;
+}
+
+/* What `memo` keeps of the step through `row` that left `caller`: EHELF_MEMO_STEP and where it
+ * read the caller's words when it was a plain one, else no flag (its registers are the
+ * caller's). */
+EHELF_INLINE void ehelf_bpf_memo_record(struct ehelf_memo_frame *memo,
+                                        const struct ehelf_bpf_row *row,
+                                        const struct ehelf_bpf_regs *caller) {
+  memo->flags = 0;
+  if (row->kind != EHELF_ROW_CFA_RSP && row->kind != EHELF_ROW_CFA_RBP &&
+      row->kind != EHELF_ROW_CFA_RBX && row->kind != EHELF_ROW_PLT)
+    return;
+  if (row->flags & EHELF_ROW_SIGNAL_FRAME) return;
+  __u8 flags = EHELF_MEMO_STEP;
+  if ((row->flags & EHELF_SAVE_MASK) == EHELF_SAVE_AT_CFA) {
+    if (!caller->rbp_known) return; /* (its read failed) */
+    flags |= EHELF_MEMO_RBP_READ;
+  }
+  if ((row->flags & EHELF_RBX_MASK) == (EHELF_SAVE_AT_CFA << EHELF_RBX_SHIFT)) {
+    if (!caller->rbx_known) return;
+    flags |= EHELF_MEMO_RBX_READ;
+  }
+  memo->rip_offset = row->rip_offset;
+  memo->rbp_offset = row->rbp_offset;
+  memo->rbx_offset = row->rbx_offset;
+  memo->flags = flags;
+}
+
+/* Whether the stack holds, where the step kept in `memo` read them, the words that made
+ * `caller`'s registers (1): the step from memo's registers then leaves `caller` again. */
+EHELF_INLINE int ehelf_bpf_memo_check(void *ctx, const struct ehelf_memo_frame *memo,
+                                      const struct ehelf_bpf_regs *caller) {
+  const __u64 cfa = caller->rsp;
+  __u64 word = 0;
+  if (EHELF_READ_U64(ctx, cfa + (__u64)(__s64)memo->rip_offset, &word) || word != caller->rip)
+    return 0;
+  if ((memo->flags & EHELF_MEMO_RBP_READ) &&
+      (EHELF_READ_U64(ctx, cfa + (__u64)(__s64)memo->rbp_offset, &word) || word != caller->rbp))
+    return 0;
+  if ((memo->flags & EHELF_MEMO_RBX_READ) &&
+      (EHELF_READ_U64(ctx, cfa + (__u64)(__s64)memo->rbx_offset, &word) || word != caller->rbx))
+    return 0;
+  return 1;
 }
 
 /* One round of ehelf_bpf_search_rows' binary search of the rows from `first` for `rel`, knowing

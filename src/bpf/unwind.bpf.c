@@ -910,30 +910,6 @@ __attribute__((noinline)) int step_without_row(struct ehelf_walk *w, __u64 pc, _
   return stop;
 }
 
-/* Frame `memo` of this walk's memo after a step through `row` that left `caller` (0 kept: a
- * step the memo does not repeat). */
-static __always_inline void memo_step(struct ehelf_memo_frame *memo,
-                                      const struct ehelf_bpf_row *row,
-                                      const struct ehelf_bpf_regs *caller) {
-  if (row->kind != EHELF_ROW_CFA_RSP && row->kind != EHELF_ROW_CFA_RBP &&
-      row->kind != EHELF_ROW_CFA_RBX && row->kind != EHELF_ROW_PLT)
-    return;
-  if (row->flags & EHELF_ROW_SIGNAL_FRAME) return;
-  __u8 flags = EHELF_MEMO_STEP;
-  if ((row->flags & EHELF_SAVE_MASK) == EHELF_SAVE_AT_CFA) {
-    if (!caller->rbp_known) return; /* (its read failed) */
-    flags |= EHELF_MEMO_RBP_READ;
-  }
-  if ((row->flags & EHELF_RBX_MASK) == (EHELF_SAVE_AT_CFA << EHELF_RBX_SHIFT)) {
-    if (!caller->rbx_known) return;
-    flags |= EHELF_MEMO_RBX_READ;
-  }
-  memo->rip_offset = row->rip_offset;
-  memo->rbp_offset = row->rbp_offset;
-  memo->rbx_offset = row->rbx_offset;
-  memo->flags = flags;
-}
-
 /* One frame: records the pc, then steps to the caller. 0: go on; 1: the walk ended. */
 static __always_inline long walk_one(struct ehelf_walk *w) {
   __u64 pc = w->regs.rip;
@@ -1008,7 +984,7 @@ static __always_inline long walk_one(struct ehelf_walk *w) {
     w->stop = stop;
     return 1;
   }
-  if (memo && by_row) memo_step(memo, &w->row, &w->regs);
+  if (memo && by_row) ehelf_bpf_memo_record(memo, &w->row, &w->regs);
   return 0;
 }
 
@@ -1046,23 +1022,6 @@ static __always_inline int memo_match(struct ehelf_walk *w) {
   return 0;
 }
 
-/* Whether the stack holds, where frame `m`'s step read them, the words that made `next`'s
- * registers. */
-static __always_inline int memo_words_match(struct ehelf_walk *w,
-                                            const struct ehelf_memo_frame *m,
-                                            const struct ehelf_memo_frame *next) {
-  const __u64 cfa = next->regs.rsp;
-  __u64 word = 0;
-  if (read_user(w, cfa + (__u64)(__s64)m->rip_offset, &word) || word != next->regs.rip) return 0;
-  if ((m->flags & EHELF_MEMO_RBP_READ) &&
-      (read_user(w, cfa + (__u64)(__s64)m->rbp_offset, &word) || word != next->regs.rbp))
-    return 0;
-  if ((m->flags & EHELF_MEMO_RBX_READ) &&
-      (read_user(w, cfa + (__u64)(__s64)m->rbx_offset, &word) || word != next->regs.rbx))
-    return 0;
-  return 1;
-}
-
 /* One frame taken from the CPU's last walk (memo_next, whose registers the walk has): recorded
  * as walk_one records it, its step checked by reading its words again. 0: taken, go on; 1: the
  * walk ended (the frame limit); -1: not taken (the step differs now, or was not a plain one
@@ -1073,7 +1032,7 @@ static __always_inline long memo_take(struct ehelf_walk *w) {
   const struct ehelf_memo_frame *next =
       at + 1 < w->memo.frames ? memo_at(w->memo.buffer, at + 1) : 0;
   const int step = m && next && (m->flags & EHELF_MEMO_STEP);
-  if (!step || !memo_words_match(w, m, next)) {
+  if (!step || !ehelf_bpf_memo_check(w, m, &next->regs)) {
     w->memo_changed += step; /* (the words were not those of then) */
     w->memo_taking = 0;
     w->memo_cursor = at + 1; /* (not matched again) */

@@ -621,6 +621,83 @@ TEST(BpfRows, ACfaOnRbxIsACfaRbxRowWithRbxTracked) {
   EXPECT_GT(check.agreed, 0u);
 }
 
+// Synthetic memory but for one word, changed.
+class OneWordChanged final : public MemoryReader {
+public:
+  explicit OneWordChanged(uint64_t addr) : addr_(addr) {}
+  bool read(uint64_t addr, void* out, size_t size) override {
+    if (!real_.read(addr, out, size)) return false;
+    if (addr == addr_ && size == 8) *static_cast<uint64_t*>(out) ^= 0xff00;
+    return true;
+  }
+
+private:
+  SyntheticMemory real_;
+  uint64_t addr_;
+};
+
+// The program keeps its CPU's last walk and takes a step of it again when a later walk reaches
+// the same registers and the words that step read are the same (bpf_walk.h: ehelf_memo_frame):
+// a step through CFA = rbp + 16 with rbp and rbx saved keeps three words, one through
+// CFA = rsp + 8 the return address, a signal frame's step none.
+TEST(BpfRows, AStepIsTakenAgainFromTheLastWalkOnlyWhenTheWordsItReadAreTheSame) {
+  using K = RegisterRule::Kind;
+  HandTable h;
+  h.add(0x4000, 0x4010, reg_plus(x86_64::RBP, 16),
+        {rule(x86_64::RBP, K::Offset, -16), rule(x86_64::RBX, K::Offset, -24),
+         rule(x86_64::RIP, K::Offset, -8)});
+  h.add(0x4010, 0x4020, reg_plus(x86_64::RSP, 8), {rule(x86_64::RIP, K::Offset, -8)});
+  const CfaRule sigframe{CfaRule::Kind::Expression, 0, 0, h.expr({0x77, 0xa0, 0x01, 0x06})};
+  h.add(0x5000, 0x5010, sigframe,
+        {rule(x86_64::RBP, K::Expression, 0, h.expr({0x77, 0xf8, 0x00})),
+         rule(x86_64::RSP, K::Expression, 0, h.expr({0x77, 0xa0, 0x01})),
+         rule(x86_64::RIP, K::Expression, 0, h.expr({0x77, 0xa8, 0x01}))},
+        true);
+  h.table.finish();
+  auto rows = encode_bpf_rows(h.table);
+  ASSERT_TRUE(rows) << rows.error().to_string();
+  SyntheticMemory mem;
+  RegisterState regs;
+  regs.set(x86_64::RIP, 0x4004);
+  regs.set(x86_64::RSP, 0x6000);
+  regs.set(x86_64::RBP, 0x6100);
+  regs.set(x86_64::RBX, 0x42);
+  ehelf_memo_frame memo{};
+  ehelf_bpf_regs caller{};
+  ASSERT_EQ(bpf_twin_memo_of(*rows, 0x4004, regs, mem, memo, caller), EHELF_STOP_OK);
+  EXPECT_EQ(memo.flags, EHELF_MEMO_STEP | EHELF_MEMO_RBP_READ | EHELF_MEMO_RBX_READ);
+  EXPECT_EQ(memo.regs.rsp, 0x6000u);
+  EXPECT_EQ(caller.rsp, 0x6110u);
+  EXPECT_EQ(caller.rip, synthetic_word(0x6110 - 8));
+  EXPECT_EQ(caller.rbp, synthetic_word(0x6110 - 16));
+  EXPECT_EQ(caller.rbx, synthetic_word(0x6110 - 24));
+  EXPECT_TRUE(bpf_twin_memo_check(memo, caller, mem));
+  // Another caller with the same registers: any of the three words changed, not taken; a word
+  // beside them changed, taken.
+  for (uint64_t addr : {0x6110 - 8, 0x6110 - 16, 0x6110 - 24}) {
+    OneWordChanged changed(addr);
+    EXPECT_FALSE(bpf_twin_memo_check(memo, caller, changed)) << std::hex << addr;
+  }
+  OneWordChanged beside(0x6110 - 32);
+  EXPECT_TRUE(bpf_twin_memo_check(memo, caller, beside));
+  std::string why;
+  EXPECT_TRUE(bpf_twin_memo_sound(*rows, 0x4004, regs, mem, &why)) << why;
+  // CFA = rsp + 8: the return address alone.
+  regs.set(x86_64::RIP, 0x4014);
+  ASSERT_EQ(bpf_twin_memo_of(*rows, 0x4014, regs, mem, memo, caller), EHELF_STOP_OK);
+  EXPECT_EQ(memo.flags, EHELF_MEMO_STEP);
+  EXPECT_EQ(memo.rip_offset, -8);
+  OneWordChanged ra(0x6008 - 8);
+  EXPECT_FALSE(bpf_twin_memo_check(memo, caller, ra));
+  EXPECT_TRUE(bpf_twin_memo_sound(*rows, 0x4014, regs, mem, &why)) << why;
+  // A signal frame: its step is always taken afresh.
+  regs.set(x86_64::RIP, 0x5004);
+  ASSERT_EQ(bpf_twin_memo_of(*rows, 0x5004, regs, mem, memo, caller), EHELF_STOP_OK);
+  EXPECT_EQ(memo.flags, 0);
+  // The oracle holds every kept step to these checks (bpf_rows_backend).
+  EXPECT_EQ(check_backend(h.table, bpf_rows_backend(*rows)).mismatch_count, 0u);
+}
+
 TEST(BpfRows, RefusesTablesBeyondFourGiBAndUnsortedRanges) {
   const ColumnRule ra = rule(x86_64::RIP, RegisterRule::Kind::Offset, -8);
   {
