@@ -12,9 +12,11 @@ BackendUnderTest bpf_rows_backend(const BpfTable& rows) {
     const RegisterState callee = regs;
     switch (bpf_twin_step(rows, pc, regs, mem, signal_frame)) {
     case EHELF_STOP_OK:
-      // The same step taken again from the CPU's last walk, as the program does, must be too.
-      return bpf_twin_memo_sound(rows, pc, callee, mem) ? BackendAnswer::Unwound
-                                                        : BackendAnswer::Failed;
+      // The same step taken again from the CPU's last walk, as the program does, must be too
+      // (a failed step leaves the registers as they were).
+      if (bpf_twin_memo_sound(rows, pc, callee, mem)) return BackendAnswer::Unwound;
+      regs = callee;
+      return BackendAnswer::Failed;
     case EHELF_STOP_END:
       // The outermost frame: the model must also leave the return address undefined.
       regs.clear(x86_64::RIP);
