@@ -231,7 +231,7 @@ struct ehelf_walk {
   __u32 signal;        /* the last step went through a signal frame */
   __u32 known_process; /* its mappings are those user space wrote (or its parent's) */
   __u32 stack_reads;   /* bpf_probe_read_user calls of this sample's walk */
-  __u32 reserved;
+  __u32 mapping_written; /* the frame's mapping is one user space wrote (not one found here) */
   __u8 learned_read;  /* `learned` holds the process's entry of the learned map, if any */
   __u8 vma_asked;     /* bpf_find_vma was called in this sample */
   __u8 learned_added; /* `learned` gained a mapping: written back at the end */

@@ -917,11 +917,15 @@ static __always_inline long walk_one(struct ehelf_walk *w) {
     w->stop = EHELF_STOP_END;
     return 1;
   }
-  /* The frame in this walk's memo (the buffer the CPU's last walk is not in). */
-  struct ehelf_memo_frame *memo = w->replaying ? 0 : memo_at(w->memo.buffer ^ 1, w->depth);
-  if (memo) {
-    memo->regs = w->regs;
-    memo->flags = 0;
+  /* The frame in this walk's memo (the buffer the CPU's last walk is not in). (Looked up again
+   * after the step: a pointer kept through the frame, null or not, doubled the states the
+   * verifier follows.) */
+  if (!w->replaying) {
+    struct ehelf_memo_frame *memo = memo_at(w->memo.buffer ^ 1, w->depth);
+    if (memo) {
+      memo->regs = w->regs;
+      memo->flags = 0;
+    }
   }
   w->copy.stack.pcs[w->depth & (EHELF_MAX_FRAMES - 1)] = pc;
   w->depth += 1;
@@ -939,6 +943,7 @@ static __always_inline long walk_one(struct ehelf_walk *w) {
   __u32 kind = EHELF_MAPPING_NO_FILE, table = 0;
   __u64 bias = 0;
   const struct ehelf_mapping *known = find_mapping(w, pc);
+  w->mapping_written = known != 0;
   if (known) {
     kind = known->kind;
     table = known->table;
@@ -968,9 +973,16 @@ static __always_inline long walk_one(struct ehelf_walk *w) {
   }
   const int mapped = kind != EHELF_MAPPING_NO_FILE && kind != EHELF_MAPPING_UNKNOWN_FILE;
   stop = EHELF_STOP_NO_ENTRY;
-  if (kind == EHELF_MAPPING_TABLE) stop = table_step(w, table, bias, pc, interrupted);
-  /* (By a row of a mapping user space wrote: a step the memo may repeat.) */
-  const int by_row = stop == EHELF_STOP_OK && known;
+  if (kind == EHELF_MAPPING_TABLE) {
+    stop = table_step(w, table, bias, pc, interrupted);
+    /* A step through a row of a mapping user space wrote: one the memo may take again (a step
+     * after which the walk stops below is the memo's last frame's: never taken). (Kept here, not
+     * after the checks below: a flag live through them doubled the states the verifier follows.) */
+    if (stop == EHELF_STOP_OK && w->mapping_written && !w->replaying) {
+      struct ehelf_memo_frame *memo = memo_at(w->memo.buffer ^ 1, w->depth - 1);
+      if (memo) ehelf_bpf_memo_record(memo, &w->row, &w->regs);
+    }
+  }
   if (stop == EHELF_STOP_NO_ENTRY) stop = step_without_row(w, pc, kind);
   if (stop == EHELF_STOP_OK && w->regs.rip == 0) stop = EHELF_STOP_END;
   /* The stack grows down: a caller's frame is above (signal frames may switch stacks). Where rbp
@@ -984,7 +996,6 @@ static __always_inline long walk_one(struct ehelf_walk *w) {
     w->stop = stop;
     return 1;
   }
-  if (memo && by_row) ehelf_bpf_memo_record(memo, &w->row, &w->regs);
   return 0;
 }
 
@@ -998,8 +1009,10 @@ static __always_inline int same_regs(const struct ehelf_bpf_regs *a,
 
 /* Whether the walk's registers are those of a frame of the CPU's last walk that it may take the
  * step of (1: it takes frames from there, memo_next). The last walk's frames are looked at in
- * the order of their rsp, as the walk's own grow: at most 4 more a frame. */
-static __always_inline int memo_match(struct ehelf_walk *w) {
+ * the order of their rsp, as the walk's own grow: at most 4 more a frame.
+ * Verifier: a global function, checked once on its own, as memo_take_frames. */
+__attribute__((noinline)) int memo_match(struct ehelf_walk *w) {
+  if (!w) return 0;
   for (int i = 0; i < 4; i++) {
     const __u32 at = w->memo_cursor;
     if (at >= w->memo.frames) {
@@ -1055,15 +1068,27 @@ static __always_inline long memo_take(struct ehelf_walk *w) {
   return 0;
 }
 
-#define EHELF_MEMO_BATCH 4
-/* bpf_loop's callback: one frame, taken from the CPU's last walk when it may be. */
+/* Up to 4 frames taken from the CPU's last walk, as memo_take says (0: go on; 1: the walk
+ * ended; -1: the last was not taken: the walk goes on from there on its own). Four to a call:
+ * a bpf_loop callback costs ~12-17 ns, a frame taken ~10.
+ * Verifier: a global function, checked once on its own, as memo_match (inlined in the walk's
+ * callback, they were followed with each state the walk reached them with: with walk_one's
+ * record of its frames, the verifier's work 19k -> 73k instructions, the load ~200 ms longer;
+ * now 23k). */
+__attribute__((noinline)) int memo_take_frames(struct ehelf_walk *w) {
+  if (!w) return -1;
+  long taken = 0;
+  for (int i = 0; i < 4 && taken == 0; i++) taken = memo_take(w);
+  return (int)taken;
+}
+
+/* bpf_loop's callback: one frame, or frames taken from the CPU's last walk when they may be. */
 static long walk_frame(__u32 index, void *ctx) {
   struct ehelf_walk *w = walk_of(ctx);
   if (!w) return 1;
   if (w->memo_usable && (w->memo_taking || memo_match(w))) {
-    long taken = 0;
-    for (int i = 0; i < EHELF_MEMO_BATCH && taken == 0; i++) taken = memo_take(w);
-    if (taken >= 0) return taken;
+    const int taken = memo_take_frames(w);
+    if (taken >= 0) return taken != 0; /* (a callback returns 0 or 1) */
   }
   return walk_one(w);
 }
