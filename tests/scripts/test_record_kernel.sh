@@ -343,7 +343,9 @@ python3 - "$line" << 'EOF' && ok "a stack its parent writes: $line" || bad "a st
 import re, sys
 m = re.search(r"(\d+) samples walked both ways, .* (\d+) in a parent's address space, (\d+) other", sys.argv[1])
 compared, parents, other = map(int, m.groups())
-sys.exit(0 if compared >= 100 and parents >= 0.05 * compared and other == 0 else 1)
+# (How many differ is the flips' rate against the samples': 17-20% here, 3% (44 of 1,446) in the
+# ASan build, whose flipping loop is slower; enough that the category is met many times.)
+sys.exit(0 if compared >= 100 and parents >= max(20, 0.01 * compared) and other == 0 else 1)
 EOF
 # The walk takes a frame from the CPU's last walk when it reaches the registers that walk had
 # there, after reading the words the step read again: alternate_work is called from two places in
