@@ -362,9 +362,10 @@ enum ehelf_stat {
   EHELF_STAT_REPLAYED = 13,    /* parked samples walked again and counted */
   EHELF_STAT_STOPS = 14,       /* + enum ehelf_walk_stop */
   EHELF_STAT_NOT_EXPRESSIBLE = EHELF_STAT_STOPS + EHELF_STOP_COUNT, /* + the STOP row's reason */
+  /* frames taken from the CPU's last walk (ehelf_memo_frame), and its steps not taken: the
+   * stack's words had changed */
   EHELF_STAT_MEMO_FRAMES = EHELF_STAT_NOT_EXPRESSIBLE + EHELF_NOT_EXPRESSIBLE_KINDS,
-  /* (frames taken from the CPU's last walk: ehelf_memo_frame) */
-  EHELF_STAT_MEMO_CHANGED, /* its frames not taken: the stack's words had changed */
+  EHELF_STAT_MEMO_CHANGED,
   EHELF_STAT_COUNT,
 };
 

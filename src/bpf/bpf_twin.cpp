@@ -1,7 +1,6 @@
 #include "bpf/bpf_twin.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include <fmt/format.h>
@@ -89,11 +88,6 @@ int step_in(const BpfTable& table, uint64_t pc, ehelf_bpf_regs& r, MemoryReader&
   return ehelf_bpf_step(*row, &r, &ctx);
 }
 
-bool same_bpf_regs(const ehelf_bpf_regs& a, const ehelf_bpf_regs& b) {
-  return a.rip == b.rip && a.rsp == b.rsp && a.rbp == b.rbp && a.rbx == b.rbx &&
-         a.rbp_known == b.rbp_known && a.rbx_known == b.rbx_known && a.exact_pc == b.exact_pc;
-}
-
 // Memory as `real` has it, but for every 8-byte word at an address not in `kept`, which reads
 // with its bits flipped; or (`kept` of one address, `flip_kept`) only that word flipped.
 class FlippedWords final : public MemoryReader {
@@ -158,7 +152,7 @@ bool bpf_twin_memo_sound(const BpfTable& table, uint64_t pc, const RegisterState
   ehelf_bpf_regs again = memo.regs;
   const ehelf_bpf_row* row_again = nullptr;
   if (step_in(table, pc, again, others, &row_again) != EHELF_STOP_OK ||
-      !same_bpf_regs(again, caller))
+      !ehelf_bpf_same_regs(&again, &caller))
     return fail("the step read a word the memo does not keep");
   for (uint64_t addr : listed) {
     FlippedWords one(mem, {addr}, true);
@@ -168,10 +162,10 @@ bool bpf_twin_memo_sound(const BpfTable& table, uint64_t pc, const RegisterState
   return true;
 }
 
-namespace {
-
-int step_from(const BpfTable& table, uint64_t pc, RegisterState& regs, MemoryReader& mem,
-              bool& signal_frame) {
+int bpf_twin_step(const BpfTable& table, uint64_t pc, RegisterState& regs, MemoryReader& mem,
+                  bool& signal_frame) {
+  if (!regs.has(x86_64::RIP)) return EHELF_STOP_END;
+  if (!regs.has(x86_64::RSP)) return EHELF_STOP_BAD_READ; // no stack to read: not in the kernel
   ehelf_bpf_regs r = bpf_regs_of(regs);
   const ehelf_bpf_row* row = nullptr;
   const int stop = step_in(table, pc, r, mem, &row);
@@ -188,15 +182,6 @@ int step_from(const BpfTable& table, uint64_t pc, RegisterState& regs, MemoryRea
     regs.clear(x86_64::RBX);
   signal_frame = r.exact_pc != 0;
   return EHELF_STOP_OK;
-}
-
-} // namespace
-
-int bpf_twin_step(const BpfTable& table, uint64_t pc, RegisterState& regs, MemoryReader& mem,
-                  bool& signal_frame) {
-  if (!regs.has(x86_64::RIP)) return EHELF_STOP_END;
-  if (!regs.has(x86_64::RSP)) return EHELF_STOP_BAD_READ; // no stack to read: not in the kernel
-  return step_from(table, pc, regs, mem, signal_frame);
 }
 
 } // namespace ehelf

@@ -133,6 +133,15 @@ struct ehelf_memo_frame {
   __s16 rip_offset, rbp_offset, rbx_offset;
 };
 
+/* Whether `a` and `b` are the same registers (every field a step reads): a memo frame's step is
+ * taken again only from its very registers. */
+EHELF_INLINE int ehelf_bpf_same_regs(const struct ehelf_bpf_regs *a,
+                                     const struct ehelf_bpf_regs *b) {
+  return a->rip == b->rip && a->rsp == b->rsp && a->rbp == b->rbp && a->rbx == b->rbx &&
+         a->rbp_known == b->rbp_known && a->rbx_known == b->rbx_known &&
+         a->exact_pc == b->exact_pc;
+}
+
 #endif /* the types */
 
 #if defined(EHELF_READ_U64) && defined(EHELF_ROW_AT) && !defined(EHELF_BPF_WALK_STEP)

@@ -999,14 +999,6 @@ static __always_inline long walk_one(struct ehelf_walk *w) {
   return 0;
 }
 
-/* Whether `a` and `b` are the same registers (every field the step reads). */
-static __always_inline int same_regs(const struct ehelf_bpf_regs *a,
-                                     const struct ehelf_bpf_regs *b) {
-  return a->rip == b->rip && a->rsp == b->rsp && a->rbp == b->rbp && a->rbx == b->rbx &&
-         a->rbp_known == b->rbp_known && a->rbx_known == b->rbx_known &&
-         a->exact_pc == b->exact_pc;
-}
-
 /* Whether the walk's registers are those of a frame of the CPU's last walk that it may take the
  * step of (1: it takes frames from there, memo_next). The last walk's frames are looked at in
  * the order of their rsp, as the walk's own grow: at most 4 more a frame.
@@ -1026,7 +1018,7 @@ __attribute__((noinline)) int memo_match(struct ehelf_walk *w) {
       continue;
     }
     if (m->regs.rsp != w->regs.rsp || !(m->flags & EHELF_MEMO_STEP) ||
-        !same_regs(&m->regs, &w->regs))
+        !ehelf_bpf_same_regs(&m->regs, &w->regs))
       return 0;
     w->memo_taking = 1;
     w->memo_next = at;

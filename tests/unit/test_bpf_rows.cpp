@@ -429,6 +429,17 @@ struct HandTable {
     table.add_range(
         TableRange{begin, end, table.intern_row(cfa, columns), signal ? signal_fn : plain_fn, 0});
   }
+  // [begin, end) as glibc's __restore_rt: CFA = *(rsp + 160), rbp, rsp and rip read from the
+  // kernel's rt_sigframe at rsp + 120, 160 and 168.
+  void add_restore_rt(uint64_t begin, uint64_t end) {
+    using K = RegisterRule::Kind;
+    const CfaRule cfa{CfaRule::Kind::Expression, 0, 0, expr({0x77, 0xa0, 0x01, 0x06})};
+    add(begin, end, cfa,
+        {ColumnRule{x86_64::RBP, RegisterRule{K::Expression, 0, 0, expr({0x77, 0xf8, 0x00})}},
+         ColumnRule{x86_64::RSP, RegisterRule{K::Expression, 0, 0, expr({0x77, 0xa0, 0x01})}},
+         ColumnRule{x86_64::RIP, RegisterRule{K::Expression, 0, 0, expr({0x77, 0xa8, 0x01})}}},
+        true);
+  }
 };
 
 CfaRule reg_plus(uint16_t reg, int64_t n) {
@@ -546,14 +557,8 @@ TEST(BpfRows, OddRulesGiveStopRowsWithTheirReasonNeverACrash) {
 }
 
 TEST(BpfRows, AHandBuiltSignalFrameIsASignalRowAndTheTwinReadsTheFrame) {
-  using K = RegisterRule::Kind;
   HandTable h;
-  const CfaRule cfa{CfaRule::Kind::Expression, 0, 0, h.expr({0x77, 0xa0, 0x01, 0x06})};
-  h.add(0x2000, 0x2010, cfa,
-        {rule(x86_64::RBP, K::Expression, 0, h.expr({0x77, 0xf8, 0x00})),
-         rule(x86_64::RSP, K::Expression, 0, h.expr({0x77, 0xa0, 0x01})),
-         rule(x86_64::RIP, K::Expression, 0, h.expr({0x77, 0xa8, 0x01}))},
-        true);
+  h.add_restore_rt(0x2000, 0x2010);
   h.table.finish();
   auto rows = encode_bpf_rows(h.table);
   ASSERT_TRUE(rows);
@@ -647,12 +652,7 @@ TEST(BpfRows, AStepIsTakenAgainFromTheLastWalkOnlyWhenTheWordsItReadAreTheSame) 
         {rule(x86_64::RBP, K::Offset, -16), rule(x86_64::RBX, K::Offset, -24),
          rule(x86_64::RIP, K::Offset, -8)});
   h.add(0x4010, 0x4020, reg_plus(x86_64::RSP, 8), {rule(x86_64::RIP, K::Offset, -8)});
-  const CfaRule sigframe{CfaRule::Kind::Expression, 0, 0, h.expr({0x77, 0xa0, 0x01, 0x06})};
-  h.add(0x5000, 0x5010, sigframe,
-        {rule(x86_64::RBP, K::Expression, 0, h.expr({0x77, 0xf8, 0x00})),
-         rule(x86_64::RSP, K::Expression, 0, h.expr({0x77, 0xa0, 0x01})),
-         rule(x86_64::RIP, K::Expression, 0, h.expr({0x77, 0xa8, 0x01}))},
-        true);
+  h.add_restore_rt(0x5000, 0x5010);
   h.table.finish();
   auto rows = encode_bpf_rows(h.table);
   ASSERT_TRUE(rows) << rows.error().to_string();
