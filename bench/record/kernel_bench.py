@@ -9,8 +9,12 @@ the profiler's own CPU time (its user + system time less the workload's, from wa
 the profiler and of the workload alone); the BPF program's run time per sample and per frame
 (kernel.bpf_stats_enabled, set for the run and restored); lost samples; the samples that waited
 in the kernel for their tables (parked) and the replay's time per parked sample (a workload that
-dlopens a library of 420,000 rows and runs in it at once parks most of its samples). Writes JSON
-and Markdown.
+dlopens a library of 420,000 rows and runs in it at once parks most of its samples).
+
+Then the walk's cost against its peer in the kernel: the C fixture built with frame pointers,
+sampled by ehelf's program (the rows) and by bench_fp_walk's (the kernel's own frame-pointer walk
+of the user stack, bpf_get_stackid: bpftrace's ustack, bcc's profile), alternated, each program's
+run time per sample by the kernel's BPF statistics. Writes JSON and Markdown.
 """
 import argparse, json, os, re, resource, statistics, subprocess, sys, tempfile, time
 
@@ -102,6 +106,65 @@ def large_library(work):
     return exe, lib
 
 
+def frame_pointer_fixture(fixtures_source, work):
+    """The record fixture built as its first line says, but with frame pointers (the kernel's
+    walk of the peer follows them; ehelf's walk uses the tables either way)."""
+    src = os.path.join(fixtures_source, 'record_target.c')
+    first = open(src).readline()
+    flags = first.split('flags:', 1)[1].split()
+    flags = ['-fno-omit-frame-pointer' if f == '-fomit-frame-pointer' else f for f in flags]
+    exe = os.path.join(work, 'record_target_fp')
+    subprocess.run(['gcc'] + flags + ['-o', exe, src], check=True)
+    return exe
+
+
+def fp_walk_numbers(stdout):
+    m = re.search(r'fp walk: (\d+) runs, (\d+) ns each, ([\d.]+) frames each', stdout)
+    if not m:
+        raise RuntimeError(f'bench_fp_walk: no result in {stdout[-500:]!r}')
+    return {'runs': int(m.group(1)), 'bpf_ns_per_sample': int(m.group(2)),
+            'frames_per_sample': float(m.group(3))}
+
+
+def against_fp_walk(a, work, freqs):
+    """ehelf's program and the kernel's frame-pointer walk on the fixture built with frame
+    pointers, alternated a.repeat times per mode and frequency: medians of each."""
+    exe = frame_pointer_fixture(a.fixtures_source, work)
+    units = '150' if a.quick else '400'
+    rows = []
+    out = os.path.join(work, 'fp.folded')
+    for freq in freqs:
+        for mode in ('deep', 'split', 'threads'):
+            cmd = [exe, mode, units]
+            ours, peer = [], []
+            for _ in range(a.repeat):
+                r = cpu_of([a.ehelf, 'record', '--unwind', 'kernel', '-F', str(freq), '-o', out,
+                            '--'] + cmd)
+                ours.append(ehelf_numbers(r[2]))
+                p = subprocess.run([a.fp_walk, '-F', str(freq), '--'] + cmd, text=True,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                if p.returncode != 0:
+                    raise RuntimeError(f'bench_fp_walk: exit {p.returncode}: {p.stderr[-2000:]}')
+                peer.append(fp_walk_numbers(p.stdout))
+            med = lambda runs, key: statistics.median(r[key] for r in runs)
+            row = {'workload': f'C fixture ({mode}), frame pointers', 'freq': freq,
+                   'ehelf_ns_per_sample': med(ours, 'bpf_ns_per_sample'),
+                   'ehelf_frames': med(ours, 'frames_per_sample'),
+                   'ehelf_runs': [r['bpf_ns_per_sample'] for r in ours],
+                   'fp_walk_ns_per_sample': med(peer, 'bpf_ns_per_sample'),
+                   'fp_walk_frames': med(peer, 'frames_per_sample'),
+                   'fp_walk_runs': [r['bpf_ns_per_sample'] for r in peer]}
+            row['ratio'] = row['ehelf_ns_per_sample'] / row['fp_walk_ns_per_sample']
+            if mode == 'deep' and row['fp_walk_frames'] < 26:
+                # (26 frames of `descend`: fewer, and the fixture was not built with frame
+                # pointers, or the kernel's walk stopped: the two would not walk the same stacks)
+                raise RuntimeError(f"the kernel's frame-pointer walk took {row['fp_walk_frames']} "
+                                   'frames of the deep fixture, not its 26 or more')
+            rows.append(row)
+            print(json.dumps(row), file=sys.stderr)
+    return rows
+
+
 def median_run(fn, repeat):
     runs = [fn() for _ in range(repeat)]
     runs.sort(key=lambda r: r[0])
@@ -112,6 +175,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--ehelf', required=True)
     ap.add_argument('--fixtures', required=True)
+    ap.add_argument('--fixtures-source', required=True)
+    ap.add_argument('--fp-walk', required=True)
     ap.add_argument('--json', required=True)
     ap.add_argument('--md', required=True)
     ap.add_argument('--quick', action='store_true')
@@ -161,6 +226,7 @@ def main():
                                      slowdown=r[0] / base[0], profiler_cpu_s=max(0, r[1] - base[1]))
                 results.append(row)
                 print(json.dumps(row), file=sys.stderr)
+        peers = against_fp_walk(a, work, [int(f) for f in a.freqs.split(',')])
     finally:
         if old_stats is not None:
             open(stats_path, 'w').write(old_stats)
@@ -168,7 +234,8 @@ def main():
             os.uname().release + f', {os.cpu_count()} CPUs',
             'command': 'bash bench/run_record_kernel.sh' + (' --quick' if a.quick else ''),
             'repeat': a.repeat}
-    json.dump({'meta': meta, 'results': results}, open(a.json, 'w'), indent=1)
+    json.dump({'meta': meta, 'results': results, 'against_fp_walk': peers}, open(a.json, 'w'),
+              indent=1)
     lines = [f"# ehelf record: in-kernel walk against user-space walk and perf ({meta['date']})", '',
              f"Machine: {meta['machine']}. Rerun: `{meta['command']}`. Median of {a.repeat} runs.",
              '', 'Slowdown: wall time under the profiler over the workload alone. Bytes/sample: '
@@ -192,6 +259,22 @@ def main():
             f"{k.get('frames_per_sample', '-')} | {k['lost']} / {u['lost']} / {d['lost']} | "
             f"{k.get('parked', 0)} | "
             f"{'%.1f' % k['replay_us_per_parked'] if 'replay_us_per_parked' in k else '-'} |")
+    lines += ['', '## The walk against the kernel\'s frame-pointer walk', '',
+              'The record fixture built with frame pointers, sampled by ehelf\'s program (its rows) '
+              'and by the kernel\'s own walk of the user stack by frame pointers in a BPF program '
+              '(bench_fp_walk: bpf_get_stackid with BPF_F_USER_STACK, each stack counted by thread: '
+              'bpftrace\'s ustack, bcc\'s profile), alternated; medians of '
+              f'{a.repeat} runs each of the program\'s run time per sample (kernel.bpf_stats_enabled). '
+              'Libc has no frame pointers: the kernel\'s walk stops in it, ehelf\'s goes on to _start.',
+              '', '| workload | Hz | ehelf ns/sample | frames | kernel FP walk ns/sample | frames | '
+              'ehelf / FP walk | runs ehelf | runs FP walk |', '|---|---|---|---|---|---|---|---|---|']
+    for r in peers:
+        lines.append(
+            f"| {r['workload']} | {r['freq']} | {r['ehelf_ns_per_sample']:.0f} | "
+            f"{r['ehelf_frames']:.1f} | {r['fp_walk_ns_per_sample']:.0f} | "
+            f"{r['fp_walk_frames']:.1f} | {r['ratio']:.2f} | "
+            f"{', '.join(str(x) for x in r['ehelf_runs'])} | "
+            f"{', '.join(str(x) for x in r['fp_walk_runs'])} |")
     open(a.md, 'w').write('\n'.join(lines) + '\n')
 
 
