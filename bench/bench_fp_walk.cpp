@@ -9,7 +9,7 @@
 //   fp walk: N runs, X ns each, F frames each
 //
 // Needs root (or CAP_BPF and CAP_PERFMON); exits 2 with one line on stderr when the kernel
-// refuses. The command's exit status is not the benchmark's: it runs to its end.
+// refuses, or when the command could not run or failed (its samples would measure something else).
 #include <fcntl.h>
 #include <linux/perf_event.h>
 #include <sys/syscall.h>
@@ -74,7 +74,8 @@ int main(int argc, char** argv) {
   unsigned long hz = 999;
   int at = 1;
   for (; at < argc && std::strcmp(argv[at], "--") != 0; ++at) {
-    if (std::strcmp(argv[at], "-F") == 0 && at + 1 < argc) {
+    if (std::strcmp(argv[at], "-F") == 0) {
+      if (at + 1 >= argc) fail("-F needs a frequency in Hz");
       char* end = nullptr;
       hz = std::strtoul(argv[++at], &end, 10);
       if (*end != '\0' || hz == 0 || hz > 100000) fail(std::string("bad -F: ") + argv[at]);
@@ -127,6 +128,10 @@ int main(int argc, char** argv) {
   int status = 0;
   while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    fail(std::string(command[0]) + ": " +
+         (WIFEXITED(status) ? "exit " + std::to_string(WEXITSTATUS(status))
+                            : "killed by signal " + std::to_string(WTERMSIG(status))));
   for (bpf_link* link : links)
     bpf_link__destroy(link);
 

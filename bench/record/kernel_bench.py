@@ -122,6 +122,8 @@ def fp_walk_numbers(stdout):
     m = re.search(r'fp walk: (\d+) runs, (\d+) ns each, ([\d.]+) frames each', stdout)
     if not m:
         raise RuntimeError(f'bench_fp_walk: no result in {stdout[-500:]!r}')
+    if int(m.group(1)) == 0:
+        raise RuntimeError('bench_fp_walk: the program never ran (no sample of the command)')
     return {'runs': int(m.group(1)), 'bpf_ns_per_sample': int(m.group(2)),
             'frames_per_sample': float(m.group(3))}
 
